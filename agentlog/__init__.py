@@ -1,0 +1,74 @@
+"""agentlog: sealed, replayable traces of LLM agents, and estimators you can trust.
+
+Example:
+    >>> import agentlog as al
+    >>> @al.window("retrieval")
+    ... def retrieve(question: str) -> list[str]:
+    ...     i = al.select([0.7, 0.3], candidates=["d1", "d2"], name="doc")
+    ...     return [["d1", "d2"][i]]
+    >>> with al.record("/tmp/agentlog-doctest.zst", system="demo", seed=7, task="q-1"):
+    ...     docs = retrieve("what is x?")
+    >>> trace = al.read("/tmp/agentlog-doctest.zst")
+    >>> [w.name for w in trace.windows()]
+    ['retrieval']
+
+Importing agentlog never imports scipy, POT, openai, anthropic, vllm, ray or matplotlib.
+"""
+
+from ._encoding import Secret, decode_arguments
+from ._errors import (
+    AdapterError,
+    AgentlogError,
+    AgentlogWarning,
+    ArtifactEncodingError,
+    CacheMiss,
+    DegenerateDataWarning,
+    IncompleteFaceError,
+    InstrumentationWarning,
+    MissingDependencyError,
+    ReplayDivergenceError,
+    ReplayError,
+    SealedWindowError,
+    TraceFormatError,
+)
+from ._reader import Trace, read
+from ._recorder import flush, record, score
+from ._select import proceed, select
+from ._state import Run, WindowState, current_run, current_window
+from ._verify import VerifyReport, verify
+from ._version import __version__
+from ._window import tool, window
+
+__all__ = [
+    "AdapterError",
+    "AgentlogError",
+    "AgentlogWarning",
+    "ArtifactEncodingError",
+    "CacheMiss",
+    "DegenerateDataWarning",
+    "IncompleteFaceError",
+    "InstrumentationWarning",
+    "MissingDependencyError",
+    "ReplayDivergenceError",
+    "ReplayError",
+    "Run",
+    "SealedWindowError",
+    "Secret",
+    "Trace",
+    "TraceFormatError",
+    "VerifyReport",
+    "WindowState",
+    "__version__",
+    "current_run",
+    "current_window",
+    "decode_arguments",
+    "flush",
+    "proceed",
+    "read",
+    "record",
+    "score",
+    "select",
+    "tool",
+    "verify",
+    "window",
+]

@@ -1,0 +1,320 @@
+"""Canonical encoding of entry/exit artifacts, hashing, and decoding back into arguments.
+
+An artifact is encoded with msgspec's msgpack encoder in ``order="sorted"`` mode: dict
+keys, set items and dataclass/Struct fields are sorted, so equal values give equal
+bytes whatever their insertion order. Supported beyond msgpack's own types:
+
+* numpy arrays: an ext value (code ``NDARRAY_EXT``) holding ``[dtype, shape, data]`` with
+  the dtype forced little-endian and the data C-contiguous;
+* numpy scalars (as their Python value), dataclasses, ``msgspec.Struct``;
+* pydantic models (``model_dump(mode="python")``; decoded with ``model_validate``).
+
+Anything else fails with ``ArtifactEncodingError`` naming the argument and suggesting an
+``entry=`` projection. Hashes are SHA-256 of the canonical bytes.
+
+Example:
+    >>> from agentlog._encoding import encode, digest
+    >>> encode({"b": 1, "a": 2}) == encode({"a": 2, "b": 1})
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, get_args, get_origin, get_type_hints
+
+import msgspec
+import numpy as np
+
+from ._errors import ArtifactEncodingError
+
+NDARRAY_EXT = 1
+REDACTED = "<redacted>"
+_MAX_NDIM = 64
+
+
+class Secret:
+    """Marks a parameter as secret: ``api_key: Annotated[str, al.Secret]``.
+
+    A secret argument is replaced by ``"<redacted>"`` before the entry is encoded, so it
+    never reaches a trace file or a span. Replay must supply it again.
+    """
+
+
+_inner = msgspec.msgpack.Encoder()
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise NotImplementedError("numpy object arrays have no canonical encoding")
+        dtype = obj.dtype.newbyteorder("<") if obj.dtype.byteorder == ">" else obj.dtype
+        data = np.ascontiguousarray(obj, dtype=dtype).tobytes()
+        return msgspec.msgpack.Ext(NDARRAY_EXT, _inner.encode([dtype.str, list(obj.shape), data]))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None and hasattr(type(obj), "model_fields"):
+        return dump(mode="python")
+    raise NotImplementedError(f"objects of type {type(obj).__qualname__} are not supported")
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook, order="sorted")
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code != NDARRAY_EXT:
+        raise ValueError(f"unknown msgpack ext code {code}; expected {NDARRAY_EXT} (ndarray)")
+    dtype_str, shape, raw = msgspec.msgpack.decode(data, type=tuple[str, list[int], bytes])
+    dtype = np.dtype(dtype_str)
+    if dtype.hasobject or len(shape) > _MAX_NDIM or any(s < 0 for s in shape):
+        raise ValueError(f"refusing ndarray ext with dtype {dtype_str!r} and shape {shape}")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if count * dtype.itemsize != len(raw):
+        raise ValueError(
+            f"ndarray ext declares {count} items of {dtype_str} but carries {len(raw)} bytes"
+        )
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+_decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+
+
+def encode(obj: Any, *, what: str = "artifact") -> bytes:
+    """Canonical bytes of ``obj``; ``what`` names it in the error (e.g. "argument `doc`")."""
+    try:
+        return _encoder.encode(obj)
+    except (TypeError, NotImplementedError, OverflowError, ValueError) as exc:
+        raise ArtifactEncodingError(
+            f"{what}: cannot seal a value of type {type(obj).__qualname__}: {exc}. Supported: "
+            "None, bool, int, float, str, bytes, lists, tuples, dicts, sets, numpy arrays, "
+            "dataclasses, msgspec Structs and pydantic models. Project it to something "
+            "supported with `entry=` (e.g. @al.window(..., entry=lambda doc: doc.id))."
+        ) from None
+
+
+def encode_arguments(arguments: Mapping[str, Any], *, window: str) -> bytes:
+    """Canonical bytes of a bound-argument map, naming the offending argument on failure."""
+    try:
+        return _encoder.encode(arguments)
+    except (TypeError, NotImplementedError, OverflowError, ValueError):
+        for name, value in arguments.items():
+            encode(value, what=f"window {window!r}, argument `{name}`")
+        raise
+
+
+def decode(data: bytes | memoryview) -> Any:
+    """Decode canonical bytes (arrays come back as read-only numpy arrays)."""
+    return _decoder.decode(data)
+
+
+def digest(data: bytes) -> bytes:
+    """SHA-256 of canonical bytes."""
+    return hashlib.sha256(data).digest()
+
+
+def seal(obj: Any, *, what: str = "artifact") -> tuple[bytes, bytes]:
+    """``(canonical bytes, sha256)`` of an artifact."""
+    data = encode(obj, what=what)
+    return data, hashlib.sha256(data).digest()
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _is_secret_annotation(annotation: Any) -> bool:
+    if get_origin(annotation) is typing.Annotated:
+        return any(m is Secret or isinstance(m, Secret) for m in annotation.__metadata__)
+    return False
+
+
+class ArgumentBinder:
+    """Turns ``(args, kwargs)`` of a call into the map of its effective arguments.
+
+    Defaults are applied so that ``f(q)`` and ``f(q, budget=3)`` with ``budget=3`` by default
+    seal the same entry. A leading ``self``/``cls`` is left out (it is the object, not an
+    input). Secret parameters are replaced by ``REDACTED``. The common case — positional
+    arguments only, no ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
+    """
+
+    __slots__ = ("_fast", "_names", "_tails", "_signature", "_skip_first", "_secrets",
+                 "parameters")
+
+    def __init__(self, fn: Callable[..., Any], *, secret: Iterable[str] = ()) -> None:
+        signature = inspect.signature(fn)
+        params = list(signature.parameters.values())
+        self._skip_first = bool(params) and params[0].name in ("self", "cls")
+        self.parameters = params[1:] if self._skip_first else params
+        try:
+            hints = get_type_hints(fn, include_extras=True)
+        except Exception:  # unresolvable forward references: no annotation-driven secrets
+            hints = {}
+        secrets = set(secret)
+        unknown = secrets - {p.name for p in params}
+        if unknown:
+            raise ValueError(
+                f"`secret` names {sorted(unknown)} that are not parameters of "
+                f"{getattr(fn, '__qualname__', fn)}; parameters are {[p.name for p in params]}"
+            )
+        secrets |= {name for name, hint in hints.items() if _is_secret_annotation(hint)}
+        self._secrets = frozenset(secrets)
+        self._signature = signature
+        kinds = {p.kind for p in params}
+        self._fast = kinds <= {
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        }
+        self._names = tuple(p.name for p in params)
+        # _tails[i]: the defaults that fill parameters i.. when only i positionals are given
+        # (None when one of them is required).
+        empty = inspect.Parameter.empty
+        self._tails: list[dict[str, Any] | None] = []
+        for i in range(len(params) + 1):
+            rest = params[i:]
+            self._tails.append(
+                None if any(p.default is empty for p in rest)
+                else {p.name: p.default for p in rest}
+            )
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return self._secrets
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        n_args = len(args)
+        if self._fast and not kwargs and n_args <= len(self._names):
+            bound = dict(zip(self._names, args, strict=False))
+            if n_args < len(self._names):
+                tail = self._tails[n_args]
+                if tail is None:
+                    # A required argument is missing: let the real call raise its TypeError.
+                    return bound
+                bound.update(tail)
+        else:
+            try:
+                ba = self._signature.bind(*args, **kwargs)
+            except TypeError:
+                return dict(zip(self._names, args, strict=False)) | dict(kwargs)
+            ba.apply_defaults()
+            bound = dict(ba.arguments)
+        if self._skip_first:
+            bound.pop(self._names[0], None)
+        if self._secrets:
+            for name in self._secrets:
+                if name in bound:
+                    bound[name] = REDACTED
+        return bound
+
+
+def _convert(value: Any, annotation: Any) -> Any:
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return value
+    if get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type):
+        if issubclass(annotation, np.ndarray):
+            return value
+        validate = getattr(annotation, "model_validate", None)
+        if validate is not None and hasattr(annotation, "model_fields"):
+            return validate(value)
+
+    def dec_hook(tp: Any, obj: Any) -> Any:
+        if isinstance(tp, type) and isinstance(obj, tp):
+            return obj
+        validate = getattr(tp, "model_validate", None)
+        if validate is not None:
+            return validate(obj)
+        raise NotImplementedError
+
+    return msgspec.convert(value, type=annotation, dec_hook=dec_hook, strict=False)
+
+
+def decode_arguments(
+    fn: Callable[..., Any],
+    data: bytes,
+    *,
+    secrets: Mapping[str, Any] | None = None,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Rebuild ``(args, kwargs)`` that re-invoke ``fn`` from a sealed entry's bytes.
+
+    Annotated parameters are converted back to their declared types (dataclasses, Structs,
+    pydantic models, tuples, numpy arrays, ...). Secret parameters were never stored: pass
+    them in ``secrets``; a missing one raises ``ValueError`` naming it. Replay is built on
+    this function.
+    """
+    raw = decode(data)
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"expected a sealed argument map (dict) for {getattr(fn, '__qualname__', fn)}, "
+            f"found {type(raw).__name__}; was the window declared with an `entry=` projection? "
+            "Projected entries cannot re-invoke the function: use the stored bound arguments."
+        )
+    binder = ArgumentBinder(fn)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {}
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    secrets = dict(secrets or {})
+    for param in binder.parameters:
+        name = param.name
+        if name in secrets:
+            value = secrets.pop(name)
+        elif name in binder.secrets:
+            raise ValueError(
+                f"argument `{name}` of {getattr(fn, '__qualname__', fn)} is secret and was "
+                f"not recorded; pass it with secrets={{{name!r}: ...}}"
+            )
+        elif name in raw:
+            value = _convert(raw[name], hints.get(name, param.annotation))
+        elif param.default is not inspect.Parameter.empty:
+            continue
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL or param.kind is (
+            inspect.Parameter.VAR_KEYWORD
+        ):
+            continue
+        else:
+            raise ValueError(
+                f"sealed entry of {getattr(fn, '__qualname__', fn)} has no argument `{name}`; "
+                f"found {sorted(raw)}"
+            )
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(value)
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(value)
+        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
+# --------------------------------------------------------------------------- headers
+
+_SECRET_HEADER_WORDS = ("authorization", "api-key", "api_key", "apikey", "x-api-key", "token",
+                        "secret", "password", "cookie")
+
+
+def is_secret_key(key: str) -> bool:
+    """True for header/field names that carry credentials (Authorization, x-api-key, ...)."""
+    k = key.lower()
+    return any(word in k for word in _SECRET_HEADER_WORDS)
+
+
+def scrub(obj: Any) -> Any:
+    """Return a copy of a JSON-like payload with credential-named fields replaced by REDACTED."""
+    if isinstance(obj, Mapping):
+        return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) else scrub(v))
+                for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [scrub(v) for v in obj]
+    return obj
+
+
+def is_dataclass_instance(obj: Any) -> bool:
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)

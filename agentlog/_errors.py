@@ -1,0 +1,92 @@
+"""Exceptions and warnings raised by agentlog.
+
+The tree::
+
+    AgentlogError
+    ├── TraceFormatError          a trace file is not what its format promises (with byte offset)
+    ├── SealedWindowError         a tool was called inside a window that forbids it
+    ├── ArtifactEncodingError     an entry/exit artifact has no canonical encoding
+    │                             (also a TypeError)
+    ├── ReplayError
+    │   ├── CacheMiss             a frozen replay asked for a model call that was never recorded
+    │   └── ReplayDivergenceError a replay did not reproduce the recorded choices
+    ├── IncompleteFaceError       an ASV face lacks one of its four corners (also a ValueError)
+    ├── AdapterError              a model-client adapter failed
+    └── MissingDependencyError    an optional dependency is not installed (also an ImportError)
+
+    AgentlogWarning
+    ├── InstrumentationWarning    agentlog could not record; the host program goes on
+    └── DegenerateDataWarning     an estimator's input is degenerate (zero variance, ...)
+
+Every message says what was expected, what was found, where, and what to do.
+"""
+
+from __future__ import annotations
+
+
+class AgentlogError(Exception):
+    """Base class of every error agentlog raises on purpose."""
+
+
+class TraceFormatError(AgentlogError):
+    """A trace file does not follow the agentlog trace format.
+
+    Attributes:
+        path: the file, when known.
+        offset: byte offset in the file where the problem was found, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None):
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if offset is not None:
+            where.append(f"byte offset {offset}")
+        full = f"{', '.join(where)}: {message}" if where else message
+        super().__init__(full)
+        self.path = path
+        self.offset = offset
+
+
+class SealedWindowError(AgentlogError):
+    """A tool was called inside a window that declared it forbidden (``forbid=``)."""
+
+
+class ArtifactEncodingError(AgentlogError, TypeError):
+    """An object has no canonical encoding, so it cannot be sealed or hashed."""
+
+
+class ReplayError(AgentlogError):
+    """Base class of replay failures."""
+
+
+class CacheMiss(ReplayError):
+    """A frozen replay requested a model call that is not in the recorded calls or cache."""
+
+
+class ReplayDivergenceError(ReplayError):
+    """A replay that had to reproduce the recording made a different choice."""
+
+
+class IncompleteFaceError(AgentlogError, ValueError):
+    """An ASV face is missing a corner; three corners identify nothing (papers/004 Prop. 1)."""
+
+
+class AdapterError(AgentlogError):
+    """A model-client adapter could not record or serve a call."""
+
+
+class MissingDependencyError(AgentlogError, ImportError):
+    """An optional dependency is needed for this feature but is not installed."""
+
+
+class AgentlogWarning(UserWarning):
+    """Base class of agentlog warnings."""
+
+
+class InstrumentationWarning(AgentlogWarning):
+    """agentlog could not record something; the host program continues unchanged."""
+
+
+class DegenerateDataWarning(AgentlogWarning):
+    """An estimator received degenerate input (zero variance, empty cohort, ...)."""

@@ -1,0 +1,77 @@
+"""OpenTelemetry spans, a copy of the trace (the trace file is the source of truth).
+
+agentlog uses the global TracerProvider the user configured. When none is configured
+(the API's proxy/no-op provider), ``tracer()`` returns None and no span work is done at
+all. Probability vectors never go into attributes: a span carries their hash and a
+summary (size, entropy, chosen probability).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from opentelemetry import trace
+
+from ._version import __version__
+
+_override: Any = None  # a TracerProvider set by agentlog.testing.capture_spans()
+INSTRUMENTATION = "agentlog"
+
+
+def set_provider_override(provider: Any) -> Any:
+    """Use ``provider`` instead of the global one (tests); returns the previous override."""
+    global _override
+    previous, _override = _override, provider
+    return previous
+
+
+def tracer() -> trace.Tracer | None:
+    """A tracer from the configured provider, or None when only the API's no-op is there."""
+    provider = _override if _override is not None else trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return provider.get_tracer(INSTRUMENTATION, __version__)
+
+
+def start_window_span(
+    tracer_: trace.Tracer, name: str, parent_span: Any, attributes: dict[str, Any]
+) -> trace.Span:
+    context = trace.set_span_in_context(parent_span) if parent_span is not None else None
+    return tracer_.start_span(f"agentlog.window.{name}", context=context, attributes=attributes)
+
+
+def selection_event_attributes(
+    name: str, step: int, owner: str, probs: NDArray[np.float64], choice: int, probs_bytes: bytes
+) -> dict[str, Any]:
+    positive = probs[probs > 0]
+    entropy = float(-(positive * np.log(positive)).sum())
+    return {
+        "agentlog.stream": name,
+        "agentlog.step": step,
+        "agentlog.owner": owner,
+        "agentlog.n_candidates": int(probs.shape[0]),
+        "agentlog.entropy": entropy,
+        "agentlog.chosen_index": choice,
+        "agentlog.chosen_p": float(probs[choice]),
+        "agentlog.probs_sha256": hashlib.sha256(probs_bytes).hexdigest(),
+    }
+
+
+def continuation_event_attributes(
+    name: str, step: int, p: float, u: float, decision: bool
+) -> dict[str, Any]:
+    return {
+        "agentlog.stream": name,
+        "agentlog.step": step,
+        "agentlog.p_continue": p,
+        "agentlog.u": u,
+        "agentlog.decision": decision,
+    }
+
+
+def finite_or_none(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x

@@ -1,0 +1,271 @@
+"""``select`` and ``proceed``: logged, identity-keyed random decisions.
+
+``select`` draws ``argmax_i(log p_i + g_i)`` with ``g_i`` standard Gumbel noise keyed by
+(run seed, stream, step, candidate id) — the Gumbel-max trick, so the choice is a sample
+from ``p`` — and records the full vector, the candidate pool, the draws and the choice
+(papers/003 §3.1 and Appendix D: estimators need the probability of the chosen document
+*and* the support of every logged vector). ``proceed`` draws ``u`` keyed by (seed,
+stream, step) and continues iff ``u < p_continue``.
+
+Example:
+    >>> import agentlog as al
+    >>> i = al.select([0.2, 0.8], candidates=["a", "b"], name="doc")
+    >>> i in (0, 1)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _noise, _otel, _state
+from ._records import Continuation, Selection
+from ._state import current_run_var, current_window_var
+from ._steering import current_steer_var
+
+SUM_TOLERANCE = 1e-6
+_fallback_rng = np.random.default_rng()
+
+
+def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float64]:
+    try:
+        p = np.asarray(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"`probs` of select {name!r} must be a 1-D array of numbers; {exc}"
+        ) from None
+    if p.ndim != 1 or p.shape[0] == 0:
+        raise ValueError(
+            f"`probs` of select {name!r} must be a non-empty 1-D vector; found shape {p.shape}"
+        )
+    if not np.isfinite(p).all():
+        bad = int(np.flatnonzero(~np.isfinite(p))[0])
+        raise ValueError(
+            f"`probs` of select {name!r} must be finite; found {p[bad]} at index {bad}"
+        )
+    if (p < 0).any():
+        bad = int(np.flatnonzero(p < 0)[0])
+        raise ValueError(
+            f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+        )
+    total = float(p.sum())
+    if normalize:
+        if total <= 0:
+            raise ValueError(
+                f"`probs` of select {name!r} sums to {total}; cannot normalise an all-zero vector"
+            )
+        p = p / total
+    elif abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(
+            f"`probs` of select {name!r} must sum to 1 within {SUM_TOLERANCE}; found sum "
+            f"{total!r}. Pass normalize=True to renormalise scores that are proportional "
+            "to probabilities."
+        )
+    return p
+
+
+def _truncate(
+    p: NDArray[np.float64], top_k: int | None, top_p: float | None
+) -> NDArray[np.float64]:
+    """Top-k / nucleus truncation, renormalised. Ties at the boundary are kept by index."""
+    keep = np.ones(p.shape[0], dtype=bool)
+    order = np.argsort(-p, kind="stable")
+    if top_k is not None:
+        if top_k < 1:
+            raise ValueError(f"`top_k` must be >= 1; found {top_k}")
+        keep[order[top_k:]] = False
+    if top_p is not None:
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"`top_p` must be in (0, 1]; found {top_p}")
+        cumulative = np.cumsum(p[order])
+        # the smallest prefix whose mass reaches top_p
+        cut = int(np.searchsorted(cumulative, top_p - 1e-12)) + 1
+        keep[order[cut:]] = False
+    q = np.where(keep, p, 0.0)
+    return q / q.sum()
+
+
+def select(
+    probs: ArrayLike,
+    candidates: Sequence[Any] | NDArray[Any] | None = None,
+    *,
+    name: str = "select",
+    owner: Literal["model", "scaffold"] = "model",
+    normalize: bool = False,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> int:
+    """Draw one candidate from ``probs`` and record the draw. Returns its index.
+
+    Args:
+        probs: probability of each candidate; finite, non-negative, summing to 1 within
+            1e-6 (or any non-negative scores with ``normalize=True``). Zeros are allowed and
+            counted: they break overlap, and estimators need to know.
+        candidates: stable ids (str, int or bytes), one per entry of ``probs``; they key
+            the random draws, so a reordered pool gets the same noise per document.
+            Defaults to ``0..n-1``.
+        name: the stream name; steps are counted per stream within the run.
+        owner: who owns the decision: ``"model"`` or ``"scaffold"`` (papers/002).
+        normalize: renormalise ``probs`` instead of requiring a sum of 1.
+        top_k, top_p: truncate the vector before drawing; the untruncated vector is logged
+            beside it.
+
+    With no active recorder the draw still happens (from a process-local generator) and
+    nothing is recorded.
+    """
+    p = _select_iv(probs, normalize, name)
+    if owner not in ("model", "scaffold"):
+        raise ValueError(f"`owner` must be 'model' or 'scaffold'; found {owner!r}")
+    raw: NDArray[np.float64] | None = None
+    if top_k is not None or top_p is not None:
+        raw = p
+        p = _truncate(p, top_k, top_p)
+    n = p.shape[0]
+    run = current_run_var.get() if _state.active_runs else None
+    if candidates is not None and len(candidates) != n:
+        raise ValueError(
+            f"`candidates` of select {name!r} has {len(candidates)} ids but `probs` has {n} "
+            "entries; pass one id per probability"
+        )
+    if run is None:
+        with np.errstate(divide="ignore"):
+            return int(np.argmax(np.log(p) + _fallback_rng.gumbel(size=n)))
+    pool = _noise.pool(candidates, n)
+    step = run.next_step(name)
+    steer = current_steer_var.get()
+    policy: NDArray[np.float64] | None = None
+    forced = False
+    steer_name: str | None = None
+    forced_choice = -1
+    if steer is not None:
+        override = steer.select(name, step, p, pool.ids)
+        if override is not None:
+            steer_name = steer.name
+            if isinstance(override, int | np.integer):
+                if not 0 <= int(override) < n:
+                    raise ValueError(
+                        f"steer {steer.name!r} forced index {override} in select {name!r} "
+                        f"with {n} candidates"
+                    )
+                forced, forced_choice = True, int(override)
+            else:
+                policy = p
+                p = _select_iv(override, False, f"{name} (steered by {steer.name})")
+                if p.shape[0] != n:
+                    raise ValueError(
+                        f"steer {steer.name!r} returned {p.shape[0]} probabilities for "
+                        f"select {name!r} with {n} candidates"
+                    )
+    draws = _noise.gumbel(pool.keys, run.seed, name, step)
+    if forced:
+        choice = forced_choice
+    else:
+        with np.errstate(divide="ignore"):
+            choice = int(np.argmax(np.log(p) + draws))
+    window = current_window_var.get()
+    if window is not None and window.run is not run:
+        window = None
+    run.writer.put_blob(pool.hash, pool.encoded, "pool")
+    probs_bytes = p.tobytes()  # float64 is little-endian on every platform numpy supports
+    run.writer.put(
+        Selection(
+            run=run.index,
+            window=-1 if window is None else window.id,
+            name=name,
+            step=step,
+            owner=owner,
+            pool=pool.hash,
+            n=n,
+            probs=probs_bytes,
+            draws=draws.tobytes(),
+            choice=choice,
+            n_zero=int(n - np.count_nonzero(p)),
+            generator=_noise.GENERATOR_ID,
+            top_k=top_k,
+            top_p=top_p,
+            raw_probs=None if raw is None else raw.tobytes(),
+            t_ns=run.now_ns(),
+            policy_probs=None if policy is None else policy.tobytes(),
+            steer=steer_name,
+            forced=forced,
+        )
+    )
+    run.n_selections += 1
+    if window is not None:
+        window.selections += 1
+        if window.span is not None:
+            window.span.add_event(
+                "agentlog.select",
+                _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes),
+            )
+    return choice
+
+
+def proceed(p_continue: float, *, name: str = "proceed") -> bool:
+    """Decide whether to continue: True iff ``u < p_continue``, ``u`` keyed by (seed, name, step).
+
+    With no active recorder the decision is drawn from a process-local generator.
+    """
+    try:
+        p = float(p_continue)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`p_continue` of proceed {name!r} must be a number; found "
+            f"{type(p_continue).__name__}"
+        ) from None
+    if not 0.0 <= p <= 1.0:  # also rejects NaN
+        raise ValueError(f"`p_continue` of proceed {name!r} must be in [0, 1]; found {p}")
+    run = current_run_var.get() if _state.active_runs else None
+    if run is None:
+        return bool(_fallback_rng.random() < p)
+    step = run.next_step(name)
+    steer = current_steer_var.get()
+    policy_p: float | None = None
+    steer_name: str | None = None
+    forced = False
+    u = _noise.uniform(run.seed, name, step)
+    if steer is not None:
+        override = steer.proceed(name, step, p)
+        if override is not None:
+            steer_name = steer.name
+            if isinstance(override, bool):
+                forced = True
+                decision = override
+            else:
+                policy_p, p = p, float(override)
+                if not 0.0 <= p <= 1.0:
+                    raise ValueError(
+                        f"steer {steer.name!r} returned p_continue {p} for proceed {name!r}"
+                    )
+    if not forced:
+        decision = u < p
+    window = current_window_var.get()
+    if window is not None and window.run is not run:
+        window = None
+    run.writer.put(
+        Continuation(
+            run=run.index,
+            window=-1 if window is None else window.id,
+            name=name,
+            step=step,
+            p=p,
+            u=u,
+            decision=decision,
+            t_ns=run.now_ns(),
+            policy_p=policy_p,
+            steer=steer_name,
+            forced=forced,
+        )
+    )
+    run.n_continuations += 1
+    if window is not None and window.span is not None:
+        window.span.add_event(
+            "agentlog.proceed", _otel.continuation_event_attributes(name, step, p, u, decision)
+        )
+    return decision
+
+

@@ -1,0 +1,182 @@
+"""Run and window state, held in ``ContextVar``s (the recorder's only global state).
+
+A ``Run`` is what ``record()`` opens; a ``WindowState`` is one open window. Both are
+plain objects carried by context variables, so asyncio tasks inherit them and threads
+see them only when the work was submitted with a copied context
+(``agentlog.context.copy_context_executor``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._writer import TraceWriter
+
+RECEIPT_DOMAIN = b"agentlog-receipt/1"
+
+
+def receipt_genesis(run_id: str) -> bytes:
+    """receipt_0 = sha256("agentlog-receipt/1" ‖ run_id)."""
+    return hashlib.sha256(RECEIPT_DOMAIN + run_id.encode("ascii")).digest()
+
+
+def receipt_next(prev: bytes, window: str, entry_hash: bytes, exit_hash: bytes) -> bytes:
+    """receipt_k = sha256(receipt_{k-1} ‖ len(window) as u32 LE ‖ window ‖ entry ‖ exit).
+
+    The length prefix keeps the concatenation unambiguous; the hashes are 32 bytes each.
+    """
+    name = window.encode("utf-8")
+    return hashlib.sha256(
+        prev + len(name).to_bytes(4, "little") + name + entry_hash + exit_hash
+    ).digest()
+
+
+class Run:
+    """One recorded run: what ``al.record(...)`` yields and ``al.current_run()`` returns.
+
+    Attributes:
+        run_id: globally unique id (uuid4 hex).
+        index: the run's index inside its trace file.
+        path: the trace file.
+        system, seed, task, meta: as passed to ``record``.
+    """
+
+    __slots__ = (
+        "run_id", "index", "path", "system", "seed", "task", "meta", "writer", "lock",
+        "receipt", "_window_ids", "_steps", "last_exit", "redact", "durability", "tracer",
+        "t0_ns", "t0_perf", "n_windows", "n_selections", "n_continuations", "closed",
+        "parent_run",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        index: int,
+        path: str,
+        system: str,
+        seed: int,
+        task: str | None,
+        meta: dict[str, Any],
+        writer: TraceWriter,
+        redact: Callable[[Any], Any] | None,
+        durability: str,
+        tracer: Any,
+        parent_run: str | None,
+    ) -> None:
+        self.run_id = run_id
+        self.index = index
+        self.path = path
+        self.system = system
+        self.seed = seed
+        self.task = task
+        self.meta = meta
+        self.writer = writer
+        self.lock = threading.Lock()
+        self.receipt = receipt_genesis(run_id)
+        self._window_ids = itertools.count()
+        self._steps: dict[str, itertools.count[int]] = {}
+        self.last_exit: dict[str, bytes] = {}
+        self.redact = redact
+        self.durability = durability
+        self.tracer = tracer
+        self.t0_ns = time.time_ns()
+        self.t0_perf = time.perf_counter_ns()
+        self.n_windows = 0
+        self.n_selections = 0
+        self.n_continuations = 0
+        self.closed = False
+        self.parent_run = parent_run
+
+    def next_window_id(self) -> int:
+        return next(self._window_ids)
+
+    def next_step(self, stream: str) -> int:
+        """The next step of a named stream (select/proceed), counted per run."""
+        counter = self._steps.get(stream)
+        if counter is None:
+            with self.lock:
+                counter = self._steps.setdefault(stream, itertools.count())
+        return next(counter)
+
+    def now_ns(self) -> int:
+        """Wall-clock ns derived from one monotonic clock (cheaper than time.time_ns)."""
+        return self.t0_ns + (time.perf_counter_ns() - self.t0_perf)
+
+    def __repr__(self) -> str:
+        return (f"Run(run_id={self.run_id!r}, system={self.system!r}, seed={self.seed}, "
+                f"task={self.task!r}, path={self.path!r})")
+
+
+class WindowState:
+    """One open window. ``al.current_window()`` returns it."""
+
+    __slots__ = (
+        "run", "id", "name", "parent", "t0_perf", "entry_hash", "forbid", "span",
+        "tool_calls", "llm_calls", "input_tokens", "output_tokens", "cost", "selections",
+        "otel_token",
+    )
+
+    def __init__(
+        self, run: Run, wid: int, name: str, parent: WindowState | None, forbid: frozenset[str]
+    ) -> None:
+        self.run = run
+        self.id = wid
+        self.name = name
+        self.parent = parent
+        self.forbid = forbid
+        self.t0_perf = 0
+        self.entry_hash = b""
+        self.span: Any = None
+        self.otel_token: Any = None
+        self.tool_calls = 0
+        self.llm_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost: float | None = None
+        self.selections = 0
+
+    def add_usage(
+        self,
+        *,
+        llm_calls: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float | None = None,
+        tool_calls: int = 0,
+    ) -> None:
+        """Count resources into this window (adapters call this for every model call)."""
+        self.llm_calls += llm_calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.tool_calls += tool_calls
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+
+    def __repr__(self) -> str:
+        return f"WindowState(name={self.name!r}, id={self.id}, run={self.run.run_id!r})"
+
+
+current_run_var: ContextVar[Run | None] = ContextVar("agentlog_run", default=None)
+current_window_var: ContextVar[WindowState | None] = ContextVar("agentlog_window", default=None)
+
+# Number of runs open anywhere in the process. Decorated calls test this plain global
+# first: with no recorder at all they skip even the ContextVar lookup.
+active_runs = 0
+
+
+def current_run() -> Run | None:
+    """The run recorded in this context, or None."""
+    return current_run_var.get()
+
+
+def current_window() -> WindowState | None:
+    """The innermost open window in this context, or None."""
+    return current_window_var.get()

@@ -1,0 +1,585 @@
+"""``@al.window`` and ``@al.tool``: comparison windows with sealed entries and exits.
+
+A window's *entry* is the map of its effective arguments (or the ``entry=`` projection
+ψ_in of them); its *exit* is its return value (or ``exit=`` ψ_out of it). Both are encoded
+canonically and hashed with SHA-256 when the window opens and closes; the run's receipt
+chain advances at every exit (papers/000 §3.2 and Appendix B, "SCRIBE"):
+
+    receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash)
+
+``after="retrieval"`` declares that this window's entry must equal the latest exit of
+the ``retrieval`` window in the same run ("the exit hash is the next entry hash"). The
+value compared is the ``entry=`` projection when one is given, else the sole argument
+when the function takes exactly one, else the whole argument map. A mismatch, or a
+missing predecessor, is recorded and reported by ``agentlog verify`` as a bypass.
+
+Sync functions, coroutines, generators and async generators are supported. A generator
+window stays open across its yields without leaking into the caller's context, and
+closes on exhaustion (exit = ``{"yields": [...], "return": value}``), on ``close()`` or
+garbage collection (status closed), or on an exception (the failure exit ⊥).
+
+Example:
+    >>> import agentlog as al
+    >>> @al.window("retrieval")
+    ... def retrieve(question: str, budget: int = 3) -> list[str]:
+    ...     return [question] * budget
+    >>> retrieve("q")  # no recorder active: just the call
+    ['q', 'q', 'q']
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from . import _otel, _state
+from ._encoding import ArgumentBinder, encode, encode_arguments
+from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
+from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
+from ._recorder import INLINE_MAX, _redacted, store_artifact
+from ._state import Run, WindowState, current_run_var, current_window_var, receipt_next
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_sha256 = hashlib.sha256
+_perf = time.perf_counter_ns
+
+_registry: dict[str, Callable[..., Any]] = {}
+_registry_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def window_registry() -> dict[str, Callable[..., Any]]:
+    """Window name → the (undecorated) function last registered under it (used by replay)."""
+    with _registry_lock:
+        return dict(_registry)
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, InstrumentationWarning, stacklevel=4)
+
+
+class _Spec:
+    __slots__ = ("name", "fn", "entry", "exit", "after", "forbid", "binder", "_single")
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        entry: Callable[..., Any] | None,
+        exit: Callable[[Any], Any] | None,
+        after: str | None,
+        forbid: frozenset[str],
+        secret: Iterable[str],
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.entry = entry
+        self.exit = exit
+        self.after = after
+        self.forbid = forbid
+        self.binder = ArgumentBinder(fn, secret=secret)
+        self._single = len(self.binder.parameters) == 1
+
+
+def _failure_payload(exc: BaseException) -> dict[str, str]:
+    # The declared failure exit ⊥: its hash depends on the exception type only, so two
+    # runs failing the same way seal the same exit; the message is kept beside it.
+    return {"⊥": type(exc).__qualname__}
+
+
+def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
+    parent = current_window_var.get()
+    if parent is not None and parent.run is not run:
+        parent = None
+    forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
+    st = WindowState(run, run.next_window_id(), spec.name, parent, forbid)
+    bound = spec.binder.bind(args, kwargs)
+    args_hash: bytes | None = None
+    if spec.entry is None:
+        if run.redact is None:
+            data = encode_arguments(bound, window=spec.name)
+            entry_hash = _sha256(data).digest()
+            entry_inline: bytes | None = data
+            if len(data) > INLINE_MAX:
+                run.writer.put_blob(entry_hash, data, "artifact")
+                entry_inline = None
+        else:
+            bound = _redacted(run.redact, bound)
+            entry_hash, entry_inline = store_artifact(
+                run, bound, what=f"window {spec.name!r} entry"
+            )
+    else:
+        projected = spec.entry(*args, **kwargs)
+        entry_hash, entry_inline = store_artifact(
+            run, projected, what=f"window {spec.name!r} entry projection"
+        )
+        try:  # keep the bound arguments too, so that replay can re-invoke the function
+            args_hash, inline = store_artifact(run, bound, what="arguments")
+            if inline is not None:
+                run.writer.put_blob(args_hash, inline, "artifact")
+        except ArtifactEncodingError:
+            args_hash = None
+    link_hash = expected = None
+    if spec.after is not None:
+        if spec.entry is None and spec._single and run.redact is None:
+            link_hash = _sha256(encode(next(iter(bound.values())), what="entry")).digest()
+        else:
+            link_hash = entry_hash
+        expected = run.last_exit.get(spec.after)
+    st.entry_hash = entry_hash
+    run.writer.put(
+        WindowEnter(
+            run=run.index,
+            window=st.id,
+            name=spec.name,
+            parent=-1 if parent is None else parent.id,
+            t_ns=run.now_ns(),
+            entry_hash=entry_hash,
+            entry=entry_inline,
+            args_hash=args_hash,
+            after=spec.after,
+            link_hash=link_hash,
+            expected_hash=expected,
+            thread=threading.get_ident(),
+        )
+    )
+    if run.tracer is not None:
+        st.span = _otel.start_window_span(
+            run.tracer,
+            spec.name,
+            None if parent is None else parent.span,
+            {
+                "agentlog.window": spec.name,
+                "agentlog.window_id": st.id,
+                "agentlog.run_id": run.run_id,
+                "agentlog.entry_hash": entry_hash.hex(),
+            },
+        )
+    st.t0_perf = _perf()
+    return st
+
+
+def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None) -> None:
+    wall = _perf() - st.t0_perf
+    run = st.run
+    name = st.name
+    if status == EXIT_OK and run.redact is None:
+        try:
+            data = encode(payload, what=f"window {name!r} exit")
+        except ArtifactEncodingError as err:
+            _warn_once(f"exit:{name}", f"{err} The exit was sealed as an 'unsealable' marker.")
+            data = encode({"unsealable": type(payload).__qualname__})
+        exit_hash = _sha256(data).digest()
+        exit_inline: bytes | None = data
+        if len(data) > INLINE_MAX:
+            run.writer.put_blob(exit_hash, data, "artifact")
+            exit_inline = None
+    else:
+        try:
+            exit_hash, exit_inline = store_artifact(run, payload, what=f"window {name!r} exit")
+        except ArtifactEncodingError as err:
+            _warn_once(f"exit:{name}", f"{err} The exit was sealed as an 'unsealable' marker.")
+            exit_hash, exit_inline = store_artifact(
+                run, {"unsealable": type(payload).__qualname__}, what="exit"
+            )
+    with run.lock:
+        receipt = receipt_next(run.receipt, name, st.entry_hash, exit_hash)
+        run.receipt = receipt
+        if status == EXIT_OK:
+            run.last_exit[name] = exit_hash
+        run.n_windows += 1
+        run.writer.put(
+            WindowExit(
+                run=run.index,
+                window=st.id,
+                name=name,
+                t_ns=run.now_ns(),
+                status=status,
+                exit_hash=exit_hash,
+                exit=exit_inline,
+                receipt=receipt,
+                wall_ns=wall,
+                error_type=None if exc is None else type(exc).__qualname__,
+                error_message=None if exc is None else str(exc),
+                tool_calls=st.tool_calls,
+                llm_calls=st.llm_calls,
+                input_tokens=st.input_tokens,
+                output_tokens=st.output_tokens,
+                cost=st.cost,
+                selections=st.selections,
+            )
+        )
+    parent = st.parent
+    if parent is not None:  # resources are inclusive: a window counts its children's
+        parent.add_usage(
+            llm_calls=st.llm_calls,
+            input_tokens=st.input_tokens,
+            output_tokens=st.output_tokens,
+            cost=st.cost,
+            tool_calls=st.tool_calls,
+        )
+        parent.selections += st.selections
+    if run.durability == "window":
+        run.writer.cut_frame()
+    span = st.span
+    if span is not None:
+        span.set_attributes(
+            {
+                "agentlog.exit_hash": exit_hash.hex(),
+                "agentlog.receipt": receipt.hex(),
+                "agentlog.status": ("ok", "failed", "closed")[status],
+                "agentlog.wall_ns": wall,
+                "agentlog.tool_calls": st.tool_calls,
+                "agentlog.llm_calls": st.llm_calls,
+                "gen_ai.usage.input_tokens": st.input_tokens,
+                "gen_ai.usage.output_tokens": st.output_tokens,
+                "agentlog.selections": st.selections,
+            }
+        )
+        if st.cost is not None:
+            span.set_attribute("agentlog.cost", st.cost)
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
+        span.end()
+
+
+def _safe_close(st: WindowState, status: int, payload: Any, exc: BaseException | None) -> None:
+    try:
+        _close(st, status, payload, exc)
+    except Exception as err:  # an internal fault must never replace the host's outcome
+        _warn_once(
+            f"close:{type(err).__name__}",
+            f"agentlog could not record the exit of window {st.name!r}: "
+            f"{type(err).__name__}: {err}",
+        )
+
+
+def _exit_payload(spec: _Spec, result: Any) -> Any:
+    return result if spec.exit is None else spec.exit(result)
+
+
+def _attach(st: WindowState) -> Any:
+    return None if st.span is None else otel_context.attach(trace.set_span_in_context(st.span))
+
+
+def _detach(token: Any) -> None:
+    if token is not None:
+        otel_context.detach(token)
+
+
+def _wrap_function(spec: _Spec) -> Callable[..., Any]:
+    fn = spec.fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _state.active_runs:
+            return fn(*args, **kwargs)
+        run = current_run_var.get()
+        if run is None:
+            return fn(*args, **kwargs)
+        st = _open(spec, run, args, kwargs)
+        token = current_window_var.set(st)
+        otoken = _attach(st)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            _detach(otoken)
+            current_window_var.reset(token)
+            _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+            raise
+        _detach(otoken)
+        current_window_var.reset(token)
+        _safe_close(st, EXIT_OK, _exit_payload(spec, result), None)
+        return result
+
+    return wrapper
+
+
+def _wrap_coroutine(spec: _Spec) -> Callable[..., Any]:
+    fn = spec.fn
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run = current_run_var.get() if _state.active_runs else None
+        if run is None:
+            return await fn(*args, **kwargs)
+        st = _open(spec, run, args, kwargs)
+        token = current_window_var.set(st)
+        otoken = _attach(st)
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            _detach(otoken)
+            current_window_var.reset(token)
+            _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+            raise
+        _detach(otoken)
+        current_window_var.reset(token)
+        _safe_close(st, EXIT_OK, _exit_payload(spec, result), None)
+        return result
+
+    return wrapper
+
+
+def _wrap_generator(spec: _Spec) -> Callable[..., Any]:
+    fn = spec.fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run = current_run_var.get() if _state.active_runs else None
+        if run is None:
+            return (yield from fn(*args, **kwargs))
+        gen = fn(*args, **kwargs)
+        st = _open(spec, run, args, kwargs)
+        yields: list[Any] = []
+        method: Callable[[Any], Any] = gen.send
+        arg: Any = None
+        while True:
+            token = current_window_var.set(st)
+            try:
+                item = method(arg)
+            except StopIteration as stop:
+                current_window_var.reset(token)
+                payload = {"yields": yields, "return": stop.value}
+                _safe_close(st, EXIT_OK, _exit_payload(spec, payload), None)
+                return stop.value
+            except BaseException as exc:
+                current_window_var.reset(token)
+                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                raise
+            current_window_var.reset(token)
+            yields.append(item)
+            try:
+                arg = yield item
+                method = gen.send
+            except GeneratorExit:
+                token = current_window_var.set(st)
+                try:
+                    gen.close()
+                except BaseException as exc:
+                    current_window_var.reset(token)
+                    _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                    raise
+                current_window_var.reset(token)
+                _safe_close(st, EXIT_CLOSED, {"yields": yields, "closed": True}, None)
+                raise
+            except BaseException as exc:
+                method, arg = gen.throw, exc
+
+    return wrapper
+
+
+def _wrap_async_generator(spec: _Spec) -> Callable[..., Any]:
+    fn = spec.fn
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run = current_run_var.get() if _state.active_runs else None
+        agen = fn(*args, **kwargs)
+        if run is None:
+            async for item in agen:
+                yield item
+            return
+        st = _open(spec, run, args, kwargs)
+        yields: list[Any] = []
+        method: Callable[[Any], Any] = agen.asend
+        arg: Any = None
+        while True:
+            token = current_window_var.set(st)
+            try:
+                item = await method(arg)
+            except StopAsyncIteration:
+                current_window_var.reset(token)
+                payload = {"yields": yields, "return": None}
+                _safe_close(st, EXIT_OK, _exit_payload(spec, payload), None)
+                return
+            except BaseException as exc:
+                current_window_var.reset(token)
+                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                raise
+            current_window_var.reset(token)
+            yields.append(item)
+            try:
+                arg = yield item
+                method = agen.asend
+            except GeneratorExit:
+                token = current_window_var.set(st)
+                try:
+                    await agen.aclose()
+                except BaseException as exc:
+                    current_window_var.reset(token)
+                    _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                    raise
+                current_window_var.reset(token)
+                _safe_close(st, EXIT_CLOSED, {"yields": yields, "closed": True}, None)
+                raise
+            except BaseException as exc:
+                method, arg = agen.athrow, exc
+
+    return wrapper
+
+
+def window(
+    name: str,
+    *,
+    entry: Callable[..., Any] | None = None,
+    exit: Callable[[Any], Any] | None = None,
+    after: str | None = None,
+    forbid: Iterable[str] = (),
+    secret: Iterable[str] = (),
+) -> Callable[[F], F]:
+    """Declare a comparison window.
+
+    Args:
+        name: the window's name (the unit compared across systems).
+        entry: projection ψ_in, called with the function's arguments; its value is the
+            sealed entry. Without it the entry is the map of effective arguments.
+        exit: projection ψ_out of the return value; its value is the sealed exit.
+        after: name of the declared predecessor window whose exit must equal this entry.
+        forbid: tool names that may not be called inside this window (and its children);
+            a call raises ``SealedWindowError`` and is recorded as refused.
+        secret: parameter names never written (also ``Annotated[str, al.Secret]``).
+
+    With no active recorder the decorated function is just called.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` must be a non-empty str; found {name!r}")
+    if isinstance(forbid, str):
+        forbid = (forbid,)
+    if isinstance(secret, str):
+        secret = (secret,)
+    forbidden = frozenset(forbid)
+    secrets = tuple(secret)
+
+    def decorate(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"@window({name!r}) decorates a function; found {type(fn).__name__}")
+        spec = _Spec(name, fn, entry, exit, after, forbidden, secrets)
+        if inspect.isasyncgenfunction(fn):
+            wrapped = _wrap_async_generator(spec)
+        elif inspect.iscoroutinefunction(fn):
+            wrapped = _wrap_coroutine(spec)
+        elif inspect.isgeneratorfunction(fn):
+            wrapped = _wrap_generator(spec)
+        else:
+            wrapped = _wrap_function(spec)
+        wrapped.__agentlog_window__ = spec  # type: ignore[attr-defined]
+        with _registry_lock:
+            _registry[name] = fn
+        return cast(F, wrapped)
+
+    return decorate
+
+
+# ------------------------------------------------------------------------------ tools
+
+
+def _tool_record(
+    run: Run, st: WindowState | None, name: str, t0: int, status: int,
+    args_hash: bytes | None, result: Any, exc: BaseException | None,
+) -> None:
+    result_hash = None
+    if status == 0:
+        try:
+            result_hash, _ = store_artifact(run, result, what=f"tool {name!r} result")
+        except ArtifactEncodingError:
+            result_hash = None
+    run.writer.put(
+        ToolCall(
+            run=run.index,
+            window=-1 if st is None else st.id,
+            name=name,
+            t_ns=run.now_ns(),
+            wall_ns=_perf() - t0,
+            status=status,
+            args_hash=args_hash,
+            result_hash=result_hash,
+            error_type=None if exc is None else type(exc).__qualname__,
+            error_message=None if exc is None else str(exc),
+        )
+    )
+
+
+def _tool_enter(
+    name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Run, WindowState | None, bytes | None]:
+    run = cast(Run, current_run_var.get())
+    st = current_window_var.get()
+    if st is not None and st.run is not run:
+        st = None
+    try:
+        args_hash, _ = store_artifact(run, binder.bind(args, kwargs), what=f"tool {name!r}")
+    except ArtifactEncodingError:
+        args_hash = None
+    if st is not None and name in st.forbid:
+        err = SealedWindowError(
+            f"tool {name!r} was called inside window {st.name!r}, which is sealed against it "
+            f"(forbid={sorted(st.forbid)}). The call was refused and recorded; remove the "
+            f"call from this window or drop {name!r} from its forbid= list."
+        )
+        _tool_record(run, st, name, _perf(), 2, args_hash, None, err)
+        raise err
+    if st is not None:
+        st.tool_calls += 1
+    return run, st, args_hash
+
+
+def tool(name: str, *, secret: Iterable[str] = ()) -> Callable[[F], F]:
+    """Declare a tool. Each call is recorded as a ToolCall in the current window.
+
+    Inside a window that forbids ``name`` (``window(..., forbid=(name,))``) a call raises
+    ``SealedWindowError``: absence by construction. No-op without an active recorder.
+    """
+    if isinstance(secret, str):
+        secret = (secret,)
+
+    def decorate(fn: F) -> F:
+        binder = ArgumentBinder(fn, secret=secret)
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                if not _state.active_runs or current_run_var.get() is None:
+                    return await fn(*args, **kwargs)
+                run, st, args_hash = _tool_enter(name, binder, args, kwargs)
+                t0 = _perf()
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException as exc:
+                    _tool_record(run, st, name, t0, 1, args_hash, None, exc)
+                    raise
+                _tool_record(run, st, name, t0, 0, args_hash, result, None)
+                return result
+
+            return cast(F, awrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not _state.active_runs or current_run_var.get() is None:
+                return fn(*args, **kwargs)
+            run, st, args_hash = _tool_enter(name, binder, args, kwargs)
+            t0 = _perf()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                _tool_record(run, st, name, t0, 1, args_hash, None, exc)
+                raise
+            _tool_record(run, st, name, t0, 0, args_hash, result, None)
+            return result
+
+        return cast(F, wrapper)
+
+    return decorate

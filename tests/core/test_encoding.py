@@ -1,0 +1,105 @@
+"""Canonical encoding, hashing and decoding sealed entries back into arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import msgspec
+import numpy as np
+import pydantic
+import pytest
+
+import agentlog as al
+from agentlog._encoding import REDACTED, ArgumentBinder, decode, encode, encode_arguments
+
+
+@dataclasses.dataclass
+class Bundle:
+    ids: list[str]
+    scores: np.ndarray
+
+
+class Query(pydantic.BaseModel):
+    text: str
+    k: int = 3
+
+
+class Budget(msgspec.Struct):
+    rounds: int
+    limits: tuple[int, int]
+
+
+def test_equal_values_encode_equally_whatever_the_key_order() -> None:
+    assert encode({"b": 1, "a": {"y": 2, "x": 3}}) == encode({"a": {"x": 3, "y": 2}, "b": 1})
+    assert encode({3, 1, 2}) == encode({2, 3, 1})
+
+
+def test_numpy_arrays_round_trip_with_dtype_and_shape() -> None:
+    for arr in (np.arange(6, dtype=">i4").reshape(2, 3), np.array([], dtype=np.float32),
+                np.eye(2, dtype=np.complex128), np.array(True)):
+        out = decode(encode(arr))
+        assert out.dtype == arr.dtype.newbyteorder("<") or out.dtype == arr.dtype
+        assert out.shape == arr.shape
+        np.testing.assert_array_equal(out, arr)
+    # byte order does not change the sealed value
+    assert encode(np.arange(3, dtype=">i4")) == encode(np.arange(3, dtype="<i4"))
+
+
+def test_unsupported_objects_fail_naming_the_argument_and_suggesting_entry() -> None:
+    with pytest.raises(al.ArtifactEncodingError, match=r"window 'w', argument `db`.*entry="):
+        encode_arguments({"q": "x", "db": object()}, window="w")
+
+
+def test_sealed_entry_decodes_back_into_arguments_that_reinvoke_the_function() -> None:
+    def answer(q: Query, bundle: Bundle, budget: Budget, weights: np.ndarray,
+               tags: tuple[str, ...], *, depth: int = 2) -> str:
+        return f"{q.text}:{len(bundle.ids)}:{budget.rounds}:{weights.sum()}:{tags}:{depth}"
+
+    call = (Query(text="why"), Bundle(["a", "b"], np.array([0.5, 0.25])),
+            Budget(rounds=4, limits=(1, 2)), np.arange(3.0), ("x", "y"))
+    binder = ArgumentBinder(answer)
+    data = encode_arguments(binder.bind(call, {"depth": 5}), window="answer")
+    args, kwargs = al.decode_arguments(answer, data)
+    assert answer(*args, **kwargs) == answer(*call, depth=5)
+    assert isinstance(args[0], Query) and isinstance(args[1], Bundle)
+    assert isinstance(args[2], Budget) and args[2].limits == (1, 2)
+    assert args[4] == ("x", "y")
+
+
+def test_defaults_are_applied_so_equivalent_calls_seal_the_same_entry() -> None:
+    def f(q: str, budget: int = 3) -> None: ...
+
+    binder = ArgumentBinder(f)
+    assert encode(binder.bind(("q",), {})) == encode(binder.bind(("q", 3), {}))
+    assert encode(binder.bind(("q",), {})) == encode(binder.bind((), {"q": "q", "budget": 3}))
+
+
+def test_secret_parameters_are_redacted_and_must_be_resupplied() -> None:
+    def call(prompt: str, api_key: Annotated[str, al.Secret]) -> str:
+        return prompt
+
+    binder = ArgumentBinder(call)
+    data = encode_arguments(binder.bind(("hi", "sk-CANARY"), {}), window="w")
+    assert b"sk-CANARY" not in data and REDACTED.encode() in data
+    with pytest.raises(ValueError, match="`api_key` .* is secret"):
+        al.decode_arguments(call, data)
+    args, _ = al.decode_arguments(call, data, secrets={"api_key": "sk-2"})
+    assert args == ("hi", "sk-2")
+
+
+def test_secret_names_must_be_parameters() -> None:
+    def f(x: int) -> int:
+        return x
+
+    with pytest.raises(ValueError, match=r"`secret` names \['token'\]"):
+        ArgumentBinder(f, secret=("token",))
+
+
+def test_methods_seal_their_arguments_without_self() -> None:
+    class Agent:
+        def run(self, q: str) -> str:
+            return q
+
+    binder = ArgumentBinder(Agent.run)
+    assert binder.bind((Agent(), "q"), {}) == {"q": "q"}

@@ -1,0 +1,98 @@
+"""Identity-keyed noise: same (seed, stream, step, id) → same draw, in any order/process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from agentlog import _noise
+
+IDS = [f"doc-{i}" for i in range(200)]
+
+
+def test_draws_follow_candidates_not_positions_when_the_pool_is_reversed() -> None:
+    forward = _noise.gumbel(_noise.pool(IDS, len(IDS)).keys, 7, "doc", 3)
+    backward = _noise.gumbel(_noise.pool(IDS[::-1], len(IDS)).keys, 7, "doc", 3)
+    np.testing.assert_array_equal(forward, backward[::-1])
+
+
+def test_draws_follow_candidates_under_any_permutation_and_subset() -> None:
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(IDS))
+    shuffled = [IDS[i] for i in order]
+    full = _noise.gumbel(_noise.pool(IDS, len(IDS)).keys, 11, "doc", 0)
+    perm = _noise.gumbel(_noise.pool(shuffled, len(IDS)).keys, 11, "doc", 0)
+    np.testing.assert_array_equal(perm, full[order])
+    sub = _noise.gumbel(_noise.pool(IDS[:5], 5).keys, 11, "doc", 0)
+    np.testing.assert_array_equal(sub, full[:5])
+
+
+def test_draws_are_identical_in_a_fresh_process() -> None:
+    code = (
+        "from agentlog import _noise; ids=[f'doc-{i}' for i in range(50)];"
+        "print(_noise.gumbel(_noise.pool(ids,50).keys, 123, 'doc', 9).tobytes().hex());"
+        "print(repr(_noise.uniform(123, 'stop', 4)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    ids = [f"doc-{i}" for i in range(50)]
+    assert out[0] == _noise.gumbel(_noise.pool(ids, 50).keys, 123, "doc", 9).tobytes().hex()
+    assert float(out[1]) == _noise.uniform(123, "stop", 4)
+
+
+def test_seed_stream_step_and_type_of_id_all_change_the_draw() -> None:
+    keys = _noise.pool(IDS, len(IDS)).keys
+    base = _noise.gumbel(keys, 1, "doc", 0)
+    for other in (_noise.gumbel(keys, 2, "doc", 0), _noise.gumbel(keys, 1, "docs", 0),
+                  _noise.gumbel(keys, 1, "doc", 1)):
+        assert not np.any(base == other)
+    assert _noise.candidate_key(1) != _noise.candidate_key("1")
+
+
+def test_gumbel_draws_pass_a_kolmogorov_smirnov_test_across_steps() -> None:
+    keys = _noise.pool(IDS, len(IDS)).keys
+    draws = np.concatenate([_noise.gumbel(keys, 5, "doc", s) for s in range(100)])
+    assert stats.kstest(draws, stats.gumbel_r.cdf).pvalue > 1e-3
+    # consecutive steps are not correlated (the Philox counter pitfall)
+    a = _noise.gumbel(keys, 5, "doc", 10)
+    b = _noise.gumbel(keys, 5, "doc", 11)
+    r = np.corrcoef(a, b)[0, 1]
+    assert abs(r) < 4 / np.sqrt(len(IDS))
+
+
+def test_continuation_uniforms_are_uniform_and_independent_of_other_streams() -> None:
+    u = np.array([_noise.uniform(9, "stop", s) for s in range(20_000)])
+    assert ((u > 0) & (u < 1)).all()
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+    # SE of the mean of U(0,1) over n draws is sqrt(1/12/n)
+    assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / u.size)
+    assert _noise.uniform(9, "stop", 0) != _noise.uniform(9, "halt", 0)
+
+
+def test_gumbel_max_samples_from_the_probability_vector() -> None:
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    keys = _noise.pool(["a", "b", "c", "d"], 4).keys
+    n = 20_000
+    counts = np.zeros(4)
+    for step in range(n):
+        counts[np.argmax(np.log(p) + _noise.gumbel(keys, 3, "doc", step))] += 1
+    se = np.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(counts / n - p) < 4 * se)
+
+
+def test_pool_rejects_duplicate_ids_and_objects() -> None:
+    with pytest.raises(ValueError, match="`candidates` must be unique ids; 'a' appears"):
+        _noise.pool(["a", "b", "a"], 3)
+    with pytest.raises(TypeError, match="`candidates` must hold str, int or bytes ids"):
+        _noise.pool([object()], 1)
+
+
+def test_integer_array_pools_match_integer_list_pools() -> None:
+    arr = np.arange(10, 20, dtype=np.int64)
+    assert _noise.pool(arr, 10).hash == _noise.pool(list(range(10, 20)), 10).hash
+    np.testing.assert_array_equal(_noise.pool(arr, 10).keys,
+                                  _noise.pool(list(range(10, 20)), 10).keys)

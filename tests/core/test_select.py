@@ -1,0 +1,154 @@
+"""select / proceed: validation, identity-keyed draws, logging, steering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agentlog as al
+from agentlog import _noise
+from agentlog._records import Continuation, Selection
+from agentlog._steering import Steer, steering
+from tests.conftest import of_type
+
+
+def test_select_validates_the_vector_with_messages_that_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="must be finite; found nan at index 1"):
+        al.select([0.5, float("nan"), 0.5])
+    with pytest.raises(ValueError, match="must be non-negative; found -0.1 at index 0"):
+        al.select([-0.1, 1.1])
+    with pytest.raises(ValueError, match="must sum to 1 within 1e-06; found sum 0.9"):
+        al.select([0.5, 0.4])
+    with pytest.raises(ValueError, match=r"non-empty 1-D vector; found shape \(2, 2\)"):
+        al.select(np.eye(2) / 2)
+    with pytest.raises(ValueError, match=r"non-empty 1-D vector; found shape \(0,\)"):
+        al.select([])
+    with pytest.raises(ValueError, match="has 3 ids but `probs` has 2"):
+        al.select([0.5, 0.5], candidates=["a", "b", "c"])
+    with pytest.raises(ValueError, match="cannot normalise an all-zero vector"):
+        al.select([0.0, 0.0], normalize=True)
+    with pytest.raises(ValueError, match="`owner` must be 'model' or 'scaffold'"):
+        al.select([1.0], owner="user")  # type: ignore[arg-type]
+
+
+def test_proceed_validates_its_probability() -> None:
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\]; found nan"):
+        al.proceed(float("nan"))
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\]; found 1.5"):
+        al.proceed(1.5)
+    with pytest.raises(TypeError, match="must be a number; found str"):
+        al.proceed("high")  # type: ignore[arg-type]
+
+
+def test_without_a_recorder_select_and_proceed_still_decide() -> None:
+    assert al.select([0.0, 1.0]) == 1
+    assert al.proceed(1.0) is True and al.proceed(0.0) is False
+
+
+def test_select_records_vector_pool_draws_and_the_gumbel_max_choice(trace_path: Path) -> None:
+    ids = ["a", "b", "c", "d"]
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    with al.record(trace_path, seed=42):
+        choices = [al.select(p, candidates=ids, name="doc", owner="scaffold") for _ in range(20)]
+    sels = of_type(al.read(trace_path), Selection)
+    assert [s.step for s in sels] == list(range(20))
+    for s, c in zip(sels, choices, strict=True):
+        draws = np.frombuffer(s.draws, "<f8")
+        np.testing.assert_array_equal(np.frombuffer(s.probs, "<f8"), p)
+        np.testing.assert_array_equal(
+            draws, _noise.gumbel(_noise.pool(ids, 4).keys, 42, "doc", s.step))
+        assert s.choice == c == int(np.argmax(np.log(p) + draws))
+        assert s.owner == "scaffold" and s.n == 4 and s.n_zero == 0
+    assert al.verify(trace_path).ok
+
+
+def test_zero_probabilities_are_allowed_counted_and_never_chosen(trace_path: Path) -> None:
+    with al.record(trace_path, seed=1):
+        picks = {al.select([0.0, 0.5, 0.0, 0.5]) for _ in range(50)}
+    assert picks <= {1, 3}
+    assert {s.n_zero for s in of_type(al.read(trace_path), Selection)} == {2}
+
+
+def test_reversing_the_pool_keeps_each_documents_draw(tmp_path: Path) -> None:
+    ids = [f"d{i}" for i in range(30)]
+    p = np.full(30, 1 / 30)
+    for name, pool in (("fwd", ids), ("rev", ids[::-1])):
+        with al.record(tmp_path / f"{name}.zst", seed=5):
+            al.select(p, candidates=pool, name="doc")
+    fwd = of_type(al.read(tmp_path / "fwd.zst"), Selection)[0]
+    rev = of_type(al.read(tmp_path / "rev.zst"), Selection)[0]
+    np.testing.assert_array_equal(np.frombuffer(fwd.draws, "<f8"),
+                                  np.frombuffer(rev.draws, "<f8")[::-1])
+    assert ids[fwd.choice] == ids[::-1][rev.choice]  # uniform p: the same document wins
+
+
+def test_top_k_and_top_p_truncate_and_log_the_untruncated_vector(trace_path: Path) -> None:
+    p = [0.4, 0.3, 0.2, 0.1]
+    with al.record(trace_path, seed=3):
+        for _ in range(30):
+            assert al.select(p, top_k=2) in (0, 1)
+        for _ in range(30):
+            assert al.select(p, top_p=0.65) in (0, 1)
+    sels = of_type(al.read(trace_path), Selection)
+    np.testing.assert_allclose(np.frombuffer(sels[0].probs, "<f8"), [4 / 7, 3 / 7, 0, 0])
+    np.testing.assert_array_equal(np.frombuffer(sels[0].raw_probs, "<f8"), p)
+    assert sels[0].top_k == 2 and sels[-1].top_p == 0.65
+    assert al.verify(trace_path).ok
+
+
+def test_proceed_records_p_u_and_the_decision_u_below_p(trace_path: Path) -> None:
+    with al.record(trace_path, seed=8):
+        decisions = [al.proceed(0.6, name="stop") for _ in range(200)]
+    conts = of_type(al.read(trace_path), Continuation)
+    for c, d in zip(conts, decisions, strict=True):
+        assert c.u == _noise.uniform(8, "stop", c.step) and c.decision == d == (c.u < 0.6)
+    # Bernoulli(0.6) over 200 draws: SE = sqrt(.6*.4/200) ≈ 0.035
+    assert abs(np.mean(decisions) - 0.6) < 4 * np.sqrt(0.24 / 200)
+    assert al.verify(trace_path).ok
+
+
+def test_a_steer_replaces_the_vector_and_keeps_the_agents_own(trace_path: Path) -> None:
+    class Uniform(Steer):
+        name = "uniform"
+
+        def select(self, stream, step, probs, ids):  # type: ignore[no-untyped-def]
+            return np.full(len(probs), 1 / len(probs))
+
+    class FixedHorizon(Steer):
+        name = "fixed-horizon"
+
+        def proceed(self, stream, step, p):  # type: ignore[no-untyped-def]
+            return step < 2
+
+    with al.record(trace_path, seed=4), steering(Uniform()):
+        al.select([0.9, 0.1], candidates=["a", "b"], name="doc")
+    with al.record(trace_path.with_name("h.zst"), seed=4), steering(FixedHorizon()):
+        assert [al.proceed(0.0, name="stop") for _ in range(4)] == [True, True, False, False]
+    sel = of_type(al.read(trace_path), Selection)[0]
+    np.testing.assert_array_equal(np.frombuffer(sel.probs, "<f8"), [0.5, 0.5])
+    np.testing.assert_array_equal(np.frombuffer(sel.policy_probs, "<f8"), [0.9, 0.1])
+    assert sel.steer == "uniform" and not sel.forced
+    conts = of_type(al.read(trace_path.with_name("h.zst")), Continuation)
+    assert all(c.forced and c.steer == "fixed-horizon" for c in conts)
+    assert al.verify(trace_path).ok and al.verify(trace_path.with_name("h.zst")).ok
+
+
+def test_verify_catches_a_choice_that_is_not_the_gumbel_argmax(trace_path: Path) -> None:
+    import msgspec
+
+    from agentlog._writer import TraceWriter
+
+    with al.record(trace_path, seed=2):
+        al.select([0.5, 0.5], candidates=["a", "b"], name="doc")
+    records = al.read(trace_path).records
+    forged = trace_path.with_name("forged.zst")
+    with TraceWriter(forged) as w:
+        for r in records:
+            if isinstance(r, Selection):
+                r = msgspec.structs.replace(r, choice=1 - r.choice)
+            w.put(r)
+    problems = al.verify(forged).problems
+    assert [p.kind for p in problems] == ["choice"]
+    assert "argmax(log p + g)" in problems[0].message

@@ -1,0 +1,317 @@
+"""Windows: sealed entries and exits, receipts, continuity, sealing, failures, resources."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentlog as al
+from agentlog._encoding import encode
+from agentlog._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
+from agentlog._state import receipt_genesis, receipt_next
+from tests.conftest import of_type
+
+
+def sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+@al.window("retrieval")
+def retrieve(question: str, budget: int = 2) -> list[str]:
+    return [f"{question}-{i}" for i in range(budget)]
+
+
+@al.window("synthesis", after="retrieval")
+def synthesize(docs: list[str]) -> str:
+    return " + ".join(docs)
+
+
+def test_without_a_recorder_a_window_is_just_the_call() -> None:
+    assert retrieve("q") == ["q-0", "q-1"]
+    assert al.current_run() is None and al.current_window() is None
+
+
+def test_entry_and_exit_are_sealed_with_sha256_of_their_canonical_encoding(
+    trace_path: Path,
+) -> None:
+    with al.record(trace_path, system="s", seed=1, task="t"):
+        retrieve("q")
+    trace = al.read(trace_path)
+    (enter,) = of_type(trace, WindowEnter)
+    (exit_,) = of_type(trace, WindowExit)
+    assert enter.entry == encode({"question": "q", "budget": 2})
+    assert enter.entry_hash == sha(enter.entry)
+    assert exit_.exit == encode(["q-0", "q-1"]) and exit_.exit_hash == sha(exit_.exit)
+    assert exit_.status == EXIT_OK and exit_.wall_ns > 0
+
+
+def test_receipt_chain_links_every_exit_and_ends_in_the_run_footer(trace_path: Path) -> None:
+    with al.record(trace_path, seed=1) as run:
+        synthesize(retrieve("q"))
+        synthesize(retrieve("r", 3))
+    trace = al.read(trace_path)
+    enters = {e.window: e for e in of_type(trace, WindowEnter)}
+    receipt = receipt_genesis(run.run_id)
+    for ex in of_type(trace, WindowExit):
+        receipt = receipt_next(receipt, ex.name, enters[ex.window].entry_hash, ex.exit_hash)
+        assert ex.receipt == receipt
+    assert trace.records[-1].receipt == receipt
+    assert al.verify(trace_path).ok
+
+
+def test_after_holds_when_the_entry_is_the_predecessors_exit(trace_path: Path) -> None:
+    with al.record(trace_path, seed=1):
+        synthesize(retrieve("q"))
+    enter = [e for e in of_type(al.read(trace_path), WindowEnter) if e.name == "synthesis"][0]
+    assert enter.link_hash == enter.expected_hash is not None
+    assert al.verify(trace_path).ok
+
+
+def test_a_bypass_of_the_declared_predecessor_is_recorded_and_reported(
+    trace_path: Path,
+) -> None:
+    with al.record(trace_path, seed=1):
+        retrieve("q")
+        synthesize(["forged"])  # does not consume retrieval's exit
+        pass
+    report = al.verify(trace_path)
+    assert [p.kind for p in report.problems] == ["bypass"]
+    assert "differs from the exit" in report.problems[0].message
+
+
+def test_a_missing_predecessor_is_a_bypass(trace_path: Path) -> None:
+    with al.record(trace_path, seed=1):
+        synthesize(["x"])
+    assert [p.kind for p in al.verify(trace_path).problems] == ["bypass"]
+
+
+def test_entry_projection_is_sealed_and_arguments_are_kept_for_replay(
+    trace_path: Path,
+) -> None:
+    class Bundle:
+        def __init__(self, ids: list[str]) -> None:
+            self.ids = ids
+
+    @al.window("synth2", entry=lambda bundle: bundle.ids, after="retrieval")
+    def synth2(bundle: Bundle) -> int:
+        return len(bundle.ids)
+
+    with al.record(trace_path, seed=1):
+        synth2(Bundle(retrieve("q")))
+    trace = al.read(trace_path)
+    enter = [e for e in of_type(trace, WindowEnter) if e.name == "synth2"][0]
+    assert enter.entry == encode(["q-0", "q-1"])
+    assert enter.args_hash is None  # a Bundle has no canonical encoding: nothing to re-invoke
+    assert al.verify(trace_path).ok
+
+
+def test_entry_decodes_back_into_arguments_that_reinvoke_the_window(trace_path: Path) -> None:
+    with al.record(trace_path, seed=1):
+        first = retrieve("q", 3)
+    enter = of_type(al.read(trace_path), WindowEnter)[0]
+    args, kwargs = al.decode_arguments(retrieve, enter.entry)
+    assert retrieve(*args, **kwargs) == first
+
+
+def test_an_exception_is_a_declared_failure_exit_and_is_reraised_untouched(
+    trace_path: Path,
+) -> None:
+    boom = KeyError("missing doc")
+
+    @al.window("fragile")
+    def fragile() -> None:
+        raise boom
+
+    with al.record(trace_path, seed=1), pytest.raises(KeyError) as info:
+        fragile()
+    assert info.value is boom
+    (ex,) = of_type(al.read(trace_path), WindowExit)
+    assert ex.status == EXIT_FAILED and ex.error_type == "KeyError"
+    assert ex.error_message == "'missing doc'"
+    assert ex.exit_hash == sha(encode({"⊥": "KeyError"}))
+
+
+def test_nested_windows_record_their_parent_and_inclusive_resources(trace_path: Path) -> None:
+    @al.tool("search")
+    def search(q: str) -> list[str]:
+        return [q]
+
+    @al.window("inner")
+    def inner() -> None:
+        search("a")
+        search("b")
+
+    @al.window("outer")
+    def outer() -> None:
+        search("c")
+        inner()
+
+    with al.record(trace_path, seed=1):
+        outer()
+    trace = al.read(trace_path)
+    enters = {e.name: e for e in of_type(trace, WindowEnter)}
+    exits = {e.name: e for e in of_type(trace, WindowExit)}
+    assert enters["inner"].parent == enters["outer"].window and enters["outer"].parent == -1
+    assert exits["inner"].tool_calls == 2 and exits["outer"].tool_calls == 3
+    assert len(of_type(trace, ToolCall)) == 3
+
+
+def test_a_forbidden_tool_raises_inside_the_sealed_window_and_its_children(
+    trace_path: Path,
+) -> None:
+    @al.tool("search")
+    def search(q: str) -> str:
+        return q
+
+    @al.window("child")
+    def child() -> str:
+        return search("x")
+
+    @al.window("sealed", forbid=("search",))
+    def sealed() -> str:
+        return child()
+
+    with al.record(trace_path, seed=1):
+        with pytest.raises(al.SealedWindowError, match="tool 'search' was called inside window "
+                           "'child', which is sealed against it"):
+            sealed()
+        assert search("free") == "free"
+    calls = of_type(al.read(trace_path), ToolCall)
+    assert [c.status for c in calls] == [2, 0]
+
+
+def test_async_windows_record_and_keep_their_own_context(trace_path: Path) -> None:
+    @al.window("fetch")
+    async def fetch(i: int) -> int:
+        await asyncio.sleep(0)
+        assert al.current_window() is not None and al.current_window().name == "fetch"
+        return i * 2
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(fetch(i) for i in range(5))))
+
+    with al.record(trace_path, seed=1):
+        assert asyncio.run(main()) == [0, 2, 4, 6, 8]
+    exits = of_type(al.read(trace_path), WindowExit)
+    assert sorted(e.exit for e in exits) == sorted(encode(i * 2) for i in range(5))
+
+
+def test_generator_window_stays_open_across_yields_without_leaking_context(
+    trace_path: Path,
+) -> None:
+    seen: list[Any] = []
+
+    @al.window("stream")
+    def stream(n: int):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            seen.append(al.current_window().name)  # type: ignore[union-attr]
+            yield i
+        return "done"
+
+    with al.record(trace_path, seed=1):
+        gen = stream(3)
+        assert next(gen) == 0
+        assert al.current_window() is None  # the caller's context is untouched
+        assert list(gen) == [1, 2]
+    assert seen == ["stream"] * 3
+    (ex,) = of_type(al.read(trace_path), WindowExit)
+    assert ex.status == EXIT_OK and ex.exit == encode({"yields": [0, 1, 2], "return": "done"})
+
+
+def test_generator_window_closes_on_close_and_on_garbage_collection(trace_path: Path) -> None:
+    @al.window("stream")
+    def stream():  # type: ignore[no-untyped-def]
+        yield from range(10)
+
+    with al.record(trace_path, seed=1):
+        g = stream()
+        next(g)
+        g.close()
+        g2 = stream()
+        next(g2)
+        next(g2)
+        del g2
+        gc.collect()
+    exits = of_type(al.read(trace_path), WindowExit)
+    assert [e.status for e in exits] == [EXIT_CLOSED, EXIT_CLOSED]
+    assert exits[1].exit == encode({"yields": [0, 1], "closed": True})
+
+
+def test_generator_window_records_an_exception_thrown_in(trace_path: Path) -> None:
+    @al.window("stream")
+    def stream():  # type: ignore[no-untyped-def]
+        yield 1
+        yield 2
+
+    with al.record(trace_path, seed=1):
+        g = stream()
+        next(g)
+        with pytest.raises(ValueError, match="stop"):
+            g.throw(ValueError("stop"))
+    (ex,) = of_type(al.read(trace_path), WindowExit)
+    assert ex.status == EXIT_FAILED and ex.error_type == "ValueError"
+
+
+def test_async_generator_window_records_its_yields(trace_path: Path) -> None:
+    @al.window("astream")
+    async def astream(n: int):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i
+
+    async def main() -> list[int]:
+        return [i async for i in astream(3)]
+
+    with al.record(trace_path, seed=1):
+        assert asyncio.run(main()) == [0, 1, 2]
+    (ex,) = of_type(al.read(trace_path), WindowExit)
+    assert ex.exit == encode({"yields": [0, 1, 2], "return": None})
+
+
+def test_unsealable_arguments_fail_before_the_call_naming_the_argument(
+    trace_path: Path,
+) -> None:
+    called = []
+
+    @al.window("w")
+    def w(conn: object) -> None:
+        called.append(conn)
+
+    with al.record(trace_path, seed=1), pytest.raises(al.ArtifactEncodingError,
+                                                      match="argument `conn`.*entry="):
+        w(object())
+    assert called == []
+
+
+def test_large_artifacts_are_stored_once_as_content_addressed_blobs(trace_path: Path) -> None:
+    from agentlog._records import Blob
+
+    big = "x" * 10_000
+
+    @al.window("echo")
+    def echo(text: str) -> str:
+        return text
+
+    with al.record(trace_path, seed=1):
+        echo(big)
+        echo(big)
+    trace = al.read(trace_path)
+    blobs = of_type(trace, Blob)
+    assert len(blobs) == 2  # entry {"text": big} and exit big, each once
+    enters = of_type(trace, WindowEnter)
+    assert all(e.entry is None for e in enters)
+    assert {b.hash for b in blobs} >= {e.entry_hash for e in enters}
+    assert al.verify(trace_path).ok
+
+
+def test_durability_window_cuts_a_frame_at_every_window_exit(tmp_path: Path) -> None:
+    path = tmp_path / "w.zst"
+    with al.record(path, seed=1, durability="window"):
+        for i in range(5):
+            retrieve(str(i))
+    assert al.read(path).frames >= 5

@@ -1,0 +1,99 @@
+"""Packaging: one distribution, one `agentlog.*` namespace, lazy heavy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBPACKAGES = ["agentlog.replay", "agentlog.estimators", "agentlog.adapters", "agentlog.cli",
+               "agentlog.examples.deep_research"]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, text=True,
+    )
+    (whl,) = out.glob("agentlog-*.whl")
+    return whl
+
+
+def test_the_wheel_holds_only_agentlog_paths(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert top == {"agentlog", wheel.name.split("-py3")[0] + ".dist-info"}, top
+    for sub in ("replay", "estimators", "adapters", "cli", "examples/deep_research"):
+        assert f"agentlog/{sub}/__init__.py" in names
+    assert "agentlog/py.typed" in names
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "agentlog = agentlog.cli:main" in entry_points
+
+
+def test_a_plain_install_of_the_wheel_gives_the_agentlog_namespace(
+    wheel: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    code = (
+        "import importlib, json, sys;"
+        f"mods={SUBPACKAGES!r};"
+        "files={m: importlib.import_module(m).__file__ for m in mods};"
+        "import agentlog;"
+        "tops=[t for t in ('replay','cli','estimators','adapters','examples')"
+        " if importlib.util.find_spec(t) is not None];"
+        "print(json.dumps({'files': files, 'agentlog': agentlog.__file__, 'tops': tops}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(target), "PATH": ""},
+                         cwd=tmp_path)
+    info = json.loads(out.stdout)
+    assert info["agentlog"].startswith(str(target))
+    assert all(f.startswith(str(target)) for f in info["files"].values())
+    assert info["tops"] == []
+
+
+def test_the_development_install_gives_the_same_imports() -> None:
+    code = (
+        "import importlib, json;"
+        f"mods={SUBPACKAGES!r};"
+        "print(json.dumps({m: importlib.import_module(m).__file__ for m in mods}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/")
+    files = json.loads(out.stdout)
+    assert files["agentlog.replay"] == str(ROOT / "replay" / "__init__.py")
+    assert files["agentlog.cli"] == str(ROOT / "cli" / "__init__.py")
+    spec = subprocess.run([sys.executable, "-c", "import importlib.util as u;"
+                           "print(u.find_spec('replay'), u.find_spec('cli'))"],
+                          capture_output=True, text=True, check=True, cwd="/")
+    assert spec.stdout.split() == ["None", "None"]
+
+
+def test_importing_agentlog_does_not_import_heavy_dependencies() -> None:
+    heavy = ["scipy", "ot", "openai", "anthropic", "vllm", "ray", "matplotlib", "torch",
+             "pyarrow", "pandas", "opentelemetry.sdk"]
+    code = (
+        "import sys, json, agentlog, agentlog.replay, agentlog.estimators, agentlog.adapters;"
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_the_console_script_runs() -> None:
+    exe = Path(sys.executable).with_name("agentlog")
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    for command in ("demo", "inspect", "verify"):
+        assert command in out.stdout
