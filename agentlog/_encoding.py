@@ -180,6 +180,16 @@ class ArgumentBinder:
                 else {p.name: p.default for p in rest}
             )
 
+    def simple_names(self) -> tuple[str, ...] | None:
+        """Parameter names when a full positional call binds as ``zip(names, args)``."""
+        if self._fast and not self._secrets and not self._skip_first:
+            return self._names
+        return None
+
+    def default_tails(self) -> list[dict[str, Any] | None]:
+        """``tails[i]``: the defaults that complete a call given ``i`` positionals, or None."""
+        return list(self._tails)
+
     @property
     def secrets(self) -> frozenset[str]:
         return self._secrets

@@ -167,8 +167,26 @@ def _check_ids(ids: tuple[Any, ...]) -> None:
         )
 
 
+# Agents usually pass the same list object step after step. Remember the last few lists by
+# identity with a private copy; a list that was mutated since compares unequal and misses.
+_list_cache: dict[int, tuple[list[Any], Pool]] = {}
+
+
 def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
     """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``."""
+    if type(candidates) is list:
+        seen = _list_cache.get(id(candidates))
+        if seen is not None and seen[0] == candidates:
+            return seen[1]
+        result = _pool_uncached(candidates, n)
+        if len(_list_cache) >= 64:
+            _list_cache.pop(next(iter(_list_cache)))
+        _list_cache[id(candidates)] = (list(candidates), result)
+        return result
+    return _pool_uncached(candidates, n)
+
+
+def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
     if candidates is None:
         cache_key: Any = n
     elif isinstance(candidates, tuple):

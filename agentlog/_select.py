@@ -42,17 +42,10 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
         raise ValueError(
             f"`probs` of select {name!r} must be a non-empty 1-D vector; found shape {p.shape}"
         )
-    if not np.isfinite(p).all():
-        bad = int(np.flatnonzero(~np.isfinite(p))[0])
-        raise ValueError(
-            f"`probs` of select {name!r} must be finite; found {p[bad]} at index {bad}"
-        )
-    if (p < 0).any():
-        bad = int(np.flatnonzero(p < 0)[0])
-        raise ValueError(
-            f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
-        )
     total = float(p.sum())
+    # One sum and one min decide the common case; the slow diagnosis runs only on failure.
+    if not np.isfinite(total) or float(p.min()) < 0:
+        _diagnose(p, name)
     if normalize:
         if total <= 0:
             raise ValueError(
@@ -66,6 +59,18 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
             "to probabilities."
         )
     return p
+
+
+def _diagnose(p: NDArray[np.float64], name: str) -> None:
+    if not np.isfinite(p).all():
+        bad = int(np.flatnonzero(~np.isfinite(p))[0])
+        raise ValueError(
+            f"`probs` of select {name!r} must be finite; found {p[bad]} at index {bad}"
+        )
+    bad = int(np.flatnonzero(p < 0)[0])
+    raise ValueError(
+        f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+    )
 
 
 def _truncate(
@@ -181,7 +186,8 @@ def select(
             pool=pool.hash,
             n=n,
             probs=probs_bytes,
-            draws=draws.tobytes(),
+            # The draws are this call's own array: hand the writer a view, not a copy.
+            draws=draws.data,  # type: ignore[arg-type]
             choice=choice,
             n_zero=int(n - np.count_nonzero(p)),
             generator=_noise.GENERATOR_ID,

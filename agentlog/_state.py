@@ -27,15 +27,18 @@ def receipt_genesis(run_id: str) -> bytes:
     return hashlib.sha256(RECEIPT_DOMAIN + run_id.encode("ascii")).digest()
 
 
+def receipt_key(window: str) -> bytes:
+    """The window's part of a receipt: len(name) as u32 LE ‖ UTF-8 name."""
+    name = window.encode("utf-8")
+    return len(name).to_bytes(4, "little") + name
+
+
 def receipt_next(prev: bytes, window: str, entry_hash: bytes, exit_hash: bytes) -> bytes:
     """receipt_k = sha256(receipt_{k-1} ‖ len(window) as u32 LE ‖ window ‖ entry ‖ exit).
 
     The length prefix keeps the concatenation unambiguous; the hashes are 32 bytes each.
     """
-    name = window.encode("utf-8")
-    return hashlib.sha256(
-        prev + len(name).to_bytes(4, "little") + name + entry_hash + exit_hash
-    ).digest()
+    return hashlib.sha256(prev + receipt_key(window) + entry_hash + exit_hash).digest()
 
 
 class Run:
@@ -52,7 +55,7 @@ class Run:
         "run_id", "index", "path", "system", "seed", "task", "meta", "writer", "lock",
         "receipt", "_window_ids", "_steps", "last_exit", "redact", "durability", "tracer",
         "t0_ns", "t0_perf", "n_windows", "n_selections", "n_continuations", "closed",
-        "parent_run",
+        "parent_run", "plain",
     )
 
     def __init__(
@@ -81,7 +84,7 @@ class Run:
         self.writer = writer
         self.lock = threading.Lock()
         self.receipt = receipt_genesis(run_id)
-        self._window_ids = itertools.count()
+        self._window_ids = itertools.count()  # next() is atomic under the GIL
         self._steps: dict[str, itertools.count[int]] = {}
         self.last_exit: dict[str, bytes] = {}
         self.redact = redact
@@ -94,6 +97,8 @@ class Run:
         self.n_continuations = 0
         self.closed = False
         self.parent_run = parent_run
+        # No redact hook, no spans, no per-window frame cuts: windows may take the inlined path.
+        self.plain = redact is None and tracer is None and durability == "frame"
 
     def next_window_id(self) -> int:
         return next(self._window_ids)
@@ -116,32 +121,37 @@ class Run:
 
 
 class WindowState:
-    """One open window. ``al.current_window()`` returns it."""
+    """One open window. ``al.current_window()`` returns it.
 
-    __slots__ = (
-        "run", "id", "name", "parent", "t0_perf", "entry_hash", "forbid", "span",
-        "tool_calls", "llm_calls", "input_tokens", "output_tokens", "cost", "selections",
-        "otel_token",
-    )
+    Resource counters start at their class defaults and become instance attributes only
+    when something is counted: opening a window sets six attributes, not sixteen.
+    """
+
+    tool_calls = 0
+    llm_calls = 0
+    input_tokens = 0
+    output_tokens = 0
+    cost: float | None = None
+    selections = 0
+    span: Any = None
+    t0_perf = 0
+    entry_hash = b""
 
     def __init__(
-        self, run: Run, wid: int, name: str, parent: WindowState | None, forbid: frozenset[str]
+        self,
+        run: Run,
+        wid: int,
+        name: str,
+        parent: WindowState | None,
+        forbid: frozenset[str],
+        name_key: bytes = b"",
     ) -> None:
         self.run = run
         self.id = wid
         self.name = name
         self.parent = parent
         self.forbid = forbid
-        self.t0_perf = 0
-        self.entry_hash = b""
-        self.span: Any = None
-        self.otel_token: Any = None
-        self.tool_calls = 0
-        self.llm_calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cost: float | None = None
-        self.selections = 0
+        self.name_key = name_key or receipt_key(name)
 
     def add_usage(
         self,

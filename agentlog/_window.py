@@ -43,15 +43,18 @@ from opentelemetry import trace
 
 from . import _otel, _state
 from ._encoding import ArgumentBinder, encode, encode_arguments
+from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
 from ._recorder import INLINE_MAX, _redacted, store_artifact
-from ._state import Run, WindowState, current_run_var, current_window_var, receipt_next
+from ._state import Run, WindowState, current_run_var, current_window_var, receipt_key
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _sha256 = hashlib.sha256
 _perf = time.perf_counter_ns
+_get_ident = threading.get_ident
+_fast_encode = _canonical_encoder.encode
 
 _registry: dict[str, Callable[..., Any]] = {}
 _registry_lock = threading.Lock()
@@ -71,7 +74,8 @@ def _warn_once(key: str, message: str) -> None:
 
 
 class _Spec:
-    __slots__ = ("name", "fn", "entry", "exit", "after", "forbid", "binder", "_single")
+    __slots__ = ("name", "fn", "entry", "exit", "after", "forbid", "binder", "_single",
+                 "name_key", "positional", "n_positional", "tails")
 
     def __init__(
         self,
@@ -91,6 +95,12 @@ class _Spec:
         self.forbid = forbid
         self.binder = ArgumentBinder(fn, secret=secret)
         self._single = len(self.binder.parameters) == 1
+        self.name_key = receipt_key(name)
+        # Parameter names when every argument is passed positionally, there are no
+        # secrets and no self/cls: then the bound map is just zip(names, args).
+        self.positional = self.binder.simple_names()
+        self.n_positional = -1 if self.positional is None else len(self.positional)
+        self.tails = self.binder.default_tails()
 
 
 def _failure_payload(exc: BaseException) -> dict[str, str]:
@@ -104,8 +114,15 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     if parent is not None and parent.run is not run:
         parent = None
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
-    st = WindowState(run, run.next_window_id(), spec.name, parent, forbid)
-    bound = spec.binder.bind(args, kwargs)
+    st = WindowState(run, next(run._window_ids), spec.name, parent, forbid, spec.name_key)
+    n_args = len(args)
+    if not kwargs and n_args == spec.n_positional:  # the common calls: skip the binder
+        bound = dict(zip(spec.positional, args, strict=True))
+    elif not kwargs and n_args < spec.n_positional and spec.tails[n_args] is not None:
+        bound = dict(zip(spec.positional, args, strict=False))
+        bound.update(spec.tails[n_args])  # type: ignore[arg-type]
+    else:
+        bound = spec.binder.bind(args, kwargs)
     args_hash: bytes | None = None
     if spec.entry is None:
         if run.redact is None:
@@ -139,20 +156,12 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             link_hash = entry_hash
         expected = run.last_exit.get(spec.after)
     st.entry_hash = entry_hash
+    # Positional construction: keyword construction of a Struct costs ~5x more here.
     run.writer.put(
         WindowEnter(
-            run=run.index,
-            window=st.id,
-            name=spec.name,
-            parent=-1 if parent is None else parent.id,
-            t_ns=run.now_ns(),
-            entry_hash=entry_hash,
-            entry=entry_inline,
-            args_hash=args_hash,
-            after=spec.after,
-            link_hash=link_hash,
-            expected_hash=expected,
-            thread=threading.get_ident(),
+            run.index, st.id, spec.name, -1 if parent is None else parent.id,
+            run.t0_ns + (_perf() - run.t0_perf), entry_hash, entry_inline, args_hash,
+            spec.after, link_hash, expected, _get_ident(),
         )
     )
     if run.tracer is not None:
@@ -162,7 +171,6 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             None if parent is None else parent.span,
             {
                 "agentlog.window": spec.name,
-                "agentlog.window_id": st.id,
                 "agentlog.run_id": run.run_id,
                 "agentlog.entry_hash": entry_hash.hex(),
             },
@@ -177,7 +185,10 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
     name = st.name
     if status == EXIT_OK and run.redact is None:
         try:
-            data = encode(payload, what=f"window {name!r} exit")
+            try:
+                data = _fast_encode(payload)
+            except (TypeError, NotImplementedError, OverflowError, ValueError):
+                data = encode(payload, what=f"window {name!r} exit")  # raises, with context
         except ArtifactEncodingError as err:
             _warn_once(f"exit:{name}", f"{err} The exit was sealed as an 'unsealable' marker.")
             data = encode({"unsealable": type(payload).__qualname__})
@@ -195,34 +206,57 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
                 run, {"unsealable": type(payload).__qualname__}, what="exit"
             )
     with run.lock:
-        receipt = receipt_next(run.receipt, name, st.entry_hash, exit_hash)
+        receipt = _sha256(run.receipt + st.name_key + st.entry_hash + exit_hash).digest()
         run.receipt = receipt
         if status == EXIT_OK:
             run.last_exit[name] = exit_hash
         run.n_windows += 1
+        # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
         run.writer.put(
             WindowExit(
-                run=run.index,
-                window=st.id,
-                name=name,
-                t_ns=run.now_ns(),
-                status=status,
-                exit_hash=exit_hash,
-                exit=exit_inline,
-                receipt=receipt,
-                wall_ns=wall,
-                error_type=None if exc is None else type(exc).__qualname__,
-                error_message=None if exc is None else str(exc),
-                tool_calls=st.tool_calls,
-                llm_calls=st.llm_calls,
-                input_tokens=st.input_tokens,
-                output_tokens=st.output_tokens,
-                cost=st.cost,
-                selections=st.selections,
+                run.index, st.id, name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
+                exit_inline, receipt, wall,
+                None if exc is None else type(exc).__qualname__,
+                None if exc is None else str(exc),
+                st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
+                st.selections,
             )
         )
-    parent = st.parent
-    if parent is not None:  # resources are inclusive: a window counts its children's
+    if st.parent is not None:
+        _add_to_parent(st.parent, st)
+    if run.durability == "window":
+        run.writer.cut_frame()
+    span = st.span
+    if span is not None:
+        # Each attribute costs the SDK about a microsecond: zero counters are left out (an
+        # absent counter reads as 0) and wall time is the span's own duration.
+        attributes: dict[str, Any] = {
+            "agentlog.exit_hash": exit_hash.hex(),
+            "agentlog.receipt": receipt.hex(),
+        }
+        if status == EXIT_CLOSED:
+            attributes["agentlog.status"] = "closed"
+        for key, value in (
+            ("agentlog.tool_calls", st.tool_calls),
+            ("agentlog.llm_calls", st.llm_calls),
+            ("gen_ai.usage.input_tokens", st.input_tokens),
+            ("gen_ai.usage.output_tokens", st.output_tokens),
+            ("agentlog.selections", st.selections),
+        ):
+            if value:
+                attributes[key] = value
+        if st.cost is not None:
+            attributes["agentlog.cost"] = st.cost
+        span.set_attributes(attributes)
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
+        span.end()
+
+
+def _add_to_parent(parent: WindowState, st: WindowState) -> None:
+    """Resources are inclusive: a window counts its children's."""
+    if st.tool_calls or st.llm_calls or st.selections or st.cost is not None:
         parent.add_usage(
             llm_calls=st.llm_calls,
             input_tokens=st.input_tokens,
@@ -231,29 +265,6 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
             tool_calls=st.tool_calls,
         )
         parent.selections += st.selections
-    if run.durability == "window":
-        run.writer.cut_frame()
-    span = st.span
-    if span is not None:
-        span.set_attributes(
-            {
-                "agentlog.exit_hash": exit_hash.hex(),
-                "agentlog.receipt": receipt.hex(),
-                "agentlog.status": ("ok", "failed", "closed")[status],
-                "agentlog.wall_ns": wall,
-                "agentlog.tool_calls": st.tool_calls,
-                "agentlog.llm_calls": st.llm_calls,
-                "gen_ai.usage.input_tokens": st.input_tokens,
-                "gen_ai.usage.output_tokens": st.output_tokens,
-                "agentlog.selections": st.selections,
-            }
-        )
-        if st.cost is not None:
-            span.set_attribute("agentlog.cost", st.cost)
-        if exc is not None:
-            span.record_exception(exc)
-            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
-        span.end()
 
 
 def _safe_close(st: WindowState, status: int, payload: Any, exc: BaseException | None) -> None:
@@ -282,27 +293,109 @@ def _detach(token: Any) -> None:
 
 def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     fn = spec.fn
+    name = spec.name
+    name_key = spec.name_key
+    forbid = spec.forbid
+    exit_projection = spec.exit
+    positional = spec.positional or ()
+    n_positional = spec.n_positional
+    tails = spec.tails
+    # The inlined path below covers the common window: no projections, no declared
+    # predecessor, arguments passed positionally. It writes exactly what _open/_close
+    # write (tests compare both paths); it exists because this runs on every call.
+    inline_ok = spec.entry is None and spec.after is None and exit_projection is None and (
+        spec.positional is not None
+    )
+    get_run = current_run_var.get
+    get_window = current_window_var.get
+    set_window = current_window_var.set
+    reset_window = current_window_var.reset
+    sha256 = _sha256
+    fast_encode = _fast_encode
+    perf = _perf
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _state.active_runs:
             return fn(*args, **kwargs)
-        run = current_run_var.get()
+        run = get_run()
         if run is None:
             return fn(*args, **kwargs)
+        n_args = len(args)
+        if inline_ok and run.plain and not kwargs and n_args <= n_positional and (
+            tails[n_args] is not None
+        ):
+            parent = get_window()
+            if parent is not None and parent.run is not run:
+                parent = None
+            st = WindowState(run, next(run._window_ids), name, parent,
+                             forbid if parent is None else forbid | parent.forbid, name_key)
+            bound = dict(zip(positional, args, strict=False))
+            if n_args < n_positional:
+                bound.update(tails[n_args])  # type: ignore[arg-type]
+            try:
+                data = fast_encode(bound)
+            except (TypeError, NotImplementedError, OverflowError, ValueError):
+                data = encode_arguments(bound, window=name)  # raises, naming the argument
+            entry_hash = st.entry_hash = sha256(data).digest()
+            writer = run.writer
+            if len(data) > INLINE_MAX:
+                writer.put_blob(entry_hash, data, "artifact")
+                data = None
+            t0 = st.t0_perf = perf()
+            writer.put(WindowEnter(run.index, st.id, name, -1 if parent is None else parent.id,
+                                   run.t0_ns + (t0 - run.t0_perf), entry_hash, data, None,
+                                   None, None, None, _get_ident()))
+            token = set_window(st)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                reset_window(token)
+                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                raise
+            reset_window(token)
+            t1 = perf()
+            try:
+                out = fast_encode(result)
+            except (TypeError, NotImplementedError, OverflowError, ValueError):
+                _safe_close(st, EXIT_OK, result, None)  # the general path warns and marks it
+                return result
+            exit_hash = sha256(out).digest()
+            if len(out) > INLINE_MAX:
+                writer.put_blob(exit_hash, out, "artifact")
+                out = None
+            with run.lock:
+                receipt = run.receipt = sha256(run.receipt + name_key + entry_hash +
+                                               exit_hash).digest()
+                run.last_exit[name] = exit_hash
+                run.n_windows += 1
+                writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
+                                      EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,
+                                      st.tool_calls, st.llm_calls, st.input_tokens,
+                                      st.output_tokens, st.cost, st.selections))
+            if parent is not None:
+                _add_to_parent(parent, st)
+            return result
         st = _open(spec, run, args, kwargs)
-        token = current_window_var.set(st)
-        otoken = _attach(st)
+        token = set_window(st)
+        otoken = None if st.span is None else _attach(st)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            _detach(otoken)
-            current_window_var.reset(token)
+            if otoken is not None:
+                otel_context.detach(otoken)
+            reset_window(token)
             _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
             raise
-        _detach(otoken)
-        current_window_var.reset(token)
-        _safe_close(st, EXIT_OK, _exit_payload(spec, result), None)
+        if otoken is not None:
+            otel_context.detach(otoken)
+        reset_window(token)
+        try:
+            _close(st, EXIT_OK, result if exit_projection is None else exit_projection(result),
+                   None)
+        except Exception as err:  # an internal fault must never replace the host's result
+            _warn_once(f"close:{type(err).__name__}", f"agentlog could not record the exit "
+                       f"of window {spec.name!r}: {type(err).__name__}: {err}")
         return result
 
     return wrapper

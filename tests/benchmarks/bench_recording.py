@@ -1,0 +1,95 @@
+"""Hot paths of the recording core, against references measured in the same run.
+
+Run: ``python tests/benchmarks/bench_recording.py`` (prints a table; asserts nothing).
+
+References: a bare call, a no-op decorator (``functools.wraps`` pass-through), and a raw
+OpenTelemetry SDK span with a ``BatchSpanProcessor`` (exporting to an in-memory sink).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import per_call_us, row  # noqa: E402
+
+import agentlog as al  # noqa: E402
+from agentlog import _otel  # noqa: E402
+
+
+def noop_decorator(fn):  # type: ignore[no-untyped-def]
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def bare(q, k=3):  # type: ignore[no-untyped-def]
+    return k
+
+
+noop = noop_decorator(bare)
+windowed = al.window("bench")(bare)
+
+
+def main() -> None:
+    n = 200_000
+    folder = tempfile.mkdtemp(prefix="agentlog-bench-")
+    ref_bare = per_call_us(lambda: bare("q"), number=n)
+    ref_noop = per_call_us(lambda: noop("q"), number=n)
+    print(row("bare call", ref_bare))
+    print(row("no-op decorator (reference)", ref_noop, ref_bare, "bare"))
+    off = per_call_us(lambda: windowed("q"), number=n)
+    print(row("@window, no active recorder", off, ref_noop, "no-op decorator"))
+
+    with al.record(os.path.join(folder, "w.zst"), seed=1):
+        on = per_call_us(lambda: windowed("q"), number=n // 4)
+    print(row("@window, recorder, no OTel SDK (entry+exit sealed)", on, ref_bare, "bare"))
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Sink(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Sink(), max_queue_size=1 << 16))
+    tracer = provider.get_tracer("bench")
+
+    def raw_span() -> None:
+        with tracer.start_as_current_span("raw"):
+            bare("q")
+
+    raw = per_call_us(raw_span, number=n // 8)
+    print(row("raw OTel SDK span + BatchSpanProcessor (reference)", raw))
+    previous = _otel.set_provider_override(provider)
+    with al.record(os.path.join(folder, "o.zst"), seed=1):
+        with_otel = per_call_us(lambda: windowed("q"), number=n // 8)
+    _otel.set_provider_override(previous)
+    print(row("@window, recorder + OTel SDK + BatchSpanProcessor", with_otel, raw, "raw span"))
+    print(f"{'':<58} overhead over the raw span: {with_otel[0] - raw[0]:.2f} µs (min)")
+    provider.shutdown()
+
+    ids = [f"doc-{i:04d}" for i in range(1000)]
+    p = np.random.default_rng(0).dirichlet(np.ones(1000))
+    with al.record(os.path.join(folder, "s.zst"), seed=1):
+        sel = per_call_us(lambda: al.select(p, candidates=ids, name="doc"), number=5_000)
+        pro = per_call_us(lambda: al.proceed(0.7, name="stop"), number=n // 4)
+    print(row("select over 1,000 candidates (draws, argmax, enqueue)", sel))
+    print(row("proceed", pro))
+    argmax_ref = per_call_us(lambda: int(np.argmax(np.log(p) + np.random.gumbel(size=1000))),
+                             number=5_000)
+    print(row("reference: numpy Gumbel-max over 1,000 (no logging)", argmax_ref))
+    print(row("select vs the plain numpy Gumbel-max", sel, argmax_ref, "numpy"))
+
+
+if __name__ == "__main__":
+    main()
