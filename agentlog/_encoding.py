@@ -141,8 +141,15 @@ class ArgumentBinder:
     arguments only, no ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
     """
 
-    __slots__ = ("_fast", "_names", "_tails", "_signature", "_skip_first", "_secrets",
-                 "parameters")
+    __slots__ = (
+        "_fast",
+        "_names",
+        "_secrets",
+        "_signature",
+        "_skip_first",
+        "_tails",
+        "parameters",
+    )
 
     def __init__(self, fn: Callable[..., Any], *, secret: Iterable[str] = ()) -> None:
         signature = inspect.signature(fn)
@@ -282,10 +289,9 @@ def decode_arguments(
             )
         elif name in raw:
             value = _convert(raw[name], hints.get(name, param.annotation))
-        elif param.default is not inspect.Parameter.empty:
-            continue
-        elif param.kind is inspect.Parameter.VAR_POSITIONAL or param.kind is (
-            inspect.Parameter.VAR_KEYWORD
+        elif param.default is not inspect.Parameter.empty or param.kind in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
         ):
             continue
         else:

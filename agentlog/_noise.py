@@ -194,7 +194,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     elif isinstance(candidates, np.ndarray):
         if candidates.dtype.kind not in "iu":
             candidates = candidates.tolist()
-            cache_key = tuple(candidates)  # type: ignore[arg-type]
+            cache_key = tuple(candidates)
         else:
             cache_key = (candidates.dtype.str, candidates.tobytes())
     else:

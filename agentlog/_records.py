@@ -37,7 +37,7 @@ EXIT_CLOSED = 2  # a generator window closed early (close(), GC) before exhausti
 _OPTS = {"array_like": True, "frozen": True, "tag_field": "k", "omit_defaults": False}
 
 
-class RunStart(msgspec.Struct, tag=1, **_OPTS):  # type: ignore[call-arg]
+class RunStart(msgspec.Struct, tag=1, **_OPTS):
     """Opens a run. ``run`` is the run's index inside this file; records refer to it."""
 
     run: int
@@ -53,7 +53,7 @@ class RunStart(msgspec.Struct, tag=1, **_OPTS):  # type: ignore[call-arg]
     pid: int = 0
 
 
-class WindowEnter(msgspec.Struct, tag=2, **_OPTS):  # type: ignore[call-arg]
+class WindowEnter(msgspec.Struct, tag=2, **_OPTS):
     """A window opened. The entry artifact is sealed: its hash is fixed here."""
 
     run: int
@@ -70,7 +70,7 @@ class WindowEnter(msgspec.Struct, tag=2, **_OPTS):  # type: ignore[call-arg]
     thread: int = 0
 
 
-class WindowExit(msgspec.Struct, tag=3, **_OPTS):  # type: ignore[call-arg]
+class WindowExit(msgspec.Struct, tag=3, **_OPTS):
     """A window closed (``status`` EXIT_OK, EXIT_FAILED or EXIT_CLOSED)."""
 
     run: int
@@ -92,7 +92,7 @@ class WindowExit(msgspec.Struct, tag=3, **_OPTS):  # type: ignore[call-arg]
     selections: int = 0
 
 
-class Selection(msgspec.Struct, tag=4, **_OPTS):  # type: ignore[call-arg]
+class Selection(msgspec.Struct, tag=4, **_OPTS):
     """One ``select`` draw: the full probability vector, the draws and the choice."""
 
     run: int
@@ -116,7 +116,7 @@ class Selection(msgspec.Struct, tag=4, **_OPTS):  # type: ignore[call-arg]
     forced: bool = False  # the choice was forced by the steer, not drawn
 
 
-class Continuation(msgspec.Struct, tag=5, **_OPTS):  # type: ignore[call-arg]
+class Continuation(msgspec.Struct, tag=5, **_OPTS):
     """One ``proceed`` decision: continue iff u < p."""
 
     run: int
@@ -132,7 +132,7 @@ class Continuation(msgspec.Struct, tag=5, **_OPTS):  # type: ignore[call-arg]
     forced: bool = False  # the decision was forced by the steer, not drawn
 
 
-class LLMCall(msgspec.Struct, tag=6, **_OPTS):  # type: ignore[call-arg]
+class LLMCall(msgspec.Struct, tag=6, **_OPTS):
     """One model call, secrets removed. Adapters fill it."""
 
     run: int
@@ -153,7 +153,7 @@ class LLMCall(msgspec.Struct, tag=6, **_OPTS):  # type: ignore[call-arg]
     fingerprint: str | None = None
 
 
-class ToolCall(msgspec.Struct, tag=7, **_OPTS):  # type: ignore[call-arg]
+class ToolCall(msgspec.Struct, tag=7, **_OPTS):
     """One call of an ``@al.tool`` function; ``status`` 2 means refused by a sealed window."""
 
     run: int
@@ -168,7 +168,7 @@ class ToolCall(msgspec.Struct, tag=7, **_OPTS):  # type: ignore[call-arg]
     error_message: str | None = None
 
 
-class Score(msgspec.Struct, tag=8, **_OPTS):  # type: ignore[call-arg]
+class Score(msgspec.Struct, tag=8, **_OPTS):
     """A readout of a window (or of a run when ``window`` is -1)."""
 
     run: int
@@ -183,7 +183,7 @@ class Score(msgspec.Struct, tag=8, **_OPTS):  # type: ignore[call-arg]
     t_ns: int = 0
 
 
-class Blob(msgspec.Struct, tag=9, **_OPTS):  # type: ignore[call-arg]
+class Blob(msgspec.Struct, tag=9, **_OPTS):
     """A content-addressed artifact: ``hash == sha256(data)``. Stored once per file."""
 
     hash: bytes
@@ -191,7 +191,7 @@ class Blob(msgspec.Struct, tag=9, **_OPTS):  # type: ignore[call-arg]
     kind: str = "artifact"  # "artifact" | "pool"
 
 
-class RunEnd(msgspec.Struct, tag=10, **_OPTS):  # type: ignore[call-arg]
+class RunEnd(msgspec.Struct, tag=10, **_OPTS):
     """Closes a run with the head of its receipt chain and its record counts."""
 
     run: int

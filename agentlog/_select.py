@@ -90,8 +90,9 @@ def _truncate(
         # the smallest prefix whose mass reaches top_p
         cut = int(np.searchsorted(cumulative, top_p - 1e-12)) + 1
         keep[order[cut:]] = False
-    q = np.where(keep, p, 0.0)
-    return q / q.sum()
+    q: NDArray[np.float64] = np.where(keep, p, 0.0)
+    out: NDArray[np.float64] = q / q.sum()
+    return out
 
 
 def select(

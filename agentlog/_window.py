@@ -45,8 +45,8 @@ from . import _otel, _state
 from ._encoding import ArgumentBinder, encode, encode_arguments
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
-from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
 from ._recorder import INLINE_MAX, _redacted, store_artifact
+from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
 from ._state import Run, WindowState, current_run_var, current_window_var, receipt_key
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,8 +74,20 @@ def _warn_once(key: str, message: str) -> None:
 
 
 class _Spec:
-    __slots__ = ("name", "fn", "entry", "exit", "after", "forbid", "binder", "_single",
-                 "name_key", "positional", "n_positional", "tails")
+    __slots__ = (
+        "_single",
+        "after",
+        "binder",
+        "entry",
+        "exit",
+        "fn",
+        "forbid",
+        "n_positional",
+        "name",
+        "name_key",
+        "positional",
+        "tails",
+    )
 
     def __init__(
         self,
@@ -116,11 +128,13 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
     st = WindowState(run, next(run._window_ids), spec.name, parent, forbid, spec.name_key)
     n_args = len(args)
-    if not kwargs and n_args == spec.n_positional:  # the common calls: skip the binder
-        bound = dict(zip(spec.positional, args, strict=True))
-    elif not kwargs and n_args < spec.n_positional and spec.tails[n_args] is not None:
-        bound = dict(zip(spec.positional, args, strict=False))
-        bound.update(spec.tails[n_args])  # type: ignore[arg-type]
+    names = spec.positional
+    tail = spec.tails[n_args] if names is not None and n_args < len(spec.tails) else None
+    if names is not None and not kwargs and n_args == spec.n_positional:  # skip the binder
+        bound = dict(zip(names, args, strict=True))
+    elif names is not None and not kwargs and n_args < spec.n_positional and tail is not None:
+        bound = dict(zip(names, args, strict=False))
+        bound.update(tail)
     else:
         bound = spec.binder.bind(args, kwargs)
     args_hash: bytes | None = None
@@ -333,6 +347,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             bound = dict(zip(positional, args, strict=False))
             if n_args < n_positional:
                 bound.update(tails[n_args])  # type: ignore[arg-type]
+            data: bytes | None
             try:
                 data = fast_encode(bound)
             except (TypeError, NotImplementedError, OverflowError, ValueError):
@@ -355,6 +370,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 raise
             reset_window(token)
             t1 = perf()
+            out: bytes | None
             try:
                 out = fast_encode(result)
             except (TypeError, NotImplementedError, OverflowError, ValueError):

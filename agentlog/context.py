@@ -46,11 +46,11 @@ def wrap(fn: Callable[P, R]) -> Callable[P, R]:
 class ContextThreadPoolExecutor(ThreadPoolExecutor):
     """A ThreadPoolExecutor whose tasks run in a copy of the submitter's context."""
 
-    def submit(  # type: ignore[override]
+    def submit(
         self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
     ) -> Future[R]:
         ctx = contextvars.copy_context()
-        return super().submit(ctx.run, fn, *args, **kwargs)
+        return super().submit(functools.partial(ctx.run, fn, *args, **kwargs))
 
     def map(self, fn: Callable[..., R], *iterables: Any, timeout: float | None = None,
             chunksize: int = 1) -> Any:

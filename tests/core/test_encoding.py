@@ -82,7 +82,7 @@ def test_secret_parameters_are_redacted_and_must_be_resupplied() -> None:
     binder = ArgumentBinder(call)
     data = encode_arguments(binder.bind(("hi", "sk-CANARY"), {}), window="w")
     assert b"sk-CANARY" not in data and REDACTED.encode() in data
-    with pytest.raises(ValueError, match="`api_key` .* is secret"):
+    with pytest.raises(ValueError, match=r"`api_key` .* is secret"):
         al.decode_arguments(call, data)
     args, _ = al.decode_arguments(call, data, secrets={"api_key": "sk-2"})
     assert args == ("hi", "sk-2")

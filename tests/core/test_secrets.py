@@ -96,7 +96,8 @@ def test_a_failing_redact_hook_writes_a_marker_not_the_payload(trace_path: Path)
     def lookup(secret_text: str) -> str:
         return "ok"
 
-    with pytest.warns(al.InstrumentationWarning, match="raised RuntimeError"):
-        with al.record(trace_path, seed=1, redact=redact):
-            assert lookup(CANARY) == "ok"
+    with pytest.warns(al.InstrumentationWarning, match="raised RuntimeError"), al.record(
+        trace_path, seed=1, redact=redact
+    ):
+        assert lookup(CANARY) == "ok"
     assert CANARY.encode() not in trace_path.read_bytes()

@@ -17,9 +17,9 @@ from tests.conftest import of_type
 def test_select_validates_the_vector_with_messages_that_name_the_problem() -> None:
     with pytest.raises(ValueError, match="must be finite; found nan at index 1"):
         al.select([0.5, float("nan"), 0.5])
-    with pytest.raises(ValueError, match="must be non-negative; found -0.1 at index 0"):
+    with pytest.raises(ValueError, match=r"must be non-negative; found -0\.1 at index 0"):
         al.select([-0.1, 1.1])
-    with pytest.raises(ValueError, match="must sum to 1 within 1e-06; found sum 0.9"):
+    with pytest.raises(ValueError, match=r"must sum to 1 within 1e-06; found sum 0\.9"):
         al.select([0.5, 0.4])
     with pytest.raises(ValueError, match=r"non-empty 1-D vector; found shape \(2, 2\)"):
         al.select(np.eye(2) / 2)

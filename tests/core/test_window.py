@@ -67,7 +67,7 @@ def test_receipt_chain_links_every_exit_and_ends_in_the_run_footer(trace_path: P
 def test_after_holds_when_the_entry_is_the_predecessors_exit(trace_path: Path) -> None:
     with al.record(trace_path, seed=1):
         synthesize(retrieve("q"))
-    enter = [e for e in of_type(al.read(trace_path), WindowEnter) if e.name == "synthesis"][0]
+    enter = next(e for e in of_type(al.read(trace_path), WindowEnter) if e.name == "synthesis")
     assert enter.link_hash == enter.expected_hash is not None
     assert al.verify(trace_path).ok
 
@@ -104,7 +104,7 @@ def test_entry_projection_is_sealed_and_arguments_are_kept_for_replay(
     with al.record(trace_path, seed=1):
         synth2(Bundle(retrieve("q")))
     trace = al.read(trace_path)
-    enter = [e for e in of_type(trace, WindowEnter) if e.name == "synth2"][0]
+    enter = next(e for e in of_type(trace, WindowEnter) if e.name == "synth2")
     assert enter.entry == encode(["q-0", "q-1"])
     assert enter.args_hash is None  # a Bundle has no canonical encoding: nothing to re-invoke
     assert al.verify(trace_path).ok
@@ -283,7 +283,7 @@ def test_unsealable_arguments_fail_before_the_call_naming_the_argument(
         called.append(conn)
 
     with al.record(trace_path, seed=1), pytest.raises(al.ArtifactEncodingError,
-                                                      match="argument `conn`.*entry="):
+                                                      match=r"argument `conn`.*entry="):
         w(object())
     assert called == []
 
@@ -315,3 +315,31 @@ def test_durability_window_cuts_a_frame_at_every_window_exit(tmp_path: Path) -> 
         for i in range(5):
             retrieve(str(i))
     assert al.read(path).frames >= 5
+
+
+def test_the_inlined_fast_path_writes_what_the_general_path_writes(tmp_path: Path) -> None:
+    @al.window("leaf")
+    def leaf(x: int, y: str = "d") -> dict[str, Any]:
+        return {"x": x, "y": y}
+
+    @al.window("parent")
+    def parent() -> None:
+        leaf(1)
+        leaf(2, "e")
+        leaf(3, y="f")  # keyword: general path in both runs
+
+    fields = ("name", "parent", "entry_hash", "entry", "args_hash")
+    exit_fields = ("name", "status", "exit_hash", "exit", "tool_calls", "selections")
+    results = []
+    for plain, path in ((True, tmp_path / "fast.zst"), (False, tmp_path / "general.zst")):
+        # durability="window" disables the inlined path (the run is not "plain")
+        with al.record(path, seed=1, durability="frame" if plain else "window") as run:
+            assert run.plain is plain
+            parent()
+        trace = al.read(path)
+        results.append((
+            [tuple(getattr(e, f) for f in fields) for e in of_type(trace, WindowEnter)],
+            [tuple(getattr(e, f) for f in exit_fields) for e in of_type(trace, WindowExit)],
+        ))
+        assert al.verify(path).ok
+    assert results[0] == results[1]
