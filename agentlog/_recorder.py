@@ -55,7 +55,7 @@ def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-class record:  # noqa: N801 - a context manager used like a function, as in contextlib
+class record:
     """Record one run into the trace file at ``path``.
 
     Use as ``with al.record(...) as run:`` or ``async with``. Runs nest (the inner run

@@ -52,10 +52,30 @@ class Run:
     """
 
     __slots__ = (
-        "run_id", "index", "path", "system", "seed", "task", "meta", "writer", "lock",
-        "receipt", "_window_ids", "_steps", "last_exit", "redact", "durability", "tracer",
-        "t0_ns", "t0_perf", "n_windows", "n_selections", "n_continuations", "closed",
-        "parent_run", "plain",
+        "_steps",
+        "_window_ids",
+        "closed",
+        "durability",
+        "index",
+        "last_exit",
+        "lock",
+        "meta",
+        "n_continuations",
+        "n_selections",
+        "n_windows",
+        "parent_run",
+        "path",
+        "plain",
+        "receipt",
+        "redact",
+        "run_id",
+        "seed",
+        "system",
+        "t0_ns",
+        "t0_perf",
+        "task",
+        "tracer",
+        "writer",
     )
 
     def __init__(

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import per_call_us, row  # noqa: E402
+from _timing import per_call_us, row
 
-import agentlog as al  # noqa: E402
-from agentlog import _otel  # noqa: E402
+import agentlog as al
+from agentlog import _otel
 
 
 def noop_decorator(fn):  # type: ignore[no-untyped-def]

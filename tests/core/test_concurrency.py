@@ -73,7 +73,7 @@ def test_threads_of_a_pool_stay_in_the_submitters_run_and_window(trace_path: Pat
         assert len(parent()) == 32
     trace = al.read(trace_path)
     enters = of_type(trace, WindowEnter)
-    top = [e for e in enters if e.name == "parent"][0]
+    top = next(e for e in enters if e.name == "parent")
     assert sum(e.parent == top.window for e in enters if e.name == "work") == 32
     assert al.verify(trace_path).ok
 

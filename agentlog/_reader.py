@@ -1,0 +1,819 @@
+"""Reading trace files: a streaming frame reader, ``read()`` and the ``Trace`` object.
+
+Example::
+
+    >>> from agentlog._records import Score
+    >>> from agentlog._writer import TraceWriter
+    >>> from agentlog._reader import read
+    >>> with TraceWriter("/tmp/agentlog-reader-doctest.zst") as w:
+    ...     w.put(Score(run=0, window=-1, name="f1", value=0.83))
+    >>> trace = read("/tmp/agentlog-reader-doctest.zst")
+    >>> [(s.name, s.value) for s in trace.scores()], trace.truncated
+    ([('f1', 0.83)], False)
+
+A file that ends inside a frame (the writer was killed mid-write, or the file
+is still being written) is not an error: ``read`` returns every record of the
+complete frames before the cut and reports ``truncated=True`` with the number
+of bytes it dropped. A tail of zero bytes (what some filesystems leave after a
+power loss) counts as truncation too. Anything else that breaks the format
+raises ``TraceFormatError`` with the byte offset of the frame. Reading never
+executes code from the file: records are msgpack decoded into fixed types.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple
+
+import msgspec
+
+from agentlog._errors import MissingDependencyError, TraceFormatError
+from agentlog._records import (
+    EXIT_CLOSED,
+    EXIT_FAILED,
+    EXIT_OK,
+    Blob,
+    Continuation,
+    LLMCall,
+    Record,
+    RunEnd,
+    RunStart,
+    Score,
+    Selection,
+    ToolCall,
+    WindowEnter,
+    WindowExit,
+)
+from agentlog._trace_format import (
+    FILE_HEADER_SIZE,
+    FRAME_HEADER_SIZE,
+    FrameDecoder,
+    check_file_header,
+    parse_frame_header,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+__all__ = [
+    "BlobNotFoundError",
+    "Frame",
+    "FrameIterator",
+    "RunView",
+    "Trace",
+    "Transition",
+    "WindowView",
+    "draws",
+    "iter_frames",
+    "iter_records",
+    "probs",
+    "raw_probs",
+    "read",
+]
+
+ArrowKind = Literal[
+    "windows", "selections", "continuations", "scores", "runs", "llm_calls", "tool_calls"
+]
+
+_ZERO_CHUNK = 1 << 20
+
+
+class Frame(NamedTuple):
+    """One decoded frame: where it starts in the file and its records."""
+
+    offset: int
+    payload_len: int
+    records: list[Any]
+
+
+class FrameIterator(Iterator[Frame]):
+    """Streams the frames of a trace file; ``iter_frames(path)`` returns one.
+
+    Once exhausted it tells how the file ended: ``truncated`` (the file ends
+    inside its header or inside a frame), ``bytes_dropped`` (bytes after the
+    last complete frame) and ``end_offset`` (where that frame ends).
+
+    Raises:
+        TraceFormatError: for anything in the file that is not a truncated tail.
+        OSError: when the file cannot be opened or read.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.format_version: int | None = None
+        self.truncated = False
+        self.bytes_dropped = 0
+        self.end_offset = 0
+        self.frames = 0
+        self.records = 0
+        self.done = False
+        self._decoder = FrameDecoder()
+        self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
+        self._offset = 0
+
+    def __iter__(self) -> FrameIterator:
+        return self
+
+    def __next__(self) -> Frame:
+        f = self._file
+        if f is None:
+            raise StopIteration
+        try:
+            return self._next_frame(f)
+        except BaseException:
+            self._close()
+            raise
+
+    def _next_frame(self, f: BinaryIO) -> Frame:
+        path = self.path
+        if self.format_version is None:
+            head = f.read(FILE_HEADER_SIZE)
+            version = check_file_header(head, path=path)
+            if version is None:
+                self._finish(truncated=True, good=0)
+                raise StopIteration
+            self.format_version = version
+            self._offset = self.end_offset = FILE_HEADER_SIZE
+        offset = self._offset
+        head = f.read(FRAME_HEADER_SIZE)
+        if len(head) < FRAME_HEADER_SIZE:
+            self._finish(truncated=bool(head), good=offset)
+            raise StopIteration
+        try:
+            header = parse_frame_header(head, path=path, offset=offset)
+        except TraceFormatError:
+            if self._rest_is_zero(f, head):
+                self._finish(truncated=True, good=offset)
+                raise StopIteration from None
+            raise
+        need = header.payload_len
+        # Never allocate more than the file holds: a hostile length meets a short file.
+        available = os.fstat(f.fileno()).st_size - offset - FRAME_HEADER_SIZE
+        if available < need:
+            self._finish(truncated=True, good=offset)
+            raise StopIteration
+        payload = f.read(need)
+        if len(payload) < need:  # pragma: no cover - the file shrank under us
+            self._finish(truncated=True, good=offset)
+            raise StopIteration
+        records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
+        self.frames += 1
+        self.records += len(records)
+        return Frame(offset, need, records)
+
+    def _rest_is_zero(self, f: BinaryIO, head: bytes) -> bool:
+        if head.count(0) != len(head):
+            return False
+        while chunk := f.read(_ZERO_CHUNK):
+            if chunk.count(0) != len(chunk):
+                return False
+        return True
+
+    def _finish(self, *, truncated: bool, good: int) -> None:
+        f = self._file
+        assert f is not None
+        size = f.seek(0, os.SEEK_END)
+        self.truncated = truncated
+        self.end_offset = good
+        self.bytes_dropped = size - good
+        self.done = True
+        self._close()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def close(self) -> None:
+        """Stop early and close the file."""
+        self._close()
+
+    def __enter__(self) -> FrameIterator:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._close()
+
+
+def iter_frames(path: str | os.PathLike[str]) -> FrameIterator:
+    """Stream the frames of a trace; the iterator reports truncation when exhausted."""
+    return FrameIterator(path)
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Stream the records of a trace in file order (a truncated tail ends the stream)."""
+    with FrameIterator(path) as frames:
+        for frame in frames:
+            yield from frame.records
+
+
+def read(path: str | os.PathLike[str]) -> Trace:
+    """Read a whole trace file.
+
+    Returns:
+        A ``Trace``; ``trace.truncated`` tells whether the file ended inside a frame.
+
+    Raises:
+        TraceFormatError: the file is not a valid agentlog trace (bad magic,
+            newer format version, failed checksum, undecodable record, ...).
+        OSError: the file cannot be opened.
+    """
+    records: list[Any] = []
+    with FrameIterator(path) as frames:
+        extend = records.extend
+        for frame in frames:
+            extend(frame.records)
+    return Trace(
+        path=frames.path,
+        records=records,
+        truncated=frames.truncated,
+        bytes_dropped=frames.bytes_dropped,
+        frames=frames.frames,
+        format_version=frames.format_version,
+    )
+
+
+# -- vectors ---------------------------------------------------------------------------
+
+
+def _vector(sel: Selection, data: bytes, field: str, n: int | None) -> npt.NDArray[np.float64]:
+    import numpy as np
+
+    if len(data) % 8 or (n is not None and len(data) != 8 * n):
+        expected = f"{8 * n} bytes (n={n} float64)" if n is not None else "a multiple of 8 bytes"
+        raise TraceFormatError(
+            f"selection {sel.name!r} step {sel.step} (run {sel.run}, window {sel.window}): "
+            f"`{field}` should hold {expected}, found {len(data)} bytes"
+        )
+    return np.frombuffer(data, dtype="<f8")
+
+
+def probs(sel: Selection) -> npt.NDArray[np.float64]:
+    """The selection's probability vector, zero-copy (a read-only view of the record)."""
+    return _vector(sel, sel.probs, "probs", sel.n)
+
+
+def draws(sel: Selection) -> npt.NDArray[np.float64]:
+    """The selection's Gumbel draws, zero-copy (a read-only view of the record)."""
+    return _vector(sel, sel.draws, "draws", sel.n)
+
+
+def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+    """The vector before top-k/top-p truncation, or None when none was applied."""
+    if sel.raw_probs is None:
+        return None
+    return _vector(sel, sel.raw_probs, "raw_probs", None)
+
+
+# -- views -----------------------------------------------------------------------------
+
+
+class BlobNotFoundError(KeyError):
+    """A hash is referenced but no Blob record with it is in the trace."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class RunView:
+    """One run of a trace: its start and end records and everything attributed to it.
+
+    Attributes:
+        run: the run index inside the file.
+        start: the ``RunStart`` record (None if the file lacks it).
+        end: the ``RunEnd`` record, None when the run did not end (crash, truncation).
+        records: every record of this run in file order (start and end included).
+        windows: the run's windows in order of entry.
+    """
+
+    __slots__ = ("end", "records", "run", "start", "windows")
+
+    def __init__(self, run: int) -> None:
+        self.run = run
+        self.start: RunStart | None = None
+        self.end: RunEnd | None = None
+        self.records: list[Any] = []
+        self.windows: list[WindowView] = []
+
+    @property
+    def run_id(self) -> str | None:
+        return self.start.run_id if self.start is not None else None
+
+    @property
+    def complete(self) -> bool:
+        """True when the run's ``RunEnd`` is in the file."""
+        return self.end is not None
+
+    @property
+    def failed(self) -> bool:
+        """True when the run ended with an exception from its body."""
+        return self.end is not None and self.end.status != 0
+
+    def __repr__(self) -> str:
+        state = "ended" if self.end is not None else "not ended"
+        return (
+            f"<RunView run={self.run} run_id={self.run_id!r} {state} "
+            f"records={len(self.records)} windows={len(self.windows)}>"
+        )
+
+
+class WindowView:
+    """One window instance, keyed by (run, window id): its enter and exit records.
+
+    ``exit`` is None when the window never closed (crash or truncation).
+    """
+
+    __slots__ = ("_trace", "enter", "exit")
+
+    def __init__(self, enter: WindowEnter, trace: Trace) -> None:
+        self.enter = enter
+        self.exit: WindowExit | None = None
+        self._trace = trace
+
+    @property
+    def run(self) -> int:
+        return self.enter.run
+
+    @property
+    def window(self) -> int:
+        """The window id, unique within its run."""
+        return self.enter.window
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.enter.run, self.enter.window)
+
+    @property
+    def name(self) -> str:
+        return self.enter.name
+
+    @property
+    def parent(self) -> int:
+        return self.enter.parent
+
+    @property
+    def entry_hash(self) -> bytes:
+        return self.enter.entry_hash
+
+    @property
+    def exit_hash(self) -> bytes | None:
+        return self.exit.exit_hash if self.exit is not None else None
+
+    @property
+    def status(self) -> int | None:
+        """EXIT_OK, EXIT_FAILED or EXIT_CLOSED; None while the window is open."""
+        return self.exit.status if self.exit is not None else None
+
+    @property
+    def complete(self) -> bool:
+        """True when the window exited normally (``EXIT_OK``)."""
+        return self.exit is not None and self.exit.status == EXIT_OK
+
+    @property
+    def failed(self) -> bool:
+        """True when an exception escaped the window (the declared failure exit)."""
+        return self.exit is not None and self.exit.status == EXIT_FAILED
+
+    @property
+    def closed_early(self) -> bool:
+        """True when a generator window was closed before exhaustion."""
+        return self.exit is not None and self.exit.status == EXIT_CLOSED
+
+    @property
+    def t_enter_ns(self) -> int:
+        return self.enter.t_ns
+
+    @property
+    def t_exit_ns(self) -> int | None:
+        return self.exit.t_ns if self.exit is not None else None
+
+    @property
+    def wall_ns(self) -> int | None:
+        return self.exit.wall_ns if self.exit is not None else None
+
+    @property
+    def receipt(self) -> bytes | None:
+        return self.exit.receipt if self.exit is not None else None
+
+    @property
+    def entry_bytes(self) -> bytes:
+        """The canonical entry encoding, inline or from its Blob."""
+        inline = self.enter.entry
+        return inline if inline is not None else self._trace.blob(self.enter.entry_hash)
+
+    @property
+    def exit_bytes(self) -> bytes | None:
+        """The canonical exit encoding (inline or Blob); None while the window is open."""
+        if self.exit is None:
+            return None
+        inline = self.exit.exit
+        return inline if inline is not None else self._trace.blob(self.exit.exit_hash)
+
+    def __repr__(self) -> str:
+        status = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
+        return (
+            f"<WindowView {self.name!r} run={self.run} window={self.window} "
+            f"{status.get(self.status, str(self.status))}>"
+        )
+
+
+class Transition(NamedTuple):
+    """An entry/exit pair of a completed window, with both artifacts resolved."""
+
+    run: int
+    run_id: str | None
+    window: int
+    name: str
+    entry_hash: bytes
+    exit_hash: bytes
+    entry: bytes
+    exit: bytes
+
+
+class _Index:
+    """Records grouped once, on first use."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.blobs: dict[bytes, Blob] = {}
+        self.by_type: dict[type, list[Any]] = {}
+        runs: dict[int, RunView] = {}
+        windows: dict[tuple[int, int], WindowView] = {}
+        self.windows: list[WindowView] = []
+        self.orphan_exits: list[WindowExit] = []
+        by_type = self.by_type
+        for r in trace.records:
+            t = type(r)
+            bucket = by_type.get(t)
+            if bucket is None:
+                bucket = by_type[t] = []
+            bucket.append(r)
+            if t is Blob:
+                self.blobs.setdefault(r.hash, r)
+                continue
+            run = runs.get(r.run)
+            if run is None:
+                run = runs[r.run] = RunView(r.run)
+            run.records.append(r)
+            if t is WindowEnter:
+                view = WindowView(r, trace)
+                windows[(r.run, r.window)] = view
+                self.windows.append(view)
+                run.windows.append(view)
+            elif t is WindowExit:
+                open_view = windows.get((r.run, r.window))
+                if open_view is None or open_view.exit is not None:
+                    self.orphan_exits.append(r)
+                else:
+                    open_view.exit = r
+            elif t is RunStart:
+                if run.start is None:
+                    run.start = r
+            elif t is RunEnd and run.end is None:
+                run.end = r
+        self.runs = list(runs.values())
+        self.run_ids = {v.run: v.run_id for v in self.runs}
+
+    def of(self, t: type) -> list[Any]:
+        return self.by_type.get(t, [])
+
+
+class Trace:
+    """A trace file read into memory.
+
+    Attributes:
+        path: the file.
+        records: every record recovered, in file order.
+        truncated: True when the file ended inside its header or a frame.
+        bytes_dropped: bytes after the last complete frame (0 unless truncated,
+            or a tail of zeros).
+        records_recovered: ``len(records)``.
+        frames: complete frames read.
+        format_version: the file's format version (None when the header was cut).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        records: list[Any],
+        truncated: bool = False,
+        bytes_dropped: int = 0,
+        frames: int = 0,
+        format_version: int | None = None,
+    ) -> None:
+        self.path = path
+        self.records = records
+        self.truncated = truncated
+        self.bytes_dropped = bytes_dropped
+        self.records_recovered = len(records)
+        self.frames = frames
+        self.format_version = format_version
+
+    def __repr__(self) -> str:
+        tail = f", truncated ({self.bytes_dropped} bytes dropped)" if self.truncated else ""
+        return (
+            f"<Trace {self.path!r}: {self.records_recovered} records in {self.frames} frames, "
+            f"{len(self.runs)} runs{tail}>"
+        )
+
+    @cached_property
+    def _index(self) -> _Index:
+        return _Index(self)
+
+    # -- runs and windows
+
+    @property
+    def runs(self) -> list[RunView]:
+        """The runs in the file, in order of first appearance."""
+        return self._index.runs
+
+    def windows(self, name: str | None = None) -> list[WindowView]:
+        """Window instances (optionally of one name), in order of entry."""
+        ws = self._index.windows
+        return ws if name is None else [w for w in ws if w.enter.name == name]
+
+    def transitions(self, window: str, *, include_failed: bool = False) -> list[Transition]:
+        """Entry/exit pairs of the completed instances of window ``window`` (for ASV).
+
+        Windows that never exited are left out, and so are failed or early-closed
+        ones unless ``include_failed``. Entry and exit bytes are resolved from
+        inline encodings or Blobs.
+        """
+        out = []
+        run_ids = self._index.run_ids
+        for w in self._index.windows:
+            ex = w.exit
+            if w.enter.name != window or ex is None:
+                continue
+            if ex.status != EXIT_OK and not include_failed:
+                continue
+            out.append(Transition(
+                run=w.enter.run,
+                run_id=run_ids.get(w.enter.run),
+                window=w.enter.window,
+                name=window,
+                entry_hash=w.enter.entry_hash,
+                exit_hash=ex.exit_hash,
+                entry=w.entry_bytes,
+                exit=ex.exit if ex.exit is not None else self.blob(ex.exit_hash),
+            ))
+        return out
+
+    # -- record lists
+
+    def selections(self, name: str | None = None) -> list[Selection]:
+        """``Selection`` records (optionally of one stream), in file order."""
+        return _named(self._index.of(Selection), name)
+
+    def continuations(self, name: str | None = None) -> list[Continuation]:
+        """``Continuation`` records (optionally of one stream), in file order."""
+        return _named(self._index.of(Continuation), name)
+
+    def scores(self, name: str | None = None) -> list[Score]:
+        """``Score`` records (optionally of one name), in file order."""
+        return _named(self._index.of(Score), name)
+
+    def llm_calls(self) -> list[LLMCall]:
+        """``LLMCall`` records in file order."""
+        return list(self._index.of(LLMCall))
+
+    def tool_calls(self, name: str | None = None) -> list[ToolCall]:
+        """``ToolCall`` records (optionally of one tool), in file order."""
+        return _named(self._index.of(ToolCall), name)
+
+    # -- blobs and vectors
+
+    def blob(self, hash: bytes) -> bytes:
+        """The data of the Blob with this hash.
+
+        Raises:
+            BlobNotFoundError: (a ``KeyError``) when the trace holds no such Blob.
+        """
+        b = self._index.blobs.get(hash)
+        if b is None:
+            where = " (the file is truncated; the blob may have been cut)" if self.truncated else ""
+            raise BlobNotFoundError(
+                f"no Blob with hash {bytes(hash).hex()} in {self.path}{where}"
+            )
+        return b.data
+
+    def has_blob(self, hash: bytes) -> bool:
+        return hash in self._index.blobs
+
+    @staticmethod
+    def probs(sel: Selection) -> npt.NDArray[np.float64]:
+        """The selection's probability vector as a zero-copy float64 array."""
+        return probs(sel)
+
+    @staticmethod
+    def draws(sel: Selection) -> npt.NDArray[np.float64]:
+        """The selection's Gumbel draws as a zero-copy float64 array."""
+        return draws(sel)
+
+    # -- tables
+
+    def to_arrow(self, kind: ArrowKind = "windows") -> pa.Table:
+        """One table of the trace: ``"windows"``, ``"selections"``, ``"continuations"``,
+        ``"scores"``, ``"runs"``, ``"llm_calls"`` or ``"tool_calls"``.
+
+        Raises:
+            MissingDependencyError: pyarrow is not installed.
+            ValueError: unknown ``kind``.
+        """
+        builders: dict[str, Callable[[Any, Trace], Any]] = {
+            "windows": _windows_table,
+            "selections": _selections_table,
+            "runs": _runs_table,
+            "continuations": lambda pa, t: _struct_table(pa, t._index.of(Continuation),
+                                                         Continuation),
+            "scores": lambda pa, t: _struct_table(pa, t._index.of(Score), Score),
+            "llm_calls": lambda pa, t: _struct_table(pa, t._index.of(LLMCall), LLMCall),
+            "tool_calls": lambda pa, t: _struct_table(pa, t._index.of(ToolCall), ToolCall),
+        }
+        if kind not in builders:
+            raise ValueError(
+                f"`kind` must be one of {', '.join(map(repr, builders))}; found {kind!r}"
+            )
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "Trace.to_arrow() needs pyarrow, which is not installed: "
+                "pip install 'agentlog[arrow]'"
+            ) from exc
+        return builders[kind](pyarrow, self)
+
+
+def _named(records: list[Any], name: str | None) -> list[Any]:
+    return list(records) if name is None else [r for r in records if r.name == name]
+
+
+# -- arrow builders ----------------------------------------------------------------------
+
+
+def _int_array(pa: Any, values: list[int | None]) -> Any:
+    try:
+        return pa.array(values, pa.int64())
+    except (OverflowError, pa.ArrowInvalid):
+        try:
+            return pa.array(values, pa.uint64())
+        except (OverflowError, pa.ArrowInvalid):
+            # msgpack allows ints beyond 64 bits' range in no case, but mixed signs do
+            # not fit one arrow integer type: keep them exact as decimal strings.
+            return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+def _column(pa: Any, tp: Any, values: list[Any]) -> Any:
+    base = _base_type(tp)
+    if base is bool:
+        return pa.array(values, pa.bool_())
+    if base is int:
+        return _int_array(pa, values)
+    if base is float:
+        return pa.array(values, pa.float64())
+    if base is str:
+        return pa.array(values, pa.string())
+    if base is bytes:
+        return pa.array(values, pa.binary())
+    return pa.array(
+        [None if v is None else msgspec.json.encode(v).decode() for v in values], pa.string()
+    )
+
+
+def _base_type(tp: Any) -> Any:
+    args = getattr(tp, "__args__", None)
+    if args:
+        non_none = [a for a in args if a is not type(None)]
+        if len(non_none) == 1:
+            return non_none[0]
+    return tp
+
+
+def _struct_table(pa: Any, records: list[Any], cls: type[msgspec.Struct]) -> Any:
+    cols = {}
+    for f in msgspec.structs.fields(cls):
+        cols[f.name] = _column(pa, f.type, [getattr(r, f.name) for r in records])
+    return pa.table(cols)
+
+
+def _windows_table(pa: Any, trace: Trace) -> Any:
+    ws = trace._index.windows
+    run_ids = trace._index.run_ids
+
+    def ex(attr: str) -> list[Any]:
+        return [getattr(w.exit, attr) if w.exit is not None else None for w in ws]
+
+    return pa.table({
+        "run": _int_array(pa, [w.enter.run for w in ws]),
+        "run_id": pa.array([run_ids.get(w.enter.run) for w in ws], pa.string()),
+        "window": _int_array(pa, [w.enter.window for w in ws]),
+        "name": pa.array([w.enter.name for w in ws], pa.string()),
+        "parent": _int_array(pa, [w.enter.parent for w in ws]),
+        "thread": _int_array(pa, [w.enter.thread for w in ws]),
+        "after": pa.array([w.enter.after for w in ws], pa.string()),
+        "status": _int_array(pa, ex("status")),
+        "complete": pa.array([w.complete for w in ws], pa.bool_()),
+        "failed": pa.array([w.failed for w in ws], pa.bool_()),
+        "t_enter_ns": _int_array(pa, [w.enter.t_ns for w in ws]),
+        "t_exit_ns": _int_array(pa, ex("t_ns")),
+        "wall_ns": _int_array(pa, ex("wall_ns")),
+        "entry_hash": pa.array([w.enter.entry_hash for w in ws], pa.binary()),
+        "exit_hash": pa.array(ex("exit_hash"), pa.binary()),
+        "receipt": pa.array(ex("receipt"), pa.binary()),
+        "error_type": pa.array(ex("error_type"), pa.string()),
+        "error_message": pa.array(ex("error_message"), pa.string()),
+        "tool_calls": _int_array(pa, ex("tool_calls")),
+        "llm_calls": _int_array(pa, ex("llm_calls")),
+        "input_tokens": _int_array(pa, ex("input_tokens")),
+        "output_tokens": _int_array(pa, ex("output_tokens")),
+        "cost": pa.array(ex("cost"), pa.float64()),
+        "selections": _int_array(pa, ex("selections")),
+    })
+
+
+def _list_column(pa: Any, sels: list[Selection], attr: str) -> Any:
+    import numpy as np
+
+    chunks = [getattr(s, attr) for s in sels]
+    for s, c in zip(sels, chunks, strict=True):
+        if c is not None and len(c) % 8:
+            _vector(s, c, attr, None)  # raises the TraceFormatError
+    lengths = np.fromiter((0 if c is None else len(c) // 8 for c in chunks), np.int32, len(chunks))
+    offsets = np.zeros(len(chunks) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.frombuffer(b"".join(c for c in chunks if c is not None), "<f8")
+    mask = None
+    if any(c is None for c in chunks):
+        mask = pa.array([c is None for c in chunks], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), mask=mask)
+
+
+def _selections_table(pa: Any, trace: Trace) -> Any:
+    sels: list[Selection] = trace._index.of(Selection)
+    run_ids = trace._index.run_ids
+    chosen = []
+    for s in sels:
+        p = probs(s)
+        chosen.append(float(p[s.choice]) if 0 <= s.choice < len(p) else None)
+    return pa.table({
+        "run": _int_array(pa, [s.run for s in sels]),
+        "run_id": pa.array([run_ids.get(s.run) for s in sels], pa.string()),
+        "window": _int_array(pa, [s.window for s in sels]),
+        "name": pa.array([s.name for s in sels], pa.string()),
+        "step": _int_array(pa, [s.step for s in sels]),
+        "owner": pa.array([s.owner for s in sels], pa.string()),
+        "n": _int_array(pa, [s.n for s in sels]),
+        "choice": _int_array(pa, [s.choice for s in sels]),
+        "chosen_p": pa.array(chosen, pa.float64()),
+        "n_zero": _int_array(pa, [s.n_zero for s in sels]),
+        "generator": pa.array([s.generator for s in sels], pa.string()),
+        "top_k": _int_array(pa, [s.top_k for s in sels]),
+        "top_p": pa.array([s.top_p for s in sels], pa.float64()),
+        "t_ns": _int_array(pa, [s.t_ns for s in sels]),
+        "pool": pa.array([s.pool for s in sels], pa.binary()),
+        "probs": _list_column(pa, sels, "probs"),
+        "draws": _list_column(pa, sels, "draws"),
+        "raw_probs": _list_column(pa, sels, "raw_probs"),
+    })
+
+
+def _runs_table(pa: Any, trace: Trace) -> Any:
+    runs = trace.runs
+
+    def st(attr: str) -> list[Any]:
+        return [getattr(r.start, attr) if r.start is not None else None for r in runs]
+
+    def en(attr: str) -> list[Any]:
+        return [getattr(r.end, attr) if r.end is not None else None for r in runs]
+
+    return pa.table({
+        "run": _int_array(pa, [r.run for r in runs]),
+        "run_id": pa.array(st("run_id"), pa.string()),
+        "system": pa.array(st("system"), pa.string()),
+        "seed": _int_array(pa, st("seed")),
+        "task": pa.array(st("task"), pa.string()),
+        "meta": _column(pa, dict, st("meta")),
+        "generator": pa.array(st("generator"), pa.string()),
+        "agentlog_version": pa.array(st("agentlog_version"), pa.string()),
+        "parent_run": pa.array(st("parent_run"), pa.string()),
+        "pid": _int_array(pa, st("pid")),
+        "t_start_ns": _int_array(pa, st("t_ns")),
+        "t_end_ns": _int_array(pa, en("t_ns")),
+        "complete": pa.array([r.complete for r in runs], pa.bool_()),
+        "status": _int_array(pa, en("status")),
+        "error_type": pa.array(en("error_type"), pa.string()),
+        "n_windows": _int_array(pa, en("n_windows")),
+        "n_selections": _int_array(pa, en("n_selections")),
+        "n_continuations": _int_array(pa, en("n_continuations")),
+        "dropped": _int_array(pa, en("dropped")),
+        "receipt": pa.array(en("receipt"), pa.binary()),
+        "n_records": _int_array(pa, [len(r.records) for r in runs]),
+    })

@@ -1,0 +1,392 @@
+"""The on-disk layout of a trace file (``*.zst``), format version 1.
+
+A trace file is an 8-byte file header followed by independent frames::
+
+    file   = MAGIC (7 bytes, b"AGNTLOG") + FORMAT_VERSION (1 byte) + frame*
+    frame  = header (16 bytes, little-endian <IIII) + payload
+    header = payload_len, n_records, crc32(payload), crc32(header[:12])
+    payload = one zstd frame (content size written, content checksum on)
+              whose content is a msgpack array of ``agentlog._records.Record``
+
+Every frame stands alone (no shared dictionary, no cross-frame references), so
+a reader can stop at any frame boundary and a torn write only ever costs the
+frame it tore. The two CRCs let a reader tell a torn or corrupted frame from a
+valid one before it decompresses anything; the declared sizes are checked
+against ``MAX_FRAME_PAYLOAD`` and ``MAX_FRAME_CONTENT`` first, so a hostile file
+gets bounded memory.
+
+Example::
+
+    >>> from agentlog._records import Score
+    >>> from agentlog._trace_format import decode_frame, encode_frame
+    >>> frame = encode_frame([Score(run=0, window=1, name="f1", value=0.5)])
+    >>> decode_frame(frame)
+    [Score(run=0, window=1, name='f1', value=0.5, channel=None, layout=None, wave=None, \
+state_hash=None, transition=None, t_ns=0)]
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import threading
+import zlib
+from collections.abc import Sequence
+from typing import Any, NamedTuple, cast
+
+import msgspec
+import zstandard
+
+from agentlog._errors import TraceFormatError
+from agentlog._records import RECORD_TYPES, Record
+
+__all__ = [
+    "FILE_HEADER",
+    "FILE_HEADER_SIZE",
+    "FORMAT_VERSION",
+    "FRAME_HEADER",
+    "FRAME_HEADER_SIZE",
+    "MAGIC",
+    "MAX_FRAME_CONTENT",
+    "MAX_FRAME_PAYLOAD",
+    "ZSTD_LEVEL",
+    "ZSTD_LEVEL_BULK",
+    "FrameDecoder",
+    "FrameEncoder",
+    "FrameHeader",
+    "check_file_header",
+    "decode_frame",
+    "encode_frame",
+    "encode_frame_raw",
+    "parse_frame_header",
+]
+
+MAGIC = b"AGNTLOG"
+FORMAT_VERSION = 1
+FILE_HEADER = MAGIC + bytes([FORMAT_VERSION])
+FILE_HEADER_SIZE = len(FILE_HEADER)  # 8
+
+FRAME_HEADER = struct.Struct("<IIII")
+FRAME_HEADER_SIZE = FRAME_HEADER.size  # 16
+
+# Bounds a reader enforces before allocating anything for a frame. A writer with
+# default settings never comes near them (see _writer.FRAME_TARGET_CONTENT).
+MAX_FRAME_PAYLOAD = 256 * 1024 * 1024  # compressed bytes
+MAX_FRAME_CONTENT = 512 * 1024 * 1024  # decompressed (msgpack) bytes
+
+# zstd levels, measured with tests/benchmarks/bench_writer_reader.py (2-CPU box):
+# * Small records (4096 per frame): level 1 gives 16.3 B/record at ~450 MB/s; level 3
+#   gives 16.7 (no better, ~20 % slower) and even level 19 only 15.0; level -1 costs
+#   ~5 % more bytes.
+# * Float64 vectors (probabilities, Gumbel draws) are noise: Huffman-coding their
+#   literals at level >= 1 saves 4 % (15.4 vs 16.1 KB per 1,000-candidate
+#   selection) but halves both compression (0.63 vs 1.26 GB/s) and decompression
+#   (0.8 vs 1.5 GB/s) speed, because negative levels store literals raw.
+# So a frame whose content averages at least BULK_RECORD_BYTES per record (vector
+# records dominate it) is compressed at ZSTD_LEVEL_BULK, every other frame at
+# ZSTD_LEVEL. Readers need not know: every frame is a plain zstd frame.
+ZSTD_LEVEL = 1
+ZSTD_LEVEL_BULK = -1
+BULK_RECORD_BYTES = 1024
+
+_TAGS: frozenset[int] = frozenset(cast(int, t.__struct_config__.tag) for t in RECORD_TYPES)
+_PATH_INDEX = re.compile(r"\$\[(\d+)\]")
+
+
+class FrameHeader(NamedTuple):
+    """The fixed 16-byte header in front of every frame payload."""
+
+    payload_len: int
+    n_records: int
+    payload_crc: int
+
+
+class FrameEncoder:
+    """Encodes record batches into complete frames. Not thread-safe: one per thread.
+
+    Args:
+        level: zstd level for every frame; by default ``ZSTD_LEVEL``, or
+            ``ZSTD_LEVEL_BULK`` for frames of large (vector) records.
+    """
+
+    def __init__(self, *, level: int | None = None) -> None:
+        self._encoder = msgspec.msgpack.Encoder()
+        self._compressor = _compressor(ZSTD_LEVEL if level is None else level)
+        self._bulk = self._compressor if level is not None else _compressor(ZSTD_LEVEL_BULK)
+
+    def encode_records(self, records: Sequence[Any]) -> bytes:
+        """Return the msgpack encoding of ``records`` (one array, the frame content)."""
+        return self._encoder.encode(records)
+
+    def encode_parts(self, content: bytes, n_records: int) -> tuple[bytes, bytes]:
+        """Return ``(header, payload)`` for already msgpack-encoded ``content``.
+
+        Kept apart so a writer can hand both to ``os.writev`` without copying.
+        """
+        bulk = len(content) >= BULK_RECORD_BYTES * max(n_records, 1)
+        payload = (self._bulk if bulk else self._compressor).compress(content)
+        head = struct.pack("<III", len(payload), n_records, zlib.crc32(payload))
+        return head + struct.pack("<I", zlib.crc32(head)), payload
+
+    def encode_raw(self, content: bytes, n_records: int) -> bytes:
+        """Return a complete frame (header + payload) for msgpack-encoded ``content``."""
+        header, payload = self.encode_parts(content, n_records)
+        return header + payload
+
+    def encode(self, records: Sequence[Any]) -> bytes:
+        """Return a complete frame (header + payload) holding ``records``."""
+        return self.encode_raw(self._encoder.encode(records), len(records))
+
+
+def _compressor(level: int) -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
+
+
+_local = threading.local()
+
+
+def _thread_encoder() -> FrameEncoder:
+    enc: FrameEncoder | None = getattr(_local, "encoder", None)
+    if enc is None:
+        enc = _local.encoder = FrameEncoder()
+    return enc
+
+
+def encode_frame(records: Sequence[Any]) -> bytes:
+    """Return one complete frame (16-byte header + zstd payload) holding ``records``."""
+    return _thread_encoder().encode(records)
+
+
+def encode_frame_raw(msgpack_bytes: bytes, n: int) -> bytes:
+    """Return one complete frame for a msgpack array of ``n`` records encoded elsewhere."""
+    return _thread_encoder().encode_raw(msgpack_bytes, n)
+
+
+def check_file_header(head: bytes, *, path: str | None = None) -> int | None:
+    """Validate the 8-byte file header and return the format version.
+
+    Returns ``None`` when ``head`` is shorter than 8 bytes but is a prefix of a
+    valid header (a file truncated inside its header). Raises
+    ``TraceFormatError`` for anything that is not an agentlog trace of a
+    version this reader supports.
+    """
+    if len(head) < FILE_HEADER_SIZE:
+        # Shorter than the header: a truncated trace if what is there is a prefix of it.
+        if FILE_HEADER[:len(head)] != bytes(head):
+            raise _bad_magic(head, path)
+        return None
+    if head[:len(MAGIC)] != MAGIC:
+        raise _bad_magic(head, path)
+    version = head[len(MAGIC)]
+    if version > FORMAT_VERSION:
+        raise TraceFormatError(
+            f"trace format version {version} was written by a newer agentlog; this agentlog "
+            f"reads versions up to {FORMAT_VERSION}: upgrade agentlog to read it",
+            path=path, offset=len(MAGIC),
+        )
+    if version < 1:
+        raise TraceFormatError(
+            f"expected a trace format version between 1 and {FORMAT_VERSION}, found {version}: "
+            "the file header is corrupted",
+            path=path, offset=len(MAGIC),
+        )
+    return version
+
+
+def _bad_magic(head: bytes, path: str | None) -> TraceFormatError:
+    return TraceFormatError(
+        f"not an agentlog trace: expected the file to start with {MAGIC!r}, "
+        f"found {bytes(head[:len(MAGIC)])!r}",
+        path=path, offset=0,
+    )
+
+
+def parse_frame_header(
+    buf: bytes | memoryview, *, path: str | None = None, offset: int | None = None
+) -> FrameHeader:
+    """Parse and check a 16-byte frame header (its CRC and the declared sizes)."""
+    payload_len, n_records, payload_crc, header_crc = FRAME_HEADER.unpack(buf)
+    actual = zlib.crc32(buf[:12])
+    if actual != header_crc:
+        raise TraceFormatError(
+            f"frame header checksum mismatch: the header says crc32 {header_crc:#010x}, "
+            f"its 12 bytes hash to {actual:#010x}; the file is corrupted here "
+            "(everything before this offset is intact)",
+            path=path, offset=offset,
+        )
+    if payload_len > MAX_FRAME_PAYLOAD:
+        raise TraceFormatError(
+            f"frame declares a {payload_len}-byte payload, over the {MAX_FRAME_PAYLOAD}-byte "
+            "limit this reader accepts; the file is corrupted or hostile",
+            path=path, offset=offset,
+        )
+    # A msgpack record takes at least 2 bytes (array header + tag).
+    if n_records > MAX_FRAME_CONTENT // 2:
+        raise TraceFormatError(
+            f"frame declares {n_records} records, more than a {MAX_FRAME_CONTENT}-byte frame "
+            "can hold; the file is corrupted or hostile",
+            path=path, offset=offset,
+        )
+    return FrameHeader(payload_len, n_records, payload_crc)
+
+
+class FrameDecoder:
+    """Decodes frame payloads back into records, with the reader's safety limits.
+
+    Holds one reused ``msgspec.msgpack.Decoder(list[Record])`` and one zstd
+    decompression context. Not thread-safe: one per thread.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = msgspec.msgpack.Decoder(list[Record])
+        self._dctx = zstandard.ZstdDecompressor()
+
+    def decode_payload(
+        self,
+        payload: bytes | memoryview,
+        header: FrameHeader,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+    ) -> list[Any]:
+        """Check and decode one frame payload; ``offset`` is the frame's start.
+
+        Raises:
+            TraceFormatError: on any CRC, size, zstd, msgpack or record error.
+        """
+        actual = zlib.crc32(payload)
+        if actual != header.payload_crc:
+            raise TraceFormatError(
+                f"frame payload checksum mismatch: the header says crc32 "
+                f"{header.payload_crc:#010x}, the {len(payload)}-byte payload hashes to "
+                f"{actual:#010x}; the file is corrupted inside this frame",
+                path=path, offset=offset,
+            )
+        content = self.decompress(payload, path=path, offset=offset)
+        return self.decode_content(content, header.n_records, path=path, offset=offset)
+
+    def decompress(
+        self, payload: bytes | memoryview, *, path: str | None = None, offset: int | None = None
+    ) -> bytes:
+        """Decompress one zstd frame after checking its declared content size."""
+        try:
+            params = zstandard.get_frame_parameters(payload)
+        except zstandard.ZstdError as exc:
+            raise TraceFormatError(
+                f"expected a zstd frame as the frame payload, found none ({exc})",
+                path=path, offset=offset,
+            ) from exc
+        size = params.content_size
+        if size == zstandard.CONTENTSIZE_UNKNOWN or size == zstandard.CONTENTSIZE_ERROR:
+            raise TraceFormatError(
+                "the frame's zstd payload does not declare its content size; agentlog writes "
+                "it always and refuses frames without it (memory could not be bounded)",
+                path=path, offset=offset,
+            )
+        if size > MAX_FRAME_CONTENT:
+            raise TraceFormatError(
+                f"the frame's zstd payload declares {size} bytes of content, over the "
+                f"{MAX_FRAME_CONTENT}-byte limit this reader accepts; the file is corrupted "
+                "or hostile",
+                path=path, offset=offset,
+            )
+        if not params.has_checksum:
+            raise TraceFormatError(
+                "the frame's zstd payload has no content checksum; agentlog writes it always",
+                path=path, offset=offset,
+            )
+        try:
+            content = self._dctx.decompress(payload, max_output_size=size, allow_extra_data=False)
+        except zstandard.ZstdError as exc:
+            raise TraceFormatError(
+                f"the frame's zstd payload does not decompress: {exc}",
+                path=path, offset=offset,
+            ) from exc
+        if len(content) != size:  # pragma: no cover - libzstd enforces it
+            raise TraceFormatError(
+                f"the frame's zstd payload declared {size} bytes and produced {len(content)}",
+                path=path, offset=offset,
+            )
+        return content
+
+    def decode_content(
+        self,
+        content: bytes,
+        n_records: int,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+    ) -> list[Any]:
+        """Decode a frame's msgpack content and check its record count."""
+        try:
+            records = self._decoder.decode(content)
+        except msgspec.ValidationError as exc:
+            raise _record_error(exc, content, path, offset) from exc
+        except (msgspec.DecodeError, RecursionError, OverflowError, ValueError, TypeError,
+                MemoryError) as exc:
+            raise TraceFormatError(
+                f"expected a msgpack array of records in the frame, the content does not "
+                f"decode: {type(exc).__name__}: {exc}",
+                path=path, offset=offset,
+            ) from exc
+        if len(records) != n_records:
+            raise TraceFormatError(
+                f"the frame header declares {n_records} records, the frame holds "
+                f"{len(records)}; the file is corrupted",
+                path=path, offset=offset,
+            )
+        return records
+
+
+def _record_error(
+    exc: msgspec.ValidationError, content: bytes, path: str | None, offset: int | None
+) -> TraceFormatError:
+    msg = str(exc)
+    m = _PATH_INDEX.search(msg)
+    where = f"record {m.group(1)} of the frame" if m else "a record of the frame"
+    tag = _unknown_tag(msg)
+    if tag is not None:
+        known = ", ".join(str(t) for t in sorted(_TAGS))
+        return TraceFormatError(
+            f"{where} has unknown record tag {tag} (this agentlog knows tags {known}); "
+            "the file was written by a newer agentlog (upgrade) or is corrupted",
+            path=path, offset=offset,
+        )
+    return TraceFormatError(
+        f"{where} does not match the record schema: {msg}", path=path, offset=offset
+    )
+
+
+_TAG_ERROR = re.compile(r"^Invalid value (-?\d+) - at `\$\[\d+\]\[0\]`$")
+
+
+def _unknown_tag(msg: str) -> int | None:
+    m = _TAG_ERROR.match(msg)
+    return int(m.group(1)) if m else None
+
+
+def decode_frame(
+    frame: bytes | memoryview, *, path: str | None = None, offset: int | None = None
+) -> list[Any]:
+    """Decode one complete frame (header + payload) into its records.
+
+    ``frame`` must hold exactly one frame. Raises ``TraceFormatError`` for a
+    short buffer as well as for every check ``FrameDecoder`` makes.
+    """
+    view = memoryview(frame)
+    if len(view) < FRAME_HEADER_SIZE:
+        raise TraceFormatError(
+            f"expected a {FRAME_HEADER_SIZE}-byte frame header, found {len(view)} bytes",
+            path=path, offset=offset,
+        )
+    header = parse_frame_header(view[:FRAME_HEADER_SIZE], path=path, offset=offset)
+    if len(view) - FRAME_HEADER_SIZE != header.payload_len:
+        raise TraceFormatError(
+            f"expected a {header.payload_len}-byte frame payload, found "
+            f"{len(view) - FRAME_HEADER_SIZE} bytes",
+            path=path, offset=offset,
+        )
+    dec: FrameDecoder | None = getattr(_local, "decoder", None)
+    if dec is None:
+        dec = _local.decoder = FrameDecoder()
+    return dec.decode_payload(view[FRAME_HEADER_SIZE:], header, path=path, offset=offset)

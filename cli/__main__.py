@@ -1,0 +1,5 @@
+"""``python -m agentlog.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,29 @@
+"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``).
+
+Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
+unreadable file, a bad option). Every error names the file and what to do.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ._demo import demo_command
+from ._inspect import inspect_command
+from ._verify_cmd import verify_command
+
+app = typer.Typer(
+    name="agentlog",
+    help="Record, inspect and verify sealed traces of LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("demo")(demo_command)
+app.command("inspect")(inspect_command)
+app.command("verify")(verify_command)
+
+
+def main() -> None:
+    """Run the command line (the ``agentlog`` console script)."""
+    app()

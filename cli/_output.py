@@ -1,0 +1,99 @@
+"""What every command shares: exit codes, consoles, JSON output, bad-input errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import agentlog as al
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1  # a check ran and found something wrong
+EXIT_BAD_INPUT = 2  # the input could not be used: missing file, not a trace, bad option
+
+
+class BadInput(Exception):
+    """An input the command cannot use; the message names the file and what to do."""
+
+
+def stdout() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def jsonable(obj: Any) -> Any:
+    """A JSON-ready copy: bytes as hex, tuples as lists, non-finite floats as strings."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return bytes(obj).hex()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return jsonable(obj.item())
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    typer.echo(json.dumps(jsonable(obj), indent=2, ensure_ascii=False))
+
+
+def fail(message: str) -> NoReturn:
+    """Print a bad-input error to stderr and exit with code 2."""
+    stderr().print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def read_trace(path: Path) -> al.Trace:
+    """Read one trace, turning every way it can be unusable into ``BadInput``."""
+    if not path.exists():
+        raise BadInput(f"{path}: no such file; check the path (agentlog traces end in .zst)")
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder; pass one trace file (e.g. {path / '*.zst'})")
+    try:
+        return al.read(path)
+    except al.TraceFormatError as exc:
+        raise BadInput(f"{exc}. It is not a readable agentlog trace: pass a file written by "
+                       "al.record(), or re-record the run") from exc
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot be read ({exc.strerror or exc}); check its "
+                       "permissions") from exc
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A duration given in milliseconds, in the unit that reads best."""
+    if ms is None:
+        return "-"
+    if ms < 1:
+        return f"{ms * 1000:.3g} us"
+    return f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
+
+
+def fmt_num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def short_path(path: str | os.PathLike[str]) -> str:
+    """The path relative to the working directory when it lies below it."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

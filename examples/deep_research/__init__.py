@@ -1,0 +1,46 @@
+"""A bundled, offline deep-research agent: the backbone of ``agentlog demo`` and the tests.
+
+Example:
+    >>> from agentlog.examples.deep_research import make_pool
+    >>> pool = make_pool("q3", seed=0)
+    >>> pool.ids[7], -1.0 <= pool.theta_star <= 1.0
+    ('q3-d07', True)
+
+See ``agent.py`` for the model and README.md for a tour.
+"""
+
+from .agent import (
+    DEFAULT_POLICY,
+    RANKINGS,
+    Conclusion,
+    Episode,
+    Grade,
+    Policy,
+    Pool,
+    Retrieval,
+    grade,
+    make_pool,
+    retrieve,
+    run_agent,
+    run_study,
+    synthesize,
+    task_ids,
+)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "RANKINGS",
+    "Conclusion",
+    "Episode",
+    "Grade",
+    "Policy",
+    "Pool",
+    "Retrieval",
+    "grade",
+    "make_pool",
+    "retrieve",
+    "run_agent",
+    "run_study",
+    "synthesize",
+    "task_ids",
+]

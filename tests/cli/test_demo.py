@@ -1,0 +1,95 @@
+"""`agentlog demo`: records the bundled agent offline, in seconds, and reports on it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from typer.testing import CliRunner, Result
+
+import agentlog as al
+from agentlog.cli import app, main
+from agentlog.cli._demo import render_demo, run_demo
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_the_cli_package_exports_app_and_main() -> None:
+    import agentlog.cli
+
+    assert agentlog.cli.__all__ == ["app", "main"] and callable(main)
+
+
+def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = invoke("demo", "--out", out, "--tasks", "2", "--seeds", "2", "--json")
+    assert result.exit_code == 0, result.output
+    summary: dict[str, Any] = json.loads(result.stdout)
+    assert summary["design"] == {"tasks": 2, "seeds": 2, "rankings": ["agent", "reversed"]}
+    totals = summary["totals"]
+    assert totals["files"] == totals["runs"] == totals["verified_ok"] == 8
+    assert totals["windows"] == 3 * 8 and totals["with_problems"] == 0
+    assert sorted(p.name for p in out.glob("*.zst")) == sorted(
+        Path(f["path"]).name for f in summary["files"])
+    rows = {r["ranking"]: r for r in summary["rankings"]}
+    assert set(rows) == {"agent", "reversed"}
+    assert rows["agent"]["trajectories"] == rows["reversed"]["trajectories"] == 4
+    assert rows["agent"]["theta_star"] == rows["reversed"]["theta_star"]  # the same pools
+    assert rows["agent"]["mae"] >= 0 and rows["agent"]["opened_mean"] > rows["reversed"][
+        "opened_mean"]
+    assert summary["next"][1].startswith("agentlog verify")
+
+
+def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = invoke("demo", "--out", out, "--tasks", "1", "--seeds", "1")
+    assert result.exit_code == 0, result.output
+    for text in ("Traces", "2 ok", "Opened Mean vs the pool target", "agent", "reversed",
+                 "selection bias", "agentlog inspect", "agentlog verify"):
+        assert text in result.stdout
+
+
+def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
+    tmp_path: Path,
+) -> None:
+    start = time.perf_counter()
+    summary = run_demo(tmp_path / "demo")
+    elapsed = time.perf_counter() - start
+    assert summary["totals"]["files"] == 4 * 2 * 3
+    assert all(al.verify(f["path"]).ok for f in summary["files"])
+    assert elapsed < 15, f"the default demo took {elapsed:.1f} s"
+
+
+def test_render_demo_draws_every_section_of_a_summary(tmp_path: Path) -> None:
+    summary = run_demo(tmp_path / "demo", tasks=1, seeds=1)
+    console = Console(record=True, width=200)
+    render_demo(summary, console)
+    text = console.export_text()
+    assert "Recorded the bundled deep-research agent" in text and "MAE" in text
+
+
+def test_demo_into_a_path_that_is_a_file_exits_2(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("not a folder")
+    result = invoke("demo", "--out", target)
+    assert result.exit_code == 2
+    assert "taken: exists and is not a folder" in result.stderr and "--out" in result.stderr
+
+
+def test_demo_rejects_a_non_positive_count() -> None:
+    assert invoke("demo", "--tasks", "0").exit_code == 2
+
+
+def test_python_dash_m_agentlog_cli_runs_the_same_app(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agentlog.cli", "verify", tmp_path / "none.zst"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "none.zst: no such file" in done.stdout
