@@ -23,6 +23,7 @@ from .agent import (
     retrieve,
     run_agent,
     run_study,
+    study_seed,
     synthesize,
     task_ids,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "retrieve",
     "run_agent",
     "run_study",
+    "study_seed",
     "synthesize",
     "task_ids",
 ]

@@ -92,6 +92,12 @@ class Pool:
         return self.y[self.ids.index(doc_id)]
 
 
+def study_seed(task_id: str, replicate: int) -> int:
+    """The run seed of replicate ``replicate`` of question ``task_id`` (stable, 63 bits)."""
+    digest = hashlib.blake2b(f"{task_id}:{replicate}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 def make_pool(task_id: str, n: int = 30, *, seed: int) -> Pool:
     """Generate the candidate pool of ``task_id``: the same for the same (task_id, n, seed)."""
     if n < 2:
@@ -274,6 +280,7 @@ def run_agent(
     pool_seed: int = 0,
     system: str = "deep-research",
     path: str | os.PathLike[str] | None = None,
+    replicate: int | None = None,
 ) -> Episode:
     """Run the agent once: retrieval → synthesis → score.
 
@@ -303,6 +310,8 @@ def run_agent(
         "n_candidates": n_candidates, "theta_star": pool.theta_star,
         "policy": dataclasses.asdict(policy),
     }
+    if replicate is not None:
+        meta["replicate"] = replicate
     with al.record(path, system=system, seed=seed, task=task_id, meta=meta):
         return episode(Path(path))
 
@@ -326,7 +335,10 @@ def run_study(
     """Record one trace per (system, task, ranking, seed) under ``out_dir``; return the paths.
 
     Files are named ``{system}_{task}_{ranking}_s{seed}.zst``; ``systems`` maps a system
-    name to its policy (default ``{"deep-research": Policy()}``).
+    name to its policy (default ``{"deep-research": Policy()}``). The run seed is
+    ``study_seed(task, seed)``: draws are keyed by (run seed, stream, step, candidate id), so
+    one run seed per question keeps questions independent, while every ranking and system
+    of the same (question, seed) shares its random numbers (common random numbers).
     """
     for ranking in rankings:
         _check_ranking(ranking)
@@ -337,8 +349,9 @@ def run_study(
             for ranking in rankings:
                 for seed in seeds:
                     path = out / f"{system}_{task}_{ranking}_s{seed}.zst"
-                    run_agent(task, ranking=ranking, seed=seed, budget=budget, policy=policy,
+                    run_agent(task, ranking=ranking, seed=study_seed(task, seed), budget=budget,
+                              policy=policy,
                               n_candidates=n_candidates, pool_seed=pool_seed, system=system,
-                              path=path)
+                              path=path, replicate=seed)
                     paths.append(path)
     return paths

@@ -21,6 +21,7 @@ from agentlog.examples.deep_research import (
     retrieve,
     run_agent,
     run_study,
+    study_seed,
     task_ids,
 )
 from tests.conftest import of_type
@@ -71,7 +72,9 @@ def test_the_study_records_one_clean_trace_per_task_ranking_and_seed(study: list
         (run,) = trace.runs
         assert run.start is not None and run.complete and not run.failed
         assert run.start.meta["cluster"] == run.start.task
-        assert f"_{run.start.meta['ranking']}_s{run.start.seed}" in path.name
+        replicate = run.start.meta["replicate"]
+        assert f"_{run.start.meta['ranking']}_s{replicate}" in path.name
+        assert run.start.seed == study_seed(run.start.task, replicate)
         assert [w.name for w in trace.windows()] == ["retrieval", "synthesis", "score"]
 
 
