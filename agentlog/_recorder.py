@@ -24,7 +24,7 @@ from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
 from ._records import LLMCall, RunEnd, RunStart, Score
-from ._state import Run, current_run_var, current_window_var
+from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
 from ._writer import TraceWriter, release_writer, shared_writer
 
@@ -265,7 +265,7 @@ def score(
         raise TypeError(
             f"`value` of score {name!r} must be a real number; found {type(value).__name__}"
         ) from None
-    window = current_window_var.get()
+    window = window_in(run)
     run.writer.put(
         Score(
             run=run.index,
@@ -307,7 +307,7 @@ def log_llm_call(
     run = current_run_var.get()
     if run is None:
         return
-    window = current_window_var.get()
+    window = window_in(run)
     payload: dict[str, Any] = dict(scrub(request))
     if headers is not None:
         payload["headers"] = scrub(dict(headers))

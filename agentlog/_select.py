@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _noise, _otel, _state
 from ._records import Continuation, Selection
-from ._state import current_run_var, current_window_var
+from ._state import current_run_var, window_in
 from ._steering import current_steer_var
 
 SUM_TOLERANCE = 1e-6
@@ -172,9 +172,7 @@ def select(
     else:
         with np.errstate(divide="ignore"):
             choice = int(np.argmax(np.log(p) + draws))
-    window = current_window_var.get()
-    if window is not None and window.run is not run:
-        window = None
+    window = window_in(run)
     run.writer.put_blob(pool.hash, pool.encoded, "pool")
     probs_bytes = p.tobytes()  # float64 is little-endian on every platform numpy supports
     run.writer.put(
@@ -250,22 +248,12 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
                     )
     if not forced:
         decision = u < p
-    window = current_window_var.get()
-    if window is not None and window.run is not run:
-        window = None
+    window = window_in(run)
+    # Positional, in field order (_records.Continuation): keywords cost ~0.5 µs here.
     run.writer.put(
         Continuation(
-            run=run.index,
-            window=-1 if window is None else window.id,
-            name=name,
-            step=step,
-            p=p,
-            u=u,
-            decision=decision,
-            t_ns=run.now_ns(),
-            policy_p=policy_p,
-            steer=steer_name,
-            forced=forced,
+            run.index, -1 if window is None else window.id, name, step, p, u, decision,
+            run.now_ns(), policy_p, steer_name, forced,
         )
     )
     run.n_continuations += 1

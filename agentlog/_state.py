@@ -207,6 +207,12 @@ def current_run() -> Run | None:
     return current_run_var.get()
 
 
+def window_in(run: Run) -> WindowState | None:
+    """The innermost open window of ``run`` in this context (None outside its windows)."""
+    window = current_window_var.get()
+    return window if window is not None and window.run is run else None
+
+
 def current_window() -> WindowState | None:
     """The innermost open window in this context, or None."""
     return current_window_var.get()

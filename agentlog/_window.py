@@ -47,7 +47,14 @@ from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
-from ._state import Run, WindowState, current_run_var, current_window_var, receipt_key
+from ._state import (
+    Run,
+    WindowState,
+    current_run_var,
+    current_window_var,
+    receipt_key,
+    window_in,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,9 +129,7 @@ def _failure_payload(exc: BaseException) -> dict[str, str]:
 
 
 def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
-    parent = current_window_var.get()
-    if parent is not None and parent.run is not run:
-        parent = None
+    parent = window_in(run)
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
     st = WindowState(run, next(run._window_ids), spec.name, parent, forbid, spec.name_key)
     n_args = len(args)
@@ -292,8 +297,29 @@ def _safe_close(st: WindowState, status: int, payload: Any, exc: BaseException |
         )
 
 
+def _leave(st: WindowState, token: Any, status: int, payload: Any) -> None:
+    """Restore the caller's window, then record the exit."""
+    current_window_var.reset(token)
+    _safe_close(st, status, payload, None)
+
+
+def _leave_failed(st: WindowState, token: Any, exc: BaseException) -> None:
+    """Restore the caller's window, then record the failure exit ⊥."""
+    current_window_var.reset(token)
+    _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+
+
 def _exit_payload(spec: _Spec, result: Any) -> Any:
-    return result if spec.exit is None else spec.exit(result)
+    """ψ_out(result); a projection that raises is recorded, never raised at the host."""
+    if spec.exit is None:
+        return result
+    try:
+        return spec.exit(result)
+    except Exception as err:
+        _warn_once(f"exit-projection:{spec.name}", f"the exit= projection of window "
+                   f"{spec.name!r} raised {type(err).__name__}: {err}; the exit was sealed "
+                   "as a marker and the result returned unchanged")
+        return {"exit_projection_failed": type(err).__qualname__}
 
 
 def _attach(st: WindowState) -> Any:
@@ -365,8 +391,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:
-                reset_window(token)
-                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                _leave_failed(st, token, exc)
                 raise
             reset_window(token)
             t1 = perf()
@@ -398,20 +423,11 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            if otoken is not None:
-                otel_context.detach(otoken)
-            reset_window(token)
-            _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+            _detach(otoken)
+            _leave_failed(st, token, exc)
             raise
-        if otoken is not None:
-            otel_context.detach(otoken)
-        reset_window(token)
-        try:
-            _close(st, EXIT_OK, result if exit_projection is None else exit_projection(result),
-                   None)
-        except Exception as err:  # an internal fault must never replace the host's result
-            _warn_once(f"close:{type(err).__name__}", f"agentlog could not record the exit "
-                       f"of window {spec.name!r}: {type(err).__name__}: {err}")
+        _detach(otoken)
+        _leave(st, token, EXIT_OK, _exit_payload(spec, result))
         return result
 
     return wrapper
@@ -432,12 +448,10 @@ def _wrap_coroutine(spec: _Spec) -> Callable[..., Any]:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             _detach(otoken)
-            current_window_var.reset(token)
-            _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+            _leave_failed(st, token, exc)
             raise
         _detach(otoken)
-        current_window_var.reset(token)
-        _safe_close(st, EXIT_OK, _exit_payload(spec, result), None)
+        _leave(st, token, EXIT_OK, _exit_payload(spec, result))
         return result
 
     return wrapper
@@ -461,13 +475,11 @@ def _wrap_generator(spec: _Spec) -> Callable[..., Any]:
             try:
                 item = method(arg)
             except StopIteration as stop:
-                current_window_var.reset(token)
-                payload = {"yields": yields, "return": stop.value}
-                _safe_close(st, EXIT_OK, _exit_payload(spec, payload), None)
+                _leave(st, token, EXIT_OK, _exit_payload(spec, {"yields": yields,
+                                                                 "return": stop.value}))
                 return stop.value
             except BaseException as exc:
-                current_window_var.reset(token)
-                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                _leave_failed(st, token, exc)
                 raise
             current_window_var.reset(token)
             yields.append(item)
@@ -479,11 +491,9 @@ def _wrap_generator(spec: _Spec) -> Callable[..., Any]:
                 try:
                     gen.close()
                 except BaseException as exc:
-                    current_window_var.reset(token)
-                    _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                    _leave_failed(st, token, exc)
                     raise
-                current_window_var.reset(token)
-                _safe_close(st, EXIT_CLOSED, {"yields": yields, "closed": True}, None)
+                _leave(st, token, EXIT_CLOSED, {"yields": yields, "closed": True})
                 raise
             except BaseException as exc:
                 method, arg = gen.throw, exc
@@ -511,13 +521,10 @@ def _wrap_async_generator(spec: _Spec) -> Callable[..., Any]:
             try:
                 item = await method(arg)
             except StopAsyncIteration:
-                current_window_var.reset(token)
-                payload = {"yields": yields, "return": None}
-                _safe_close(st, EXIT_OK, _exit_payload(spec, payload), None)
+                _leave(st, token, EXIT_OK, _exit_payload(spec, {"yields": yields, "return": None}))
                 return
             except BaseException as exc:
-                current_window_var.reset(token)
-                _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                _leave_failed(st, token, exc)
                 raise
             current_window_var.reset(token)
             yields.append(item)
@@ -529,11 +536,9 @@ def _wrap_async_generator(spec: _Spec) -> Callable[..., Any]:
                 try:
                     await agen.aclose()
                 except BaseException as exc:
-                    current_window_var.reset(token)
-                    _safe_close(st, EXIT_FAILED, _failure_payload(exc), exc)
+                    _leave_failed(st, token, exc)
                     raise
-                current_window_var.reset(token)
-                _safe_close(st, EXIT_CLOSED, {"yields": yields, "closed": True}, None)
+                _leave(st, token, EXIT_CLOSED, {"yields": yields, "closed": True})
                 raise
             except BaseException as exc:
                 method, arg = agen.athrow, exc
@@ -626,9 +631,7 @@ def _tool_enter(
     name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Run, WindowState | None, bytes | None]:
     run = cast(Run, current_run_var.get())
-    st = current_window_var.get()
-    if st is not None and st.run is not run:
-        st = None
+    st = window_in(run)
     try:
         args_hash, _ = store_artifact(run, binder.bind(args, kwargs), what=f"tool {name!r}")
     except ArtifactEncodingError:
