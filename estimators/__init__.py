@@ -1,7 +1,7 @@
-"""Estimators over recorded traces: CESS, ASV, bounds and certificates, reliability.
+"""Estimators over recorded traces (papers/000–004).
 
-Not implemented yet (see the project's issues). Importing this package stays cheap:
-scipy and POT are imported only inside the functions that need them.
+``from agentlog.estimators import cess``. Importing this package stays cheap: scipy and POT
+are imported only inside the functions that need them.
 """
 
-__all__: list[str] = []
+__all__ = ["cess"]

@@ -130,16 +130,20 @@ class Policy:
 
     Attributes:
         temperature: softmax temperature over rank positions (lower: greedier).
-        floor: probability mass spread evenly over the unopened candidates, so that each
-            keeps at least ``floor / N_remaining`` (overlap).
+        floor: probability mass spread evenly over the candidates, so that each keeps at
+            least ``revisit · floor / N`` (overlap).
         stop_base: stopping probability when the opened evidence is balanced.
         stop_lean: extra stopping probability per unit of ``|mean opened Y|``.
+        revisit: relative weight of a document already opened. It stays positive so that
+            every candidate keeps a positive probability at every round (overlap,
+            papers/003 Assumption 1); a document opened twice counts at each opening.
     """
 
     temperature: float = 3.0
     floor: float = 0.1
     stop_base: float = 0.05
     stop_lean: float = 0.4
+    revisit: float = 0.25
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -148,9 +152,11 @@ class Policy:
             raise ValueError(f"`floor` must be in [0, 1]; found {self.floor}")
         if self.stop_base < 0 or self.stop_lean < 0:
             raise ValueError("`stop_base` and `stop_lean` must be >= 0")
+        if not 0.0 < self.revisit <= 1.0:
+            raise ValueError(f"`revisit` must be in (0, 1] (overlap); found {self.revisit}")
 
     def selection_probs(self, n: int, ranking: str) -> NDArray[np.float64]:
-        """Probabilities over ``n`` unopened candidates listed best-first."""
+        """Probabilities over ``n`` candidates listed best-first (before revisit weights)."""
         if ranking == "uniform":
             return np.full(n, 1.0 / n)
         soft = np.exp(-np.arange(n) / self.temperature)
@@ -217,18 +223,21 @@ def retrieve(
     ps: list[float] = []
     cs: list[float] = []
     stopped = False
-    for t in range(min(budget, pool.n)):
+    for t in range(budget):
         c = 0.0
         if t > 0:
             c = policy.stop_probability(ys)
             if not al.proceed(1.0 - c, name="stop"):
                 stopped = True
                 break
-        remaining = [d for d in order if d not in opened]
-        probs = policy.selection_probs(len(remaining), ranking)
-        i = al.select(probs, candidates=remaining, name="doc", owner=owner)
-        opened.append(remaining[i])
-        ys.append(pool.open_document(remaining[i]))
+        probs = policy.selection_probs(len(order), ranking)
+        if opened and ranking != "uniform":  # uniform selection is uniform over the pool
+            seen = set(opened)
+            probs = probs * np.array([policy.revisit if d in seen else 1.0 for d in order])
+            probs = probs / probs.sum()
+        i = al.select(probs, candidates=order, name="doc", owner=owner)
+        opened.append(order[i])
+        ys.append(pool.open_document(order[i]))
         ps.append(float(probs[i]))
         cs.append(c)
     return Retrieval(pool.task_id, ranking, budget, tuple(opened), tuple(ys), tuple(ps),

@@ -1,0 +1,113 @@
+"""Question-clustered bootstrap: resample whole clusters (questions) with all their runs.
+
+Every estimate is first averaged within its cluster, clusters then weigh equally (papers/003
+§4: "confidence intervals resample whole questions and keep every associated trajectory
+together"). One matrix of resampling counts is drawn per call and shared by every column,
+so differences between columns (paired comparisons) are bootstrapped consistently. Draws
+come from ``numpy.random.default_rng(seed)``: the same seed gives bit-identical intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+def codes(labels: ArrayLike | Sequence[Any], *, name: str) -> tuple[NDArray[Any], NDArray[np.intp]]:
+    """``(unique labels, integer code per element)`` for any hashable labels."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be one label per run (1-D); found shape {arr.shape}")
+    if arr.dtype == object:
+        arr = arr.astype(str)
+    uniques, inverse = np.unique(arr, return_inverse=True)
+    return uniques, inverse.astype(np.intp)
+
+
+def group_means(values: FloatArray, group: NDArray[np.intp], n_groups: int) -> FloatArray:
+    """Column means of ``values`` (shape (n,) or (n, m)) within each group code."""
+    v = values if values.ndim == 2 else values[:, None]
+    counts = np.bincount(group, minlength=n_groups).astype(np.float64)
+    sums = np.zeros((n_groups, v.shape[1]))
+    np.add.at(sums, group, v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = sums / counts[:, None]
+    return out if values.ndim == 2 else out[:, 0]
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A statistic, its bootstrap distribution and percentile intervals."""
+
+    estimate: FloatArray  # shape (m,)
+    samples: FloatArray  # shape (n_resamples, m)
+    n_clusters: int
+    seed: int
+
+    @property
+    def standard_error(self) -> FloatArray:
+        se: FloatArray = self.samples.std(axis=0, ddof=1)
+        return se
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+        """Percentile interval ``(low, high)``, each of shape (m,)."""
+        if not 0 < confidence_level < 1:
+            raise ValueError(f"`confidence_level` must be in (0, 1); found {confidence_level}")
+        alpha = (1 - confidence_level) / 2
+        low, high = np.quantile(self.samples, [alpha, 1 - alpha], axis=0)
+        return low, high
+
+
+def cluster_bootstrap(
+    values: ArrayLike,
+    clusters: ArrayLike | Sequence[Any],
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> BootstrapResult:
+    """Bootstrap the equally-weighted mean over clusters of per-run ``values``.
+
+    Args:
+        values: shape ``(n_runs,)`` or ``(n_runs, m)`` — one column per statistic; NaN-free.
+        clusters: the question (cluster) label of each run.
+        n_resamples: bootstrap draws ``B``.
+        seed: seeds ``numpy.random.default_rng``; same seed, same samples, bit for bit.
+
+    Returns:
+        ``BootstrapResult`` whose ``estimate`` is the mean over clusters of the cluster means.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim not in (1, 2) or v.shape[0] == 0:
+        raise ValueError(f"`values` must be a non-empty (n,) or (n, m) array; found {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError("`values` must be finite; drop or impute NaN runs first")
+    _, group = codes(clusters, name="clusters")
+    if group.shape[0] != v.shape[0]:
+        raise ValueError(f"`clusters` has {group.shape[0]} labels for {v.shape[0]} runs")
+    if not isinstance(n_resamples, int | np.integer) or n_resamples < 2:
+        raise ValueError(f"`n_resamples` must be an int >= 2; found {n_resamples!r}")
+    n_groups = int(group.max()) + 1
+    per_cluster = group_means(v if v.ndim == 2 else v[:, None], group, n_groups)
+    return bootstrap_cluster_means(per_cluster, n_resamples=int(n_resamples), seed=seed,
+                                   squeeze=v.ndim == 1)
+
+
+def bootstrap_cluster_means(
+    per_cluster: FloatArray, *, n_resamples: int, seed: int, squeeze: bool = False
+) -> BootstrapResult:
+    """Bootstrap the mean over rows of a (G, m) matrix of per-cluster values."""
+    G = per_cluster.shape[0]
+    rng = np.random.default_rng(seed)
+    # One (B, G) matrix of multinomial counts: each row is one resample of G clusters.
+    counts = rng.multinomial(G, np.full(G, 1.0 / G), size=n_resamples).astype(np.float64)
+    samples = counts @ per_cluster / G
+    estimate = per_cluster.mean(axis=0)
+    if squeeze:
+        return BootstrapResult(estimate[:1], samples[:, :1], G, seed)
+    return BootstrapResult(estimate, samples, G, seed)

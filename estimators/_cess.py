@@ -1,0 +1,350 @@
+"""CESS: Causal Evidence Selection Correction of a candidate-pool conclusion (papers/003).
+
+A trajectory opens documents ``J_1..J_T`` (``T ≤ K``) from a pool of ``N`` candidates whose
+evidence scores ``Y_i ∈ [L, U]`` are seen only when opened. The pool target is
+``θ* = (1/N) Σ_i Y_i`` (papers/003 eq. 1). With the logged probability ``p_t`` of the chosen
+document, the survival probability ``s_t = Π_{k≤t}(1 − c_k)`` (``c_1 = 0``, eq. 5) and
+outcome-model predictions ``m_i`` fixed before the search (``m̄`` their pool mean):
+
+* Opened Mean       ``(1/T) Σ_t Y_{J_t}``
+* outcome regression ``m̄``
+* sequential IPW    ``(1/K) Σ_t Y_{J_t} / (N p_t s_t)``
+* raw DR (eq. 6)    ``m̄ + (1/K) Σ_t (Y_{J_t} − m_{J_t}) / (N p_t s_t)`` — design-unbiased for
+  θ* (Theorem 1) whenever the logged probabilities are the controller's and overlap holds
+* CESS (eq. 9)      ``Π[m̄ + λ(raw − m̄)]``; clip-then-shrink (eq. 13) ``Π[m̄ + λ(Π[raw] − m̄)]``;
+  opened anchor (eq. 12) ``Π[ō + λ(Π[raw] − ō)]``; ``Π`` clips to ``[L, U]``.
+
+Everything is vectorised over trajectories (rows) and rounds (columns); rounds a trajectory
+did not reach are NaN. ``K`` (``budget``) is the maximum budget, also for a trajectory that
+stopped early.
+
+Example:
+    >>> import numpy as np
+    >>> from agentlog.estimators import cess
+    >>> r = cess.estimate([0.5, -0.2], [0.1, 0.2], [1.0, 0.8], [0.1, 0.0], 0.05, 10,
+    ...                   budget=2, lam=0.5)
+    >>> round(float(r.dr_raw[0]), 6), round(float(r.estimate[0]), 6)
+    (0.1875, 0.11875)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from agentlog._errors import DegenerateDataWarning
+
+Order = Literal["shrink-then-clip", "clip-then-shrink"]
+Anchor = Literal["prediction", "opened"]
+FloatArray = NDArray[np.float64]
+
+THEOREM_2_NOTE = (
+    "CESS estimates the candidate-pool conclusion θ*, which is the same under every supported "
+    "search policy; a difference of two CESS estimates is therefore not a policy effect "
+    "(papers/003 Theorem 2). Measure policy effects with paired interventions "
+    "(cess.policy_effects)."
+)
+
+
+def inputs_hash(*arrays: Any) -> str:
+    """SHA-256 over the dtype, shape and bytes of every input (provenance of a result)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        arr = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+        h.update(str(arr.shape).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CessResult:
+    """Per-trajectory CESS estimates and diagnostics (arrays of shape ``(n_trajectories,)``).
+
+    Attributes:
+        opened_mean: mean of the opened evidence scores (NaN with no opened document).
+        outcome_regression: ``m̄``.
+        ipw: sequential IPW ``(1/K) Σ Y/(N p s)``.
+        dr_raw: papers/003 eq. 6, unclipped.
+        estimate: the requested CESS variant (eq. 9, 12 or 13).
+        ess: effective sample size of the weights ``w_t = 1/(N p_t s_t)``: ``(Σw)²/Σw²``.
+        max_weight: largest ``w_t``.
+        min_ps: smallest ``p_t s_t``.
+        n_rounds: observed rounds ``T``.
+        support_low, support_high: the eq. 10 interval when ``rho`` was given, else NaN.
+    """
+
+    opened_mean: FloatArray
+    outcome_regression: FloatArray
+    ipw: FloatArray
+    dr_raw: FloatArray
+    estimate: FloatArray
+    ess: FloatArray
+    max_weight: FloatArray
+    min_ps: FloatArray
+    n_rounds: NDArray[np.int64]
+    support_low: FloatArray
+    support_high: FloatArray
+    lam: FloatArray
+    budget: int
+    order: str
+    anchor: str
+    bounds: tuple[float, float]
+    inputs_hash: str
+    note: str = field(default=THEOREM_2_NOTE)
+
+    def __len__(self) -> int:
+        return int(self.estimate.shape[0])
+
+
+def _as_rounds(name: str, x: ArrayLike) -> FloatArray:
+    try:
+        arr = np.array(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be an array of numbers; {exc}") from None
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(
+            f"`{name}` must have shape (n_trajectories, K) or (K,); found shape {arr.shape}"
+        )
+    return arr
+
+
+def _per_trajectory(name: str, x: ArrayLike, n: int) -> FloatArray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim == 0:
+        return np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValueError(
+            f"`{name}` must be a scalar or have shape ({n},), one value per trajectory; "
+            f"found shape {arr.shape}"
+        )
+    return arr.copy()
+
+
+def _estimate_iv(
+    y: ArrayLike, p: ArrayLike, s: ArrayLike, m_chosen: ArrayLike, m_bar: ArrayLike,
+    n_pool: ArrayLike, budget: int, lam: ArrayLike, order: str, anchor: str,
+    bounds: tuple[float, float],
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
+           NDArray[np.bool_]]:
+    Y = _as_rounds("y", y)
+    P = _as_rounds("p", p)
+    S = _as_rounds("s", s)
+    M = _as_rounds("m_chosen", m_chosen)
+    for name, arr in (("p", P), ("s", S), ("m_chosen", M)):
+        if arr.shape != Y.shape:
+            raise ValueError(
+                f"`{name}` must have the shape of `y` {Y.shape}; found shape {arr.shape}"
+            )
+    n, k_cols = Y.shape
+    if n == 0:
+        raise ValueError("`y` holds no trajectories; pass at least one row")
+    if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
+        raise ValueError(f"`budget` must be a positive int (K in eq. 6); found {budget!r}")
+    if k_cols > budget:
+        # A prefix analysis: the first `budget` rounds, as in papers/003 Table 10.
+        Y, P, S, M = Y[:, :budget], P[:, :budget], S[:, :budget], M[:, :budget]
+    observed = ~np.isnan(Y)
+    # Rounds are a prefix: once a trajectory stops, every later round is NaN.
+    if (observed[:, 1:] & ~observed[:, :-1]).any():
+        row, col = np.argwhere(observed[:, 1:] & ~observed[:, :-1])[0]
+        raise ValueError(
+            f"`y` has a NaN inside the observed prefix: trajectory {row}, round {col + 1} is "
+            f"missing but round {col + 2} is observed; rounds not reached must be trailing NaN"
+        )
+    for name, arr in (("p", P), ("s", S), ("m_chosen", M)):
+        mismatch = np.isnan(arr) != ~observed
+        if mismatch.any():
+            row, col = np.argwhere(mismatch)[0]
+            what = "NaN" if np.isnan(arr[row, col]) else "a value"
+            raise ValueError(
+                f"`{name}` has {what} at trajectory {row}, round {col + 1} where `y` "
+                f"{'is observed' if observed[row, col] else 'is NaN (not reached)'}; "
+                "NaN must mark exactly the rounds not reached"
+            )
+        if not np.isfinite(arr[observed]).all():
+            row, col = np.argwhere(observed & ~np.isfinite(arr))[0]
+            raise ValueError(f"`{name}` must be finite on observed rounds; found "
+                             f"{arr[row, col]} at trajectory {row}, round {col + 1}")
+    if not np.isfinite(Y[observed]).all():
+        raise ValueError("`y` must be finite on observed rounds (inf found)")
+    for name, arr in (("p", P), ("s", S)):
+        bad = observed & ~((arr > 0) & (arr <= 1))
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            raise ValueError(
+                f"`{name}` must be in (0, 1] on observed rounds; found {arr[row, col]} at "
+                f"trajectory {row}, round {col + 1}. A zero probability breaks overlap "
+                "(Assumption 1): report the eq. 10 support interval instead"
+            )
+    MB = _per_trajectory("m_bar", m_bar, n)
+    if not np.isfinite(MB).all():
+        raise ValueError("`m_bar` must be finite")
+    N = _per_trajectory("n_pool", n_pool, n)
+    if (N < 1).any() or (np.round(N) != N).any():
+        raise ValueError(f"`n_pool` must be a positive integer pool size; found {N[N < 1][:3]}"
+                         if (N < 1).any() else "`n_pool` must be integers")
+    LAM = _per_trajectory("lam", lam, n)
+    if not ((LAM >= 0) & (LAM <= 1)).all():
+        raise ValueError(f"`lam` must be in [0, 1]; found {LAM[~((LAM >= 0) & (LAM <= 1))][0]}")
+    if order not in ("shrink-then-clip", "clip-then-shrink"):
+        raise ValueError(
+            f"`order` must be 'shrink-then-clip' (eq. 9) or 'clip-then-shrink' (eq. 13); "
+            f"found {order!r}"
+        )
+    if anchor not in ("prediction", "opened"):
+        raise ValueError(f"`anchor` must be 'prediction' (eq. 9/13) or 'opened' (eq. 12); "
+                         f"found {anchor!r}")
+    low, high = bounds
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"`bounds` must be finite with L < U; found {bounds!r}")
+    return Y, P, S, M, MB, N, LAM, observed
+
+
+def estimate(
+    y: ArrayLike,
+    p: ArrayLike,
+    s: ArrayLike,
+    m_chosen: ArrayLike,
+    m_bar: ArrayLike,
+    n_pool: ArrayLike,
+    *,
+    budget: int,
+    lam: ArrayLike = 1.0,
+    order: Order = "shrink-then-clip",
+    anchor: Anchor = "prediction",
+    bounds: tuple[float, float] = (-1.0, 1.0),
+    rho: ArrayLike | None = None,
+) -> CessResult:
+    """Opened Mean, OR, sequential IPW, raw DR (eq. 6) and CESS (eq. 9/12/13) per trajectory.
+
+    Args:
+        y, p, s, m_chosen: shape ``(n, K)`` (or ``(K,)``): per round the evidence score of the
+            selected document, its logged selection probability ``p_t``, the survival
+            probability ``s_t = Π_{k≤t}(1 − c_k)`` and its prediction ``m_{J_t}``; NaN for
+            rounds not reached. Columns beyond ``budget`` are ignored (prefix analysis).
+        m_bar: the pool-mean prediction ``m̄``, per trajectory or scalar.
+        n_pool: pool size ``N``, per trajectory or scalar.
+        budget: ``K`` in eq. 6, the maximum budget (also for trajectories that stopped).
+        lam: shrinkage ``λ ∈ [0, 1]``, scalar or per trajectory (task-wise CESS).
+        order: ``"shrink-then-clip"`` (eq. 9) or ``"clip-then-shrink"`` (eq. 13).
+        anchor: ``"prediction"`` (shrink toward ``m̄``) or ``"opened"`` (toward the Opened
+            Mean, eq. 12).
+        bounds: ``(L, U)``, the score range used by ``Π`` and eq. 10.
+        rho: inaccessible pool mass ``ρ = 1 − |D+|/N`` per trajectory. When some ``ρ > 0`` the
+            inputs must describe the reachable pool (``n_pool = |D+|``, ``m_bar`` over D+), the
+            estimate targets ``θ+``, and ``support_low/high`` give the eq. 10 interval for
+            θ*; a ``DegenerateDataWarning`` says the point estimate is not θ*.
+
+    Returns:
+        A ``CessResult``.
+    """
+    Y, P, S, M, MB, N, LAM, observed = _estimate_iv(
+        y, p, s, m_chosen, m_bar, n_pool, budget, lam, order, anchor, bounds)
+    low, high = float(bounds[0]), float(bounds[1])
+    K = float(budget)
+    n_rounds = observed.sum(axis=1)
+    # w_t = 1/(N p_t s_t); unobserved rounds contribute nothing (weight 0, no NaN).
+    w = np.where(observed, 1.0 / (N[:, None] * np.where(observed, P * S, 1.0)), 0.0)
+    y0 = np.where(observed, Y, 0.0)
+    m0 = np.where(observed, M, 0.0)
+    ipw = (w * y0).sum(axis=1) / K
+    dr_raw = MB + (w * (y0 - m0)).sum(axis=1) / K
+    with np.errstate(invalid="ignore", divide="ignore"):
+        opened = y0.sum(axis=1) / n_rounds
+        sw = w.sum(axis=1)
+        ess = sw * sw / (w * w).sum(axis=1)
+    if (n_rounds == 0).any():
+        warnings.warn(
+            f"{int((n_rounds == 0).sum())} trajectory(ies) opened no document: Opened Mean is "
+            "NaN there and the correction falls back to m̄",
+            DegenerateDataWarning, stacklevel=2,
+        )
+    base = MB if anchor == "prediction" else opened
+    corrected = dr_raw if order == "shrink-then-clip" else np.clip(dr_raw, low, high)
+    est = np.clip(base + LAM * (corrected - base), low, high)
+    max_w = np.where(n_rounds > 0, w.max(axis=1, initial=0.0), np.nan)
+    min_ps = np.where(observed, P * S, np.inf).min(axis=1)
+    min_ps = np.where(n_rounds > 0, min_ps, np.nan)
+    if rho is None:
+        s_low = s_high = np.full(Y.shape[0], np.nan)
+    else:
+        R = _per_trajectory("rho", rho, Y.shape[0])
+        s_low, s_high = support_interval(est, R, bounds=bounds)
+        if (R > 0).any():
+            warnings.warn(
+                f"{int((R > 0).sum())} trajectory(ies) reach only part of the pool (ρ up to "
+                f"{R.max():.3g}): the point estimate targets the reachable mean θ+, not θ*; "
+                "report support_low/support_high (papers/003 eq. 10)",
+                DegenerateDataWarning, stacklevel=2,
+            )
+    return CessResult(
+        opened_mean=opened, outcome_regression=MB, ipw=ipw, dr_raw=dr_raw, estimate=est,
+        ess=ess, max_weight=max_w, min_ps=min_ps, n_rounds=n_rounds.astype(np.int64),
+        support_low=s_low, support_high=s_high, lam=LAM, budget=int(budget), order=order,
+        anchor=anchor, bounds=(low, high),
+        inputs_hash=inputs_hash(Y, P, S, M, MB, N, LAM),
+    )
+
+
+def support_interval(
+    theta_plus: ArrayLike, rho: ArrayLike, *, bounds: tuple[float, float] = (-1.0, 1.0)
+) -> tuple[FloatArray, FloatArray]:
+    """The sharp interval for θ* when a mass ρ of the pool is unreachable (papers/003 eq. 10).
+
+    ``θ* ∈ [(1−ρ)θ+ + ρL, (1−ρ)θ+ + ρU]``, width ``ρ(U − L)``.
+    """
+    t = np.asarray(theta_plus, dtype=np.float64)
+    r = np.asarray(rho, dtype=np.float64)
+    if not np.isfinite(t).all():
+        raise ValueError("`theta_plus` must be finite")
+    if not ((r >= 0) & (r <= 1)).all():
+        raise ValueError(f"`rho` must be in [0, 1]; found {r[~((r >= 0) & (r <= 1))].ravel()[0]}")
+    low, high = bounds
+    if not low < high:
+        raise ValueError(f"`bounds` must satisfy L < U; found {bounds!r}")
+    return (1 - r) * t + r * low, (1 - r) * t + r * high
+
+
+@dataclass(frozen=True)
+class Support:
+    """Reachable candidates D+ of a logged design and the inaccessible mass ρ (eq. 10)."""
+
+    reachable: frozenset[Any]
+    n_pool: int
+    rho: float
+
+
+def support_from_vectors(
+    vectors: Sequence[tuple[Sequence[Any], ArrayLike]], *, pool: Sequence[Any] | None = None
+) -> Support:
+    """D+ and ρ from logged full probability vectors: ``[(candidate_ids, probs), ...]``.
+
+    A candidate is reachable if it had positive probability in some logged vector. The pool
+    is ``pool`` when given (e.g. every candidate of the task), else the union of logged ids.
+    """
+    reachable: set[Any] = set()
+    seen: set[Any] = set()
+    for ids, probs in vectors:
+        arr = np.asarray(probs, dtype=np.float64)
+        if arr.shape != (len(ids),):
+            raise ValueError(
+                f"each logged vector must have one probability per id; found {arr.shape} for "
+                f"{len(ids)} ids"
+            )
+        seen.update(ids)
+        reachable.update(i for i, q in zip(ids, arr, strict=True) if q > 0)
+    universe = set(pool) if pool is not None else seen
+    if not universe:
+        raise ValueError("`vectors` describe an empty pool; pass the logged vectors or `pool`")
+    unknown = reachable - universe
+    if unknown:
+        raise ValueError(f"logged candidates {sorted(map(str, unknown))[:3]} are not in `pool`")
+    return Support(frozenset(reachable), len(universe), 1.0 - len(reachable) / len(universe))
