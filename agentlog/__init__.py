@@ -34,7 +34,7 @@ from ._errors import (
 from ._reader import Trace, read
 from ._recorder import flush, record, score
 from ._select import proceed, select
-from ._state import Run, WindowState, current_run, current_window
+from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
 from ._verify import VerifyReport, verify
 from ._version import __version__
 from ._window import tool, window
@@ -57,12 +57,14 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "VerifyReport",
+    "WindowRef",
     "WindowState",
     "__version__",
     "current_run",
     "current_window",
     "decode_arguments",
     "flush",
+    "last_window",
     "proceed",
     "read",
     "record",

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ._writer import TraceWriter
@@ -106,7 +106,8 @@ class Run:
         self.receipt = receipt_genesis(run_id)
         self._window_ids = itertools.count()  # next() is atomic under the GIL
         self._steps: dict[str, itertools.count[int]] = {}
-        self.last_exit: dict[str, bytes] = {}
+        # window name -> (window id, entry hash, exit hash) of its latest successful exit
+        self.last_exit: dict[str, tuple[int, bytes, bytes]] = {}
         self.redact = redact
         self.durability = durability
         self.tracer = tracer
@@ -211,6 +212,29 @@ def window_in(run: Run) -> WindowState | None:
     """The innermost open window of ``run`` in this context (None outside its windows)."""
     window = current_window_var.get()
     return window if window is not None and window.run is run else None
+
+
+class WindowRef(NamedTuple):
+    """A closed window of the current run: what a score of its states refers to."""
+
+    id: int
+    name: str
+    entry_hash: bytes
+    exit_hash: bytes
+
+
+def last_window(name: str) -> WindowRef | None:
+    """The latest window called ``name`` that exited successfully in the current run.
+
+    Evaluators use it to score a transition's before and after states at record time:
+    ``al.score("margin", v, channel="quote", transition=ref.id, state_hash=ref.exit_hash)``.
+    None outside a run or before such a window exited.
+    """
+    run = current_run_var.get()
+    if run is None:
+        return None
+    hit = run.last_exit.get(name)
+    return None if hit is None else WindowRef(hit[0], name, hit[1], hit[2])
 
 
 def current_window() -> WindowState | None:

@@ -173,7 +173,8 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             link_hash = _sha256(encode(next(iter(bound.values())), what="entry")).digest()
         else:
             link_hash = entry_hash
-        expected = run.last_exit.get(spec.after)
+        predecessor = run.last_exit.get(spec.after)
+        expected = None if predecessor is None else predecessor[2]
     st.entry_hash = entry_hash
     # Positional construction: keyword construction of a Struct costs ~5x more here.
     run.writer.put(
@@ -228,7 +229,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
         receipt = _sha256(run.receipt + st.name_key + st.entry_hash + exit_hash).digest()
         run.receipt = receipt
         if status == EXIT_OK:
-            run.last_exit[name] = exit_hash
+            run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
         run.n_windows += 1
         # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
         run.writer.put(
@@ -408,7 +409,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             with run.lock:
                 receipt = run.receipt = sha256(run.receipt + name_key + entry_hash +
                                                exit_hash).digest()
-                run.last_exit[name] = exit_hash
+                run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
                 run.n_windows += 1
                 writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
                                       EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,

@@ -8,8 +8,9 @@ EXPECTED = [
     "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
     "MissingDependencyError", "ReplayDivergenceError", "ReplayError", "Run",
-    "SealedWindowError", "Secret", "Trace", "TraceFormatError", "VerifyReport", "WindowState",
-    "__version__", "current_run", "current_window", "decode_arguments", "flush", "proceed",
+    "SealedWindowError", "Secret", "Trace", "TraceFormatError", "VerifyReport", "WindowRef",
+    "WindowState", "__version__", "current_run", "current_window", "decode_arguments", "flush",
+    "last_window", "proceed",
     "read", "record", "score", "select", "tool", "verify", "window",
 ]
 

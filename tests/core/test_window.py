@@ -343,3 +343,17 @@ def test_the_inlined_fast_path_writes_what_the_general_path_writes(tmp_path: Pat
         ))
         assert al.verify(path).ok
     assert results[0] == results[1]
+
+
+def test_last_window_refers_to_the_latest_successful_exit(trace_path: Path) -> None:
+    assert al.last_window("retrieval") is None  # no run
+    with al.record(trace_path, seed=1):
+        assert al.last_window("retrieval") is None
+        retrieve("q")
+        ref = al.last_window("retrieval")
+        al.score("margin", 0.5, channel="direct", transition=ref.id, state_hash=ref.exit_hash)
+    (enter,) = of_type(al.read(trace_path), WindowEnter)
+    (exit_,) = of_type(al.read(trace_path), WindowExit)
+    assert ref == al.WindowRef(enter.window, "retrieval", enter.entry_hash, exit_.exit_hash)
+    (score,) = al.read(trace_path).scores()
+    assert (score.transition, score.state_hash) == (enter.window, exit_.exit_hash)

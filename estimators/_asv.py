@@ -1,0 +1,531 @@
+"""Agent Step Value: channel-indexed step gains and their four-corner interaction (papers/004).
+
+A frozen transition x⁻ → x⁺ is scored under two evaluation channels ρ0, ρ1 (a channel is the
+whole readout configuration: view, prompt, model, reducer). ``F_ρ(x)`` is the scalar readout
+after the within-channel reducer over cyclic layouts (``reduce_layouts``). Then
+
+    G^ρ = F_ρ(x⁺) − F_ρ(x⁻)               the step value (ASV) under channel ρ
+    Ω   = G^ρ1 − G^ρ0                      the interaction (transport discrepancy)
+    diagonal   = F_ρ1(x⁺) − F_ρ0(x⁻)
+    state_part = ½(G^ρ0 + G^ρ1),  view_part = ½(Δ_ρF(x⁻) + Δ_ρF(x⁺)),  their sum = diagonal
+
+All four corners are needed: with one missing, replacing it by ``F + t`` leaves the other
+three unchanged and moves Ω by ±t (Proposition 1), so a missing corner raises
+``IncompleteFaceError``. Additive channel offsets cancel (``F_ρ = h + a_ρ`` gives Ω = 0).
+Under independent positive-affine recalibrations of each channel the gain signs and the
+cross-channel sign disagreement are invariant; the sign of Ω in general is not (Remark 2;
+``calibration_check``).
+
+Example:
+    >>> from agentlog.estimators import asv
+    >>> f = asv.face([-0.2], [0.4], [0.5], [0.1])   # papers/004's four-corner example
+    >>> [round(float(v[0]), 12) for v in (f.gain0, f.gain1, f.interaction, f.diagonal)]
+    [0.6, -0.4, -1.0, 0.3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from agentlog._errors import DegenerateDataWarning, IncompleteFaceError
+
+from ._bootstrap import codes
+
+FloatArray = NDArray[np.float64]
+CORNERS = ("F_ρ0(x−)", "F_ρ0(x+)", "F_ρ1(x−)", "F_ρ1(x+)")
+Weighting = Literal["empirical", "equal-target"]
+
+CALIBRATION_NOTE = (
+    "Remark 2 (papers/004): under independent positive-affine recalibration of each channel, "
+    "gain signs and cross-channel sign disagreement are invariant; the sign of Ω is invariant "
+    "only where the two gains have opposite signs."
+)
+
+
+@dataclass(frozen=True)
+class AsvFace:
+    """Per-transition gains and interaction of a complete face (arrays over transitions)."""
+
+    before0: FloatArray
+    after0: FloatArray
+    before1: FloatArray
+    after1: FloatArray
+    gain0: FloatArray
+    gain1: FloatArray
+    interaction: FloatArray
+    diagonal: FloatArray
+    state_part: FloatArray
+    view_part: FloatArray
+    sign_disagree: NDArray[np.bool_]
+    kept: NDArray[np.intp]  # indices of the input transitions in this face
+    dropped: NDArray[np.intp]  # indices dropped as incomplete (complete_only=True)
+
+    def __len__(self) -> int:
+        return int(self.gain0.shape[0])
+
+
+def _corner(name: str, x: ArrayLike, n: int | None) -> FloatArray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = arr[None]
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        raise ValueError(f"`{name}` must be 1-D with one value per transition"
+                         + (f" ({n})" if n is not None else "") + f"; found shape {arr.shape}")
+    if np.isinf(arr).any():
+        raise ValueError(f"`{name}` must not hold inf (transition "
+                         f"{int(np.flatnonzero(np.isinf(arr))[0])})")
+    return arr
+
+
+def face(
+    before0: ArrayLike,
+    after0: ArrayLike,
+    before1: ArrayLike,
+    after1: ArrayLike,
+    *,
+    complete_only: bool = False,
+) -> AsvFace:
+    """The four-corner face of each transition: F_ρ0(x−), F_ρ0(x+), F_ρ1(x−), F_ρ1(x+).
+
+    A NaN corner raises ``IncompleteFaceError`` naming the transitions and corners
+    (Proposition 1: three corners identify nothing). ``complete_only=True`` keeps the
+    joint-complete cohort instead and lists the dropped transitions in ``dropped``.
+    """
+    b0 = _corner("before0", before0, None)
+    n = b0.shape[0]
+    a0 = _corner("after0", after0, n)
+    b1 = _corner("before1", before1, n)
+    a1 = _corner("after1", after1, n)
+    corners = np.column_stack([b0, a0, b1, a1])
+    missing = np.isnan(corners)
+    incomplete = missing.any(axis=1)
+    if incomplete.any() and not complete_only:
+        rows = np.flatnonzero(incomplete)
+        detail = "; ".join(
+            f"transition {i}: {', '.join(c for c, m in zip(CORNERS, missing[i], strict=True) if m)}"
+            for i in rows[:5]
+        )
+        more = f" (and {len(rows) - 5} more)" if len(rows) > 5 else ""
+        raise IncompleteFaceError(
+            f"{len(rows)} transition(s) lack a corner: {detail}{more}. Three corners identify "
+            "nothing (papers/004 Proposition 1): re-score the missing corners, or pass "
+            "complete_only=True to analyse the joint-complete cohort"
+        )
+    keep = np.flatnonzero(~incomplete)
+    if keep.size == 0:
+        raise IncompleteFaceError("no transition has all four corners")
+    b0, a0, b1, a1 = b0[keep], a0[keep], b1[keep], a1[keep]
+    g0 = a0 - b0
+    g1 = a1 - b1
+    diagonal = a1 - b0
+    state = 0.5 * (g0 + g1)
+    # view_part = ½(Δ_ρF(x−) + Δ_ρF(x+)) algebraically; taking it as diagonal − state_part
+    # keeps the allocation additive in floating point too.
+    return AsvFace(
+        before0=b0, after0=a0, before1=b1, after1=a1, gain0=g0, gain1=g1,
+        interaction=g1 - g0, diagonal=diagonal, state_part=state,
+        view_part=diagonal - state, sign_disagree=(g0 * g1) < 0,
+        kept=keep.astype(np.intp), dropped=np.flatnonzero(incomplete).astype(np.intp),
+    )
+
+
+def cyclic_layouts(n_options: int) -> NDArray[np.intp]:
+    """Cyclic layouts: row ``l`` puts candidate ``i`` at position ``(i + l) mod n``.
+
+    Each candidate appears in each position exactly once across the ``n`` layouts.
+    """
+    if not isinstance(n_options, int | np.integer) or n_options < 1:
+        raise ValueError(f"`n_options` must be a positive int; found {n_options!r}")
+    i = np.arange(n_options)
+    return ((i[None, :] + i[:, None]) % n_options).astype(np.intp)
+
+
+def reduce_layouts(scores: ArrayLike, *, layout_axis: int = -1) -> FloatArray:
+    """The within-channel reducer: the mean over cyclic layouts, before any differencing.
+
+    A missing layout (NaN) makes the reduced readout NaN: an incomplete layout set is
+    another channel, so it is not silently averaged over the layouts that remain.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim == 0:
+        raise ValueError("`scores` needs a layout axis")
+    out: FloatArray = arr.mean(axis=layout_axis)
+    return out
+
+
+# ---------------------------------------------------------------- trajectory-block bootstrap
+
+
+def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
+    rng = np.random.default_rng(seed)
+    counts: FloatArray = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks),
+                                         size=n_resamples).astype(np.float64)
+    return counts
+
+
+def _weights(counts: FloatArray, traj: NDArray[np.intp], target: NDArray[np.intp] | None,
+             n_targets: int) -> FloatArray:
+    """Per-resample transition weights (rows: resamples): trajectory counts, and under
+    equal-target weighting divided by each target's total in that resample."""
+    w = counts[:, traj]
+    if target is None:
+        return w
+    totals = np.zeros((counts.shape[0], n_targets))
+    for g in range(n_targets):  # n_targets columns, vectorised over resamples
+        totals[:, g] = w[:, target == g].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: FloatArray = np.where(w > 0, w / totals[:, target], 0.0)
+    return out
+
+
+def _weighted_stats(x: FloatArray, w: FloatArray, trim: float) -> dict[str, FloatArray]:
+    """Mean, median, trimmed mean and share negative of ``x`` under each row of weights."""
+    total = w.sum(axis=1)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    cum = np.cumsum(w[:, order], axis=1) / total[:, None]
+    prev = cum - w[:, order] / total[:, None]
+    median = xs[np.argmax(cum >= 0.5 - 1e-12, axis=1)]
+    lo, hi = trim, 1.0 - trim
+    mass = np.clip(cum, lo, hi) - np.clip(prev, lo, hi)
+    return {
+        "mean": (w @ x) / total,
+        "median": median,
+        "trimmed_mean": (mass @ xs) / (hi - lo),
+        "share_negative": (w @ (x < 0).astype(np.float64)) / total,
+    }
+
+
+@dataclass(frozen=True)
+class AsvSummary:
+    """Cohort statistics of a face with trajectory-block bootstrap intervals.
+
+    ``values[name]`` is the point estimate; ``interval(name)`` its percentile interval
+    from shared draws (the same resampled trajectories for every statistic).
+    """
+
+    values: dict[str, float]
+    samples: dict[str, FloatArray]
+    n_transitions: int
+    n_trajectories: int
+    weighting: str
+    n_resamples: int
+    seed: int
+    confidence_level: float
+    calibration: CalibrationCheck
+    note: str = field(default=CALIBRATION_NOTE)
+
+    def interval(self, name: str) -> tuple[float, float]:
+        if name not in self.values:
+            raise KeyError(f"unknown statistic {name!r}; one of {sorted(self.values)}")
+        alpha = (1 - self.confidence_level) / 2
+        low, high = np.quantile(self.samples[name], [alpha, 1 - alpha])
+        return float(low), float(high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "weighting": self.weighting,
+            "n_transitions": self.n_transitions,
+            "n_trajectories": self.n_trajectories,
+            "n_resamples": self.n_resamples,
+            "seed": self.seed,
+            "confidence_level": self.confidence_level,
+            "statistics": {k: {"value": v, "interval": list(self.interval(k))}
+                           for k, v in self.values.items()},
+            "calibration": self.calibration.to_dict(),
+            "note": self.note,
+        }
+
+
+def summarize(
+    f: AsvFace,
+    *,
+    trajectory: ArrayLike | Sequence[Any],
+    target: ArrayLike | Sequence[Any] | None = None,
+    weighting: Weighting = "empirical",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence_level: float = 0.95,
+    trim: float = 0.1,
+) -> AsvSummary:
+    """Mean/median/trimmed Ω, share of negative Ω, mean gains, sign disagreement (papers/004).
+
+    Args:
+        f: a complete face (``face(...)``).
+        trajectory: trajectory of each transition (of the face's kept transitions); the
+            bootstrap resamples whole trajectories with all their transitions.
+        target: target identity of each transition; needed for ``"equal-target"``, which
+            gives every target equal total weight (re-normalised within each resample).
+        weighting: ``"empirical"`` (each transition weighs 1) or ``"equal-target"``.
+        n_resamples, seed, confidence_level: the bootstrap; draws from
+            ``numpy.random.default_rng(seed)``, bit-reproducible.
+        trim: the trimmed mean drops this share from each tail (weighted, fractional).
+    """
+    n = len(f)
+    t_uniq, traj = codes(trajectory, name="trajectory")
+    if traj.shape[0] != n:
+        raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {n} transitions in the "
+                         "face (pass the labels of face.kept when complete_only dropped some)")
+    if weighting not in ("empirical", "equal-target"):
+        raise ValueError(f"`weighting` must be 'empirical' or 'equal-target'; found {weighting!r}")
+    tgt: NDArray[np.intp] | None = None
+    n_targets = 0
+    if weighting == "equal-target":
+        if target is None:
+            raise ValueError("`target` is needed for weighting='equal-target'")
+        g_uniq, tgt = codes(target, name="target")
+        if tgt.shape[0] != n:
+            raise ValueError(f"`target` has {tgt.shape[0]} labels for {n} transitions")
+        n_targets = len(g_uniq)
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"`trim` must be in [0, 0.5); found {trim}")
+    if not isinstance(n_resamples, int | np.integer) or n_resamples < 2:
+        raise ValueError(f"`n_resamples` must be an int >= 2; found {n_resamples!r}")
+    if len(t_uniq) < 2:
+        import warnings
+
+        warnings.warn("one trajectory only: the trajectory-block bootstrap has no spread",
+                      DegenerateDataWarning, stacklevel=2)
+    series = {
+        "interaction": f.interaction,
+        "gain0": f.gain0,
+        "gain1": f.gain1,
+        "sign_disagreement": f.sign_disagree.astype(np.float64),
+        "diagonal": f.diagonal,
+        "state_part": f.state_part,
+        "view_part": f.view_part,
+    }
+    point_w = _weights(np.ones((1, len(t_uniq))), traj, tgt, n_targets)
+    values: dict[str, float] = {}
+    samples: dict[str, list[FloatArray]] = {}
+    counts_all = _block_counts(len(t_uniq), int(n_resamples), seed)
+    chunk = max(1, int(2_000_000 // max(n, 1)))
+    for start in range(0, int(n_resamples), chunk):
+        w = _weights(counts_all[start:start + chunk], traj, tgt, n_targets)
+        omega = _weighted_stats(f.interaction, w, trim)
+        parts = {
+            "mean_interaction": omega["mean"],
+            "median_interaction": omega["median"],
+            "trimmed_mean_interaction": omega["trimmed_mean"],
+            "share_negative_interaction": omega["share_negative"],
+        }
+        total = w.sum(axis=1)
+        for key in ("gain0", "gain1", "sign_disagreement", "diagonal", "state_part",
+                    "view_part"):
+            parts[f"mean_{key}"] = (w @ series[key]) / total
+        for key, v in parts.items():
+            samples.setdefault(key, []).append(v)
+    omega0 = _weighted_stats(f.interaction, point_w, trim)
+    values["mean_interaction"] = float(omega0["mean"][0])
+    values["median_interaction"] = float(omega0["median"][0])
+    values["trimmed_mean_interaction"] = float(omega0["trimmed_mean"][0])
+    values["share_negative_interaction"] = float(omega0["share_negative"][0])
+    total0 = point_w.sum(axis=1)
+    for key in ("gain0", "gain1", "sign_disagreement", "diagonal", "state_part", "view_part"):
+        values[f"mean_{key}"] = float(((point_w @ series[key]) / total0)[0])
+    return AsvSummary(
+        values=values,
+        samples={k: np.concatenate(v) for k, v in samples.items()},
+        n_transitions=n, n_trajectories=len(t_uniq), weighting=weighting,
+        n_resamples=int(n_resamples), seed=seed, confidence_level=confidence_level,
+        calibration=calibration_check(f, mean_gain0=values["mean_gain0"],
+                                      mean_gain1=values["mean_gain1"]),
+    )
+
+
+# ---------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True)
+class CalibrationCheck:
+    """Which conclusions survive independent positive-affine recalibration (Remark 2)."""
+
+    gain_signs: str  # always "invariant"
+    sign_disagreement: str  # always "invariant"
+    transition_interaction_signs_invariant: float  # share of transitions with invariant sign
+    mean_interaction_sign: str  # "invariant" or "not invariant"
+    witness: tuple[float, float] | None  # (α0, α1) that flips the mean Ω's sign, if any
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gain_signs": self.gain_signs,
+            "sign_disagreement": self.sign_disagreement,
+            "transition_interaction_signs_invariant": self.transition_interaction_signs_invariant,
+            "mean_interaction_sign": self.mean_interaction_sign,
+            "witness": None if self.witness is None else list(self.witness),
+            "explanation": self.explanation,
+        }
+
+
+def calibration_check(
+    f: AsvFace, *, mean_gain0: float | None = None, mean_gain1: float | None = None
+) -> CalibrationCheck:
+    """Remark 2 applied to a face: what survives ``F̃_ρ = α_ρ F_ρ + β_ρ`` with ``α_ρ > 0``.
+
+    Gains scale by α_ρ, so their signs and the cross-channel sign disagreement never change.
+    Ω̃ = α1 G1 − α0 G0 keeps its sign for every (α0, α1) iff the gains have opposite signs
+    (or one is zero and the other not); otherwise a witness pair (α0, α1) flips it. The mean
+    Ω over a fixed cohort follows the same rule with the mean gains.
+    """
+    g0 = float(np.mean(f.gain0)) if mean_gain0 is None else mean_gain0
+    g1 = float(np.mean(f.gain1)) if mean_gain1 is None else mean_gain1
+    per_transition = float(np.mean((f.gain0 * f.gain1) <= 0) if len(f) else 0.0)
+    witness: tuple[float, float] | None = None
+    if g0 * g1 > 0:
+        # Same sign: Ω̃ = α1 G1 − α0 G0 changes sign as α1/α0 crosses G0/G1.
+        ratio = g0 / g1
+        omega = g1 - g0
+        witness = (1.0, 2.0 * ratio) if omega * (2 * ratio * g1 - g0) < 0 else (1.0, 0.5 * ratio)
+        verdict, why = "not invariant", (
+            f"both mean gains have the same sign ({g0:+.3g}, {g1:+.3g}); rescaling channel 1 "
+            f"by α1/α0 = {witness[1]:.3g} reverses the sign of the mean Ω")
+    elif g0 == 0 and g1 == 0:
+        verdict, why = "not invariant", "both mean gains are zero: Ω is 0 at every calibration"
+    else:
+        verdict, why = "invariant", (
+            f"the mean gains have opposite signs ({g0:+.3g}, {g1:+.3g}): α1 G1 − α0 G0 keeps "
+            "its sign for every positive α0, α1")
+    return CalibrationCheck("invariant", "invariant", per_transition, verdict, witness, why)
+
+
+# ---------------------------------------------------------------------- retry baseline
+
+
+@dataclass(frozen=True)
+class RetryDisagreement:
+    """Cross-channel vs same-channel retry sign disagreement (papers/004 §5.1, B.1)."""
+
+    cross_channel: float
+    same_channel: float
+    excess: float
+    samples: FloatArray  # (n_resamples, 3): cross, same, excess
+    confidence_level: float
+
+    def interval(self, name: str) -> tuple[float, float]:
+        j = ("cross_channel", "same_channel", "excess").index(name)
+        alpha = (1 - self.confidence_level) / 2
+        low, high = np.quantile(self.samples[:, j], [alpha, 1 - alpha])
+        return float(low), float(high)
+
+
+def retry_disagreement(
+    waves_a: ArrayLike,
+    waves_b: ArrayLike,
+    *,
+    trajectory: ArrayLike | Sequence[Any],
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence_level: float = 0.95,
+) -> RetryDisagreement:
+    """Per transition: the cross-channel rate averages every (wave of a, wave of b) pairing
+    of gain signs; the retry baseline averages the same-channel wave pairs (a/a and b/b).
+    Their difference is the excess; trajectory-block bootstrap with shared draws.
+
+    Args:
+        waves_a, waves_b: gains of each transition under channel a and b, shape
+            (n_transitions, n_waves) with at least two waves each.
+    """
+    A = np.asarray(waves_a, dtype=np.float64)
+    B = np.asarray(waves_b, dtype=np.float64)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[0]:
+        raise ValueError(f"`waves_a` and `waves_b` must be (n_transitions, n_waves) with the "
+                         f"same n; found {A.shape} and {B.shape}")
+    if A.shape[1] < 2 or B.shape[1] < 2:
+        raise ValueError("each channel needs at least two waves for a retry baseline")
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+        raise ValueError("`waves_a` and `waves_b` must be finite (use the joint-complete cohort)")
+    sa, sb = np.sign(A), np.sign(B)
+    cross = (sa[:, :, None] * sb[:, None, :] < 0).mean(axis=(1, 2))
+    ia = np.triu_indices(A.shape[1], 1)
+    ib = np.triu_indices(B.shape[1], 1)
+    same_a = (sa[:, ia[0]] * sa[:, ia[1]] < 0).mean(axis=1)
+    same_b = (sb[:, ib[0]] * sb[:, ib[1]] < 0).mean(axis=1)
+    same = 0.5 * (same_a + same_b)
+    t_uniq, traj = codes(trajectory, name="trajectory")
+    if traj.shape[0] != A.shape[0]:
+        raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {A.shape[0]} transitions")
+    stats = np.column_stack([cross, same, cross - same])
+    counts = _block_counts(len(t_uniq), int(n_resamples), seed)
+    w = counts[:, traj]
+    samples = (w @ stats) / w.sum(axis=1)[:, None]
+    point = stats.mean(axis=0)
+    return RetryDisagreement(float(point[0]), float(point[1]), float(point[2]), samples,
+                             confidence_level)
+
+
+# --------------------------------------------------------------------------- AUC
+
+
+def _weighted_auc(x: FloatArray, y: NDArray[np.bool_], w: FloatArray) -> FloatArray:
+    """AUC of score ``x`` for label ``y`` under each row of weights (ties count ½)."""
+    uniq, inv = np.unique(x, return_inverse=True)
+    onehot = np.zeros((x.shape[0], uniq.shape[0]))
+    onehot[np.arange(x.shape[0]), inv] = 1.0
+    pos = (w * y) @ onehot  # (B, U) positive weight at each distinct score
+    neg = (w * ~y) @ onehot
+    below = np.cumsum(neg, axis=1) - neg  # negative weight strictly below each score
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc: FloatArray = (pos * (below + 0.5 * neg)).sum(axis=1) / (
+            pos.sum(axis=1) * neg.sum(axis=1))
+    return auc
+
+
+@dataclass(frozen=True)
+class AucDifference:
+    """AUC of post-step margins under each channel for a success indicator, and AUC1 − AUC0."""
+
+    auc0: float
+    auc1: float
+    difference: float
+    samples: FloatArray  # (n_resamples, 3)
+    confidence_level: float
+
+    def interval(self, name: str) -> tuple[float, float]:
+        j = ("auc0", "auc1", "difference").index(name)
+        alpha = (1 - self.confidence_level) / 2
+        low, high = np.nanquantile(self.samples[:, j], [alpha, 1 - alpha])
+        return float(low), float(high)
+
+
+def auc_difference(
+    post0: ArrayLike,
+    post1: ArrayLike,
+    success: ArrayLike,
+    *,
+    trajectory: ArrayLike | Sequence[Any],
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence_level: float = 0.95,
+) -> AucDifference:
+    """Paired AUC difference of post-step margins against a stored success indicator.
+
+    ``AUC_ρ`` is the probability that a successful trajectory's margin exceeds an
+    unsuccessful one's (ties ½) under channel ρ; the difference ``AUC1 − AUC0`` is paired
+    (same transitions) and bootstrapped over trajectories (papers/004 §5.3).
+    """
+    x0 = _corner("post0", post0, None)
+    n = x0.shape[0]
+    x1 = _corner("post1", post1, n)
+    if np.isnan(x0).any() or np.isnan(x1).any():
+        raise ValueError("`post0`/`post1` must be complete (no NaN)")
+    s = np.asarray(success)
+    if s.shape != (n,) or not np.isin(s, (0, 1, True, False)).all():
+        raise ValueError(f"`success` must be 0/1 per transition ({n}); found shape {s.shape}")
+    yb = s.astype(bool)
+    if yb.all() or not yb.any():
+        raise ValueError("`success` needs both successes and failures for an AUC")
+    t_uniq, traj = codes(trajectory, name="trajectory")
+    if traj.shape[0] != n:
+        raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {n} transitions")
+    ones = np.ones((1, n))
+    a0, a1 = float(_weighted_auc(x0, yb, ones)[0]), float(_weighted_auc(x1, yb, ones)[0])
+    counts = _block_counts(len(t_uniq), int(n_resamples), seed)
+    w = counts[:, traj]
+    b0, b1 = _weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)
+    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level)

@@ -1,0 +1,42 @@
+"""Agent Step Value: channel-indexed gains, the four-corner interaction and its audit.
+
+Example:
+    >>> from agentlog.estimators import asv
+    >>> f = asv.face([0.0, 0.1], [0.5, 0.2], [0.3, 0.0], [0.1, 0.4])
+    >>> f.interaction.round(12).tolist()
+    [-0.7, 0.3]
+"""
+
+from ._asv import (
+    CALIBRATION_NOTE,
+    CORNERS,
+    AsvFace,
+    AsvSummary,
+    AucDifference,
+    CalibrationCheck,
+    RetryDisagreement,
+    auc_difference,
+    calibration_check,
+    cyclic_layouts,
+    face,
+    reduce_layouts,
+    retry_disagreement,
+    summarize,
+)
+
+__all__ = [
+    "CALIBRATION_NOTE",
+    "CORNERS",
+    "AsvFace",
+    "AsvSummary",
+    "AucDifference",
+    "CalibrationCheck",
+    "RetryDisagreement",
+    "auc_difference",
+    "calibration_check",
+    "cyclic_layouts",
+    "face",
+    "reduce_layouts",
+    "retry_disagreement",
+    "summarize",
+]

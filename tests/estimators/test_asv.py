@@ -1,0 +1,183 @@
+"""ASV faces, cohort summaries, retry baselines, calibration invariance and AUC."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from agentlog import IncompleteFaceError
+from agentlog.estimators import asv
+
+
+def test_papers_004_four_corner_example() -> None:
+    """Direct margins (−0.2, +0.4), generated (+0.5, +0.1): gains +0.6 and −0.4, Ω = −1.0,
+    diagonal +0.3, and state part + view part = diagonal exactly."""
+    f = asv.face([-0.2], [0.4], [0.5], [0.1])
+    assert f.gain0[0] == pytest.approx(0.6, abs=1e-12)
+    assert f.gain1[0] == pytest.approx(-0.4, abs=1e-12)
+    assert f.interaction[0] == pytest.approx(-1.0, abs=1e-12)
+    assert f.diagonal[0] == pytest.approx(0.3, abs=1e-12)
+    assert f.state_part[0] + f.view_part[0] == f.diagonal[0]
+    assert f.sign_disagree.tolist() == [True]
+
+
+def test_state_and_view_parts_sum_to_the_diagonal_on_random_faces() -> None:
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=(4, 1000))
+    f = asv.face(*c)
+    np.testing.assert_allclose(f.state_part + f.view_part, f.diagonal, rtol=0, atol=1e-14)
+    # and the parts are what their definitions say
+    np.testing.assert_allclose(f.state_part, 0.5 * (f.gain0 + f.gain1), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(f.view_part, 0.5 * ((c[2] - c[0]) + (c[3] - c[1])), rtol=0,
+                               atol=1e-14)
+
+
+def test_additive_channel_offsets_cancel_for_every_transition() -> None:
+    rng = np.random.default_rng(1)
+    h_before, h_after = rng.normal(size=50), rng.normal(size=50)
+    a0, a1 = 0.7, -1.3
+    f = asv.face(h_before + a0, h_after + a0, h_before + a1, h_after + a1)
+    np.testing.assert_allclose(f.interaction, 0.0, atol=1e-12)
+
+
+def test_the_four_corner_contrast_is_the_ols_interaction_coefficient() -> None:
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(2)
+    n = 120
+    corners = rng.normal(size=(4, n)) + np.array([[0.0], [0.3], [0.1], [-0.2]])
+    f = asv.face(*corners)
+    y = np.concatenate(corners)
+    after = np.repeat([0, 1, 0, 1], n)
+    channel = np.repeat([0, 0, 1, 1], n)
+    X = sm.add_constant(np.column_stack([after, channel, after * channel]))
+    fit = sm.OLS(y, X).fit()
+    assert fit.params[3] == pytest.approx(f.interaction.mean(), abs=1e-12)
+
+
+def test_trajectory_block_bootstrap_se_is_close_to_the_cluster_robust_se() -> None:
+    """100 trajectories x 11 transitions with trajectory effects: the bootstrap SE of mean Ω
+    is within 15% of statsmodels' cluster-robust SE (clusters = trajectories)."""
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(3)
+    T, k = 100, 11
+    traj = np.repeat(np.arange(T), k)
+    effect = rng.normal(scale=0.3, size=T)[traj]
+    b0 = rng.normal(size=T * k)
+    a0 = b0 + 0.2 + rng.normal(scale=0.3, size=T * k)
+    b1 = b0 + 0.5
+    a1 = b1 + 0.2 - 0.3 + effect + rng.normal(scale=0.3, size=T * k)
+    f = asv.face(b0, a0, b1, a1)
+    summary = asv.summarize(f, trajectory=traj, n_resamples=10_000, seed=1)
+    se_boot = float(np.std(summary.samples["mean_interaction"], ddof=1))
+    fit = sm.OLS(f.interaction, np.ones(T * k)).fit(cov_type="cluster",
+                                                    cov_kwds={"groups": traj})
+    se_cr = float(fit.bse[0])
+    assert abs(se_boot / se_cr - 1) <= 0.15, (se_boot, se_cr)
+    assert summary.values["mean_interaction"] == pytest.approx(f.interaction.mean())
+
+
+def test_a_missing_corner_names_the_transition_and_corner() -> None:
+    nan = np.nan
+    with pytest.raises(IncompleteFaceError, match=r"transition 1: F_ρ1\(x\+\).*Proposition 1"):
+        asv.face([0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, nan])
+    f = asv.face([0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, nan], complete_only=True)
+    assert f.kept.tolist() == [0] and f.dropped.tolist() == [1] and len(f) == 1
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match=r"`after0` must be 1-D with one value per transition"):
+        asv.face([0.0, 1.0], [1.0], [0.0, 1.0], [1.0, 1.0])
+    f = asv.face([0.0, 1.0], [1.0, 0.5], [0.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="`trajectory` has 1 labels for 2 transitions"):
+        asv.summarize(f, trajectory=["t"])
+    with pytest.raises(ValueError, match="`target` is needed"):
+        asv.summarize(f, trajectory=["t", "u"], weighting="equal-target")
+
+
+def test_cyclic_layouts_put_each_candidate_in_each_position_once() -> None:
+    layouts = asv.cyclic_layouts(4)
+    assert layouts.shape == (4, 4)
+    for candidate in range(4):
+        assert sorted(layouts[:, candidate].tolist()) == [0, 1, 2, 3]
+    for layout in layouts:
+        assert sorted(layout.tolist()) == [0, 1, 2, 3]
+
+
+def test_layouts_are_reduced_within_channel_and_a_missing_layout_is_incomplete() -> None:
+    scores = np.array([[0.1, 0.3, 0.2, 0.2], [0.0, np.nan, 0.5, 0.1]])
+    reduced = asv.reduce_layouts(scores, layout_axis=1)
+    assert reduced[0] == pytest.approx(0.2) and np.isnan(reduced[1])
+
+
+def test_summary_statistics_match_their_closed_forms_and_are_bit_reproducible() -> None:
+    rng = np.random.default_rng(4)
+    corners = rng.normal(size=(4, 100))
+    f = asv.face(*corners)
+    traj = np.repeat(np.arange(20), 5)
+    s = asv.summarize(f, trajectory=traj, n_resamples=500, seed=9)
+    omega = f.interaction
+    assert s.values["mean_interaction"] == pytest.approx(omega.mean(), abs=1e-12)
+    assert s.values["median_interaction"] in (np.sort(omega)[49], np.sort(omega)[50])
+    assert s.values["trimmed_mean_interaction"] == pytest.approx(stats.trim_mean(omega, 0.1),
+                                                                 abs=1e-12)
+    assert s.values["share_negative_interaction"] == pytest.approx(np.mean(omega < 0))
+    assert s.values["mean_sign_disagreement"] == pytest.approx(np.mean(f.sign_disagree))
+    again = asv.summarize(f, trajectory=traj, n_resamples=500, seed=9)
+    assert all(np.array_equal(s.samples[k], again.samples[k]) for k in s.samples)
+    low, high = s.interval("mean_interaction")
+    assert low < s.values["mean_interaction"] < high
+
+
+def test_equal_target_weighting_gives_each_target_equal_total_weight() -> None:
+    # target A has three transitions with Ω = 1, target B one with Ω = -1
+    f = asv.face([0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, -1])
+    emp = asv.summarize(f, trajectory=[0, 1, 2, 3], n_resamples=200)
+    eq = asv.summarize(f, trajectory=[0, 1, 2, 3], target=["A", "A", "A", "B"],
+                       weighting="equal-target", n_resamples=200)
+    assert emp.values["mean_interaction"] == pytest.approx(0.5)
+    assert eq.values["mean_interaction"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_retry_disagreement_by_hand() -> None:
+    # transition 0: a waves (+,+), b waves (-,-): cross 1, same 0
+    # transition 1: a (+,-), b (+,+): cross pairings (++,++,-+,-+) -> 0.5; same a 1, b 0 -> 0.5
+    r = asv.retry_disagreement([[1.0, 2.0], [1.0, -1.0]], [[-1.0, -1.0], [1.0, 1.0]],
+                               trajectory=[0, 1], n_resamples=200)
+    assert r.cross_channel == pytest.approx(0.75)
+    assert r.same_channel == pytest.approx(0.25)
+    assert r.excess == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="at least two waves"):
+        asv.retry_disagreement([[1.0], [2.0]], [[1.0], [2.0]], trajectory=[0, 1])
+
+
+def test_calibration_sign_disagreement_survives_but_the_interaction_sign_may_not() -> None:
+    opposite = asv.face([0.0, 0.0], [1.0, 0.5], [0.0, 0.0], [-1.0, -0.2])
+    check = asv.calibration_check(opposite)
+    assert check.mean_interaction_sign == "invariant" and check.witness is None
+    same = asv.face([0.0, 0.0], [1.0, 0.5], [0.0, 0.0], [0.3, 0.2])  # both gains positive
+    check = asv.calibration_check(same)
+    assert check.mean_interaction_sign == "not invariant"
+    assert check.sign_disagreement == "invariant" and check.gain_signs == "invariant"
+    a0, a1 = check.witness  # type: ignore[misc]
+    g0, g1 = same.gain0.mean(), same.gain1.mean()
+    assert np.sign(a1 * g1 - a0 * g0) != np.sign(g1 - g0)
+    # and sign disagreement is unchanged by any positive rescaling
+    rescaled = asv.face(*(np.array(c) * s for c, s in zip(
+        ([0.0, 0.0], [1.0, 0.5], [0.0, 0.0], [-1.0, -0.2]), (3.0, 3.0, 0.1, 0.1), strict=True)))
+    assert (rescaled.sign_disagree == opposite.sign_disagree).all()
+
+
+def test_auc_difference_matches_mann_whitney() -> None:
+    rng = np.random.default_rng(5)
+    n = 200
+    success = rng.random(n) < 0.4
+    post0 = rng.normal(size=n) + 0.3 * success
+    post1 = np.round(rng.normal(size=n) + 1.0 * success, 1)  # ties included
+    res = asv.auc_difference(post0, post1, success, trajectory=np.arange(n) // 4,
+                             n_resamples=2_000, seed=2)
+    for post, auc in ((post0, res.auc0), (post1, res.auc1)):
+        u = stats.mannwhitneyu(post[success], post[~success]).statistic
+        assert auc == pytest.approx(u / (success.sum() * (~success).sum()), abs=1e-12)
+    low, high = res.interval("difference")
+    assert low < res.difference < high and res.difference > 0
