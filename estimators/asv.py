@@ -23,10 +23,12 @@ from ._asv import (
     retry_disagreement,
     summarize,
 )
+from ._asv_trace import AsvData, from_trace
 
 __all__ = [
     "CALIBRATION_NOTE",
     "CORNERS",
+    "AsvData",
     "AsvFace",
     "AsvSummary",
     "AucDifference",
@@ -36,6 +38,7 @@ __all__ = [
     "calibration_check",
     "cyclic_layouts",
     "face",
+    "from_trace",
     "reduce_layouts",
     "retry_disagreement",
     "summarize",

@@ -12,7 +12,8 @@ MODULES = [
     "agentlog._verify", "agentlog._encoding", "agentlog.context", "agentlog.testing",
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",
     "agentlog.estimators._tuning", "agentlog.estimators._effects",
-    "agentlog.estimators.cess",
+    "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",
+    "agentlog.estimators.asv",
 ]
 
 

@@ -1,0 +1,194 @@
+"""Building ASV faces from channel Score records in traces.
+
+A channel score is an ``al.score(name, value, channel=..., layout=..., wave=...,
+transition=<window id>, state_hash=<entry or exit hash>)`` record — what an evaluator writes
+at record time (``al.last_window``) and what replay writes later. The corner of a score is
+read off its state hash: the transition's entry hash is x⁻, its exit hash x⁺. Layouts are
+reduced within channel (mean over the channel's full layout set; a missing layout leaves
+the corner incomplete), waves are kept apart.
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.estimators import asv
+    >>> @al.window("step")
+    ... def step(x: int) -> int:
+    ...     return x + 1
+    >>> with al.record("/tmp/agentlog-asv-doc.zst", seed=1, task="t"):
+    ...     _ = step(1)
+    ...     ref = al.last_window("step")
+    ...     for ch, (b, a) in {"direct": (0.1, 0.5), "quote": (0.2, 0.1)}.items():
+    ...         al.score("margin", b, channel=ch, transition=ref.id, state_hash=ref.entry_hash)
+    ...         al.score("margin", a, channel=ch, transition=ref.id, state_hash=ref.exit_hash)
+    >>> data = asv.from_trace("/tmp/agentlog-asv-doc.zst", channels=("direct", "quote"))
+    >>> [round(float(g), 12) for g in data.face().interaction]
+    [-0.5]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agentlog._reader import Trace, read
+from agentlog._records import Score
+
+from ._asv import AsvFace, face
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class AsvData:
+    """Reduced corners per transition and wave, with trajectory and target labels.
+
+    ``corners[wave]`` has shape (n_transitions, 4): F_ρ0(x−), F_ρ0(x+), F_ρ1(x−), F_ρ1(x+)
+    (NaN where incomplete). ``layouts[channel]`` lists that channel's layout set.
+    """
+
+    channels: tuple[str, str]
+    transitions: list[tuple[str, int]]  # (run id, window id)
+    window_names: list[str]
+    trajectory: NDArray[Any]  # run id per transition
+    target: NDArray[Any]  # task per transition
+    corners: dict[int, FloatArray]
+    layouts: dict[str, tuple[int, ...]]
+    per_layout: dict[tuple[int, str, int], FloatArray]  # (wave, channel, layout) -> (n, 2)
+
+    @property
+    def waves(self) -> list[int]:
+        return sorted(self.corners)
+
+    def face(self, *, wave: int | None = None, complete_only: bool = False) -> AsvFace:
+        """The face of one wave (default: the first), see ``asv.face``."""
+        w = self.waves[0] if wave is None else wave
+        if w not in self.corners:
+            raise ValueError(f"no scores for wave {w}; waves present: {self.waves}")
+        c = self.corners[w]
+        return face(c[:, 0], c[:, 1], c[:, 2], c[:, 3], complete_only=complete_only)
+
+    def wave_gains(self, channel: str) -> FloatArray:
+        """Gains of one channel in every wave, shape (n_transitions, n_waves)."""
+        j = self.channels.index(channel) * 2
+        return np.column_stack([self.corners[w][:, j + 1] - self.corners[w][:, j]
+                                for w in self.waves])
+
+
+def _traces(source: Trace | str | os.PathLike[str] | Iterable[Any]) -> list[Trace]:
+    if isinstance(source, Trace):
+        return [source]
+    if isinstance(source, str | os.PathLike):
+        p = Path(source)
+        if p.is_dir():
+            files = sorted(p.glob("*.zst"))
+            if not files:
+                raise ValueError(f"{p}: no *.zst trace files in this folder")
+            return [read(f) for f in files]
+        return [read(p)]
+    out: list[Trace] = []
+    for item in source:
+        out.extend(_traces(item))
+    return out
+
+
+def from_trace(
+    source: Trace | str | os.PathLike[str] | Sequence[Any],
+    *,
+    channels: tuple[str, str],
+    window: str | None = None,
+    score: str | None = None,
+) -> AsvData:
+    """Collect the channel scores of every transition into reduced four-corner faces.
+
+    Args:
+        source: a Trace, a trace path, a folder of traces, or a list of them.
+        channels: ``(ρ0, ρ1)``, e.g. ``("direct", "quote")``.
+        window: only transitions of windows with this name.
+        score: only Score records with this name (default: every channel score).
+    """
+    if len(channels) != 2 or channels[0] == channels[1]:
+        raise ValueError(f"`channels` must name two different channels; found {channels!r}")
+    cells: dict[tuple[int, int, str, int, int], float] = {}  # (t, wave, ch, corner, layout)
+    transitions: list[tuple[str, int]] = []
+    names: list[str] = []
+    trajectory: list[str] = []
+    target: list[str] = []
+    layouts: dict[str, set[int]] = {c: set() for c in channels}
+    seen_channels: set[str] = set()
+    for trace in _traces(source):
+        for run in trace.runs:
+            if run.start is None:
+                continue
+            index: dict[int, int] = {}
+            hashes: dict[int, tuple[bytes, bytes | None]] = {}
+            for w in run.windows:
+                if window is not None and w.name != window:
+                    continue
+                index[w.window] = len(transitions)
+                hashes[w.window] = (w.entry_hash, w.exit_hash)
+                transitions.append((run.start.run_id, w.window))
+                names.append(w.name)
+                trajectory.append(run.start.run_id)
+                target.append(run.start.task or "")
+            for rec in run.records:
+                if not isinstance(rec, Score) or rec.channel is None:
+                    continue
+                seen_channels.add(rec.channel)
+                if rec.channel not in channels or rec.transition is None:
+                    continue
+                if score is not None and rec.name != score:
+                    continue
+                if rec.transition not in index:
+                    continue  # a transition of another window
+                entry, exit_ = hashes[rec.transition]
+                if rec.state_hash == entry:
+                    corner = 0
+                elif exit_ is not None and rec.state_hash == exit_:
+                    corner = 1
+                else:
+                    raise ValueError(
+                        f"{trace.path}: score {rec.name!r} (channel {rec.channel!r}) on "
+                        f"transition {rec.transition} names state "
+                        f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
+                        "nor the exit of that window; score x− with WindowRef.entry_hash and "
+                        "x+ with WindowRef.exit_hash")
+                layout = 0 if rec.layout is None else rec.layout
+                wave = 0 if rec.wave is None else rec.wave
+                key = (index[rec.transition], wave, rec.channel, corner, layout)
+                if key in cells:
+                    raise ValueError(
+                        f"{trace.path}: transition {rec.transition} is scored twice on channel "
+                        f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
+                        f"{wave}; give repeated acquisitions distinct waves")
+                cells[key] = float(rec.value)
+                layouts[rec.channel].add(layout)
+    missing = [c for c in channels if c not in seen_channels]
+    if missing:
+        raise ValueError(f"no scores on channel(s) {missing}; channels present: "
+                         f"{sorted(seen_channels) or 'none'}")
+    if not transitions:
+        raise ValueError("no transitions" + (f" of window {window!r}" if window else ""))
+    n = len(transitions)
+    waves = sorted({k[1] for k in cells})
+    per_layout: dict[tuple[int, str, int], FloatArray] = {}
+    for (t, wave, ch, corner, layout), v in cells.items():
+        arr = per_layout.setdefault((wave, ch, layout), np.full((n, 2), np.nan))
+        arr[t, corner] = v
+    corners: dict[int, FloatArray] = {}
+    for wave in waves:
+        cols = []
+        for ch in channels:
+            stack = np.stack([per_layout.get((wave, ch, lay), np.full((n, 2), np.nan))
+                              for lay in sorted(layouts[ch])])
+            cols.append(stack.mean(axis=0))  # NaN when any layout is missing: incomplete
+        corners[wave] = np.column_stack([cols[0], cols[1]])
+    return AsvData(
+        channels=(channels[0], channels[1]), transitions=transitions, window_names=names,
+        trajectory=np.asarray(trajectory), target=np.asarray(target), corners=corners,
+        layouts={c: tuple(sorted(v)) for c, v in layouts.items()}, per_layout=per_layout,
+    )
