@@ -1,4 +1,5 @@
-"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``).
+"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``),
+and the ``estimate`` sub-app (``_estimate``: one command per estimator).
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from ._demo import demo_command
+from ._estimate import estimate_app
 from ._inspect import inspect_command
 from ._verify_cmd import verify_command
 
@@ -22,6 +24,7 @@ app = typer.Typer(
 app.command("demo")(demo_command)
 app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)
+app.add_typer(estimate_app, name="estimate")
 
 
 def main() -> None:

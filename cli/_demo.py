@@ -1,7 +1,9 @@
-"""``agentlog demo``: record the bundled deep-research agent, then inspect and verify it.
+"""``agentlog demo``: record the bundled deep-research agent, inspect and verify it, and
+compare its Opened Mean with CESS against the known pool target θ*.
 
 No network, no API key, a second or two. ``run_demo`` returns a JSON-ready summary dict
-(``summarize_study`` builds it from the trace files alone, never from in-memory results);
+(``summarize_study`` builds it from the trace files alone, never from in-memory results;
+``summarize_cess_demo`` adds the ``"cess"`` key from the traces and the generated pools);
 ``render_demo`` draws it section by section, so that new sections (estimators) slot in
 as a key and a renderer.
 """
@@ -36,6 +38,14 @@ from ._verify_cmd import verify_file
 
 DEFAULT_OUT = Path("agentlog-demo")
 DEFAULT_RANKINGS = ("agent", "reversed")
+DEMO_BUDGET = 4  # K: documents opened at most
+DEMO_POOL_SEED = 0
+DEMO_CANDIDATES = 30
+# The demo's CESS: clip the raw correction, then shrink it halfway toward the pool prediction
+# (papers/003 eq. 13, the public-agent configuration), fixed before any outcome is seen.
+DEMO_LAM = 0.5
+DEMO_ORDER = "clip-then-shrink"
+CESS_METHODS = (("opened_mean", "Opened Mean"), ("dr_raw", "raw DR"), ("cess", "CESS"))
 
 
 def _ranking_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,6 +120,63 @@ def summarize_study(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def summarize_cess_demo(
+    paths: Sequence[Path],
+    tasks: Sequence[str],
+    *,
+    pool_seed: int = DEMO_POOL_SEED,
+    n_candidates: int = DEMO_CANDIDATES,
+    budget: int = DEMO_BUDGET,
+) -> dict[str, Any]:
+    """Opened Mean, raw DR and CESS (eq. 13, λ = 0.5) of the demo traces against θ*.
+
+    The outcomes and predictions come from the generated pools (``make_pool``), keyed by
+    (task, candidate id), so each run's pool is its task's whole pool and θ* is known.
+    MAE is averaged within each question, then over questions; the ranking sensitivity S
+    (papers/003 eq. 16) averages each (question, ranking)'s runs first, then takes
+    |first ranking − second ranking| per question and averages over questions.
+    """
+    # Both imported here: the example registers its windows by name (see run_demo), and
+    # the estimators are not needed to start the CLI. (mypy sees examples/ and estimators/
+    # as top-level packages, hence the ignores.)
+    from agentlog.estimators import cess  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+        make_pool,
+    )
+
+    outcomes: dict[tuple[str, str], float] = {}
+    predictions: dict[tuple[str, str], float] = {}
+    for task in tasks:
+        pool = make_pool(task, n_candidates, seed=pool_seed)
+        for cid, y, m in zip(pool.ids, pool.y, pool.prediction, strict=True):
+            outcomes[(task, cid)] = y
+            predictions[(task, cid)] = m
+    data = cess.from_trace(list(paths), outcomes=outcomes, predictions=predictions,
+                           budget=budget)
+    res = data.estimate(lam=DEMO_LAM, order=DEMO_ORDER)
+    values = {"opened_mean": res.opened_mean, "dr_raw": res.dr_raw, "cess": res.estimate}
+    condition = np.array([str(c) for c in data.condition])
+    question = np.array([str(c) for c in data.cluster])
+    rankings = list(dict.fromkeys(condition.tolist()))
+    mae: dict[str, dict[str, float]] = {}
+    for ranking in rankings:
+        rows = condition == ranking
+        mae[ranking] = {key: float(cess.mae(v[rows], data.theta_star[rows],
+                                            question=question[rows]))
+                        for key, v in values.items()}
+    sensitivity: dict[str, float] | None = None
+    if len(rankings) == 2:
+        sensitivity = {key: float(cess.ranking_sensitivity(
+            v, question=question, ranking=condition, pro=rankings[0], anti=rankings[1]))
+            for key, v in values.items()}
+    return {
+        "lam": DEMO_LAM, "order": DEMO_ORDER, "budget": budget,
+        "formula": "Π[m̄ + λ(Π[raw DR] − m̄)] (papers/003 eq. 13)",
+        "runs": len(data), "rankings": rankings, "mae": mae, "sensitivity": sensitivity,
+        "median_ess": float(np.median(res.ess)), "note": cess.THEOREM_2_NOTE,
+    }
+
+
 def run_demo(
     out: Path = DEFAULT_OUT,
     *,
@@ -129,10 +196,13 @@ def run_demo(
         task_ids,
     )
 
+    task_list: list[str] = task_ids(tasks)
     paths: list[Path] = run_study(
-        out, tasks=task_ids(tasks), rankings=rankings, seeds=range(seeds)
+        out, tasks=task_list, rankings=rankings, seeds=range(seeds), budget=DEMO_BUDGET,
+        n_candidates=DEMO_CANDIDATES, pool_seed=DEMO_POOL_SEED,
     )
     summary = summarize_study(paths)
+    summary["cess"] = summarize_cess_demo(paths, task_list)
     first = short_path(paths[0])
     summary["out"] = str(out)
     summary["design"] = {"tasks": tasks, "seeds": seeds, "rankings": list(rankings)}
@@ -171,11 +241,33 @@ def _render_rankings(summary: dict[str, Any], console: Console) -> None:
                   "with the evidence score.[/]")
 
 
+def _render_cess(summary: dict[str, Any], console: Console) -> None:
+    c = summary.get("cess")
+    if not c:
+        return
+    cols = [title for _, title in CESS_METHODS]
+    t = table(f"Opened Mean vs CESS against θ* (papers/003, K = {c['budget']})", ["", *cols],
+              right=cols)
+    for ranking in c["rankings"]:
+        t.add_row(f"MAE · {escape(ranking)}",
+                  *(f"{c['mae'][ranking][key]:.3f}" for key, _ in CESS_METHODS))
+    if c["sensitivity"] is not None:
+        a, b = c["rankings"]
+        t.add_row(f"ranking sensitivity S ({escape(a)} vs {escape(b)})",
+                  *(f"{c['sensitivity'][key]:.3f}" for key, _ in CESS_METHODS))
+    console.print(t)
+    console.print(f"[dim]CESS = {escape(c['formula'])}: clip the raw correction, then shrink "
+                  f"it toward the pool prediction with λ = {c['lam']:g}, fixed before any "
+                  "outcome is seen. S (eq. 16) averages each question's runs per ranking, "
+                  "then |difference| per question, then over questions.[/]")
+    console.print(f"[dim]{escape(c['note'])}[/]")
+
+
 def _render_next(summary: dict[str, Any], console: Console) -> None:
     console.print("Next: " + "  ·  ".join(f"[bold]{escape(c)}[/]" for c in summary["next"]))
 
 
-SECTIONS = (_render_totals, _render_rankings, _render_next)
+SECTIONS = (_render_totals, _render_rankings, _render_cess, _render_next)
 
 
 def render_demo(summary: dict[str, Any], console: Console) -> None:

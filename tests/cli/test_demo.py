@@ -47,6 +47,11 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     assert rows["agent"]["mae"] >= 0 and rows["agent"]["opened_mean"] > rows["reversed"][
         "opened_mean"]
     assert summary["next"][1].startswith("agentlog verify")
+    c = summary["cess"]
+    assert (c["lam"], c["order"], c["budget"], c["runs"]) == (0.5, "clip-then-shrink", 4, 8)
+    assert c["rankings"] == ["agent", "reversed"] and set(c["mae"]) == {"agent", "reversed"}
+    assert set(c["mae"]["agent"]) == set(c["sensitivity"]) == {"opened_mean", "dr_raw", "cess"}
+    assert "Theorem 2" in c["note"]
 
 
 def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
@@ -54,7 +59,10 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
     result = invoke("demo", "--out", out, "--tasks", "1", "--seeds", "1")
     assert result.exit_code == 0, result.output
     for text in ("Traces", "2 ok", "Opened Mean vs the pool target", "agent", "reversed",
-                 "selection bias", "agentlog inspect", "agentlog verify"):
+                 "selection bias", "Opened Mean vs CESS against θ*", "MAE · agent",
+                 "MAE · reversed", "ranking sensitivity S (agent vs reversed)", "raw DR",
+                 "λ = 0.5", "eq. 13", "clip the raw correction", "not a policy effect",
+                 "agentlog inspect", "agentlog verify"):
         assert text in result.stdout
 
 
@@ -67,6 +75,26 @@ def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
     assert summary["totals"]["files"] == 4 * 2 * 3
     assert all(al.verify(f["path"]).ok for f in summary["files"])
     assert elapsed < 15, f"the default demo took {elapsed:.1f} s"
+
+
+def test_the_default_demo_shows_cess_closer_to_theta_star_and_steadier_across_rankings(
+    tmp_path: Path,
+) -> None:
+    """What the demo is for: on its seeded study CESS beats the Opened Mean on both counts."""
+    c = run_demo(tmp_path / "demo")["cess"]
+    for ranking in ("agent", "reversed"):
+        assert c["mae"][ranking]["cess"] < c["mae"][ranking]["opened_mean"]
+    s = c["sensitivity"]
+    assert s["cess"] < s["dr_raw"] < s["opened_mean"]
+
+
+def test_the_demo_with_one_ranking_has_no_sensitivity(tmp_path: Path) -> None:
+    summary = run_demo(tmp_path / "demo", tasks=1, seeds=1, rankings=("agent",))
+    assert summary["cess"]["sensitivity"] is None and list(summary["cess"]["mae"]) == ["agent"]
+    console = Console(record=True, width=200)
+    render_demo(summary, console)
+    text = console.export_text()
+    assert "MAE · agent" in text and "ranking sensitivity" not in text
 
 
 def test_render_demo_draws_every_section_of_a_summary(tmp_path: Path) -> None:

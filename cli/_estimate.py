@@ -1,0 +1,390 @@
+"""``agentlog estimate ...``: estimators over recorded traces (``estimate cess`` so far).
+
+``estimate`` is a typer sub-app: each estimator is one command on ``estimate_app``.
+``summarize_cess`` builds the JSON-ready dict (the ``--json`` output), ``render_cess``
+draws it and ``plot_cess_budgets`` draws MAE across budgets (papers/003 Figure 3).
+
+Example::
+
+    $ agentlog demo --out runs/
+    $ agentlog estimate cess runs/ --outcomes y.csv --predictions m.csv --plot budgets.png
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import agentlog as al
+
+from ._inspect import table
+from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, read_trace, stdout
+from ._verify_cmd import expand
+
+# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
+# estimator objects are typed Any here (as the example agent is in _demo).
+CessData = Any
+CessResult = Any
+
+estimate_app = typer.Typer(
+    name="estimate",
+    help="Estimators over recorded traces (papers/003: CESS).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ORDERS = ("shrink-then-clip", "clip-then-shrink")
+ANCHORS = ("prediction", "opened")
+METHODS = (  # (JSON key, column title, CessResult attribute)
+    ("opened_mean", "Opened Mean", "opened_mean"),
+    ("outcome_regression", "OR", "outcome_regression"),
+    ("ipw", "IPW", "ipw"),
+    ("dr_raw", "DR (raw)", "dr_raw"),
+    ("cess", "CESS", "estimate"),
+)
+NO_CONDITION = "-"
+
+
+def formula(order: str, anchor: str) -> str:
+    """The CESS variant in the paper's notation, with its equation number."""
+    base = "m̄" if anchor == "prediction" else "ō"
+    if order == "clip-then-shrink":
+        eq = " (eq. 13)" if anchor == "prediction" else " (eq. 12)"
+        return f"Π[{base} + λ(Π[DR] − {base})]{eq}"
+    return f"Π[{base} + λ(DR − {base})]" + (" (eq. 9)" if anchor == "prediction" else "")
+
+
+def fmt3(x: float | None) -> str:
+    """A value on the [-1, 1] evidence scale, three decimals ("-" when unknown)."""
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _traces(paths: Sequence[Path]) -> list[al.Trace]:
+    if not paths:
+        raise BadInput("no traces given; pass trace files or the folder you recorded into")
+    out = []
+    for path in expand(list(paths)):
+        if path.is_dir():
+            raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
+                           "the folder you recorded them into")
+        out.append(read_trace(path))
+    return out
+
+
+def cess_module() -> Any:
+    """``agentlog.estimators.cess``, imported on first use (it is not needed to start the CLI)."""
+    from agentlog.estimators import cess  # type: ignore[import-not-found,unused-ignore]
+
+    return cess
+
+
+def _table(path: Path, what: str) -> dict[Any, float]:
+    if not path.exists():
+        raise BadInput(f"{path}: no such file; pass the {what} table (CSV, JSON lines or "
+                       "Parquet with candidate_id[, task] and a value column)")
+    try:
+        values: dict[Any, float] = cess_module().load_table(path)
+        return values
+    except al.MissingDependencyError as exc:
+        raise BadInput(str(exc)) from exc
+    except ValueError as exc:
+        raise BadInput(f"{exc} (the {what} table)") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot be read as the {what} table ({exc}); pass a CSV, "
+                       "JSON lines or Parquet file") from exc
+
+
+def default_budget(traces: Sequence[al.Trace], stream: str) -> tuple[int, str]:
+    """``K`` when none is given: the budget every run recorded in its meta, else the longest run."""
+    recorded = {r.start.meta.get("budget") for t in traces for r in t.runs if r.start is not None}
+    if len(recorded) == 1:
+        (k,) = recorded
+        if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+            return k, "recorded in the runs' meta"
+    longest = 0
+    for t in traces:
+        counts: dict[int, int] = {}
+        for s in t.selections(stream):
+            counts[s.run] = counts.get(s.run, 0) + 1
+        longest = max([longest, *counts.values()])
+    return max(longest, 1), "the longest run"
+
+
+def _mae(estimates: Any, truth: Any, cluster: Sequence[Any]) -> float:
+    # Errors averaged within each question (cluster), then questions weighted equally
+    # (papers/003 Appendix F).
+    return float(cess_module().mae(estimates, truth, question=[str(c) for c in cluster]))
+
+
+def _group_summary(
+    data: CessData, res: CessResult, rows: np.ndarray[Any, np.dtype[np.intp]], label: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"condition": label, "runs": len(rows)}
+    for key, _, attr in METHODS:
+        out[key] = _finite(float(np.mean(getattr(res, attr)[rows])))
+    out["median_ess"] = _finite(float(np.median(res.ess[rows])))
+    theta = data.theta_star[rows]
+    known = bool(np.isfinite(theta).all())
+    out["theta_star"] = _finite(float(theta.mean())) if known else None
+    cluster = [data.cluster[i] if data.cluster[i] is not None else data.run_id[i] for i in rows]
+    out["mae"] = ({key: _mae(getattr(res, attr)[rows], theta, cluster)
+                   for key, _, attr in METHODS} if known else None)
+    rho = data.rho[rows]
+    if (rho > 0).any():
+        low, high = res.support_low[rows], res.support_high[rows]
+        out["support"] = {
+            "mean_rho": float(rho.mean()),
+            "runs_with_rho": int((rho > 0).sum()),
+            "low": float(low.mean()),
+            "high": float(high.mean()),
+            "covers_theta_star": (int(((low <= theta) & (theta <= high)).sum())
+                                  if known else None),
+        }
+    else:
+        out["support"] = None
+    return out
+
+
+def summarize_cess(data: CessData, res: CessResult) -> dict[str, Any]:
+    """Per-run and per-condition numbers of one CESS estimate (JSON-ready)."""
+    runs = []
+    for i in range(len(data)):
+        runs.append({
+            "run_id": data.run_id[i], "path": data.path[i], "task": data.task[i],
+            "system": data.system[i], "condition": data.condition[i], "seed": data.seed[i],
+            "cluster": data.cluster[i], "replicate": data.replicate[i],
+            "rounds": int(res.n_rounds[i]), "n_pool": int(data.n_pool[i]),
+            "m_bar": float(data.m_bar[i]), "rho": float(data.rho[i]),
+            "theta_star": _finite(float(data.theta_star[i])),
+            **{key: _finite(float(getattr(res, attr)[i])) for key, _, attr in METHODS},
+            "ess": _finite(float(res.ess[i])), "max_weight": _finite(float(res.max_weight[i])),
+            "min_ps": _finite(float(res.min_ps[i])),
+            "support_low": _finite(float(res.support_low[i])),
+            "support_high": _finite(float(res.support_high[i])),
+        })
+    labels = [c if c is not None else NO_CONDITION for c in data.condition]
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(labels):
+        groups.setdefault(c, []).append(i)
+    conditions = [_group_summary(data, res, np.asarray(ix, dtype=np.intp), c)
+                  for c, ix in groups.items()]
+    if len(groups) > 1:
+        conditions.append(_group_summary(data, res, np.arange(len(data), dtype=np.intp),
+                                         "all"))
+    return {
+        "conditions": conditions,
+        "runs": runs,
+        "theta_star_known": data.has_theta_star,
+        "runs_without_theta_star": int((~np.isfinite(data.theta_star)).sum()),
+        "note": res.note,
+    }
+
+
+def render_cess(summary: dict[str, Any], console: Console) -> None:
+    """Draw a ``cess`` summary: estimates per condition, MAE against θ*, notes."""
+    s = summary["settings"]
+    console.print(
+        f"CESS on {len(summary['runs'])} runs from {len(s['traces'])} trace file(s): "
+        f"K = {s['budget']} ({escape(s['budget_source'])}), λ = {s['lam']:g}, "
+        f"{escape(formula(s['order'], s['anchor']))}, streams "
+        f"{escape(s['stream'])!s}/{escape(str(s['stop_stream']))}"
+    )
+    conds = summary["conditions"]
+    any_support = any(c["support"] for c in conds)
+    names = ["runs", *(title for _, title, _ in METHODS), "median ESS"]
+    extra = ["mean ρ", "support interval"] if any_support else []
+    t = table("CESS estimates by condition (mean over runs; papers/003)",
+              ["condition", *names, *extra], right=[*names, "mean ρ"])
+    for c in conds:
+        row = [escape(c["condition"]), str(c["runs"]),
+               *(fmt3(c[key]) for key, _, _ in METHODS), fmt_num(c["median_ess"], 3)]
+        if any_support:
+            sup = c["support"]
+            row += (["0", "-"] if sup is None else
+                    [fmt_num(sup["mean_rho"], 3),
+                     f"[{sup['low']:.3f}, {sup['high']:.3f}]"])
+        t.add_row(*row)
+    console.print(t)
+    if summary["theta_star_known"]:
+        cols = ["θ*", *(title for _, title, _ in METHODS)]
+        cover = ["θ* in interval"] if any_support else []
+        m = table("MAE against the pool target θ* (within question, then over questions)",
+                  ["condition", *cols, *cover], right=[*cols, *cover])
+        for c in conds:
+            row = [escape(c["condition"]), fmt3(c["theta_star"]),
+                   *(fmt3(c["mae"][key]) for key, _, _ in METHODS)]
+            if any_support:
+                sup = c["support"]
+                row.append("-" if sup is None else f"{sup['covers_theta_star']}/{c['runs']}")
+            m.add_row(*row)
+        console.print(m)
+    else:
+        console.print(f"[dim]θ* unknown for {summary['runs_without_theta_star']} run(s): the "
+                      "outcomes do not cover their whole pool, so there is no MAE.[/]")
+    if any_support:
+        console.print("[yellow]Some runs gave zero probability to part of the pool (ρ > 0): "
+                      "their point estimates target the reachable mean θ+; the support "
+                      "interval (eq. 10) is what they say about θ*.[/]")
+    for w in summary["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+    if summary.get("plot"):
+        console.print(f"Wrote {escape(summary['plot'])} (MAE across budgets 1..{s['budget']})")
+    console.print(f"[dim]{escape(summary['note'])}[/]")
+
+
+def budget_curve(
+    build: Callable[[int], CessData], budget: int, estimate_kwargs: dict[str, Any]
+) -> dict[str, list[float]]:
+    """MAE of Opened Mean and CESS at budgets 1..K, each from its own prefix (Figure 3)."""
+    curve: dict[str, list[float]] = {"budget": [], "opened_mean": [], "cess": []}
+    for k in range(1, budget + 1):
+        data = build(k)
+        res = data.estimate(**estimate_kwargs)
+        clusters = [c if c is not None else r for c, r in zip(data.cluster, data.run_id,
+                                                               strict=True)]
+        curve["budget"].append(k)
+        curve["opened_mean"].append(_mae(res.opened_mean, data.theta_star, clusters))
+        curve["cess"].append(_mae(res.estimate, data.theta_star, clusters))
+    return curve
+
+
+def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) -> None:
+    """Draw MAE across budgets (papers/003 Figure 3 style) into ``path``."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise al.MissingDependencyError(
+            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
+        ) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks, om, ce = curve["budget"], curve["opened_mean"], curve["cess"]
+    fig, ax = plt.subplots(figsize=(6.0, 3.8), dpi=120)
+    try:
+        ax.plot(ks, om, marker="o", color="#888888", label="Opened Mean")
+        ax.plot(ks, ce, marker="s", color="#1f6fb4", label="CESS")
+        for k, a, b in zip(ks, om, ce, strict=True):
+            if a > 0:
+                ax.annotate(f"{(b - a) / a:+.0%}", (k, b), textcoords="offset points",
+                            xytext=(0, -14), ha="center", fontsize=8, color="#1f6fb4")
+        ax.set_xlabel("budget K (rounds)")
+        ax.set_ylabel("MAE against θ*")
+        ax.set_xticks(ks)
+        ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
+@estimate_app.command("cess")
+def cess_command(
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    outcomes: Annotated[Path, typer.Option(
+        "--outcomes", help="Evidence scores Y: CSV, JSON lines or Parquet with candidate_id"
+        "[, task] and a value column (y, value, outcome, prediction or m).",
+        show_default=False)],
+    predictions: Annotated[Path, typer.Option(
+        "--predictions", help="Outcome-model predictions m for every candidate of the pool "
+        "(same format).", show_default=False)],
+    lam: Annotated[float, typer.Option("--lam", min=0.0, max=1.0,
+                                       help="Shrinkage λ in [0, 1].")] = 0.5,
+    order: Annotated[str, typer.Option(
+        "--order", help="clip-then-shrink (eq. 13) or shrink-then-clip (eq. 9).")
+    ] = "clip-then-shrink",
+    anchor: Annotated[str, typer.Option(
+        "--anchor", help="Shrink toward the pool prediction m̄ ('prediction') or the Opened "
+        "Mean ('opened', eq. 12).")] = "prediction",
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=1, help="K, the maximum budget (default: the budget recorded in the "
+        "runs' meta, else the longest run).", show_default=False)] = None,
+    stream: Annotated[str, typer.Option("--stream", help="The al.select stream of document "
+                                        "choices.")] = "doc",
+    stop_stream: Annotated[str, typer.Option(
+        "--stop-stream", help="The al.proceed stream of stop decisions ('' for fixed-length "
+        "search).")] = "stop",
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
+                                              )] = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write MAE of Opened Mean and CESS across budgets 1..K to this PNG "
+        "(needs matplotlib and outcomes for the whole pool).", show_default=False)] = None,
+) -> None:
+    """CESS estimates of the candidate-pool conclusion θ* from recorded runs (papers/003)."""
+    cess = cess_module()
+    if order not in ORDERS:
+        fail(f"--order must be one of {', '.join(ORDERS)}; found {order!r}")
+    if anchor not in ANCHORS:
+        fail(f"--anchor must be one of {', '.join(ANCHORS)}; found {anchor!r}")
+    try:
+        loaded = _traces(traces)
+        y = _table(outcomes, "outcomes")
+        m = _table(predictions, "predictions")
+    except BadInput as exc:
+        fail(f"agentlog estimate cess: {exc}")
+    k, source = (budget, "--budget") if budget is not None else default_budget(loaded, stream)
+    stop = stop_stream or None
+
+    def build(kk: int) -> CessData:
+        return cess.from_trace(loaded, outcomes=y, predictions=m, stream=stream,
+                               stop_stream=stop, budget=kk)
+
+    kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        try:
+            data = build(k)
+        except (ValueError, al.TraceFormatError) as exc:
+            fail(f"agentlog estimate cess: {exc}")
+        if plot is not None and not data.has_theta_star:
+            missing = int((~np.isfinite(data.theta_star)).sum())
+            fail(f"agentlog estimate cess: --plot {plot} needs θ*, i.e. outcomes for the "
+                 f"whole pool of every run; {missing} of {len(data)} runs lack some (see "
+                 f"{outcomes}). Add the missing outcomes, or drop --plot")
+        res = data.estimate(**kwargs)
+        curve = None
+        if plot is not None:
+            curve = budget_curve(build, k, kwargs)
+    caught = list(dict.fromkeys(str(w.message) for w in records))
+    if plot is not None and curve is not None:
+        try:
+            plot_cess_budgets(curve, plot, title=f"MAE across budgets · λ = {lam:g}, "
+                              f"{formula(order, anchor)}")
+        except al.MissingDependencyError as exc:
+            fail(f"agentlog estimate cess: {exc}")
+        except OSError as exc:
+            fail(f"agentlog estimate cess: {plot}: cannot write the plot "
+                 f"({exc.strerror or exc}); pass a writable path")
+    summary = summarize_cess(data, res)
+    summary["settings"] = {
+        "traces": [t.path for t in loaded], "outcomes": str(outcomes),
+        "predictions": str(predictions), "budget": k, "budget_source": source, "lam": lam,
+        "order": order, "anchor": anchor, "formula": formula(order, anchor),
+        "stream": stream, "stop_stream": stop,
+    }
+    summary["warnings"] = caught
+    summary["plot"] = str(plot) if plot is not None else None
+    if curve is not None:
+        summary["budget_curve"] = curve
+    if json_output:
+        print_json(summary)
+    else:
+        render_cess(summary, stdout())
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,689 @@
+"""CESS arrays from recorded traces: ``from_trace`` and the outcome/prediction tables.
+
+``cess.estimate`` works on arrays; this module builds them from what ``al.select`` and
+``al.proceed`` logged (papers/003 eq. 5): per run, the t-th ``Selection`` of the document
+stream is round t, ``p_t`` is the logged probability of the chosen candidate and
+``s_t = Π(1 − c_k)`` is the product of the continue probabilities ``p`` of every
+``Continuation`` of the stop stream logged before that selection (so ``c_1 = 0`` when
+nothing precedes the first selection). Evidence scores ``Y`` and predictions ``m`` come
+from tables keyed by candidate id (or by ``(task, candidate_id)``).
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.estimators import cess
+    >>> with al.record("/tmp/agentlog-cess-trace-doctest.zst", system="s", seed=1, task="q"):
+    ...     i = al.select([0.5, 0.25, 0.25], candidates=["a", "b", "c"], name="doc")
+    >>> data = cess.from_trace("/tmp/agentlog-cess-trace-doctest.zst",
+    ...                        outcomes={"a": 0.4, "b": -0.2, "c": 0.1},
+    ...                        predictions={"a": 0.2, "b": 0.0, "c": 0.1}, budget=1)
+    >>> data.y.shape, round(float(data.m_bar[0]), 9), round(float(data.theta_star[0]), 9)
+    ((1, 1), 0.1, 0.1)
+    >>> eq6 = data.m_bar + (data.y[:, 0] - data.m_chosen[:, 0]) / (3 * data.p[:, 0])  # K = 1
+    >>> bool(abs(data.estimate(lam=1.0).dr_raw[0] - eq6[0]) < 1e-12)
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+from numpy.typing import NDArray
+
+from agentlog._errors import MissingDependencyError
+from agentlog._reader import Trace, read
+from agentlog._records import Continuation, RunStart, Selection
+
+from ._cess import CessResult, estimate, support_from_vectors
+
+__all__ = ["CessData", "from_trace", "load_table"]
+
+FloatArray = NDArray[np.float64]
+TraceInput = Trace | str | os.PathLike[str]
+ID_COLUMN = "candidate_id"
+TASK_COLUMN = "task"
+VALUE_COLUMNS = ("y", "value", "outcome", "prediction", "m")
+
+_ids_decoder = msgspec.msgpack.Decoder(list[Any])
+
+
+# -- the result ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class CessData:
+    """The CESS arrays of a set of recorded runs, one row per run (papers/003 eq. 5-6).
+
+    Attributes:
+        y, p, s, m_chosen: shape ``(n_runs, budget)``: per round the evidence score of the
+            selected document, its logged selection probability ``p_t``, the survival
+            probability ``s_t`` and its prediction ``m_{J_t}``; NaN after the last round.
+        m_bar: the mean prediction over the pool (over the reachable pool D+ when ρ > 0).
+        n_pool: the pool size ``N`` (``|D+|`` when ρ > 0).
+        rho: the inaccessible mass ``ρ = 1 − |D+|/N`` (eq. 10), 0 when every candidate of
+            the pool had positive probability in some logged vector within the budget.
+        theta_star: ``θ* = (1/N) Σ Y_i`` over the whole pool, NaN unless the outcomes
+            cover every candidate of the pool.
+        run_id, path, task, system, seed: where each row comes from.
+        condition: ``meta["ranking"]`` when recorded, else ``meta.get("condition")``.
+        cluster: ``meta["cluster"]``, else the task (the unit of clustered resampling).
+        replicate: ``meta.get("replicate")``.
+        budget: ``K``, the number of columns.
+        stream, stop_stream: the streams the rows were built from.
+    """
+
+    y: FloatArray
+    p: FloatArray
+    s: FloatArray
+    m_chosen: FloatArray
+    m_bar: FloatArray
+    n_pool: NDArray[np.int64]
+    rho: FloatArray
+    theta_star: FloatArray
+    run_id: tuple[str, ...]
+    path: tuple[str, ...]
+    task: tuple[str | None, ...]
+    system: tuple[str | None, ...]
+    condition: tuple[str | None, ...]
+    seed: tuple[int | None, ...]
+    cluster: tuple[str | None, ...]
+    replicate: tuple[Any, ...]
+    budget: int
+    stream: str = "doc"
+    stop_stream: str | None = "stop"
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def n_rounds(self) -> NDArray[np.int64]:
+        """Observed rounds ``T`` per run (within the budget)."""
+        counts: NDArray[np.int64] = (~np.isnan(self.y)).sum(axis=1).astype(np.int64)
+        return counts
+
+    @property
+    def has_theta_star(self) -> bool:
+        """True when θ* is known for every run (the outcomes cover each whole pool)."""
+        return bool(len(self)) and bool(np.isfinite(self.theta_star).all())
+
+    def estimate(self, **kwargs: Any) -> CessResult:
+        """``cess.estimate`` on these arrays.
+
+        ``budget`` defaults to ``self.budget`` (a smaller one is a prefix analysis) and
+        ``rho`` to ``self.rho`` when some run reaches only part of its pool, which adds the
+        eq. 10 interval (and a ``DegenerateDataWarning``). Every other keyword (``lam``,
+        ``order``, ``anchor``, ``bounds``) goes to ``cess.estimate`` unchanged.
+        """
+        kwargs.setdefault("budget", self.budget)
+        if "rho" not in kwargs and (self.rho > 0).any():
+            kwargs["rho"] = self.rho
+        return estimate(self.y, self.p, self.s, self.m_chosen, self.m_bar, self.n_pool,
+                        **kwargs)
+
+
+# -- tables ------------------------------------------------------------------------------
+
+
+class _Table:
+    """Values keyed by candidate id, or by (task, candidate id) when ``tasks`` is set."""
+
+    def __init__(self, values: Mapping[Any, float], what: str) -> None:
+        self.what = what
+        keyed_by_task = [isinstance(k, tuple) for k in values]
+        if any(keyed_by_task) and not all(keyed_by_task):
+            raise ValueError(
+                f"`{what}` mixes (task, candidate_id) keys with plain candidate ids; key every "
+                "entry by candidate id, or every entry by (task, candidate_id)"
+            )
+        self.by_task: dict[Any, dict[Any, float]] | None = None
+        self.flat: dict[Any, float] = {}
+        if values and all(keyed_by_task):
+            self.by_task = {}
+            for key, v in values.items():
+                if len(key) != 2:
+                    raise ValueError(f"`{what}` keys must be (task, candidate_id) pairs; "
+                                     f"found {key!r}")
+                self.by_task.setdefault(key[0], {})[key[1]] = _number(v, what, key)
+        else:
+            self.flat = {k: _number(v, what, k) for k, v in values.items()}
+
+    def of(self, task: str | None, where: str) -> dict[Any, float]:
+        if self.by_task is None:
+            return self.flat
+        if task is None:
+            raise ValueError(
+                f"{where}: the run has no task, but `{self.what}` is keyed by (task, "
+                "candidate_id); record runs with al.record(task=...) or pass a table "
+                "without a task column"
+            )
+        return self.by_task.get(task, {})
+
+
+def _number(v: Any, what: str, key: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+        raise ValueError(f"`{what}` must map candidate ids to numbers; found {v!r} for {key!r}")
+    return float(v)
+
+
+def _lookup(values: Mapping[Any, float], cid: Any) -> float | None:
+    v = values.get(cid)
+    if v is None and not isinstance(cid, str):
+        # Tables read from CSV hold ids as text; a trace may log them as ints.
+        v = values.get(str(cid))
+    return v
+
+
+def _as_table(obj: Any, what: str) -> _Table:
+    if isinstance(obj, _Table):
+        return obj
+    if isinstance(obj, str | os.PathLike):
+        return _Table(load_table(obj), what)
+    columns: Mapping[str, Any] | None = None
+    if hasattr(obj, "to_pydict"):  # a pyarrow Table
+        columns = obj.to_pydict()
+    elif hasattr(obj, "columns") and hasattr(obj, "to_dict"):  # a pandas DataFrame
+        columns = obj.to_dict("list")
+    elif isinstance(obj, Mapping) and _is_column(obj.get(ID_COLUMN)):
+        columns = obj
+    if columns is not None:
+        return _Table(_from_columns(dict(columns), value_column=None, where=f"`{what}`"), what)
+    if not isinstance(obj, Mapping):
+        raise ValueError(
+            f"`{what}` must be a mapping candidate_id -> value (or (task, candidate_id) -> "
+            f"value), a table with a {ID_COLUMN!r} column, or a file path; found "
+            f"{type(obj).__name__}"
+        )
+    return _Table(obj, what)
+
+
+def _is_column(v: Any) -> bool:
+    return isinstance(v, Sequence | np.ndarray) and not isinstance(v, str | bytes)
+
+
+def _from_columns(
+    columns: dict[str, Any], *, value_column: str | None, where: str
+) -> dict[Any, float]:
+    names = list(columns)
+    if ID_COLUMN not in columns:
+        raise ValueError(
+            f"{where}: no {ID_COLUMN!r} column (found {names}); name the column holding the "
+            "candidate ids candidate_id"
+        )
+    if value_column is not None:
+        if value_column not in columns:
+            raise ValueError(f"{where}: no column {value_column!r} (found {names}); pass "
+                             "the name of the value column")
+        value = value_column
+    else:
+        found = [c for c in VALUE_COLUMNS if c in columns]
+        if len(found) != 1:
+            what = "no value column" if not found else f"several value columns {found}"
+            raise ValueError(
+                f"{where}: {what} among {names}; expected exactly one of "
+                f"{', '.join(VALUE_COLUMNS)}, or pass value_column= (--value-column)"
+            )
+        value = found[0]
+    ids = list(columns[ID_COLUMN])
+    tasks = list(columns[TASK_COLUMN]) if TASK_COLUMN in columns else None
+    raw = list(columns[value])
+    out: dict[Any, float] = {}
+    for row, (cid, v) in enumerate(zip(ids, raw, strict=True), start=1):
+        if cid is None or cid == "":
+            raise ValueError(f"{where}: row {row} has no {ID_COLUMN}; every row needs one")
+        key = cid if tasks is None else (tasks[row - 1], cid)
+        if key in out:
+            label = f"candidate_id {cid!r}" + ("" if tasks is None else
+                                               f" in task {tasks[row - 1]!r}")
+            raise ValueError(
+                f"{where}: duplicate {label} (row {row}); keep one row per candidate"
+                + ("" if tasks is not None else
+                   ", or add a task column when ids repeat across tasks")
+            )
+        out[key] = _parse_value(v, where, row, value)
+    return out
+
+
+def _parse_value(v: Any, where: str, row: int, column: str) -> float:
+    if v is None:
+        return math.nan
+    if isinstance(v, str):
+        text = v.strip()
+        if text == "" or text.lower() in ("nan", "na", "null"):
+            return math.nan
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    elif isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError(
+        f"{where}: row {row}: {column} must be a number; found {v!r}. Write numbers (leave the "
+        "cell empty for an unknown value)"
+    )
+
+
+def load_table(
+    path: str | os.PathLike[str], *, value_column: str | None = None
+) -> dict[Any, float]:
+    """Read a table of candidate values from CSV, JSON lines or Parquet.
+
+    The table has a ``candidate_id`` column, an optional ``task`` column (needed when ids
+    repeat across tasks) and one value column: ``y``, ``value``, ``outcome``, ``prediction``
+    or ``m``, or the one named by ``value_column``. Empty cells and nulls read as NaN
+    (unknown). The format follows the extension: ``.csv``; ``.jsonl``, ``.ndjson`` or
+    ``.json`` (one object per line); ``.parquet`` or ``.pq`` (needs pyarrow).
+
+    Returns:
+        ``{candidate_id: value}``, or ``{(task, candidate_id): value}`` with a task column.
+
+    Raises:
+        ValueError: an unknown extension, no ``candidate_id`` column, no (or an ambiguous)
+            value column, a duplicate id, a value that is not a number.
+        MissingDependencyError: a Parquet file without pyarrow installed.
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    where = str(p)
+    if suffix == ".csv":
+        columns = _read_csv(p)
+    elif suffix in (".jsonl", ".ndjson", ".json"):
+        columns = _read_jsonl(p)
+    elif suffix in (".parquet", ".pq"):
+        columns = _read_parquet(p)
+    else:
+        raise ValueError(
+            f"{where}: unknown table format {suffix or '(no extension)'!r}; use .csv, .jsonl "
+            "(JSON lines) or .parquet"
+        )
+    return _from_columns(columns, value_column=value_column, where=where)
+
+
+def _read_csv(path: Path) -> dict[str, list[Any]]:
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None:
+            raise ValueError(f"{path}: the file is empty; write a header row with "
+                             f"{ID_COLUMN} and a value column")
+        names = [n.strip() for n in reader.fieldnames]
+        columns: dict[str, list[Any]] = {n: [] for n in names}
+        for row in reader:
+            for raw_name, name in zip(reader.fieldnames, names, strict=True):
+                columns[name].append(row.get(raw_name))
+    return columns
+
+
+def _read_jsonl(path: Path) -> dict[str, list[Any]]:
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: line {line_no} is not JSON ({exc.msg}); write one "
+                                 "JSON object per line") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: line {line_no} is not a JSON object; write one "
+                                 "object per line, e.g. {\"candidate_id\": \"d1\", \"y\": 0.5}")
+            rows.append(obj)
+    names: list[str] = []
+    for obj in rows:
+        names.extend(k for k in obj if k not in names)
+    return {n: [obj.get(n) for obj in rows] for n in names}
+
+
+def _read_parquet(path: Path) -> dict[str, list[Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{path}: reading Parquet needs pyarrow, which is not installed: "
+            "pip install 'agentlog[arrow]' (or write the table as CSV or JSON lines)"
+        ) from exc
+    try:
+        columns: dict[str, list[Any]] = pq.read_table(path).to_pydict()
+    except OSError:
+        raise
+    except Exception as exc:  # pyarrow raises its own ArrowInvalid for a bad file
+        raise ValueError(f"{path}: not a readable Parquet file ({exc})") from exc
+    return columns
+
+
+# -- from traces -------------------------------------------------------------------------
+
+
+def _traces(trace_or_paths: TraceInput | Iterable[TraceInput]) -> list[Trace]:
+    if isinstance(trace_or_paths, Trace | str | os.PathLike):
+        items: list[TraceInput] = [trace_or_paths]
+    else:
+        items = list(trace_or_paths)
+    if not items:
+        raise ValueError("`trace_or_paths` is empty; pass a trace, a trace file or a folder")
+    out: list[Trace] = []
+    for item in items:
+        if isinstance(item, Trace):
+            out.append(item)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(p.rglob("*.zst"))
+            if not files:
+                raise ValueError(f"{p}: the folder holds no *.zst trace files")
+            out.extend(read(f) for f in files)
+        else:
+            out.append(read(p))
+    return out
+
+
+@dataclass
+class _Rows:
+    y: list[list[float]] = field(default_factory=list)
+    p: list[list[float]] = field(default_factory=list)
+    s: list[list[float]] = field(default_factory=list)
+    m: list[list[float]] = field(default_factory=list)
+    m_bar: list[float] = field(default_factory=list)
+    n_pool: list[int] = field(default_factory=list)
+    rho: list[float] = field(default_factory=list)
+    theta: list[float] = field(default_factory=list)
+    labels: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def from_trace(
+    trace_or_paths: TraceInput | Iterable[TraceInput],
+    *,
+    outcomes: Any,
+    predictions: Any,
+    stream: str = "doc",
+    stop_stream: str | None = "stop",
+    budget: int,
+    pool: Mapping[str, Sequence[Any]] | None = None,
+) -> CessData:
+    """Build the CESS arrays of every run in some traces (papers/003 eq. 5-6, 10).
+
+    Args:
+        trace_or_paths: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a
+            list of those. One row per run, in file order.
+        outcomes: evidence scores ``Y``: ``{candidate_id: y}``, ``{(task, candidate_id): y}``,
+            a table with columns ``candidate_id[, task]`` and a value (a dict of columns, a
+            pyarrow Table, a pandas DataFrame) or a file path (``load_table``).
+        predictions: outcome-model predictions ``m``, in the same forms.
+        stream: the ``al.select`` stream of document choices; its t-th selection in a run is
+            round t.
+        stop_stream: the ``al.proceed`` stream of stop decisions; ``None`` for fixed-length
+            search (``s_t = 1``).
+        budget: ``K``, the maximum budget; later rounds are dropped (a prefix). It may exceed
+            the longest run.
+        pool: ``{task: [candidate ids]}``, the whole candidate pool of each task. Without it
+            the pool is the task's ids in ``predictions`` when that is keyed by task, else
+            the union of the candidates in the run's logged vectors.
+
+    Returns:
+        A ``CessData``. When a run gave zero probability to part of its pool within the
+        budget (ρ > 0), its ``n_pool`` and ``m_bar`` describe the reachable pool D+, so the
+        estimate targets θ+ and ``CessData.estimate`` adds the eq. 10 interval.
+
+    Raises:
+        ValueError: an unknown stream; a run with no selection of ``stream``; a selected
+            candidate with no (or a NaN) outcome or prediction; a chosen probability or a
+            survival probability that is not positive; a pool candidate without a
+            prediction. Each message names the file, run, round and candidate.
+    """
+    if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
+        raise ValueError(f"`budget` must be a positive int (K in papers/003 eq. 6); "
+                         f"found {budget!r}")
+    budget = int(budget)
+    traces = _traces(trace_or_paths)
+    y_table = _as_table(outcomes, "outcomes")
+    m_table = _as_table(predictions, "predictions")
+    _check_streams(traces, stream, stop_stream)
+    rows = _Rows()
+    summary_cache: dict[Any, tuple[float, float]] = {}
+    # A run that only encloses nested runs (al.record inside al.record) is no trajectory.
+    child_parents: set[str | None] = {r.start.parent_run for t in traces for r in t.runs
+                                      if r.start is not None and r.start.parent_run is not None}
+    for trace in traces:
+        ids_cache: dict[bytes, tuple[Any, ...]] = {}
+        for run in trace.runs:
+            _add_run(rows, trace, run, ids_cache, child_parents, y_table, m_table, pool,
+                     stream, stop_stream, budget, summary_cache)
+    n = len(rows.labels)
+    if n == 0:
+        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(traces)}")
+
+    def grid(values: list[list[float]]) -> FloatArray:
+        out = np.full((n, budget), np.nan)
+        for i, v in enumerate(values):
+            out[i, :len(v)] = v
+        return out
+
+    labels = list(zip(*rows.labels, strict=True))
+    return CessData(
+        y=grid(rows.y), p=grid(rows.p), s=grid(rows.s), m_chosen=grid(rows.m),
+        m_bar=np.array(rows.m_bar, dtype=np.float64),
+        n_pool=np.array(rows.n_pool, dtype=np.int64),
+        rho=np.array(rows.rho, dtype=np.float64),
+        theta_star=np.array(rows.theta, dtype=np.float64),
+        run_id=tuple(labels[0]), path=tuple(labels[1]), task=tuple(labels[2]),
+        system=tuple(labels[3]), condition=tuple(labels[4]), seed=tuple(labels[5]),
+        cluster=tuple(labels[6]), replicate=tuple(labels[7]),
+        budget=budget, stream=stream, stop_stream=stop_stream,
+    )
+
+
+def _files(traces: list[Trace]) -> str:
+    names = [t.path for t in traces[:3]]
+    return ", ".join(names) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+
+
+def _check_streams(traces: list[Trace], stream: str, stop_stream: str | None) -> None:
+    files = _files(traces)
+    sel_names = {s.name for t in traces for s in t.selections()}
+    if stream not in sel_names:
+        have = sorted(sel_names)
+        hint = (f"the traces hold select streams {have}: pass one as stream= (--stream)"
+                if have else "the traces hold no al.select records at all")
+        raise ValueError(f"unknown stream {stream!r}: no selections of it in {files}; {hint}")
+    if stop_stream is None:
+        return
+    cont_names = {c.name for t in traces for c in t.continuations()}
+    if cont_names and stop_stream not in cont_names:
+        raise ValueError(
+            f"unknown stop stream {stop_stream!r}: no continuations of it in {files}; the "
+            f"traces hold proceed streams {sorted(cont_names)}: pass one as stop_stream= "
+            "(--stop-stream), or stop_stream=None for fixed-length search (s_t = 1)"
+        )
+
+
+def _add_run(
+    rows: _Rows, trace: Trace, run: Any, ids_cache: dict[bytes, tuple[Any, ...]],
+    child_parents: set[str | None], y_table: _Table, m_table: _Table,
+    pool: Mapping[str, Sequence[Any]] | None, stream: str, stop_stream: str | None,
+    budget: int, summary_cache: dict[Any, tuple[float, float]],
+) -> None:
+    start: RunStart | None = run.start
+    run_id = start.run_id if start is not None else f"#{run.run}"
+    task = start.task if start is not None else None
+    meta: Mapping[str, Any] = start.meta if start is not None else {}
+    where = f"{trace.path}: run {run_id}" + (f" (task {task!r})" if task is not None else "")
+
+    def ids_of(sel: Selection) -> tuple[Any, ...]:
+        ids = ids_cache.get(sel.pool)
+        if ids is None:
+            try:
+                ids = ids_cache[sel.pool] = tuple(_ids_decoder.decode(trace.blob(sel.pool)))
+            except (KeyError, msgspec.DecodeError) as exc:
+                raise ValueError(f"{where}: the candidate pool of selection step {sel.step} "
+                                 f"cannot be read ({exc}); run agentlog verify on the file"
+                                 ) from None
+        return ids
+
+    chosen: list[Any] = []
+    ps: list[float] = []
+    ss: list[float] = []
+    vectors: list[tuple[tuple[Any, ...], FloatArray]] = []
+    logged: set[bytes] = set()  # pool hashes of every vector of the run, for the universe
+    surv = 1.0
+    for rec in run.records:
+        kind = type(rec)
+        if kind is Continuation:
+            if rec.name == stop_stream and len(chosen) < budget:
+                surv *= rec.p
+        elif kind is Selection and rec.name == stream:
+            logged.add(rec.pool)
+            if len(chosen) >= budget:
+                continue
+            t = len(chosen) + 1
+            ids = ids_of(rec)
+            probs = trace.probs(rec)
+            if not 0 <= rec.choice < len(ids) or len(ids) != len(probs):
+                raise ValueError(f"{where}, round {t}: the selection does not match its pool "
+                                 f"({len(ids)} ids, {len(probs)} probabilities, choice "
+                                 f"{rec.choice}); run agentlog verify on the file")
+            p_chosen = float(probs[rec.choice])
+            cid = ids[rec.choice]
+            if not p_chosen > 0:
+                raise ValueError(
+                    f"{where}, round {t}: the chosen candidate {cid!r} has logged probability "
+                    f"{p_chosen}; a chosen probability must be > 0 (papers/003 Assumption 1). "
+                    "The choice was forced or the vector is wrong: re-record the run, or "
+                    "leave it out"
+                )
+            if not surv > 0:
+                raise ValueError(
+                    f"{where}, round {t}: the run reached this round although its logged "
+                    f"continue probabilities multiply to {surv}; s_t must be > 0 "
+                    f"(stop stream {stop_stream!r}): re-record the run, or leave it out"
+                )
+            chosen.append(cid)
+            ps.append(p_chosen)
+            ss.append(surv)
+            vectors.append((ids, probs))
+    if not chosen:
+        if run_id in child_parents:
+            return  # a container of nested runs, not a trajectory of its own
+        own = sorted({r.name for r in run.records if type(r) is Selection})
+        raise ValueError(
+            f"{where}: no selections of stream {stream!r}; this run holds streams "
+            f"{own or 'none'}: pass the document stream as stream= (--stream), or leave the "
+            "run out"
+        )
+
+    y_values = y_table.of(task, where)
+    m_values = m_table.of(task, where)
+    y_row: list[float] = []
+    m_row: list[float] = []
+    for t, cid in enumerate(chosen, start=1):
+        for table, values, row in ((y_table, y_values, y_row), (m_table, m_values, m_row)):
+            v = _lookup(values, cid)
+            name = "outcome" if table is y_table else "prediction"
+            key = (f"candidate_id={cid}" + (f", task={task}" if table.by_task is not None
+                                            else ""))
+            if v is None:
+                raise ValueError(
+                    f"{where}, round {t}: the selected candidate {cid!r} has no {name} in "
+                    f"`{table.what}`; add a row for it ({key})"
+                )
+            if math.isnan(v):
+                raise ValueError(
+                    f"{where}, round {t}: the selected candidate {cid!r} has a NaN {name} in "
+                    f"`{table.what}`; every opened document needs its {name} ({key})"
+                )
+            row.append(v)
+
+    if pool is not None:
+        if task is None or task not in pool:
+            raise ValueError(f"{where}: `pool` has no entry for task {task!r}; give every "
+                             "task's candidate ids")
+        universe: tuple[Any, ...] = tuple(pool[task])
+        pool_key: Any = ("pool", task)
+    elif m_table.by_task is not None:
+        universe = tuple(m_values)
+        pool_key = ("predictions", task)
+    else:
+        seen: dict[Any, None] = {}
+        for h in logged:
+            seen.update(dict.fromkeys(ids_cache.get(h) or _decode_ids(trace, h, where)))
+        universe = tuple(seen)
+        pool_key = None
+    try:
+        support = support_from_vectors(vectors, pool=universe)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}; pass the whole candidate pool of the task "
+                         "(`pool`, or a task column in the predictions)") from None
+    if support.rho > 0:
+        reachable: tuple[Any, ...] = tuple(c for c in universe if c in support.reachable)
+        m_bar = _mean_prediction(reachable, m_values, m_table, where)
+        n_pool = len(reachable)
+        theta = _theta_star(universe, y_values)
+    else:
+        cached = summary_cache.get(pool_key) if pool_key is not None else None
+        if cached is None:
+            cached = (_mean_prediction(universe, m_values, m_table, where),
+                      _theta_star(universe, y_values))
+            if pool_key is not None:
+                summary_cache[pool_key] = cached
+        m_bar, theta = cached
+        n_pool = len(universe)
+
+    rows.y.append(y_row)
+    rows.m.append(m_row)
+    rows.p.append(ps)
+    rows.s.append(ss)
+    rows.m_bar.append(m_bar)
+    rows.n_pool.append(n_pool)
+    rows.rho.append(support.rho)
+    rows.theta.append(theta)
+    condition = meta.get("ranking", meta.get("condition"))
+    cluster = meta.get("cluster", task)
+    rows.labels.append((
+        run_id, trace.path, task, start.system if start is not None else None,
+        None if condition is None else str(condition),
+        start.seed if start is not None else None,
+        None if cluster is None else str(cluster), meta.get("replicate"),
+    ))
+
+
+def _decode_ids(trace: Trace, h: bytes, where: str) -> tuple[Any, ...]:
+    try:
+        return tuple(_ids_decoder.decode(trace.blob(h)))
+    except (KeyError, msgspec.DecodeError) as exc:
+        raise ValueError(f"{where}: a candidate pool cannot be read ({exc}); run agentlog "
+                         "verify on the file") from None
+
+
+def _mean_prediction(
+    ids: Sequence[Any], values: Mapping[Any, float], table: _Table, where: str
+) -> float:
+    if not ids:
+        raise ValueError(f"{where}: the candidate pool is empty")
+    total = 0.0
+    for cid in ids:
+        v = _lookup(values, cid)
+        if v is None or math.isnan(v):
+            raise ValueError(
+                f"{where}: candidate {cid!r} of the pool has {'no' if v is None else 'a NaN'} "
+                f"prediction in `{table.what}`; m̄ averages the predictions over the whole "
+                "pool (papers/003 eq. 6): give every candidate a prediction, or pass `pool`"
+            )
+        total += v
+    return total / len(ids)
+
+
+def _theta_star(ids: Sequence[Any], values: Mapping[Any, float]) -> float:
+    total = 0.0
+    for cid in ids:
+        v = _lookup(values, cid)
+        if v is None or math.isnan(v):
+            return math.nan
+        total += v
+    return total / len(ids) if ids else math.nan

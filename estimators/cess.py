@@ -1,0 +1,59 @@
+"""CESS pool estimates, audit metrics and paired-intervention effects (papers/003).
+
+Example:
+    >>> from agentlog.estimators import cess
+    >>> res = cess.estimate([[0.5, float("nan")]], [[0.1, float("nan")]], [[1.0, float("nan")]],
+    ...                     [[0.1, float("nan")]], 0.0, 10, budget=2)
+    >>> float(res.dr_raw[0])
+    0.2
+"""
+
+from ._audit import (
+    AuditResult,
+    audit,
+    direction,
+    direction_error,
+    mae,
+    ranking_sensitivity,
+    worst_ranking_mae,
+)
+from ._bootstrap import BootstrapResult, cluster_bootstrap
+from ._cess import (
+    THEOREM_2_NOTE,
+    CessResult,
+    Support,
+    estimate,
+    support_from_vectors,
+    support_interval,
+)
+from ._cess_trace import CessData, from_trace, load_table
+from ._effects import PolicyEffects, icc_1k, policy_effects
+from ._tuning import TuneResult, fit_taskwise_prior, taskwise_lambda, tune_lambda
+
+__all__ = [
+    "THEOREM_2_NOTE",
+    "AuditResult",
+    "BootstrapResult",
+    "CessData",
+    "CessResult",
+    "PolicyEffects",
+    "Support",
+    "TuneResult",
+    "audit",
+    "cluster_bootstrap",
+    "direction",
+    "direction_error",
+    "estimate",
+    "fit_taskwise_prior",
+    "from_trace",
+    "icc_1k",
+    "load_table",
+    "mae",
+    "policy_effects",
+    "ranking_sensitivity",
+    "support_from_vectors",
+    "support_interval",
+    "taskwise_lambda",
+    "tune_lambda",
+    "worst_ranking_mae",
+]
