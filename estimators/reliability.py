@@ -1,0 +1,101 @@
+"""Reliability beyond the mean and the validity card (papers/002).
+
+Worst case, CVaR@α (lower tail, Rockafellar–Uryasev, fractional weight on the boundary
+value), Reliability@τ and a seeded percentile bootstrap CI of the mean, per group of a long
+table; Cliff's δ with a bootstrap CI and a sign-flip p-value; pass^k; the ground-truth record
+F1; the degradation curve and reliability gap across difficulty levels; and the validity
+card (scorer probe battery, decision-ownership map, non-degeneracy, licensed claim).
+
+Example:
+    >>> from agentlog.estimators import reliability
+    >>> gpt4o_t3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]      # papers/002 §5.1, per-seed F1
+    >>> r = reliability.summary(gpt4o_t3, alpha=0.2, tau=0.9)
+    >>> r.mean, r.worst, r.cvar, r.reliability, r.n
+    (0.4, 0.0, 0.0, 0.4, 10)
+    >>> low, high = r.confidence_interval(confidence_level=0.95)
+    >>> bool(low <= r.mean <= high)
+    True
+    >>> g = reliability.summary([0.9, 1.0, 0.2, 0.8, 0.8, 0.9],
+    ...                         groups=(["a", "a", "a", "b", "b", "b"], ["T3"] * 6))
+    >>> g["b", "T3"].worst
+    0.8
+    >>> reliability.record_f1(["T3-000001", "T3-000001", "made-up"],
+    ...                       ["T3-000001", "T3-000002"]).f1
+    0.4
+"""
+
+from ._reliability import (
+    EXACT_LIMIT,
+    CliffsDeltaResult,
+    ConfidenceInterval,
+    DegradationCurve,
+    GroupedReliability,
+    PassHatK,
+    RecordF1,
+    ReliabilityGap,
+    ReliabilitySummary,
+    cliffs_delta,
+    degradation_curve,
+    pass_hat_k,
+    record_f1,
+    reliability_gap,
+    summary,
+)
+from ._validity import (
+    CLAIMS,
+    VARIANTS,
+    Cell,
+    DecisionOutcomes,
+    DecisionOwnership,
+    NonDegeneracy,
+    OwnershipMap,
+    ProbeReport,
+    ProbeTask,
+    Submission,
+    ValidityCard,
+    decision_outcomes,
+    licensed_claim,
+    non_degeneracy,
+    ownership_map,
+    probe_scorer,
+    probe_variants,
+    replay_check,
+    validity_card,
+)
+
+__all__ = [
+    "CLAIMS",
+    "EXACT_LIMIT",
+    "VARIANTS",
+    "Cell",
+    "CliffsDeltaResult",
+    "ConfidenceInterval",
+    "DecisionOutcomes",
+    "DecisionOwnership",
+    "DegradationCurve",
+    "GroupedReliability",
+    "NonDegeneracy",
+    "OwnershipMap",
+    "PassHatK",
+    "ProbeReport",
+    "ProbeTask",
+    "RecordF1",
+    "ReliabilityGap",
+    "ReliabilitySummary",
+    "Submission",
+    "ValidityCard",
+    "cliffs_delta",
+    "decision_outcomes",
+    "degradation_curve",
+    "licensed_claim",
+    "non_degeneracy",
+    "ownership_map",
+    "pass_hat_k",
+    "probe_scorer",
+    "probe_variants",
+    "record_f1",
+    "reliability_gap",
+    "replay_check",
+    "summary",
+    "validity_card",
+]
