@@ -1,7 +1,8 @@
 """Estimators over recorded traces (papers/000–004).
 
-``from agentlog.estimators import cess``. Importing this package stays cheap: scipy and POT
-are imported only inside the functions that need them.
+``from agentlog.estimators import cess, asv, reliability, bounds, certify, distance``.
+Importing this package stays cheap: the submodules load on first use, and scipy, POT and
+statsmodels only inside the functions that need them.
 """
 
-__all__ = ["cess"]
+__all__ = ["asv", "bounds", "certify", "cess", "distance", "reliability"]

@@ -13,7 +13,8 @@ MODULES = [
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",
     "agentlog.estimators._tuning", "agentlog.estimators._effects",
     "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",
-    "agentlog.estimators.asv",
+    "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
+    "agentlog.estimators.reliability",
 ]
 
 
