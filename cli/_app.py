@@ -1,5 +1,6 @@
 """The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``),
-and the ``estimate`` sub-app (``_estimate``: one command per estimator).
+and the ``estimate`` sub-app (``_estimate``: one command per estimator; ``asv`` lives in
+``_estimate_asv``).
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
@@ -11,6 +12,7 @@ import typer
 
 from ._demo import demo_command
 from ._estimate import estimate_app
+from ._estimate_asv import asv_command
 from ._inspect import inspect_command
 from ._verify_cmd import verify_command
 
@@ -24,6 +26,7 @@ app = typer.Typer(
 app.command("demo")(demo_command)
 app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)
+estimate_app.command("asv")(asv_command)
 app.add_typer(estimate_app, name="estimate")
 
 

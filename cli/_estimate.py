@@ -36,7 +36,7 @@ CessResult = Any
 
 estimate_app = typer.Typer(
     name="estimate",
-    help="Estimators over recorded traces (papers/003: CESS).",
+    help="Estimators over recorded traces (papers/003: CESS; papers/004: ASV).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

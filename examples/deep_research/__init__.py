@@ -10,10 +10,14 @@ See ``agent.py`` for the model and README.md for a tour.
 """
 
 from .agent import (
+    DEFAULT_EVALUATOR,
     DEFAULT_POLICY,
+    OPTIONS,
     RANKINGS,
     Conclusion,
     Episode,
+    EvalChannel,
+    Evaluator,
     Grade,
     Policy,
     Pool,
@@ -29,10 +33,14 @@ from .agent import (
 )
 
 __all__ = [
+    "DEFAULT_EVALUATOR",
     "DEFAULT_POLICY",
+    "OPTIONS",
     "RANKINGS",
     "Conclusion",
     "Episode",
+    "EvalChannel",
+    "Evaluator",
     "Grade",
     "Policy",
     "Pool",

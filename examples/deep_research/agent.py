@@ -8,7 +8,9 @@ draws from a softmax over the ranking condition's order mixed with an exploratio
 more likely when the evidence opened so far leans one way (informative stopping,
 ``al.proceed``, stream ``"stop"``). Its conclusion is the Opened Mean, which leans
 towards whatever the ranking puts first: the agent's own ranking by relevance is
-correlated with ``Y``, so its Opened Mean is biased relative to ``θ*``.
+correlated with ``Y``, so its Opened Mean is biased relative to ``θ*``. After retrieval,
+an ``Evaluator`` scores the transition's before and after states under a direct and a
+quote channel in four cyclic layouts (papers/004's target-option margin), for ASV.
 
 Example:
     >>> import agentlog as al
@@ -32,6 +34,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 import agentlog as al
+from agentlog.estimators.asv import (  # type: ignore[import-not-found,unused-ignore]
+    cyclic_layouts,
+)
 
 RANKINGS = ("agent", "reversed", "uniform")
 MAX_STOP = 0.9  # c_t < 1 keeps every round reachable: overlap (papers/003 Assumption 1)
@@ -263,6 +268,111 @@ def grade(conclusion: Conclusion, pool: Pool) -> Grade:
     return Grade(conclusion.opened_mean, theta, error, abs(error))
 
 
+# -------------------------------------------------------------- record-time evaluator
+#
+# papers/004's target-option margin, made deterministic: a scorer rates the four answer
+# options from an evidence lean in [-1, 1] under each cyclic layout of the options (with a
+# small position bias); the margin is the target's rating minus the best other option's.
+# The layouts are reduced within the channel downstream (``asv.from_trace``).
+
+OPTIONS = ("supports", "opposes", "mixed", "none of the above")
+LAYOUTS = cyclic_layouts(len(OPTIONS))  # LAYOUTS[l, i]: position of option i in layout l
+POSITION_BIAS = (0.06, 0.02, -0.02, -0.06)  # the scorer favours options listed first
+QUOTE_THRESHOLD = 0.3  # a value with |v| below this is quoted as "neutral"
+QUOTE_SNIPPETS = 3  # before search, the quote view shows the first results of the ranking
+MIXED_BAND = 0.05  # as the synthesis verdict: |lean| <= 0.05 reads as mixed
+
+
+def target_option(theta_star: float) -> int:
+    """The reviewed target of a question: the option θ* supports (an index into OPTIONS)."""
+    return 0 if theta_star > MIXED_BAND else 1 if theta_star < -MIXED_BAND else 2
+
+
+def option_scores(lean: float) -> NDArray[np.float64]:
+    """The scorer's rating of each option in OPTIONS given an evidence lean in [-1, 1]."""
+    return np.array([lean, -lean, 2 * MIXED_BAND - abs(lean), -0.5])
+
+
+def quoted_lean(values: Sequence[float], threshold: float = QUOTE_THRESHOLD) -> float:
+    """The lean of quoted stance labels, (#supports − #opposes) / #quoted: a value is
+    quoted as "supports" at or above ``threshold``, "opposes" at or below ``-threshold``,
+    else "neutral"."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.mean(np.sign(v) * (np.abs(v) >= threshold)))
+
+
+@dataclass(frozen=True)
+class EvalChannel:
+    """An evaluation channel: the view the scorer reads, and an additive readout offset.
+
+    ``view="evidence"`` (direct) reads the state itself: before search the pool's
+    prediction mean m̄, after it the mean of the opened evidence scores. ``view="quote"``
+    reads quoted stance labels (``quoted_lean``): before search of the predictions of the
+    ranking's first ``QUOTE_SNIPPETS`` results (a results page), after it of the opened
+    evidence. ``offset`` shifts every readout of the channel; it cancels in every gain.
+    """
+
+    name: str
+    view: Literal["evidence", "quote"]
+    offset: float = 0.0
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """Scores the retrieval transition x⁻ → x⁺ under each channel and layout at record time.
+
+    x⁻ is the retrieval window's entry (the pool and ranking before search), x⁺ its exit
+    (the opened evidence); the reviewed target is the option θ* supports. Each readout is
+    ``al.score(score, margin, channel=, layout=, wave=0, transition=, state_hash=)``, so
+    ``asv.from_trace(..., window="retrieval")`` finds a complete face.
+    """
+
+    channels: tuple[EvalChannel, ...] = (EvalChannel("direct", "evidence"),
+                                         EvalChannel("quote", "quote"))
+    score: str = "margin"
+    position_bias: tuple[float, ...] = POSITION_BIAS
+    quote_threshold: float = QUOTE_THRESHOLD
+    snippets: int = QUOTE_SNIPPETS
+
+    def lean_before(self, channel: EvalChannel, pool: Pool, ranking: str) -> float:
+        """What ``channel`` reads off x⁻: the pool before search."""
+        if channel.view == "quote":
+            shown = pool.order(ranking)[:self.snippets]
+            return quoted_lean([pool.prediction[pool.ids.index(d)] for d in shown],
+                               self.quote_threshold)
+        return float(np.mean(pool.prediction))
+
+    def lean_after(self, channel: EvalChannel, found: Retrieval) -> float:
+        """What ``channel`` reads off x⁺: the opened evidence."""
+        if channel.view == "quote":
+            return quoted_lean(found.y, self.quote_threshold)
+        return float(np.mean(found.y))
+
+    def margins(self, lean: float, target: int) -> NDArray[np.float64]:
+        """The target-option margin in each layout: target's rating − best other rating."""
+        rated = option_scores(lean)[None, :] + np.asarray(self.position_bias)[LAYOUTS]
+        others = rated.copy()
+        others[:, target] = -np.inf
+        out: NDArray[np.float64] = rated[:, target] - others.max(axis=1)
+        return out
+
+    def evaluate(self, pool: Pool, ranking: str, found: Retrieval) -> None:
+        """Record the four corners of the run's latest retrieval (no-op when not recording)."""
+        ref = al.last_window("retrieval")
+        if ref is None:
+            return
+        target = target_option(pool.theta_star)
+        for ch in self.channels:
+            for state, lean in ((ref.entry_hash, self.lean_before(ch, pool, ranking)),
+                                (ref.exit_hash, self.lean_after(ch, found))):
+                for layout, m in enumerate(self.margins(lean, target) + ch.offset):
+                    al.score(self.score, float(m), channel=ch.name, layout=layout, wave=0,
+                             transition=ref.id, state_hash=state)
+
+
+DEFAULT_EVALUATOR = Evaluator()
+
+
 @dataclass(frozen=True)
 class Episode:
     """One run of the agent on one question."""
@@ -290,20 +400,27 @@ def run_agent(
     system: str = "deep-research",
     path: str | os.PathLike[str] | None = None,
     replicate: int | None = None,
+    evaluate: bool | Evaluator = True,
 ) -> Episode:
-    """Run the agent once: retrieval → synthesis → score.
+    """Run the agent once: retrieval → (evaluator) → synthesis → score.
 
     With ``path`` the run is recorded there (``al.record(path, seed=seed, ...)``). Without
     it the windows join the caller's run, whose seed must be ``seed``; with no recorder at
     all the draws come from a process-local generator and are not reproducible.
+    ``evaluate`` scores the retrieval transition under the direct and quote channels
+    (``Evaluator``; pass one to configure it, False to record no channel scores).
     """
     _check_ranking(ranking)
     if budget < 1:
         raise ValueError(f"`budget` must be >= 1; found {budget}")
     pool = make_pool(task_id, n_candidates, seed=pool_seed)
+    evaluator = (DEFAULT_EVALUATOR if evaluate is True else None if evaluate is False
+                 else evaluate)
 
     def episode(where: Path | None) -> Episode:
         found = retrieve(pool, ranking, budget, policy)
+        if evaluator is not None:
+            evaluator.evaluate(pool, ranking, found)
         conclusion = synthesize(found)
         return Episode(task_id, ranking, seed, system, pool, found, conclusion,
                        grade(conclusion, pool), where)
@@ -340,6 +457,7 @@ def run_study(
     budget: int = 4,
     n_candidates: int = 30,
     pool_seed: int = 0,
+    evaluate: bool | Evaluator = True,
 ) -> list[Path]:
     """Record one trace per (system, task, ranking, seed) under ``out_dir``; return the paths.
 
@@ -348,6 +466,7 @@ def run_study(
     ``study_seed(task, seed)``: draws are keyed by (run seed, stream, step, candidate id), so
     one run seed per question keeps questions independent, while every ranking and system
     of the same (question, seed) shares its random numbers (common random numbers).
+    ``evaluate`` is passed to every ``run_agent`` (the record-time ASV evaluator).
     """
     for ranking in rankings:
         _check_ranking(ranking)
@@ -361,6 +480,6 @@ def run_study(
                     run_agent(task, ranking=ranking, seed=study_seed(task, seed), budget=budget,
                               policy=policy,
                               n_candidates=n_candidates, pool_seed=pool_seed, system=system,
-                              path=path, replicate=seed)
+                              path=path, replicate=seed, evaluate=evaluate)
                     paths.append(path)
     return paths

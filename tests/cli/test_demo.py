@@ -52,6 +52,17 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     assert c["rankings"] == ["agent", "reversed"] and set(c["mae"]) == {"agent", "reversed"}
     assert set(c["mae"]["agent"]) == set(c["sensitivity"]) == {"opened_mean", "dr_raw", "cess"}
     assert "Theorem 2" in c["note"]
+    a = summary["asv"]
+    assert (a["channels"], a["window"], a["score"]) == (["direct", "quote"], "retrieval",
+                                                        "margin")
+    assert a["n_transitions"] == a["n_trajectories"] == 8 and a["n_resamples"] == 2000
+    assert a["layouts"] == {"direct": 4, "quote": 4}
+    assert set(a["statistics"]) == {"mean_interaction", "mean_gain0", "mean_gain1",
+                                    "mean_sign_disagreement"}
+    low, high = a["statistics"]["mean_interaction"]["interval"]
+    assert low <= a["statistics"]["mean_interaction"]["value"] <= high
+    assert a["calibration"]["sign_disagreement"] == "invariant"
+    assert summary["next"][2] == f"agentlog estimate asv {out} --channels direct,quote"
 
 
 def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
@@ -62,7 +73,11 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
                  "selection bias", "Opened Mean vs CESS against θ*", "MAE · agent",
                  "MAE · reversed", "ranking sensitivity S (agent vs reversed)", "raw DR",
                  "λ = 0.5", "eq. 13", "clip the raw correction", "not a policy effect",
-                 "agentlog inspect", "agentlog verify"):
+                 "ASV of the retrieval step, direct vs quote (papers/004): 2 transitions",
+                 "mean Ω = G^quote − G^direct:", "mean gains: direct", "sign disagreement:",
+                 "calibration (Remark 2): gain signs and sign disagreement survive",
+                 "2,000 draws in the demo", "agentlog inspect", "agentlog verify",
+                 "agentlog estimate asv"):
         assert text in result.stdout
 
 
@@ -75,6 +90,7 @@ def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
     assert summary["totals"]["files"] == 4 * 2 * 3
     assert all(al.verify(f["path"]).ok for f in summary["files"])
     assert elapsed < 15, f"the default demo took {elapsed:.1f} s"
+    assert summary["asv"]["n_transitions"] == 24
 
 
 def test_the_default_demo_shows_cess_closer_to_theta_star_and_steadier_across_rankings(
@@ -95,6 +111,8 @@ def test_the_demo_with_one_ranking_has_no_sensitivity(tmp_path: Path) -> None:
     render_demo(summary, console)
     text = console.export_text()
     assert "MAE · agent" in text and "ranking sensitivity" not in text
+    assert summary["asv"]["n_trajectories"] == 1
+    assert "warning: one trajectory only" in text  # the bootstrap has no spread
 
 
 def test_render_demo_draws_every_section_of_a_summary(tmp_path: Path) -> None:

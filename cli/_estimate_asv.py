@@ -1,0 +1,408 @@
+"""``agentlog estimate asv``: the four-corner ASV face of recorded transitions (papers/004).
+
+Reads the channel Score records of a window's transitions (``asv.from_trace``: layouts
+reduced within channel, waves kept apart), builds the face of the first wave (trajectory =
+run, target = task) and summarises it with trajectory-block bootstrap intervals:
+``summarize_asv`` builds the JSON-ready dict (the ``--json`` output), ``render_asv`` draws
+it and ``plot_asv_face`` draws the per-transition gains and the mean Ω.
+
+Example::
+
+    $ agentlog demo --out runs/
+    $ agentlog estimate asv runs/ --channels direct,quote --plot face.png
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import agentlog as al
+
+from ._inspect import table
+from ._output import EXIT_OK, BadInput, fail, print_json, read_trace, stdout
+from ._verify_cmd import expand
+
+# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
+# estimator objects are typed Any here (as in _estimate).
+AsvData = Any
+AsvFace = Any
+AsvSummary = Any
+
+WEIGHTINGS = ("empirical", "equal-target")
+STATISTICS = (  # (key in AsvSummary.values, label; {0}/{1} are the channel names)
+    ("mean_interaction", "mean Ω"),
+    ("median_interaction", "median Ω"),
+    ("trimmed_mean_interaction", "10%-trimmed mean Ω"),
+    ("share_negative_interaction", "share of negative Ω"),
+    ("mean_gain0", "mean gain G^{0}"),
+    ("mean_gain1", "mean gain G^{1}"),
+    ("mean_sign_disagreement", "sign disagreement (G^{0} vs G^{1})"),
+    ("mean_diagonal", "diagonal F_{1}(x+) − F_{0}(x−)"),
+    ("mean_state_part", "  state part ½(G^{0} + G^{1})"),
+    ("mean_view_part", "  view part ½(Δ_ρF(x−) + Δ_ρF(x+))"),
+)
+SHARES = {"share_negative_interaction", "mean_sign_disagreement"}
+RETRY = (("cross_channel", "cross-channel (every wave pairing)"),
+         ("same_channel", "same-channel retry (wave pairs)"),
+         ("excess", "excess"))
+
+
+def asv_module() -> Any:
+    """``agentlog.estimators.asv``, imported on first use (not needed to start the CLI)."""
+    from agentlog.estimators import asv  # type: ignore[import-not-found,unused-ignore]
+
+    return asv
+
+
+def parse_channels(text: str) -> tuple[str, str]:
+    """``"direct,quote"`` → ``("direct", "quote")``: two different, non-empty names."""
+    names = [c.strip() for c in text.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise BadInput(f"--channels must name two different channels as ρ0,ρ1 (e.g. "
+                       f"direct,quote); found {text!r}")
+    return names[0], names[1]
+
+
+def load_traces(paths: Sequence[Path]) -> list[al.Trace]:
+    """Trace files, or the ``*.zst`` files below folders; unusable input is ``BadInput``."""
+    if not paths:
+        raise BadInput("no traces given; pass trace files or the folder you recorded into")
+    out = []
+    for path in expand(list(paths)):
+        if path.is_dir():
+            raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
+                           "the folder you recorded them into")
+        out.append(read_trace(path))
+    return out
+
+
+def scored_cells(traces: Sequence[al.Trace]) -> dict[str, dict[str, set[str]]]:
+    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for trace in traces:
+        names = {(run.run, w.window): w.name for run in trace.runs for w in run.windows}
+        for s in trace.scores():
+            if s.channel is None or s.transition is None:
+                continue
+            window = names.get((s.run, s.transition), "?")
+            out.setdefault(s.channel, {}).setdefault(window, set()).add(s.name)
+    return out
+
+
+def choose_cells(
+    cells: dict[str, dict[str, set[str]]],
+    channels: tuple[str, str],
+    window: str | None,
+    score: str | None,
+    n_files: int,
+) -> tuple[str, str, str, str]:
+    """The window and score to analyse, and where each choice came from.
+
+    Unknown channels list the channels present. Without ``--window`` (``--score``) the one
+    window (score name) both channels scored is used; several are an error naming them.
+    """
+    missing = [c for c in channels if c not in cells]
+    if missing:
+        present = ", ".join(sorted(cells)) or "none"
+        raise BadInput(f"no transition scores on channel(s) {', '.join(missing)} in {n_files} "
+                       f"trace file(s); channels present: {present}. Pass two of them to "
+                       "--channels, or score the transitions' states first (al.score(..., "
+                       "channel=, transition=, state_hash=))")
+    both = set(cells[channels[0]]) & set(cells[channels[1]])
+    if window is None:
+        if len(both) != 1:
+            found = ", ".join(sorted(both)) or "none"
+            raise BadInput(f"channels {channels[0]} and {channels[1]} both score the "
+                           f"transitions of windows: {found}; pass --window to pick one")
+        (window,) = both
+        window_source = "the window both channels score"
+    else:
+        if window not in both:
+            found = ", ".join(sorted(both)) or "none"
+            raise BadInput(f"no transitions of window {window!r} are scored on both "
+                           f"channels {channels[0]} and {channels[1]}; windows scored on "
+                           f"both: {found}")
+        window_source = "--window"
+    names = cells[channels[0]][window] & cells[channels[1]][window]
+    if score is None:
+        if len(names) != 1:
+            raise BadInput(f"window {window!r} has several scores on both channels "
+                           f"({', '.join(sorted(names)) or 'none'}); pass --score to pick one")
+        (score,) = names
+        return window, window_source, score, "the score both channels record"
+    if score not in names:
+        raise BadInput(f"no {score!r} scores on both channels for window {window!r}; scores "
+                       f"present: {', '.join(sorted(names))}")
+    return window, window_source, score, "--score"
+
+
+def retry_baseline(
+    data: AsvData, *, n_resamples: int, seed: int
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Cross-channel vs same-channel retry sign disagreement when each channel has ≥ 2 waves.
+
+    The cohort is the transitions complete in every wave of both channels. Returns the
+    JSON-ready result (or None) and a note saying why there is none.
+    """
+    gains = [data.wave_gains(c) for c in data.channels]
+    # A channel's waves are those in which it scored something.
+    cols = [np.flatnonzero(np.isfinite(g).any(axis=0)) for g in gains]
+    if min(len(c) for c in cols) < 2:
+        return None, None
+    a, b = gains[0][:, cols[0]], gains[1][:, cols[1]]
+    rows = np.flatnonzero(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1))
+    if rows.size == 0:
+        return None, ("no transition is complete in every wave of both channels: no retry "
+                      "baseline")
+    asv = asv_module()
+    res = asv.retry_disagreement(a[rows], b[rows], trajectory=data.trajectory[rows],
+                                 n_resamples=n_resamples, seed=seed)
+    waves = [int(w) for w in data.waves]
+    return {
+        "n_transitions": int(rows.size),
+        "n_trajectories": len(set(data.trajectory[rows].tolist())),
+        "waves": {data.channels[0]: [waves[i] for i in cols[0]],
+                  data.channels[1]: [waves[i] for i in cols[1]]},
+        **{key: {"value": getattr(res, key), "interval": list(res.interval(key))}
+           for key, _ in RETRY},
+    }, None
+
+
+def summarize_asv(data: AsvData, face: AsvFace, summary: AsvSummary) -> dict[str, Any]:
+    """``summary.to_dict()`` plus the counts of the face (JSON-ready)."""
+    out: dict[str, Any] = summary.to_dict()
+    kept = face.kept
+    out["channels"] = list(data.channels)
+    out["counts"] = {
+        "transitions": len(data.transitions),
+        "complete": len(face),
+        "dropped_incomplete": len(face.dropped),
+        "trajectories": len(set(data.trajectory.tolist())),
+        "trajectories_complete": len(set(data.trajectory[kept].tolist())),
+        "targets": len(set(data.target[kept].tolist())),
+        "sign_disagreements": int(face.sign_disagree.sum()),
+        "negative_interactions": int((face.interaction < 0).sum()),
+        "waves": [int(w) for w in data.waves],
+        "layouts": {c: list(v) for c, v in data.layouts.items()},
+    }
+    return out
+
+
+def _label(template: str, channels: Sequence[str]) -> str:
+    return template.format(channels[0], channels[1])
+
+
+def _value(key: str, x: float) -> str:
+    return f"{x:.1%}" if key in SHARES else f"{x:+.3f}"
+
+
+def _ci(key: str, interval: Sequence[float]) -> str:
+    return f"[{_value(key, interval[0])}, {_value(key, interval[1])}]"
+
+
+def calibration_lines(out: dict[str, Any]) -> list[str]:
+    """Remark 2 in words: what survives independent positive-affine recalibration."""
+    c0, c1 = out["channels"]
+    cal = out["calibration"]
+    stats = out["statistics"]
+    disagree = stats["mean_sign_disagreement"]["value"]
+    g0, g1 = stats["mean_gain0"]["value"], stats["mean_gain1"]["value"]
+    lines = [
+        f"Survives any recalibration F̃ = αF + β (α > 0) of either channel: the sign of every "
+        f"gain, the mean gains' signs ({c0} {g0:+.3f}, {c1} {g1:+.3f}), and the cross-channel "
+        f"sign disagreement ({disagree:.1%} of transitions).",
+    ]
+    if cal["mean_interaction_sign"] == "invariant":
+        lines.append(f"The sign of the mean Ω survives too: {cal['explanation']}.")
+    else:
+        lines.append(f"The sign of the mean Ω does not: {cal['explanation']}.")
+    share = cal["transition_interaction_signs_invariant"]
+    lines.append(f"Per transition, Ω's sign survives on {share:.1%} of transitions (those "
+                 "whose gains have opposite signs or one is zero); elsewhere it depends on "
+                 "the channels' relative scales.")
+    return lines
+
+
+def render_asv(out: dict[str, Any], console: Console) -> None:
+    """Draw an ``estimate asv`` summary: the face's statistics, retry baseline, calibration."""
+    s, n = out["settings"], out["counts"]
+    c0, c1 = out["channels"]
+    console.print(
+        f"ASV on {n['complete']} transitions of window {escape(repr(s['window']))} from "
+        f"{n['trajectories_complete']} trajectories in {len(s['traces'])} trace file(s): "
+        f"ρ0 = {escape(c0)}, ρ1 = {escape(c1)}, score {escape(repr(s['score']))}, wave "
+        f"{s['wave']}, layouts {escape(c0)} {len(n['layouts'][c0])} / {escape(c1)} "
+        f"{len(n['layouts'][c1])} (reduced within channel)")
+    if n["dropped_incomplete"]:
+        console.print(f"[yellow]{n['dropped_incomplete']} of {n['transitions']} transitions "
+                      "dropped as incomplete (--complete-only): the cohort is the "
+                      "joint-complete transitions.[/]")
+    level = f"{out['confidence_level']:.0%} interval"
+    t = table(f"Channel interaction Ω = G^{c1} − G^{c0} (papers/004, {out['weighting']} "
+              "weighting)", ["statistic", "value", level], right=["value", level])
+    for key, template in STATISTICS:
+        st = out["statistics"][key]
+        t.add_row(escape(_label(template, (c0, c1))), _value(key, st["value"]),
+                  _ci(key, st["interval"]))
+    console.print(t)
+    console.print(f"[dim]Trajectory-block bootstrap: {out['n_resamples']:,} shared draws "
+                  f"over {out['n_trajectories']} trajectories (seed {out['seed']}). "
+                  f"{n['sign_disagreements']} of {n['complete']} transitions have gains of "
+                  f"opposite sign; {n['negative_interactions']} have Ω < 0.[/]")
+    retry = out.get("retry")
+    if retry is not None:
+        r = table(f"Sign disagreement vs same-channel retries ({retry['n_transitions']} "
+                  "transitions complete in every wave)", ["", "rate", level],
+                  right=["rate", level])
+        for key, label in RETRY:
+            r.add_row(label, f"{retry[key]['value']:.1%}",
+                      f"[{retry[key]['interval'][0]:.1%}, {retry[key]['interval'][1]:.1%}]")
+        console.print(r)
+    elif out.get("retry_note"):
+        console.print(f"[dim]{escape(out['retry_note'])}[/]")
+    console.print("[bold]Calibration (Remark 2)[/]")
+    for line in calibration_lines(out):
+        console.print(f"  {escape(line)}")
+    for w in out["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+    if out.get("plot"):
+        console.print(f"Wrote {escape(out['plot'])} (per-transition gains and the mean Ω)")
+
+
+def plot_asv_face(out: dict[str, Any], face: AsvFace, path: Path) -> None:
+    """Per-transition gains G^ρ0 vs G^ρ1 (sign disagreements highlighted) and the means."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise al.MissingDependencyError(
+            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
+        ) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c0, c1 = out["channels"]
+    g0, g1, dis = face.gain0, face.gain1, face.sign_disagree
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.0, 4.0), dpi=120,
+                                 gridspec_kw={"width_ratios": [3, 2]})
+    try:
+        lim = float(max(np.abs(g0).max(), np.abs(g1).max(), 1e-9)) * 1.08
+        ax.axhline(0, color="#bbbbbb", lw=0.8)
+        ax.axvline(0, color="#bbbbbb", lw=0.8)
+        ax.plot([-lim, lim], [-lim, lim], color="#888888", lw=0.8, ls="--",
+                label="equal gains (Ω = 0)")
+        ax.scatter(g0[~dis], g1[~dis], s=14, color="#1f6fb4", alpha=0.7,
+                   label=f"same sign ({int((~dis).sum())})")
+        ax.scatter(g0[dis], g1[dis], s=14, color="#d9541e", alpha=0.8,
+                   label=f"opposite signs ({int(dis.sum())})")
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"gain G under {c0} (ρ0)")
+        ax.set_ylabel(f"gain G under {c1} (ρ1)")
+        ax.set_title(f"per-transition gains ({len(face)} transitions)", fontsize=10)
+        ax.legend(frameon=False, fontsize=8, loc="upper left")
+        stats = out["statistics"]
+        keys = (("mean_gain0", f"G ({c0})"), ("mean_gain1", f"G ({c1})"),
+                ("mean_interaction", "Ω"))
+        for i, (key, _) in enumerate(keys):
+            v = stats[key]["value"]
+            low, high = stats[key]["interval"]
+            color = "#d9541e" if key == "mean_interaction" else "#1f6fb4"
+            bx.errorbar([i], [v], yerr=[[v - low], [high - v]], fmt="o", color=color,
+                        capsize=4)
+        bx.axhline(0, color="#bbbbbb", lw=0.8)
+        bx.set_xticks(range(len(keys)), [label for _, label in keys])
+        bx.set_xlim(-0.6, len(keys) - 0.4)
+        bx.set_title(f"means, {out['confidence_level']:.0%} intervals ({out['weighting']})",
+                     fontsize=10)
+        bx.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
+def asv_command(
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    channels: Annotated[str, typer.Option(
+        "--channels", help="The two channels ρ0,ρ1 to compare, e.g. direct,quote "
+        "(Ω = G^ρ1 − G^ρ0).", show_default=False)],
+    window: Annotated[str | None, typer.Option(
+        "--window", help="Transitions of this window (default: the one window both channels "
+        "score).", show_default=False)] = None,
+    score: Annotated[str | None, typer.Option(
+        "--score", help="Score records of this name (default: the one name both channels "
+        "record on the window).", show_default=False)] = None,
+    weighting: Annotated[str, typer.Option(
+        "--weighting", help="empirical (each transition weighs 1) or equal-target (each "
+        "task weighs 1).")] = "empirical",
+    resamples: Annotated[int, typer.Option(
+        "--resamples", min=2, help="Trajectory-block bootstrap draws.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap draws.")] = 0,
+    complete_only: Annotated[bool, typer.Option(
+        "--complete-only", help="Drop transitions that lack a corner and analyse the "
+        "joint-complete cohort (default: an incomplete face is an error).")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
+                                              )] = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write the per-transition gains under both channels and the mean Ω "
+        "with its interval to this PNG (needs matplotlib).", show_default=False)] = None,
+) -> None:
+    """ASV: the four-corner face of a window's transitions under two channels (papers/004)."""
+    if weighting not in WEIGHTINGS:
+        fail(f"agentlog estimate asv: --weighting must be one of {', '.join(WEIGHTINGS)}; "
+             f"found {weighting!r}")
+    try:
+        pair = parse_channels(channels)
+        loaded = load_traces(traces)
+        win, win_source, name, name_source = choose_cells(
+            scored_cells(loaded), pair, window, score, len(loaded))
+    except BadInput as exc:
+        fail(f"agentlog estimate asv: {exc}")
+    asv = asv_module()
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        try:
+            data = asv.from_trace(loaded, channels=pair, window=win, score=name)
+            face = data.face(complete_only=complete_only)
+        except al.IncompleteFaceError as exc:
+            fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")
+        except ValueError as exc:
+            fail(f"agentlog estimate asv: {exc}")
+        summary = asv.summarize(face, trajectory=data.trajectory[face.kept],
+                                target=data.target[face.kept], weighting=weighting,
+                                n_resamples=resamples, seed=seed)
+        retry, retry_note = retry_baseline(data, n_resamples=resamples, seed=seed)
+    out = summarize_asv(data, face, summary)
+    out["settings"] = {
+        "traces": [t.path for t in loaded], "channels": list(pair), "window": win,
+        "window_source": win_source, "score": name, "score_source": name_source,
+        "wave": int(data.waves[0]), "weighting": weighting, "resamples": resamples,
+        "seed": seed, "complete_only": complete_only,
+    }
+    out["retry"] = retry
+    out["retry_note"] = retry_note
+    out["warnings"] = list(dict.fromkeys(str(w.message) for w in records))
+    out["plot"] = str(plot) if plot is not None else None
+    if plot is not None:
+        try:
+            plot_asv_face(out, face, plot)
+        except al.MissingDependencyError as exc:
+            fail(f"agentlog estimate asv: {exc}")
+        except OSError as exc:
+            fail(f"agentlog estimate asv: {plot}: cannot write the plot "
+                 f"({exc.strerror or exc}); pass a writable path")
+    if json_output:
+        print_json(out)
+    else:
+        render_asv(out, stdout())
+    raise typer.Exit(EXIT_OK)
