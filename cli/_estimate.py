@@ -26,8 +26,8 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, read_trace, stdout
-from ._verify_cmd import expand
+from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, stdout
+from ._verify_cmd import load_traces
 
 # mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
 # estimator objects are typed Any here (as the example agent is in _demo).
@@ -70,18 +70,6 @@ def fmt3(x: float | None) -> str:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
-
-def _traces(paths: Sequence[Path]) -> list[al.Trace]:
-    if not paths:
-        raise BadInput("no traces given; pass trace files or the folder you recorded into")
-    out = []
-    for path in expand(list(paths)):
-        if path.is_dir():
-            raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
-                           "the folder you recorded them into")
-        out.append(read_trace(path))
-    return out
 
 
 def cess_module() -> Any:
@@ -334,7 +322,7 @@ def cess_command(
     if anchor not in ANCHORS:
         fail(f"--anchor must be one of {', '.join(ANCHORS)}; found {anchor!r}")
     try:
-        loaded = _traces(traces)
+        loaded = load_traces(traces)
         y = _table(outcomes, "outcomes")
         m = _table(predictions, "predictions")
     except BadInput as exc:

@@ -27,8 +27,8 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, read_trace, stdout
-from ._verify_cmd import expand
+from ._output import EXIT_OK, BadInput, fail, print_json, stdout
+from ._verify_cmd import load_traces
 
 # mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
 # estimator objects are typed Any here (as in _estimate).
@@ -69,19 +69,6 @@ def parse_channels(text: str) -> tuple[str, str]:
         raise BadInput(f"--channels must name two different channels as ρ0,ρ1 (e.g. "
                        f"direct,quote); found {text!r}")
     return names[0], names[1]
-
-
-def load_traces(paths: Sequence[Path]) -> list[al.Trace]:
-    """Trace files, or the ``*.zst`` files below folders; unusable input is ``BadInput``."""
-    if not paths:
-        raise BadInput("no traces given; pass trace files or the folder you recorded into")
-    out = []
-    for path in expand(list(paths)):
-        if path.is_dir():
-            raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
-                           "the folder you recorded them into")
-        out.append(read_trace(path))
-    return out
 
 
 def scored_cells(traces: Sequence[al.Trace]) -> dict[str, dict[str, set[str]]]:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, print_json, stdout
+from ._output import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, BadInput, print_json, read_trace, stdout
 
 MAX_PROBLEMS = 20  # problems listed per file before "... N more"
 
@@ -128,3 +129,16 @@ def verify_command(
     else:
         render_verify(result, stdout())
     raise typer.Exit(result["exit_code"])
+
+
+def load_traces(paths: Sequence[Path]) -> list[al.Trace]:
+    """Trace files, or the ``*.zst`` files below folders; unusable input is ``BadInput``."""
+    if not paths:
+        raise BadInput("no traces given; pass trace files or the folder you recorded into")
+    out = []
+    for path in expand(list(paths)):
+        if path.is_dir():
+            raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
+                           "the folder you recorded them into")
+        out.append(read_trace(path))
+    return out
