@@ -14,7 +14,8 @@ MODULES = [
     "agentlog.estimators._tuning", "agentlog.estimators._effects",
     "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
-    "agentlog.estimators.reliability",
+    "agentlog.estimators.reliability", "agentlog.estimators.bounds",
+    "agentlog.estimators.distance",
 ]
 
 
