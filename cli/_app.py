@@ -1,6 +1,6 @@
-"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``),
-and the ``estimate`` sub-app (``_estimate``: one command per estimator; ``asv`` lives in
-``_estimate_asv``).
+"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``,
+``_validity_card``), and the ``estimate`` sub-app (``_estimate``: one command per estimator;
+``asv`` lives in ``_estimate_asv``, ``reliability`` in ``_estimate_reliability``).
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
@@ -13,7 +13,9 @@ import typer
 from ._demo import demo_command
 from ._estimate import estimate_app
 from ._estimate_asv import asv_command
+from ._estimate_reliability import reliability_command
 from ._inspect import inspect_command
+from ._validity_card import validity_card_command
 from ._verify_cmd import verify_command
 
 app = typer.Typer(
@@ -26,7 +28,9 @@ app = typer.Typer(
 app.command("demo")(demo_command)
 app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)
+app.command("validity-card")(validity_card_command)
 estimate_app.command("asv")(asv_command)
+estimate_app.command("reliability")(reliability_command)
 app.add_typer(estimate_app, name="estimate")
 
 

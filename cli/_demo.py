@@ -1,11 +1,13 @@
 """``agentlog demo``: record the bundled deep-research agent, inspect and verify it,
-compare its Opened Mean with CESS against the known pool target θ*, and summarise the ASV
-face of its retrieval step under the direct and quote channels.
+compare its Opened Mean with CESS against the known pool target θ*, summarise the ASV
+face of its retrieval step under the direct and quote channels, and profile the
+reliability of its conclusions beyond the mean (worst case, CVaR, Reliability@τ).
 
 No network, no API key, a second or two. ``run_demo`` returns a JSON-ready summary dict
 (``summarize_study`` builds it from the trace files alone, never from in-memory results;
 ``summarize_cess_demo`` adds the ``"cess"`` key from the traces and the generated pools,
-``summarize_asv_demo`` the ``"asv"`` key from the evaluator's channel scores);
+``summarize_asv_demo`` the ``"asv"`` key from the evaluator's channel scores,
+``summarize_reliability_demo`` the ``"reliability"`` key from each run's error);
 ``render_demo`` draws it section by section, so that new sections (estimators) slot in
 as a key and a renderer.
 """
@@ -25,6 +27,7 @@ from rich.markup import escape
 
 import agentlog as al
 
+from ._estimate_reliability import collect_scores, group_name, summarize_reliability
 from ._inspect import summarize_trace, table
 from ._output import (
     EXIT_OK,
@@ -56,6 +59,14 @@ ASV_WINDOW = "retrieval"
 ASV_SCORE = "margin"
 ASV_RESAMPLES = 2_000
 ASV_STATISTICS = ("mean_interaction", "mean_gain0", "mean_gain1", "mean_sign_disagreement")
+# The demo's reliability profile (papers/002 §4.4): each run's error |Opened Mean − θ*| per
+# ranking, lower is better. τ = 0.25 counts a run as reliable when its conclusion lands
+# within a quarter of the evidence scale's half-width of θ*; α = 0.2 as in the paper.
+RELIABILITY_SCORE = "abs_error"
+RELIABILITY_BY = ("ranking",)
+RELIABILITY_ALPHA = 0.2
+RELIABILITY_TAU = 0.25
+RELIABILITY_RESAMPLES = 2_000
 
 
 def _ranking_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -215,6 +226,22 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def summarize_reliability_demo(paths: Sequence[Path]) -> dict[str, Any]:
+    """Reliability beyond the mean of the demo's conclusions, per ranking (papers/002 §4.4).
+
+    The score is each run's ``abs_error`` = |Opened Mean − θ*| (lower is better): mean with
+    a seeded bootstrap CI, worst case (the largest error), CVaR@0.2 (the mean of the worst
+    20% of runs) and the share of runs within ``RELIABILITY_TAU`` of θ*, read from the traces
+    as ``agentlog estimate reliability`` reads them.
+    """
+    out = summarize_reliability(
+        collect_scores([read_trace(p) for p in paths], RELIABILITY_SCORE), RELIABILITY_BY,
+        score=RELIABILITY_SCORE, alpha=RELIABILITY_ALPHA, tau=RELIABILITY_TAU,
+        n_resamples=RELIABILITY_RESAMPLES, seed=0, lower_is_better=True)
+    del out["runs"]  # the per-run errors are already under "trajectories"
+    return out
+
+
 def run_demo(
     out: Path = DEFAULT_OUT,
     *,
@@ -242,12 +269,16 @@ def run_demo(
     summary = summarize_study(paths)
     summary["cess"] = summarize_cess_demo(paths, task_list)
     summary["asv"] = summarize_asv_demo(paths)
+    summary["reliability"] = summarize_reliability_demo(paths)
     first = short_path(paths[0])
     summary["out"] = str(out)
     summary["design"] = {"tasks": tasks, "seeds": seeds, "rankings": list(rankings)}
     summary["next"] = [f"agentlog inspect {first}", f"agentlog verify {short_path(out)}",
                        f"agentlog estimate asv {short_path(out)} --channels "
-                       f"{','.join(ASV_CHANNELS)}"]
+                       f"{','.join(ASV_CHANNELS)}",
+                       f"agentlog estimate reliability {short_path(out)} --by "
+                       f"{','.join(RELIABILITY_BY)} --score {RELIABILITY_SCORE} "
+                       f"--lower-is-better --tau {RELIABILITY_TAU:g}"]
     return summary
 
 
@@ -347,11 +378,39 @@ def _render_asv(summary: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
+def _render_reliability(summary: dict[str, Any], console: Console) -> None:
+    r = summary.get("reliability")
+    if not r:
+        return
+    console.print(f"[bold]Reliability beyond the mean (papers/002)[/]: each run's error "
+                  f"|Opened Mean − θ*| per {escape(', '.join(r['by']))}, lower is better")
+    names = [escape(group_name(g["labels"])) for g in r["groups"]]
+    width = max(len(n) for n in names)
+    for name, g in zip(names, r["groups"], strict=True):
+        console.print(f"  {name:<{width}}  {g['n']} runs: mean {g['mean']:.3f} "
+                      f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}], worst {g['worst']:.3f}, "
+                      f"CVaR@{r['alpha']:g} {g['cvar']:.3f}, within {r['tau']:g} of θ*: "
+                      f"{g['reliability']:.0%}", highlight=False)
+    if len(names) > 1:
+        by_mean = min(range(len(names)), key=lambda i: r["groups"][i]["mean"])
+        by_tail = min(range(len(names)), key=lambda i: r["groups"][i]["cvar"])
+        if by_mean != by_tail:
+            console.print(f"  The mean and the tail disagree: {names[by_mean]} has the lower "
+                          f"mean error, {names[by_tail]} the lower CVaR@{r['alpha']:g}; a "
+                          "mean-only report would hide it.")
+    console.print(f"[dim]worst = the largest error over the runs; CVaR@{r['alpha']:g} = the "
+                  f"mean of the worst {r['alpha']:.0%} of runs; {r['confidence_level']:.0%} "
+                  f"bootstrap CI of the mean, {r['n_resamples']:,} draws (seed {r['seed']}).[/]")
+    for w in [*r["notes"], *r["warnings"]]:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
 def _render_next(summary: dict[str, Any], console: Console) -> None:
     console.print("Next: " + "  ·  ".join(f"[bold]{escape(c)}[/]" for c in summary["next"]))
 
 
-SECTIONS = (_render_totals, _render_rankings, _render_cess, _render_asv, _render_next)
+SECTIONS = (_render_totals, _render_rankings, _render_cess, _render_asv, _render_reliability,
+            _render_next)
 
 
 def render_demo(summary: dict[str, Any], console: Console) -> None:

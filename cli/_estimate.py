@@ -36,7 +36,8 @@ CessResult = Any
 
 estimate_app = typer.Typer(
     name="estimate",
-    help="Estimators over recorded traces (papers/003: CESS; papers/004: ASV).",
+    help="Estimators over recorded traces (papers/003: CESS; papers/004: ASV; papers/002: "
+    "reliability).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

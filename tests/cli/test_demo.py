@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -63,6 +64,17 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     assert low <= a["statistics"]["mean_interaction"]["value"] <= high
     assert a["calibration"]["sign_disagreement"] == "invariant"
     assert summary["next"][2] == f"agentlog estimate asv {out} --channels direct,quote"
+    r = summary["reliability"]
+    assert (r["score"], r["by"], r["direction"], r["alpha"], r["tau"], r["n_resamples"]) == (
+        "abs_error", ["ranking"], "lower is better", 0.2, 0.25, 2000)
+    assert [g["labels"] for g in r["groups"]] == [{"ranking": "agent"}, {"ranking": "reversed"}]
+    for g in r["groups"]:
+        assert g["n"] == 4 and g["ci_low"] <= g["mean"] <= g["ci_high"]
+        assert g["mean"] <= g["cvar"] <= g["worst"]  # errors: the tail is the large end
+        assert g["mean"] == pytest.approx(rows[g["labels"]["ranking"]]["mae"], abs=1e-12)
+    assert r["counts"] == {"runs": 8, "scored": 8, "without_score": 0, "groups": 2}
+    assert summary["next"][3] == (f"agentlog estimate reliability {out} --by ranking --score "
+                                  "abs_error --lower-is-better --tau 0.25")
 
 
 def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
@@ -76,8 +88,13 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
                  "ASV of the retrieval step, direct vs quote (papers/004): 2 transitions",
                  "mean Ω = G^quote − G^direct:", "mean gains: direct", "sign disagreement:",
                  "calibration (Remark 2): gain signs and sign disagreement survive",
-                 "2,000 draws in the demo", "agentlog inspect", "agentlog verify",
-                 "agentlog estimate asv"):
+                 "2,000 draws in the demo",
+                 "Reliability beyond the mean (papers/002): each run's error |Opened Mean − "
+                 "θ*| per ranking, lower is better", "agent     1 runs: mean ",
+                 "reversed  1 runs: mean ", "worst ", "CVaR@0.2 ", "within 0.25 of θ*: ",
+                 "bootstrap CI of the mean, 2,000 draws (seed 0)",
+                 "warning: a single run in 2 group(s)", "agentlog inspect", "agentlog verify",
+                 "agentlog estimate asv", "agentlog estimate reliability"):
         assert text in result.stdout
 
 
@@ -91,6 +108,20 @@ def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
     assert all(al.verify(f["path"]).ok for f in summary["files"])
     assert elapsed < 15, f"the default demo took {elapsed:.1f} s"
     assert summary["asv"]["n_transitions"] == 24
+    assert [g["n"] for g in summary["reliability"]["groups"]] == [12, 12]
+    assert summary["reliability"]["warnings"] == []
+
+
+def test_the_default_demo_shows_a_tail_the_mean_hides(tmp_path: Path) -> None:
+    """papers/002's point on the demo's seeded study: the ranking with the lower mean error
+    has the worse tail."""
+    summary = run_demo(tmp_path / "demo")
+    agent, reversed_ = summary["reliability"]["groups"]
+    assert reversed_["mean"] < agent["mean"] and reversed_["cvar"] > agent["cvar"]
+    console = Console(record=True, width=200)
+    render_demo(summary, console)
+    assert ("The mean and the tail disagree: reversed has the lower mean error, agent the "
+            "lower CVaR@0.2") in console.export_text()
 
 
 def test_the_default_demo_shows_cess_closer_to_theta_star_and_steadier_across_rankings(

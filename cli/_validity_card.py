@@ -1,0 +1,205 @@
+"""``agentlog validity-card``: what a benchmark score licenses (papers/002 §4.4, §5.5).
+
+Builds ``reliability.validity_card`` from recorded traces: the decision-ownership map
+(``select(..., owner=)``), the replay check (every trace verifies), the non-degeneracy of
+model-owned decisions against a per-run score, and, when ``--scorer`` names a scorer, the
+probe battery (correct, empty, fabricated, duplicate-laden, contradictory metadata) on the
+probe tasks of ``--probes`` (default: the toy tasks of ``agentlog.examples.scorers``).
+
+``--scorer`` and ``--probes`` are ``module:function`` given by the user on the command line,
+imported with ``importlib.import_module``: never named by a trace or by data, never
+``eval``-ed. Only dotted identifiers are accepted.
+
+Exit codes: 0 every probed cell passes, 1 a cell fails, 2 bad input.
+
+Example::
+
+    $ agentlog demo --out runs/
+    $ agentlog validity-card runs/ --scorer agentlog.examples.scorers:ground_truth_scorer \\
+        --decision doc --score abs_error --markdown > card.md
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+
+import agentlog as al
+
+from ._estimate_reliability import choose_score, reliability_module, terminal_score_names
+from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, stdout
+from ._verify_cmd import load_traces
+
+DEFAULT_PROBES = "agentlog.examples.scorers:probe_tasks"
+SCORER_BASES = ("outcome", "specification")
+
+
+def load_callable(spec: str, option: str) -> Callable[..., Any]:
+    """The function named by ``module:function`` (``function`` may be dotted: ``Cls.meth``).
+
+    The module is imported with ``importlib.import_module``, as ``python -c 'import module'``
+    would; nothing is evaluated. Anything that cannot be used is ``BadInput`` naming it.
+    """
+    module_name, sep, attr = spec.partition(":")
+    parts = module_name.split(".") + attr.split(".")
+    if not sep or not all(p.isidentifier() for p in parts):
+        raise BadInput(f"{option} must be module:function, with an importable module, e.g. "
+                       f"agentlog.examples.scorers:shape_scorer; found {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BadInput(f"{option} {spec}: cannot import {module_name!r} ({exc}); pass a module "
+                       f"that `python -c 'import {module_name}'` imports (installed, or on "
+                       "PYTHONPATH)") from exc
+    except Exception as exc:  # the user's module failed at import: report, do not crash
+        raise BadInput(f"{option} {spec}: importing {module_name!r} raised "
+                       f"{type(exc).__name__}: {exc}") from exc
+    obj: Any = module
+    for i, name in enumerate(attr.split(".")):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            where = module_name if i == 0 else f"{module_name}:{'.'.join(attr.split('.')[:i])}"
+            raise BadInput(f"{option} {spec}: {where} has no attribute {name!r}") from None
+    if not callable(obj):
+        raise BadInput(f"{option} {spec}: {type(obj).__name__} is not callable; name a "
+                       "function")
+    fn: Callable[..., Any] = obj
+    return fn
+
+
+def decision_streams(traces: Sequence[al.Trace]) -> dict[str, str]:
+    """``{stream name: "select" | "proceed"}`` of every decision recorded in ``traces``."""
+    out: dict[str, str] = {}
+    for trace in traces:
+        for sel in trace.selections():
+            out.setdefault(sel.name, "select")
+        for cont in trace.continuations():
+            out.setdefault(cont.name, "proceed")
+    return dict(sorted(out.items()))
+
+
+def _check_decisions(decisions: Sequence[str], streams: dict[str, str], n_files: int) -> None:
+    unknown = [d for d in decisions if d not in streams]
+    if unknown:
+        found = ", ".join(f"{n} ({k})" for n, k in streams.items()) or "none"
+        raise BadInput(f"--decision {', '.join(unknown)}: no such decision stream in {n_files} "
+                       f"trace file(s); decisions recorded: {found}")
+
+
+def failed_cells(card: Any) -> list[str]:
+    """The items of the card's failing cells, in card order."""
+    return [c.item for c in card.cells if c.status == "fail"]
+
+
+def render_card(card: Any, out: dict[str, Any], console: Console) -> None:
+    """The card's Markdown rendered by rich, then the verdict behind the exit code."""
+    console.print(Markdown(card.to_markdown()))
+    failed = out["failed_cells"]
+    if failed:
+        console.print(f"[red]{len(failed)} cell(s) fail[/]: {escape(', '.join(failed))} "
+                      f"(exit {EXIT_PROBLEM})")
+    else:
+        console.print(f"[green]no cell fails[/] (exit {EXIT_OK}); licensed claim: "
+                      f"{escape(card.licensed_claim)}")
+    s = out["settings"]
+    if s["scorer"] is None:
+        console.print("[dim]The scorer was not probed: pass --scorer module:function to run "
+                      "the probe battery.[/]")
+    if s["score"] is None:
+        console.print("[dim]Non-degeneracy was not tested: pass --decision NAME (and --score "
+                      "NAME) to test a model-owned decision against a per-run outcome.[/]")
+
+
+def validity_card_command(
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    scorer: Annotated[str | None, typer.Option(
+        "--scorer", help="The scorer to probe, as module:function (scorer(submission, truth) "
+        "-> float), e.g. agentlog.examples.scorers:shape_scorer. Default: not probed.",
+        show_default=False)] = None,
+    probes: Annotated[str, typer.Option(
+        "--probes", help="module:function returning the probe tasks (a list of "
+        "reliability.ProbeTask) for --scorer.")] = DEFAULT_PROBES,
+    decision: Annotated[list[str] | None, typer.Option(
+        "--decision", help="A model-owned decision stream the claim rests on (repeatable): "
+        "its ownership is checked and its non-degeneracy tested against --score. Default: "
+        "ownership of every recorded decision.", show_default=False)] = None,
+    score: Annotated[str | None, typer.Option(
+        "--score", help="The per-run outcome Y for non-degeneracy (default with --decision: "
+        "the one run-level score the runs record).", show_default=False)] = None,
+    claim: Annotated[str | None, typer.Option(
+        "--claim", help="A claim to check against the licensed one: model capability, system "
+        "performance, specification compliance or self-report compliance.",
+        show_default=False)] = None,
+    scorer_basis: Annotated[str, typer.Option(
+        "--scorer-basis", help="What the scorer grades: outcome, or specification (e.g. an "
+        "AST match); the probes cannot tell these apart.")] = "outcome",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the permutation test."
+                                      )] = 0,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the card as JSON."
+                                              )] = False,
+    markdown_output: Annotated[bool, typer.Option(
+        "--markdown", help="Print the card as raw Markdown.")] = False,
+) -> None:
+    """The validity card of recorded runs: scorer probes, decision ownership, non-degeneracy,
+    replay and the licensed claim (papers/002 §5.5). Exit 1 when a cell fails."""
+    rel = reliability_module()
+    name = "agentlog validity-card"
+    if json_output and markdown_output:
+        fail(f"{name}: --json and --markdown both given; pass one")
+    if claim is not None and claim not in rel.CLAIMS[:-1]:
+        fail(f"{name}: --claim must be one of {', '.join(rel.CLAIMS[:-1])}; found {claim!r}")
+    if scorer_basis not in SCORER_BASES:
+        fail(f"{name}: --scorer-basis must be one of {', '.join(SCORER_BASES)}; found "
+             f"{scorer_basis!r}")
+    decisions = list(decision) if decision else None
+    try:
+        loaded = load_traces(traces)
+        if decisions is not None:
+            _check_decisions(decisions, decision_streams(loaded), len(loaded))
+        score_name: str | None = None
+        if decisions is not None or score is not None:
+            score_name, _ = choose_score(terminal_score_names(loaded), score, len(loaded))
+        scorer_fn = probe_list = None
+        if scorer is not None:
+            scorer_fn = load_callable(scorer, "--scorer")
+            probes_fn = load_callable(probes, "--probes")
+            try:
+                probe_list = probes_fn()
+            except Exception as exc:  # the user's probe builder failed: bad input, named
+                raise BadInput(f"--probes {probes}: calling it raised {type(exc).__name__}: "
+                               f"{exc}") from exc
+    except BadInput as exc:
+        fail(f"{name}: {exc}")
+    try:
+        card = rel.validity_card(scorer=scorer_fn, probes=probe_list, traces=loaded,
+                                 decision_scores=score_name, claimed_decisions=decisions,
+                                 claim=claim, scorer_basis=scorer_basis, seed=seed)
+    except ValueError as exc:
+        where = f" (--probes {probes})" if "`probes`" in str(exc) else ""
+        fail(f"{name}: {exc}{where}")
+    failed = failed_cells(card)
+    code = EXIT_PROBLEM if failed else EXIT_OK
+    out: dict[str, Any] = card.to_dict()
+    out["failed_cells"] = failed
+    out["exit_code"] = code
+    out["settings"] = {
+        "traces": [t.path for t in loaded], "scorer": scorer,
+        "probes": probes if scorer is not None else None, "decisions": decisions,
+        "score": score_name, "claim": claim, "scorer_basis": scorer_basis, "seed": seed,
+    }
+    if json_output:
+        print_json(out)
+    elif markdown_output:
+        typer.echo(card.to_markdown(), nl=False)
+    else:
+        render_card(card, out, stdout())
+    raise typer.Exit(code)
