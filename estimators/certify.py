@@ -1,0 +1,78 @@
+"""Certified leaderboards (papers/000 §3.4, §6, Appendix A.3 and F.5).
+
+A plan declares readouts, tolerances and constants; admissibility is decided from the plan
+and the sealed entries before any score is read; a pair is certified when its gap exceeds
+the sampling and nuisance radii (eq. 4); certified relations give rank intervals; the
+conventional ladder R0–R5 (Table 2) and the sign-flip calibration (F.5) sit beside them.
+End to end: ``data = certify.from_traces(paths, plan=plan)`` →
+``adm = certify.admissibility(data.entries, plan=plan)`` →
+``board = certify.certify(data, plan=plan, admissibility=adm)``.
+
+Example:
+    >>> from agentlog.estimators import certify
+    >>> r = certify.rank_intervals(["a", "b", "c", "d"], [("a", "b"), ("b", "c")])
+    >>> r.intervals
+    {'a': (1, 2), 'b': (2, 3), 'c': (3, 4), 'd': (1, 4)}
+    >>> r.added
+    (('a', 'c'),)
+"""
+
+from ._certify import (
+    Admissibility,
+    Board,
+    CalibrationResult,
+    CertifyData,
+    Entry,
+    EntryTable,
+    LadderRung,
+    LeaveOneOut,
+    PairAdmissibility,
+    PairDecision,
+    RankIntervals,
+    SamplingRadius,
+    TargetRadius,
+    admissibility,
+    certify,
+    from_traces,
+    rank_intervals,
+    sampling_radius,
+)
+from ._plan import (
+    Calibration,
+    Conditions,
+    Constants,
+    FailurePolicy,
+    Plan,
+    Readout,
+    SystemConstants,
+    WindowConstants,
+)
+
+__all__ = [
+    "Admissibility",
+    "Board",
+    "Calibration",
+    "CalibrationResult",
+    "CertifyData",
+    "Conditions",
+    "Constants",
+    "Entry",
+    "EntryTable",
+    "FailurePolicy",
+    "LadderRung",
+    "LeaveOneOut",
+    "PairAdmissibility",
+    "PairDecision",
+    "Plan",
+    "RankIntervals",
+    "Readout",
+    "SamplingRadius",
+    "SystemConstants",
+    "TargetRadius",
+    "WindowConstants",
+    "admissibility",
+    "certify",
+    "from_traces",
+    "rank_intervals",
+    "sampling_radius",
+]
