@@ -1,6 +1,6 @@
 """Estimators over recorded traces (papers/000–004).
 
-``from agentlog.estimators import cess, asv, reliability, bounds, certify, distance``.
+``from agentlog.estimators import asv, bounds, certify, cess, distance, reliability``.
 Importing this package stays cheap: the submodules load on first use, and scipy, POT and
 statsmodels only inside the functions that need them.
 """

@@ -175,52 +175,97 @@ def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
     return counts
 
 
-def _sorted_weights(counts: NDArray[Any], traj_sorted: NDArray[np.intp],
-                    target_sorted: NDArray[np.intp] | None, onehot: NDArray[Any] | None,
-                    ) -> NDArray[Any]:
-    """Per-resample transition weights (rows: resamples), columns in sorted-Ω order.
-
-    Empirical weighting: the trajectory's resample count. Equal-target weighting: that
-    count divided by the target's total count in the resample, so every target present
-    weighs 1 in every resample.
-    """
-    w = counts[:, traj_sorted]
-    if target_sorted is None or onehot is None:
-        return w
-    totals = counts @ onehot  # (B, n_targets): each target's weight in each resample
-    out: NDArray[Any] = np.zeros_like(w)
-    np.divide(w, totals[:, target_sorted], out=out, where=w > 0)
-    return out
-
-
 SERIES = ("interaction", "gain0", "gain1", "sign_disagreement", "diagonal", "state_part",
           "view_part")
+_BLOCK = 64
 
 
-def _stats(xs: FloatArray, X: FloatArray, w: NDArray[Any], trim: float) -> dict[str, FloatArray]:
-    """Every statistic under each row of weights; ``xs`` is Ω sorted, ``X`` the series in
-    the same order (columns as ``SERIES``). Works in the dtype of ``w``: float64 for point
-    estimates, float32 for bootstrap resamples (integer counts are exact there, and the
-    halved memory traffic is what makes 10,000 resamples fit the time budget)."""
-    dt = w.dtype
-    total = w.sum(axis=1, dtype=np.float64)
-    cum = np.cumsum(w, axis=1)  # unnormalised: compare against fractions of the total
-    half = (0.5 * total).astype(dt)[:, None]
-    lo = (trim * total).astype(dt)[:, None]
-    hi = ((1.0 - trim) * total).astype(dt)[:, None]
-    clipped = np.minimum(np.maximum(cum, lo), hi)
-    # mass of each transition inside the [trim, 1 - trim] quantile band (fractional ends)
-    mass = np.diff(clipped, axis=1, prepend=lo)
-    means = (w @ X.astype(dt)) / total[:, None]
-    out = {
-        "mean_interaction": means[:, 0],
-        "median_interaction": xs[np.argmax(cum >= half * (1 - 1e-9), axis=1)],
-        "trimmed_mean_interaction": (mass @ xs.astype(dt)) / ((1.0 - 2 * trim) * total),
-        "share_negative_interaction": (w @ (xs < 0).astype(dt)) / total,
-    }
-    for j, key in enumerate(SERIES[1:], start=1):
-        out[f"mean_{key}"] = means[:, j]
-    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+class _Resampler:
+    """Statistics of a face under trajectory-block resampling, without per-transition passes.
+
+    The resampling weight of a transition is that of its *unit*: its trajectory (empirical
+    weighting) or its (trajectory, target) pair divided by the target's total (equal-target
+    weighting), so every statistic is linear in the units' weights ``v`` (resamples × units).
+    Means are ``v @ (per-unit sums)``. Weighted quantiles need cumulative weights along Ω
+    sorted: they are ``v @ P`` with ``P`` the per-unit prefix counts at every 64th sorted
+    position, refined by an exact cumulative sum inside the one block that holds the
+    quantile. This is exact (the same numbers as a full cumulative sum) and costs two small
+    matrix products per batch of resamples instead of sums over every transition.
+    """
+
+    def __init__(self, f: AsvFace, unit: NDArray[np.intp], n_units: int) -> None:
+        order = np.argsort(f.interaction, kind="stable")
+        self.xs = f.interaction[order]
+        n = self.xs.shape[0]
+        self.n = n
+        n_blocks = -(-n // _BLOCK)
+        pad = n_blocks * _BLOCK - n
+        self.n_blocks = n_blocks
+        # padded positions belong to a dummy unit whose weight is always 0
+        self.unit_sorted = np.concatenate([unit[order], np.full(pad, n_units)]).astype(np.intp)
+        self.xs_pad = np.concatenate([self.xs, np.zeros(pad)])
+        block_of = np.arange(n_blocks * _BLOCK) // _BLOCK
+        counts = np.zeros((n_units + 1, n_blocks + 1))
+        sums = np.zeros((n_units + 1, n_blocks + 1))
+        np.add.at(counts, (self.unit_sorted, block_of + 1), 1.0)
+        np.add.at(sums, (self.unit_sorted, block_of + 1), self.xs_pad)
+        self.prefix = np.cumsum(counts, axis=1)  # weight before each block start, per unit
+        self.prefix_x = np.cumsum(sums, axis=1)
+        X = np.column_stack([f.interaction, f.gain0, f.gain1, f.sign_disagree.astype(np.float64),
+                             f.diagonal, f.state_part, f.view_part])
+        self.unit_sums = np.zeros((n_units + 1, X.shape[1]))
+        np.add.at(self.unit_sums, unit, X)
+        self.n_negative = int(np.searchsorted(self.xs, 0.0, side="left"))
+        before_zero = np.zeros(n_units + 1)
+        np.add.at(before_zero, self.unit_sorted[: self.n_negative], 1.0)
+        self.before_zero = before_zero
+
+    def stats(self, v: FloatArray, trim: float) -> dict[str, FloatArray]:
+        """Every statistic for each row of unit weights ``v`` (resamples × (units + 1))."""
+        total = v @ self.prefix[:, -1]
+        cum_b = v @ self.prefix  # (B, n_blocks + 1)
+        cum_bx = v @ self.prefix_x
+        rows = np.arange(v.shape[0])
+
+        def locate(level: FloatArray) -> tuple[NDArray[np.intp], FloatArray, FloatArray]:
+            """First sorted position whose cumulative weight reaches ``level``, with the
+            cumulative weight and weighted Ω sum up to and including it."""
+            reach = level - 1e-9 * total
+            block = np.clip((cum_b[:, 1:] < reach[:, None]).sum(axis=1), 0, self.n_blocks - 1)
+            pos = block[:, None] * _BLOCK + np.arange(_BLOCK)
+            w = v[rows[:, None], self.unit_sorted[pos]]
+            c = cum_b[rows, block][:, None] + np.cumsum(w, axis=1)
+            k = np.argmax(c >= reach[:, None], axis=1)
+            cx = cum_bx[rows, block] + np.cumsum(w * self.xs_pad[pos], axis=1)[rows, k]
+            i = np.minimum(block * _BLOCK + k, self.n - 1)
+            return i, c[rows, k], cx
+
+        lo, hi = trim * total, (1.0 - trim) * total
+        i_med, _, _ = locate(0.5 * total)
+        i_lo, c_lo, cx_lo = locate(lo)
+        i_hi, c_hi, cx_hi = locate(hi)
+        band = cx_hi - cx_lo - (c_hi - hi) * self.xs[i_hi] + (c_lo - lo) * self.xs[i_lo]
+        means = (v @ self.unit_sums) / total[:, None]
+        out = {
+            "mean_interaction": means[:, 0],
+            "median_interaction": self.xs[i_med],
+            "trimmed_mean_interaction": band / (hi - lo),
+            "share_negative_interaction": (v @ self.before_zero) / total,
+        }
+        for j, key in enumerate(SERIES[1:], start=1):
+            out[f"mean_{key}"] = means[:, j]
+        return out
+
+
+def _unit_weights(counts: FloatArray, unit_traj: NDArray[np.intp],
+                  unit_target: NDArray[np.intp] | None, per_target: FloatArray | None
+                  ) -> FloatArray:
+    """Weights of the units (plus a zero dummy column) for each row of trajectory counts."""
+    v = counts[:, unit_traj]
+    if unit_target is not None and per_target is not None:
+        totals = counts @ per_target  # (B, targets): transitions of each target drawn
+        v = np.divide(v, totals[:, unit_target], out=np.zeros_like(v), where=v > 0)
+    return np.concatenate([v, np.zeros((v.shape[0], 1))], axis=1)
 
 
 @dataclass(frozen=True)
@@ -313,29 +358,28 @@ def summarize(
 
         warnings.warn("one trajectory only: the trajectory-block bootstrap has no spread",
                       DegenerateDataWarning, stacklevel=2)
-    order = np.argsort(f.interaction, kind="stable")
-    xs = f.interaction[order]
-    X = np.column_stack([f.interaction, f.gain0, f.gain1, f.sign_disagree.astype(np.float64),
-                         f.diagonal, f.state_part, f.view_part])[order]
-    traj_sorted = traj[order]
-    target_sorted = None if tgt is None else tgt[order]
-    onehot = None
-    if tgt is not None:
-        # transitions of each trajectory per target: counts @ onehot = target totals
-        onehot = np.zeros((len(t_uniq), n_targets))
-        np.add.at(onehot, (traj, tgt), 1.0)
-    point = _stats(xs, X, _sorted_weights(np.ones((1, len(t_uniq))), traj_sorted,
-                                          target_sorted, onehot), trim)
+    if tgt is None:
+        unit, n_units = traj, len(t_uniq)
+        unit_traj = np.arange(n_units, dtype=np.intp)
+        unit_target = per_target = None
+    else:
+        pairs, unit = np.unique(np.column_stack([traj, tgt]), axis=0, return_inverse=True)
+        unit = unit.ravel().astype(np.intp)
+        n_units = pairs.shape[0]
+        unit_traj, unit_target = pairs[:, 0].astype(np.intp), pairs[:, 1].astype(np.intp)
+        # transitions of each trajectory in each target: counts @ per_target = target totals
+        per_target = np.zeros((len(t_uniq), n_targets))
+        np.add.at(per_target, (traj, tgt), 1.0)
+    resampler = _Resampler(f, unit, n_units)
+    point = resampler.stats(_unit_weights(np.ones((1, len(t_uniq))), unit_traj, unit_target,
+                                          per_target), trim)
     values = {k: float(v[0]) for k, v in point.items()}
     samples: dict[str, list[FloatArray]] = {}
-    counts_all = _block_counts(len(t_uniq), int(n_resamples), seed).astype(np.float32)
-    chunk = max(1, int(1_000_000 // max(n, 1)))  # bound memory: ~4 MB per weight matrix
-    for start in range(0, int(n_resamples), chunk):
-        w = _sorted_weights(counts_all[start:start + chunk], traj_sorted, target_sorted,
-                            None if onehot is None else onehot.astype(np.float32),
-                            ).astype(np.float32, copy=False)
-        for key, v in _stats(xs, X, w, trim).items():
-            samples.setdefault(key, []).append(v)
+    counts_all = _block_counts(len(t_uniq), int(n_resamples), seed)
+    for start in range(0, int(n_resamples), 1_000):
+        v = _unit_weights(counts_all[start:start + 1_000], unit_traj, unit_target, per_target)
+        for key, arr in resampler.stats(v, trim).items():
+            samples.setdefault(key, []).append(arr)
     return AsvSummary(
         values=values,
         samples={k: np.concatenate(v) for k, v in samples.items()},

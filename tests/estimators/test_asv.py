@@ -181,3 +181,43 @@ def test_auc_difference_matches_mann_whitney() -> None:
         assert auc == pytest.approx(u / (success.sum() * (~success).sum()), abs=1e-12)
     low, high = res.interval("difference")
     assert low < res.difference < high and res.difference > 0
+
+
+def _weighted_reference(x: np.ndarray, w: np.ndarray, trim: float) -> dict[str, float]:
+    """Direct per-transition weighted statistics, written the slow way."""
+    order = np.argsort(x, kind="stable")
+    xs, ws = x[order], w[order]
+    total = ws.sum()
+    cum = np.cumsum(ws)
+    prev = cum - ws
+    lo, hi = trim * total, (1 - trim) * total
+    mass = np.clip(cum, lo, hi) - np.clip(prev, lo, hi)
+    return {
+        "mean_interaction": float((w * x).sum() / total),
+        "median_interaction": float(xs[np.argmax(cum >= 0.5 * total - 1e-9 * total)]),
+        "trimmed_mean_interaction": float((mass * xs).sum() / (hi - lo)),
+        "share_negative_interaction": float(ws[xs < 0].sum() / total),
+    }
+
+
+@pytest.mark.parametrize("weighting", ["empirical", "equal-target"])
+def test_bootstrap_statistics_equal_a_direct_weighted_computation(weighting: str) -> None:
+    """The block-prefix resampler gives exactly what per-transition weights give."""
+    from agentlog.estimators._asv import _block_counts
+
+    rng = np.random.default_rng(6)
+    T, k = 40, 7
+    traj = np.repeat(np.arange(T), k)
+    target = rng.integers(0, 5, size=T * k)  # trajectories span several targets
+    f = asv.face(*np.round(rng.normal(size=(4, T * k)), 1))  # ties in Ω
+    s = asv.summarize(f, trajectory=traj, target=target, weighting=weighting,
+                      n_resamples=50, seed=3)
+    counts = _block_counts(T, 50, 3)
+    for row in (0, 17, 49):
+        w = counts[row][traj]
+        if weighting == "equal-target":
+            totals = np.bincount(target, weights=w, minlength=5)
+            w = np.divide(w, totals[target], out=np.zeros_like(w), where=w > 0)
+        ref = _weighted_reference(f.interaction, w, 0.1)
+        for key, value in ref.items():
+            assert s.samples[key][row] == pytest.approx(value, abs=1e-9), (key, row)
