@@ -1,6 +1,7 @@
 """The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``,
-``_validity_card``), and the ``estimate`` sub-app (``_estimate``: one command per estimator;
-``asv`` lives in ``_estimate_asv``, ``reliability`` in ``_estimate_reliability``).
+``_validity_card``, ``_certify_cmd``), and the ``estimate`` sub-app (``_estimate``: one
+command per estimator; ``asv`` lives in ``_estimate_asv``, ``reliability`` in
+``_estimate_reliability``).
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import typer
 
+from ._certify_cmd import certify_command
 from ._demo import demo_command
 from ._estimate import estimate_app
 from ._estimate_asv import asv_command
@@ -29,6 +31,7 @@ app.command("demo")(demo_command)
 app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)
 app.command("validity-card")(validity_card_command)
+app.command("certify")(certify_command)
 estimate_app.command("asv")(asv_command)
 estimate_app.command("reliability")(reliability_command)
 app.add_typer(estimate_app, name="estimate")

@@ -1,15 +1,17 @@
 """``agentlog demo``: record the bundled deep-research agent, inspect and verify it,
 compare its Opened Mean with CESS against the known pool target θ*, summarise the ASV
-face of its retrieval step under the direct and quote channels, and profile the
-reliability of its conclusions beyond the mean (worst case, CVaR, Reliability@τ).
+face of its retrieval step under the direct and quote channels, profile the reliability
+of its conclusions beyond the mean (worst case, CVaR, Reliability@τ), and certify a
+leaderboard of its search-policy variants (papers/000).
 
 No network, no API key, a second or two. ``run_demo`` returns a JSON-ready summary dict
 (``summarize_study`` builds it from the trace files alone, never from in-memory results;
 ``summarize_cess_demo`` adds the ``"cess"`` key from the traces and the generated pools,
 ``summarize_asv_demo`` the ``"asv"`` key from the evaluator's channel scores,
-``summarize_reliability_demo`` the ``"reliability"`` key from each run's error);
-``render_demo`` draws it section by section, so that new sections (estimators) slot in
-as a key and a renderer.
+``summarize_reliability_demo`` the ``"reliability"`` key from each run's error,
+``summarize_certify_demo`` the ``"certify"`` key from the variants' traces and the
+bundled plan); ``render_demo`` draws it section by section, so that new sections
+(estimators) slot in as a key and a renderer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +30,13 @@ from rich.markup import escape
 
 import agentlog as al
 
+from ._certify_cmd import (
+    DECISIONS,
+    backbones_of,
+    certify_traces,
+    fmt_rank,
+    refused_everywhere,
+)
 from ._estimate_reliability import collect_scores, group_name, summarize_reliability
 from ._inspect import summarize_trace, table
 from ._output import (
@@ -43,6 +53,9 @@ from ._output import (
 from ._verify_cmd import verify_file
 
 DEFAULT_OUT = Path("agentlog-demo")
+# 20 questions: the certified leaderboard needs at least the plan's 10 common tasks per pair,
+# and leaving one question out (its stability check) must leave at least 10.
+DEFAULT_TASKS = 20
 DEFAULT_RANKINGS = ("agent", "reversed")
 DEMO_BUDGET = 4  # K: documents opened at most
 DEMO_POOL_SEED = 0
@@ -67,6 +80,26 @@ RELIABILITY_BY = ("ranking",)
 RELIABILITY_ALPHA = 0.2
 RELIABILITY_TAU = 0.25
 RELIABILITY_RESAMPLES = 2_000
+# The demo's certified leaderboard (papers/000 §3.4, §6.1): search-policy variants of the
+# agent, recorded under the plan's entry condition (ranking = agent) into out/variants and
+# certified under the bundled plan (agentlog.examples: plans/deep_research.toml), which the
+# demo copies to out/plan.toml. Two variants are unfair on purpose: one enters retrieval with
+# a privileged pool, one runs on another backbone; the plan must refuse every pair with them.
+CERTIFY_PLAN = ("plans", "deep_research.toml")
+CERTIFY_DIR = "variants"
+CERTIFY_RANKING = "agent"
+VARIANTS: tuple[tuple[str, dict[str, Any], str], ...] = (  # (system, Policy(**kw), what)
+    ("deep-research", {}, "the reference policy (temperature 3, floor 0.1)"),
+    ("greedy", {"temperature": 1.0, "floor": 0.02},
+     "follows the ranking closely (temperature 1, floor 0.02)"),
+    ("explorer", {"temperature": 30.0, "floor": 0.5},
+     "spreads its openings over the pool (temperature 30, floor 0.5)"),
+    ("patient", {"stop_base": 0.0, "stop_lean": 0.0}, "never stops early: opens all K"),
+    ("oracle-hint", {"oracle_hint": True},
+     "privileged entry: its pool carries an oracle ranking hint"),
+    ("olmo", {"temperature": 2.0, "backbone": "olmo-2-7b"},
+     "temperature 2 on another backbone (olmo-2-7b)"),
+)
 
 
 def _ranking_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -242,10 +275,51 @@ def summarize_reliability_demo(paths: Sequence[Path]) -> dict[str, Any]:
     return out
 
 
+def bundled_plan() -> bytes:
+    """The bytes of the example plan shipped in the wheel (``agentlog.examples``)."""
+    return resources.files("agentlog.examples").joinpath(*CERTIFY_PLAN).read_bytes()
+
+
+def summarize_certify_demo(out: Path, tasks: Sequence[str], *, seeds: int) -> dict[str, Any]:
+    """Record ``VARIANTS`` into ``out/variants`` and certify them under the bundled plan.
+
+    Every variant runs the same questions and seeds under the plan's entry condition
+    (ranking = agent); the board is computed from the trace files as ``agentlog certify
+    out/variants --plan out/plan.toml`` computes it: admissibility from the plan and the
+    sealed retrieval entries before any score is read, then eq. 4 per pair.
+    """
+    from agentlog.estimators import certify  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+        Policy,
+        run_study,
+    )
+
+    text = bundled_plan()
+    plan = certify.Plan.from_toml(text)
+    plan_path = out / "plan.toml"
+    out.mkdir(parents=True, exist_ok=True)
+    plan_path.write_bytes(text)
+    folder = out / CERTIFY_DIR
+    paths = run_study(
+        folder, tasks=tasks, rankings=(CERTIFY_RANKING,), seeds=range(seeds),
+        systems={name: Policy(**kw) for name, kw, _ in VARIANTS}, budget=DEMO_BUDGET,
+        n_candidates=DEMO_CANDIDATES, pool_seed=DEMO_POOL_SEED, evaluate=False)
+    board, data = certify_traces([read_trace(p) for p in paths], plan)
+    return {
+        "plan": {"name": plan.name, "hash": plan.hash(), "path": str(plan_path),
+                 "resource": "agentlog.examples/" + "/".join(CERTIFY_PLAN)},
+        "traces": str(folder), "n_traces": len(paths),
+        "design": {"tasks": len(tasks), "seeds": seeds, "ranking": CERTIFY_RANKING},
+        "variants": {name: what for name, _, what in VARIANTS},
+        "backbones": backbones_of(data),
+        "board": board.to_dict(),
+    }
+
+
 def run_demo(
     out: Path = DEFAULT_OUT,
     *,
-    tasks: int = 4,
+    tasks: int = DEFAULT_TASKS,
     seeds: int = 3,
     rankings: Sequence[str] = DEFAULT_RANKINGS,
 ) -> dict[str, Any]:
@@ -270,15 +344,19 @@ def run_demo(
     summary["cess"] = summarize_cess_demo(paths, task_list)
     summary["asv"] = summarize_asv_demo(paths)
     summary["reliability"] = summarize_reliability_demo(paths)
+    summary["certify"] = summarize_certify_demo(out, task_list, seeds=seeds)
     first = short_path(paths[0])
+    # The study's own traces lie at the top of `out`; the variants below it, in `variants/`.
+    study = f"{short_path(out)}/*.zst"
     summary["out"] = str(out)
     summary["design"] = {"tasks": tasks, "seeds": seeds, "rankings": list(rankings)}
     summary["next"] = [f"agentlog inspect {first}", f"agentlog verify {short_path(out)}",
-                       f"agentlog estimate asv {short_path(out)} --channels "
-                       f"{','.join(ASV_CHANNELS)}",
-                       f"agentlog estimate reliability {short_path(out)} --by "
+                       f"agentlog estimate asv {study} --channels {','.join(ASV_CHANNELS)}",
+                       f"agentlog estimate reliability {study} --by "
                        f"{','.join(RELIABILITY_BY)} --score {RELIABILITY_SCORE} "
-                       f"--lower-is-better --tau {RELIABILITY_TAU:g}"]
+                       f"--lower-is-better --tau {RELIABILITY_TAU:g}",
+                       f"agentlog certify {short_path(summary['certify']['traces'])} --plan "
+                       f"{short_path(summary['certify']['plan']['path'])} --plot ranks.png"]
     return summary
 
 
@@ -405,12 +483,87 @@ def _render_reliability(summary: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
+def _render_certify(summary: dict[str, Any], console: Console) -> None:
+    c = summary.get("certify")
+    if not c:
+        return
+    b = c["board"]
+    target = b["target"]
+    better = b["plan"]["readouts"][target]["better"] if target != "composite" else "higher"
+    pairs = b["pairs"]
+    d = c["design"]
+    console.print(
+        f"[bold]Certified leaderboard of {len(b['systems'])} search-policy variants "
+        f"(papers/000)[/]: plan {escape(repr(c['plan']['name']))} (sha256 "
+        f"{c['plan']['hash'][:12]}…), {escape(target)}, {better} is better; {d['tasks']} "
+        f"questions x {d['seeds']} seeds, ranking {escape(d['ranking'])}, {c['n_traces']} "
+        f"traces in {escape(short_path(c['traces']))}")
+    rows = b["systems"]
+    width = max(len(r["system"]) for r in rows)
+    ranks = [fmt_rank(r) for r in rows]
+    rank_width = max(len(x) for x in ranks)
+    for rank, r in zip(ranks, rows, strict=True):
+        score = r["scores"].get(target, r["composite"])
+        what = c["variants"].get(r["system"], "")
+        console.print(f"  {rank:<{rank_width}}  {escape(r['system']):<{width}}  "
+                      f"{'-' if score is None else f'{score:.3f}'}  "
+                      f"[dim]{escape(what)}[/]", highlight=False)
+    decided = [p for p in pairs if p["decision"] in
+               ("certified", "undecided-sampling", "undecided-attribution")]
+    if decided:
+        console.print("  admissible pairs, |Δ̂| against q + ε̂_out + r (eq. 4):")
+        names = [f"{p['better']} ≻ {p['worse']}" if p["better"] is not None
+                 else f"{p['a']} vs {p['b']}" for p in decided]
+        name_width = max(len(n) for n in names)
+        for name, p in zip(names, decided, strict=True):
+            label, colour = DECISIONS[p["decision"]]
+            sign = ">" if p["decision"] == "certified" else "≤"
+            console.print(f"    [{colour}]{label:<23}[/] {escape(name):<{name_width}}  "
+                          f"|Δ̂| {abs(p['delta']):.3f} {sign} {p['q']:.3f} + "
+                          f"{p['eps_out']:.3g} + {p['r']:.3g}", highlight=False)
+    refused = [p for p in pairs if p["decision"] == "refused"]
+    if refused:
+        console.print(f"  [red]refused[/] before any score was read: {len(refused)} of "
+                      f"{len(pairs)} pairs")
+        everywhere = refused_everywhere(pairs)
+        for s in everywhere:
+            mine = [p for p in refused if s in (p["a"], p["b"])]
+            # The reason of a pair with a system that is not itself refused everywhere.
+            shown = next((p for p in mine if ({p["a"], p["b"]} - {s}).isdisjoint(everywhere)),
+                         mine[0])
+            console.print(f"    every pair with {escape(s)}: {escape(shown['reason'] or '')}")
+        for p in refused:
+            if p["a"] not in everywhere and p["b"] not in everywhere:
+                console.print(f"    {escape(p['a'])} vs {escape(p['b'])}: "
+                              f"{escape(p['reason'] or '')}")
+    short = [p for p in pairs if p["decision"] == "not-enough-common-tasks"]
+    if short:
+        console.print(f"  [magenta]not decided[/]: {len(short)} pair(s) with fewer than "
+                      f"{b['plan']['min_common_tasks']} common questions; run the demo with "
+                      f"--tasks {max(b['plan']['min_common_tasks'], DEFAULT_TASKS)}")
+    console.print("  ladder (Table 2): " + " → ".join(
+        f"{r['rule']} {r['decided']}/{r['out_of']}" for r in b["ladder"])
+        + " pairs ordered (R0 a sorted table … R5 the certificate)")
+    top = rows[0]["system"]
+    if top in refused_everywhere(pairs):
+        lo, hi = rows[0]["rank"]
+        console.print(f"  A sorted table would put {escape(top)} first; the certificate refuses "
+                      f"every comparison with it and leaves it anywhere in {lo}–{hi}.")
+    exact = bool(decided) and all(p["eps_out"] == 0 and p["r"] == 0 for p in decided)
+    console.print("[dim]" + ("Every admissible pair is an exact cell (equal `pool` entries, "
+                             "one backbone): ε̂_out = 0 and r = 0, so certification rests on "
+                             "the sampling radius q alone" if exact else
+                             "q: the sampling radius; ε̂_out + r: the nuisance radius (eq. 3)")
+                  + f" (CR1 over questions, Bonferroni over {b['family_size']} pairs). Rank: "
+                  "the certified interval (● pinned).[/]")
+
+
 def _render_next(summary: dict[str, Any], console: Console) -> None:
     console.print("Next: " + "  ·  ".join(f"[bold]{escape(c)}[/]" for c in summary["next"]))
 
 
 SECTIONS = (_render_totals, _render_rankings, _render_cess, _render_asv, _render_reliability,
-            _render_next)
+            _render_certify, _render_next)
 
 
 def render_demo(summary: dict[str, Any], console: Console) -> None:
@@ -423,13 +576,16 @@ def demo_command(
     out: Annotated[
         Path, typer.Option("--out", help="Folder to write the demo traces into.")
     ] = DEFAULT_OUT,
-    tasks: Annotated[int, typer.Option("--tasks", min=1, help="Number of questions.")] = 4,
+    tasks: Annotated[int, typer.Option(
+        "--tasks", min=1, help="Number of questions (the certified leaderboard needs 10 or "
+        "more).")] = DEFAULT_TASKS,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds per question.")] = 3,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print JSON instead of tables.")
     ] = False,
 ) -> None:
-    """Record the bundled deep-research agent (offline), then inspect and verify it."""
+    """Record the bundled deep-research agent (offline), inspect and verify it, run the
+    estimators on it and certify a leaderboard of its variants."""
     try:
         summary = run_demo(out, tasks=tasks, seeds=seeds)
     except BadInput as exc:

@@ -91,6 +91,18 @@ class Pool:
         idx = np.argsort(-rel if ranking == "agent" else rel, kind="stable")
         return tuple(self.ids[i] for i in idx)
 
+    def with_oracle_hint(self) -> Pool:
+        """The same pool with its ``relevance`` replaced by an oracle hint ``−|Y_i − θ*|``.
+
+        Ranked by it, the documents closest to the pool target come first: information
+        about ``Y`` and ``θ*`` that no fair variant gets before search. A variant handed
+        this pool (``Policy(oracle_hint=True)``) enters retrieval with a different entry
+        for the same question, which a certificate must refuse (papers/000 Def. 1).
+        """
+        theta = self.theta_star
+        return dataclasses.replace(
+            self, relevance=tuple(-abs(v - theta) for v in self.y))
+
     @al.tool("open_document")
     def open_document(self, doc_id: str) -> float:
         """Read a document: its evidence score."""
@@ -142,6 +154,12 @@ class Policy:
         revisit: relative weight of a document already opened. It stays positive so that
             every candidate keeps a positive probability at every round (overlap,
             papers/003 Assumption 1); a document opened twice counts at each opening.
+        backbone: the model the variant runs on, recorded as the run's
+            ``meta["backbone"]``. The bundled agent has no language model, so it is a label
+            (``"scripted"``: the softmax chooser above); a variant on another backbone is a
+            different model behind the same scaffold (papers/000 §6.2).
+        oracle_hint: enter retrieval with the privileged pool ``Pool.with_oracle_hint()``
+            instead of the question's pool: an unfair variant, for certificates to refuse.
     """
 
     temperature: float = 3.0
@@ -149,6 +167,8 @@ class Policy:
     stop_base: float = 0.05
     stop_lean: float = 0.4
     revisit: float = 0.25
+    backbone: str = "scripted"
+    oracle_hint: bool = False
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -159,6 +179,8 @@ class Policy:
             raise ValueError("`stop_base` and `stop_lean` must be >= 0")
         if not 0.0 < self.revisit <= 1.0:
             raise ValueError(f"`revisit` must be in (0, 1] (overlap); found {self.revisit}")
+        if not self.backbone:
+            raise ValueError("`backbone` must be a non-empty label (e.g. \"scripted\")")
 
     def selection_probs(self, n: int, ranking: str) -> NDArray[np.float64]:
         """Probabilities over ``n`` candidates listed best-first (before revisit weights)."""
@@ -414,13 +436,16 @@ def run_agent(
     if budget < 1:
         raise ValueError(f"`budget` must be >= 1; found {budget}")
     pool = make_pool(task_id, n_candidates, seed=pool_seed)
+    # What the retrieval window is entered with: the question's pool, or a privileged one.
+    # θ*, the outcomes and the grade are the question's either way.
+    entry = pool.with_oracle_hint() if policy.oracle_hint else pool
     evaluator = (DEFAULT_EVALUATOR if evaluate is True else None if evaluate is False
                  else evaluate)
 
     def episode(where: Path | None) -> Episode:
-        found = retrieve(pool, ranking, budget, policy)
+        found = retrieve(entry, ranking, budget, policy)
         if evaluator is not None:
-            evaluator.evaluate(pool, ranking, found)
+            evaluator.evaluate(entry, ranking, found)
         conclusion = synthesize(found)
         return Episode(task_id, ranking, seed, system, pool, found, conclusion,
                        grade(conclusion, pool), where)
@@ -434,7 +459,7 @@ def run_agent(
     meta: dict[str, Any] = {
         "ranking": ranking, "cluster": task_id, "budget": budget, "pool_seed": pool_seed,
         "n_candidates": n_candidates, "theta_star": pool.theta_star,
-        "policy": dataclasses.asdict(policy),
+        "policy": dataclasses.asdict(policy), "backbone": policy.backbone,
     }
     if replicate is not None:
         meta["replicate"] = replicate

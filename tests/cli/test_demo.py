@@ -18,6 +18,7 @@ from agentlog.cli import app, main
 from agentlog.cli._demo import render_demo, run_demo
 
 runner = CliRunner(env={"COLUMNS": "200"})
+PLAN = Path(__file__).resolve().parents[2] / "examples" / "plans" / "deep_research.toml"
 
 
 def invoke(*args: str | Path) -> Result:
@@ -63,7 +64,8 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     low, high = a["statistics"]["mean_interaction"]["interval"]
     assert low <= a["statistics"]["mean_interaction"]["value"] <= high
     assert a["calibration"]["sign_disagreement"] == "invariant"
-    assert summary["next"][2] == f"agentlog estimate asv {out} --channels direct,quote"
+    # The study's traces lie at the top of --out, the certified variants below it.
+    assert summary["next"][2] == f"agentlog estimate asv {out}/*.zst --channels direct,quote"
     r = summary["reliability"]
     assert (r["score"], r["by"], r["direction"], r["alpha"], r["tau"], r["n_resamples"]) == (
         "abs_error", ["ranking"], "lower is better", 0.2, 0.25, 2000)
@@ -73,8 +75,18 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
         assert g["mean"] <= g["cvar"] <= g["worst"]  # errors: the tail is the large end
         assert g["mean"] == pytest.approx(rows[g["labels"]["ranking"]]["mae"], abs=1e-12)
     assert r["counts"] == {"runs": 8, "scored": 8, "without_score": 0, "groups": 2}
-    assert summary["next"][3] == (f"agentlog estimate reliability {out} --by ranking --score "
-                                  "abs_error --lower-is-better --tau 0.25")
+    assert summary["next"][3] == (f"agentlog estimate reliability {out}/*.zst --by ranking "
+                                  "--score abs_error --lower-is-better --tau 0.25")
+    assert summary["next"][4] == (f"agentlog certify {out / 'variants'} --plan "
+                                  f"{out / 'plan.toml'} --plot ranks.png")
+    c = summary["certify"]
+    assert c["design"] == {"tasks": 2, "seeds": 2, "ranking": "agent"}
+    assert c["n_traces"] == 6 * 2 * 2 == len(list((out / "variants").glob("*.zst")))
+    assert (out / "plan.toml").read_bytes() == PLAN.read_bytes()
+    assert c["plan"]["hash"] == c["board"]["plan_hash"]
+    # Two questions are fewer than the plan's 10: no admissible pair is decided.
+    assert c["board"]["counts"]["certified"] == 0
+    assert c["board"]["counts"]["not-enough-common-tasks"] > 0
 
 
 def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
@@ -93,8 +105,12 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
                  "θ*| per ranking, lower is better", "agent     1 runs: mean ",
                  "reversed  1 runs: mean ", "worst ", "CVaR@0.2 ", "within 0.25 of θ*: ",
                  "bootstrap CI of the mean, 2,000 draws (seed 0)",
-                 "warning: a single run in 2 group(s)", "agentlog inspect", "agentlog verify",
-                 "agentlog estimate asv", "agentlog estimate reliability"):
+                 "warning: a single run in 2 group(s)",
+                 "Certified leaderboard of 6 search-policy variants (papers/000)",
+                 "1 questions x 1 seeds, ranking agent, 6 traces in",
+                 "not decided: 10 pair(s) with fewer than 10 common questions; run the demo "
+                 "with --tasks 20", "agentlog inspect", "agentlog verify",
+                 "agentlog estimate asv", "agentlog estimate reliability", "agentlog certify"):
         assert text in result.stdout
 
 
@@ -104,12 +120,55 @@ def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
     start = time.perf_counter()
     summary = run_demo(tmp_path / "demo")
     elapsed = time.perf_counter() - start
-    assert summary["totals"]["files"] == 4 * 2 * 3
+    assert summary["totals"]["files"] == 20 * 2 * 3
     assert all(al.verify(f["path"]).ok for f in summary["files"])
     assert elapsed < 15, f"the default demo took {elapsed:.1f} s"
-    assert summary["asv"]["n_transitions"] == 24
-    assert [g["n"] for g in summary["reliability"]["groups"]] == [12, 12]
+    assert summary["asv"]["n_transitions"] == 120
+    assert [g["n"] for g in summary["reliability"]["groups"]] == [60, 60]
     assert summary["reliability"]["warnings"] == []
+    assert summary["certify"]["n_traces"] == 6 * 20 * 3
+    assert all(al.verify(p).ok for p in (tmp_path / "demo" / "variants").glob("*.zst"))
+
+
+def test_the_default_demo_certifies_the_fair_variants_and_refuses_the_unfair_ones(
+    tmp_path: Path,
+) -> None:
+    """papers/000 on the demo's variants: the privileged entry and the other backbone are
+    refused against everyone, the exact cells are decided by the sampling radius alone."""
+    summary = run_demo(tmp_path / "demo")
+    board = summary["certify"]["board"]
+    assert board["target"] == "abs_error" and board["family_size"] == 15
+    assert summary["certify"]["backbones"]["olmo"] == ["olmo-2-7b"]
+    # By raw score the privileged variant is first; its interval spans every position.
+    first = board["systems"][0]
+    assert first["system"] == "oracle-hint" and first["rank"] == [1, 6]
+    for p in board["pairs"]:
+        unfair = {"oracle-hint", "olmo"} & {p["a"], p["b"]}
+        if "olmo" in unfair:
+            assert p["decision"] == "refused" and "backbone change" in p["reason"]
+        elif unfair:
+            assert p["decision"] == "refused" and "`pool` bytes differ on 20 of 20" in p["reason"]
+        else:
+            assert p["eps_out"] == 0.0 and p["r"] == 0.0
+            assert p["decision"] == ("certified" if abs(p["delta"]) > p["q"]
+                                     else "undecided-sampling")
+    assert board["counts"] == {"certified": 5, "undecided-sampling": 1,
+                               "undecided-attribution": 0, "refused": 9,
+                               "not-enough-common-tasks": 0}
+    console = Console(record=True, width=200)
+    render_demo(summary, console)
+    text = console.export_text()
+    for line in ("  1–6  oracle-hint    0.137  privileged entry",
+                 "certified               explorer ≻ greedy",
+                 "undecided (sampling)    deep-research vs patient",
+                 "refused before any score was read: 9 of 15 pairs",
+                 "every pair with olmo: backbone change:",
+                 "every pair with oracle-hint: the plan declares one shared entry",
+                 "R0 15/15", "R5 5/6",
+                 "A sorted table would put oracle-hint first; the certificate refuses every "
+                 "comparison with it and leaves it anywhere in 1–6.",
+                 "ε̂_out = 0 and r = 0, so certification rests on the sampling radius q alone"):
+        assert line in text, line
 
 
 def test_the_default_demo_shows_a_tail_the_mean_hides(tmp_path: Path) -> None:

@@ -247,7 +247,7 @@ def test_unknown_score_and_unknown_by_key_exit_2_listing_what_exists(study: Path
            "abs_error, error, opened_mean" in err
     err = bad(study, "--score", "abs_error", "--by", "ranking,backend")
     assert "--by backend: no run records such a key; use system, task, seed, model or a " \
-           "meta key of the runs: budget, cluster, n_candidates, policy, pool_seed, " \
+           "meta key of the runs: backbone, budget, cluster, n_candidates, policy, pool_seed, " \
            "ranking, replicate, theta_star" in err
 
 

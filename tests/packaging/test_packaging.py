@@ -34,6 +34,8 @@ def test_the_wheel_holds_only_agentlog_paths(wheel: Path) -> None:
     for sub in ("replay", "estimators", "adapters", "cli", "examples/deep_research"):
         assert f"agentlog/{sub}/__init__.py" in names
     assert "agentlog/py.typed" in names
+    # The demo certifies under the example plan, read with importlib.resources.
+    assert "agentlog/examples/plans/deep_research.toml" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "agentlog = agentlog.cli:main" in entry_points
@@ -49,10 +51,12 @@ def test_a_plain_install_of_the_wheel_gives_the_agentlog_namespace(
         "import importlib, json, sys;"
         f"mods={SUBPACKAGES!r};"
         "files={m: importlib.import_module(m).__file__ for m in mods};"
-        "import agentlog;"
+        "import agentlog, importlib.resources as r;"
+        "plan=r.files('agentlog.examples').joinpath('plans','deep_research.toml').read_text();"
         "tops=[t for t in ('replay','cli','estimators','adapters','examples')"
         " if importlib.util.find_spec(t) is not None];"
-        "print(json.dumps({'files': files, 'agentlog': agentlog.__file__, 'tops': tops}))"
+        "print(json.dumps({'files': files, 'agentlog': agentlog.__file__, 'tops': tops,"
+        " 'plan': plan}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(target), "PATH": ""},
@@ -61,6 +65,7 @@ def test_a_plain_install_of_the_wheel_gives_the_agentlog_namespace(
     assert info["agentlog"].startswith(str(target))
     assert all(f.startswith(str(target)) for f in info["files"].values())
     assert info["tops"] == []
+    assert info["plan"] == (ROOT / "examples" / "plans" / "deep_research.toml").read_text()
 
 
 def test_the_development_install_gives_the_same_imports() -> None:

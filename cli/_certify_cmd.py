@@ -1,0 +1,405 @@
+"""``agentlog certify TRACES... --plan plan.toml``: a certified leaderboard (papers/000 §3.4, §6.1).
+
+The plan (TOML, ``certify.Plan``) declares the readouts, their tolerances and every constant
+before any score is read. The command reads the runs of the traces (``certify.from_traces``),
+decides which pairs may be compared from the plan and the sealed entries of the comparison
+window alone (``certify.admissibility``), then certifies each admissible pair by eq. 4 and
+draws the board: per system its scores and certified rank interval (pinned when it holds one
+position), per pair its decision with ``Δ̂``, ``q``, ``ε̂_out`` and ``r``, the conventional
+ladder R0–R5 beside it (Table 2), and the hashes of the plan and of every input.
+
+``load_plan`` turns a plan file into a ``Plan`` (or ``BadInput`` naming the file and the
+field), ``certify_traces`` builds the ``Board``, ``render_board`` draws ``Board.to_dict()``
+(the ``--json`` output; ``agentlog demo`` reuses it) and ``plot_rank_intervals`` draws
+papers/000 Figure 1.
+
+Exit codes: 0 the board was computed (a refused or undecided pair is a result, not an
+error), 2 bad input (a missing plan or tolerance, unreadable traces, inconsistent clusters, a
+window no run enters, fewer than two systems, ...).
+
+Example::
+
+    $ agentlog demo --out runs/
+    $ agentlog certify runs/variants --plan runs/plan.toml --plot ranks.png
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import agentlog as al
+
+from ._inspect import table
+from ._output import EXIT_OK, BadInput, fail, print_json, short_path, stdout
+from ._verify_cmd import load_traces
+
+# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
+# certification objects are typed Any here (as the estimators are in _estimate).
+Plan = Any
+Board = Any
+CertifyData = Any
+
+PLAN_HINT = "see examples/plans/deep_research.toml for a complete plan"
+DECISIONS = {  # decision -> (label, colour)
+    "certified": ("certified", "green"),
+    "undecided-sampling": ("undecided (sampling)", "yellow"),
+    "undecided-attribution": ("undecided (attribution)", "yellow"),
+    "refused": ("refused", "red"),
+    "not-enough-common-tasks": ("not enough common tasks", "magenta"),
+}
+SHOWN_HASHES = 4  # input files listed with their hash before "… N more (see --json)"
+
+
+def certify_module() -> Any:
+    """``agentlog.estimators.certify``, imported on first use (not needed to start the CLI)."""
+    from agentlog.estimators import certify  # type: ignore[import-not-found,unused-ignore]
+
+    return certify
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def _validation_message(exc: Exception) -> str:
+    """pydantic's errors as ``field: message`` parts (``exc.errors()``), else ``str(exc)``."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    parts = []
+    for err in errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        if msg == "Field required":
+            msg = "required, but the plan does not set it"
+        parts.append(f"`{loc}`: {msg}" if loc else msg)
+    return "; ".join(parts) or str(exc)
+
+
+def load_plan(path: Path | None) -> Plan:
+    """The plan of a TOML file, or ``BadInput`` naming the file, the field and what to do."""
+    if path is None:
+        raise BadInput("--plan is required: a certification plan (TOML) declares the readouts, "
+                       "their tolerances and the constants before any score is read; "
+                       f"{PLAN_HINT}")
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder; --plan takes one TOML file ({PLAN_HINT})")
+    if not path.exists():
+        raise BadInput(f"{path}: no such plan file; pass a TOML certification plan ({PLAN_HINT})")
+    certify = certify_module()
+    try:
+        return certify.Plan.from_toml(path)
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: is not a text (UTF-8 TOML) file ({exc.reason}); pass a TOML "
+                       f"certification plan ({PLAN_HINT})") from exc
+    except ValueError as exc:  # invalid TOML, or pydantic's ValidationError
+        msg = _validation_message(exc)
+        if msg.startswith(f"{path}: "):
+            msg = msg[len(f"{path}: "):]
+        raise BadInput(f"{path}: not a usable certification plan: {msg}") from exc
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot be read ({exc.strerror or exc}); check its "
+                       "permissions") from exc
+
+
+def _windows_present(traces: Sequence[al.Trace]) -> list[str]:
+    return sorted({w.name for t in traces for r in t.runs for w in r.windows})
+
+
+def certify_traces(traces: Sequence[al.Trace], plan: Plan, *, window: str | None = None,
+                   calibrate: bool = True) -> tuple[Board, CertifyData]:
+    """``from_traces`` → ``admissibility`` (before any score is read) → ``certify``.
+
+    Raises:
+        BadInput: the library refused the input (its message names the file and what to
+            do), no run enters the comparison window, or fewer than two systems ran.
+    """
+    certify = certify_module()
+    win = window if window is not None else plan.window
+    try:
+        data = certify.from_traces(traces, plan=plan, window=win)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    if len(data.systems) < 2:
+        raise BadInput(f"the {len(traces)} trace file(s) hold runs of one system "
+                       f"({', '.join(map(repr, data.systems))})"
+                       + (f" matching the plan's select = {dict(plan.select)}" if plan.select
+                          else "")
+                       + "; a leaderboard compares at least two: record each system's runs "
+                       "with al.record(..., system=NAME)")
+    if data.entries is not None and not data.entries.entries:
+        present = ", ".join(_windows_present(traces)) or "none"
+        where = "--window" if window is not None else "the plan's `window`"
+        raise BadInput(f"no run enters window `{win}` ({where}) in {len(traces)} trace "
+                       f"file(s); windows present: {present}. Pass --window with the "
+                       "comparison window whose sealed entries decide admissibility")
+    try:
+        # Decided from the plan and the sealed entries only: the scores are not passed.
+        adm = certify.admissibility(data.entries, plan=plan, window=win,
+                                    systems=data.systems)
+        board = certify.certify(data, plan=plan, admissibility=adm, calibrate=calibrate)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    return board, data
+
+
+def backbones_of(data: CertifyData) -> dict[str, list[str]]:
+    """``system -> backbones`` its runs record in ``meta["backbone"]`` (empty without entries)."""
+    out: dict[str, set[str]] = {}
+    if data.entries is None:
+        return {}
+    for e in data.entries.entries:
+        if e.backbone is not None:
+            out.setdefault(e.system, set()).add(e.backbone)
+    return {s: sorted(v) for s, v in sorted(out.items())}
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def fmt_rank(row: Mapping[str, Any]) -> str:
+    """``"2–5"``, or ``"1 ●"`` for a pinned position."""
+    lo, hi = row["rank"]
+    return f"{lo} ●" if row["pinned"] else f"{lo}–{hi}"
+
+
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def fmt_eps(pair: Mapping[str, Any]) -> str:
+    """``ε̂_out``: ``∞`` for a refused pair with no finite radius (``to_dict`` gives None)."""
+    if pair["eps_out"] is None:
+        return "∞" if pair["decision"] == "refused" else "-"
+    return f"{pair['eps_out']:.3g}"
+
+
+def decision_text(pair: Mapping[str, Any], *, markup: bool = True) -> str:
+    label, colour = DECISIONS[pair["decision"]]
+    if pair["decision"] == "certified":
+        label = f"{pair['better']} ≻ {pair['worse']}"
+        label = f"certified: {escape(label) if markup else label}"
+    return f"[{colour}]{label}[/]" if markup else label
+
+
+def direction(board: Mapping[str, Any], readout: str) -> str:
+    if readout == "composite":
+        return "higher is better"
+    return f"{board['plan']['readouts'][readout]['better']} is better"
+
+
+def _arrow(board: Mapping[str, Any], readout: str) -> str:
+    return "↑" if direction(board, readout).startswith("higher") else "↓"
+
+
+def render_board(board: Mapping[str, Any], console: Console, *,
+                 backbones: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Draw ``Board.to_dict()``: systems with rank intervals, pairs, ladder, hashes."""
+    plan = board["plan"]
+    target = board["target"]
+    name = f" {plan['name']!r}" if plan.get("name") else ""
+    n = len(board["systems"])
+    adm = board["admissibility"]
+    console.print(
+        f"[bold]Certified leaderboard{escape(name)}[/] (papers/000 §3.4): {n} systems ranked "
+        f"on [bold]{escape(target)}[/] ({direction(board, target)}), {board['n_clusters']} "
+        f"task clusters, Bonferroni over {board['family_size']} "
+        f"pair{'s' * (board['family_size'] != 1)} at δ′ = "
+        f"{plan['delta_prime']:g}; admissibility from "
+        + (f"the sealed entries of window `{escape(str(adm['window']))}`"
+           if adm["source"] == "entries" else "the plan's declarations (no entries)"))
+    readouts = board["readouts"]
+    score_cols = [f"composite {_arrow(board, 'composite')}"] + [
+        f"{r} {_arrow(board, r)}" for r in readouts]
+    target_col = score_cols[0] if target == "composite" else score_cols[1 + readouts.index(target)]
+    score_cols = [f"{c} (target)" if c == target_col else c for c in score_cols]
+    show_bb = bool(backbones)
+    cols = ["rank", "system", *(["backbone"] if show_bb else []), "tasks", *score_cols]
+    t = table("Systems, best first on the target (rank: certified interval; ● pinned)", cols,
+              right=["tasks", *score_cols])
+    for row in board["systems"]:
+        cells = [fmt_rank(row), escape(row["system"])]
+        if show_bb:
+            assert backbones is not None
+            cells.append(escape(", ".join(backbones.get(row["system"], [])) or "-"))
+        cells += [str(row["n_tasks"]), _num(row["composite"]),
+                  *(_num(row["scores"][r]) for r in readouts)]
+        t.add_row(*cells)
+    console.print(t)
+    pairs = board["pairs"]
+    nums = ["Δ̂", "q", "ε̂_out", "r", "tasks"]
+    t = table(f"Pairs on {target} (certified iff |Δ̂| > q + ε̂_out + r, eq. 4)",
+              ["pair", "decision", *nums], right=nums)
+    for p in pairs:
+        t.add_row(f"{escape(p['a'])} vs {escape(p['b'])}", decision_text(p),
+                  _num(p["delta"], "+.3f"), _num(p["q"]), fmt_eps(p),
+                  "-" if p["r"] is None else f"{p['r']:.3g}", str(p["n_tasks"]))
+    console.print(t)
+    counts = board["counts"]
+    console.print("  " + ", ".join(f"{counts[k]} {DECISIONS[k][0]}" for k in DECISIONS
+                                   if counts[k])
+                  + f" of {len(pairs)} pair{'s' * (len(pairs) != 1)}")
+    for p in pairs:
+        if p["decision"] in ("refused", "not-enough-common-tasks", "undecided-attribution"):
+            colour = DECISIONS[p["decision"]][1]
+            console.print(f"  [{colour}]{DECISIONS[p['decision']][0]}[/] {escape(p['a'])} vs "
+                          f"{escape(p['b'])}: {escape(p['reason'] or '')}")
+    console.print(f"[dim]Δ̂ = mean over common tasks of a − b on {escape(target)}, oriented "
+                  "so that a positive value favours a; q = cluster-robust (CR1) t(G−1) "
+                  "half-width; ε̂_out + r = the nuisance radius (eq. 3, Def. 7), decided from "
+                  "the entries before any score was read; a refused pair has no admissible "
+                  "comparison under this plan (its Δ̂ is shown, never used).[/]")
+    for cycle in board["cycles"]:
+        console.print(f"[yellow]warning:[/] certified relations form a cycle among "
+                      f"{escape(', '.join(cycle))}; their intervals are never pinned")
+    _render_ladder(board, console)
+    _render_calibration(board, console)
+    _render_hashes(board, console)
+
+
+def _render_ladder(board: Mapping[str, Any], console: Console) -> None:
+    t = table("Conventional ladder beside the certificate (papers/000 Table 2)",
+              ["rule", "analysis", "adds", "pairs ordered"], right=["pairs ordered"])
+    for r in board["ladder"]:
+        t.add_row(r["rule"], escape(r["label"]), escape(r["adds"]),
+                  f"{r['decided']} of {r['out_of']}")
+    console.print(t)
+
+
+def _render_calibration(board: Mapping[str, Any], console: Console) -> None:
+    c = board["calibration"]
+    if not c:
+        return
+    rate = "-" if c["family_rate"] is None else f"{c['family_rate']:.1%}"
+    c_star = "-" if c["c_star"] is None else f"{c['c_star']:.3g}"
+    jac = ("" if c["jaccard_mean"] is None else
+           f"; leave one cluster out: Jaccard mean {c['jaccard_mean']:.2f} (min "
+           f"{c['jaccard_min']:.2f}), {c['flips']} relation(s) reversed")
+    mct = board["plan"]["min_common_tasks"]
+    if c["leave_one_out"] and all(p["n_tasks"] - 1 < mct for p in board["pairs"]):
+        jac += (f" (with a cluster left out fewer than min_common_tasks = {mct} common tasks "
+                "remain, so nothing can be certified there: record more tasks)")
+    console.print(f"Calibration (Appendix F.5, {c['n_resamples']:,} sign-flip draws, seed "
+                  f"{c['seed']}): family-wise false-certification rate {rate} (nominal "
+                  f"{c['nominal']:.0%}), radius scale c* = {c_star}{jac}")
+
+
+def _render_hashes(board: Mapping[str, Any], console: Console) -> None:
+    inputs = board["input_hashes"]
+    console.print(f"plan sha256 {board['plan_hash']}  ·  scores sha256 {board['scores_hash']}")
+    console.print(f"inputs: {len(inputs)} trace file(s)"
+                  + (":" if len(inputs) <= SHOWN_HASHES else " (sha256 of each in --json)"))
+    if len(inputs) <= SHOWN_HASHES:
+        for path, digest in inputs.items():
+            console.print(f"  {digest}  {escape(short_path(path))}")
+
+
+def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
+    """Certified rank intervals (papers/000 Figure 1): one row per system, sorted by score
+    (best at the top); a bar over the interval, a single marker when the rank is pinned, the
+    score on the right. Systems refused against every other one are drawn grey."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise al.MissingDependencyError(
+            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
+        ) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = board["systems"]
+    target = board["target"]
+    n = len(rows)
+    refused_all = set(refused_everywhere(board["pairs"]))
+    height = 1.4 + 0.38 * n
+    fig, ax = plt.subplots(figsize=(6.4, height), dpi=120)
+    try:
+        bar, pinned, grey = "#1f6fb4", "#0b3d6b", "#aaaaaa"
+        for y, row in enumerate(rows):
+            lo, hi = row["rank"]
+            colour = grey if row["system"] in refused_all else bar
+            if row["pinned"]:
+                ax.plot(lo, y, "o", color=pinned if colour == bar else grey, ms=9, zorder=3)
+            else:
+                ax.plot([lo, hi], [y, y], color=colour, lw=7, solid_capstyle="round",
+                        alpha=0.85, zorder=2)
+            score = row["composite"] if target == "composite" else row["scores"][target]
+            ax.text(1.01, y, "-" if score is None else f"{score:.3f}",
+                    transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+        labels = [row["system"] + (" (refused)" if row["system"] in refused_all else "")
+                  for row in rows]
+        ax.text(1.01, -0.5, target, transform=ax.get_yaxis_transform(), va="bottom",
+                fontsize=8, style="italic")
+        ax.set_yticks(range(n), labels)
+        ax.set_ylim(n - 0.5, -0.5)  # best (first) row at the top
+        ax.set_xticks(range(1, n + 1))
+        ax.set_xlim(0.5, n + 0.5)
+        ax.set_xlabel("certified rank (1 = best)")
+        ax.grid(alpha=0.3, axis="x")
+        ax.set_title(f"Certified rank intervals on {target} ({direction(board, target)}); "
+                     "● pinned", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
+def refused_everywhere(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Systems every pair of which was refused (``Board.to_dict()["pairs"]``), in pair order."""
+    seen: dict[str, list[bool]] = {}
+    for p in pairs:
+        for s in (p["a"], p["b"]):
+            seen.setdefault(s, []).append(p["decision"] == "refused")
+    return [s for s, v in seen.items() if all(v)]
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def certify_command(
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    plan_path: Annotated[Path | None, typer.Option(
+        "--plan", help="The certification plan (TOML): readouts with their tolerances, δ, δ′, "
+        "the comparison window, conditions and constants (papers/000 Def. 1, Def. 7).",
+        show_default=False)] = None,
+    window: Annotated[str | None, typer.Option(
+        "--window", help="The comparison window whose sealed entries decide admissibility "
+        "(default: the plan's `window`).", show_default=False)] = None,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print the board as JSON (Board.to_dict()).")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write the certified rank intervals (papers/000 Figure 1) to this PNG "
+        "(needs matplotlib).", show_default=False)] = None,
+) -> None:
+    """Certify a leaderboard: admissibility from the sealed entries before any score, eq. 4 per
+    pair, rank intervals, the R0–R5 ladder (papers/000). Exit 0 board computed, 2 bad input."""
+    try:
+        plan = load_plan(plan_path)
+        loaded = load_traces(traces)
+        board, data = certify_traces(loaded, plan, window=window)
+    except BadInput as exc:
+        fail(f"agentlog certify: {exc}")
+    out = board.to_dict()
+    if plot is not None:
+        try:
+            plot_rank_intervals(out, plot)
+        except al.MissingDependencyError as exc:
+            fail(f"agentlog certify: {exc}")
+        except OSError as exc:
+            fail(f"agentlog certify: {plot}: cannot write the plot ({exc.strerror or exc}); "
+                 "pass a writable path")
+    if json_output:
+        print_json(out)
+    else:
+        console = stdout()
+        render_board(out, console, backbones=backbones_of(data))
+        if plot is not None:
+            console.print(f"Wrote {escape(str(plot))} (certified rank intervals, papers/000 "
+                          "Figure 1)")
+    raise typer.Exit(EXIT_OK)
