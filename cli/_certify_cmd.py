@@ -36,7 +36,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, short_path, stdout
+from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, short_path, stdout
 from ._verify_cmd import load_traces
 
 # mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
@@ -303,14 +303,7 @@ def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
     """Certified rank intervals (papers/000 Figure 1): one row per system, sorted by score
     (best at the top); a bar over the interval, a single marker when the rank is pinned, the
     score on the right. Systems refused against every other one are drawn grey."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise al.MissingDependencyError(
-            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = board["systems"]
     target = board["target"]

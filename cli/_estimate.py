@@ -26,7 +26,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, stdout
+from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, pyplot, stdout
 from ._verify_cmd import load_traces
 
 # mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
@@ -252,14 +252,7 @@ def budget_curve(
 
 def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) -> None:
     """Draw MAE across budgets (papers/003 Figure 3 style) into ``path``."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise al.MissingDependencyError(
-            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ks, om, ce = curve["budget"], curve["opened_mean"], curve["cess"]
     fig, ax = plt.subplots(figsize=(6.0, 3.8), dpi=120)

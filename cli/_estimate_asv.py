@@ -27,7 +27,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, stdout
+from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout
 from ._verify_cmd import load_traces
 
 # mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
@@ -266,14 +266,7 @@ def render_asv(out: dict[str, Any], console: Console) -> None:
 
 def plot_asv_face(out: dict[str, Any], face: AsvFace, path: Path) -> None:
     """Per-transition gains G^ρ0 vs G^ρ1 (sign disagreements highlighted) and the means."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise al.MissingDependencyError(
-            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     c0, c1 = out["channels"]
     g0, g1, dis = face.gain0, face.gain1, face.sign_disagree

@@ -47,7 +47,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, stdout
+from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout
 from ._verify_cmd import load_traces
 
 RUN_FIELDS = ("system", "task", "seed")
@@ -358,14 +358,7 @@ def render_reliability(out: dict[str, Any], console: Console) -> None:
 def plot_reliability(out: dict[str, Any], path: Path) -> None:
     """Box plot per group (papers/002 Figure 2): box = IQR, whiskers = min–max, dot = mean,
     diamond = worst case, tick = CVaR@α; rows sorted by mean, best at the top."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise al.MissingDependencyError(
-            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Rectangle
 
     lower = out["direction"] == "lower is better"

@@ -97,3 +97,19 @@ def short_path(path: str | os.PathLike[str]) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(p)
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, imported only for --plot."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        import agentlog as al
+
+        raise al.MissingDependencyError(
+            "--plot needs matplotlib, which is not installed: pip install 'agentlog[plot]'"
+        ) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
