@@ -24,3 +24,30 @@ def row(label: str, timing: tuple[float, float], reference: tuple[float, float] 
     if reference is not None:
         text += f"   {timing[0] / reference[0]:6.2f}× {ref_label}"
     return text
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(min, median) seconds per call over ``repeat`` calls after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return min(samples), statistics.median(samples)
+
+
+def line(label: str, t: tuple[float, float], target: float | None = None,
+         ref: tuple[float, float] | None = None, ref_label: str = "", *, width: int = 58,
+         unit: str = "s") -> bool:
+    """Print one timing row (seconds in, shown in ``unit``: "s" or "ms"); True if on target."""
+    scale = 1e3 if unit == "ms" else 1.0
+    ok = target is None or t[0] <= target
+    text = (f"{label:<{width}} min {t[0] * scale:9.3f} {unit:<2}  median "
+            f"{t[1] * scale:9.3f} {unit}")
+    if target is not None:
+        text += f"   target ≤ {target:g} s {'ok' if ok else 'MISSED'}"
+    if ref is not None:
+        text += f"   {t[0] / ref[0]:6.2f}× {ref_label}"
+    print(text)
+    return ok

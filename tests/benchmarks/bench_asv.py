@@ -4,9 +4,8 @@ bootstrap of the mean interaction only). Run: ``python tests/benchmarks/bench_as
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from _timing import timed
 
 from agentlog.estimators import asv
 
@@ -19,9 +18,8 @@ def main() -> None:
     f = asv.face(*corners)
     target = traj % 100
     for weighting in ("empirical", "equal-target"):
-        best = min(_timed(lambda w=weighting: asv.summarize(
-            f, trajectory=traj, target=target, weighting=w, n_resamples=B, seed=1))
-            for _ in range(3))
+        best, _ = timed(lambda w=weighting: asv.summarize(
+            f, trajectory=traj, target=target, weighting=w, n_resamples=B, seed=1), 3)
         print(f"asv.summarize ({weighting:<12}) {T} traj x {k} transitions, {B:,} resamples: "
               f"{best:.3f} s (target <= 2 s)")
 
@@ -30,14 +28,8 @@ def main() -> None:
         per_traj = np.bincount(traj, weights=f.interaction) / k
         _ = counts @ per_traj / T
 
-    ref = min(_timed(reference) for _ in range(3))
+    ref, _ = timed(reference, 3)
     print(f"reference: numpy bootstrap of the mean interaction only      {ref:.3f} s")
-
-
-def _timed(fn: object) -> float:
-    t0 = time.perf_counter()
-    fn()  # type: ignore[operator]
-    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -24,10 +24,7 @@ Timings are the min and median of ``--repeat`` runs after one warm-up run.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +33,16 @@ from numpy.typing import NDArray
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _timing import line as _line
+from _timing import timed
+
 from agentlog.estimators import certify
+
+
+def line(label: str, t: tuple[float, float], target: float | None = None,
+         ref: tuple[float, float] | None = None, ref_label: str = "") -> bool:
+    return _line(label, t, target, ref, ref_label, width=58, unit="s")
+
 
 F = NDArray[np.float64]
 N_SYSTEMS, N_TASKS, N_CLUSTERS, N_READOUTS, N_DRAWS = 20, 50, 23, 34, 2000
@@ -89,28 +95,6 @@ def reference(scores: dict[str, F], clusters: NDArray[np.intp], n_draws: int) ->
         se = np.sqrt(G / (G - 1) * (resid**2).sum(axis=1)) / N_TASKS
         worst[b] = np.max(np.abs(mean) / se)
     return float(worst.mean())
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return min(samples), statistics.median(samples)
-
-
-def line(label: str, t: tuple[float, float], target: float | None,
-         ref: tuple[float, float] | None = None, ref_label: str = "") -> bool:
-    ok = target is None or t[0] <= target
-    text = f"{label:<58} min {t[0]:7.3f} s   median {t[1]:7.3f} s"
-    if target is not None:
-        text += f"   target ≤ {target:g} s {'ok' if ok else 'MISSED'}"
-    if ref is not None:
-        text += f"   {t[0] / ref[0]:6.2f}× {ref_label}"
-    print(text)
-    return ok
 
 
 def main(argv: list[str] | None = None) -> int:

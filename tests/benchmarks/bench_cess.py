@@ -26,7 +26,6 @@ over 80 MB arrays pays page faults that later passes do not).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections import defaultdict
@@ -41,7 +40,16 @@ from numpy.typing import NDArray
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _timing import line as _line
+from _timing import timed
+
 from agentlog.estimators import _cess, cess
+
+
+def line(label: str, t: tuple[float, float], target: float | None = None,
+         ref: tuple[float, float] | None = None, ref_label: str = "") -> bool:
+    return _line(label, t, target, ref, ref_label, width=52, unit="s")
+
 
 F = NDArray[np.float64]
 N_POOL = 30
@@ -61,29 +69,6 @@ def trajectories(n: int, seed: int = 0) -> tuple[F, F, F, F, F]:
     m = np.where(observed, rng.uniform(-0.5, 0.5, (n, K)), np.nan)
     m_bar = rng.uniform(-0.5, 0.5, n)
     return y, p, s, m, m_bar
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(min, median) seconds per call over ``repeat`` calls after one warm-up call."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return min(samples), statistics.median(samples)
-
-
-def line(label: str, t: tuple[float, float], target: float | None,
-         ref: tuple[float, float] | None = None, ref_label: str = "") -> bool:
-    ok = target is None or t[0] <= target
-    text = f"{label:<52} min {t[0]:7.3f} s   median {t[1]:7.3f} s"
-    if target is not None:
-        text += f"   target ≤ {target:g} s {'ok' if ok else 'MISSED'}"
-    if ref is not None:
-        text += f"   {t[0] / ref[0]:5.1f}× {ref_label}"
-    print(text)
-    return ok
 
 
 def profile_lines(fn: Callable[[], object], codes: set[CodeType], top: int = 14) -> None:

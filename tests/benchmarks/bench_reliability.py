@@ -26,10 +26,7 @@ Timings are the min and median of ``--repeat`` runs after one warm-up run.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,33 +34,19 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _timing import line as _line
+from _timing import timed
+
 from agentlog.estimators import reliability
-
-TARGET_S = 1.0
-B = 2000
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(min, median) seconds per call over ``repeat`` calls after one warm-up call."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return min(samples), statistics.median(samples)
 
 
 def line(label: str, t: tuple[float, float], target: float | None = None,
          ref: tuple[float, float] | None = None, ref_label: str = "") -> bool:
-    ok = target is None or t[0] <= target
-    text = f"{label:<58} min {t[0] * 1e3:9.3f} ms   median {t[1] * 1e3:9.3f} ms"
-    if target is not None:
-        text += f"   target ≤ {target:g} s {'ok' if ok else 'MISSED'}"
-    if ref is not None:
-        text += f"   {t[0] / ref[0]:8.1f}× {ref_label}"
-    print(text)
-    return ok
+    return _line(label, t, target, ref, ref_label, width=58, unit="ms")
+
+
+TARGET_S = 1.0
+B = 2000
 
 
 def main() -> int:
