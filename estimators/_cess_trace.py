@@ -29,6 +29,7 @@ import csv
 import json
 import math
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._errors import MissingDependencyError
+from agentlog._errors import DegenerateDataWarning, MissingDependencyError
 from agentlog._reader import Trace, read
 from agentlog._records import Continuation, RunStart, Selection
 
@@ -407,6 +408,7 @@ def from_trace(
     stop_stream: str | None = "stop",
     budget: int,
     pool: Mapping[str, Sequence[Any]] | None = None,
+    unfinished: str = "drop",
 ) -> CessData:
     """Build the CESS arrays of every run in some traces (papers/003 eq. 5-6, 10).
 
@@ -426,6 +428,11 @@ def from_trace(
         pool: ``{task: [candidate ids]}``, the whole candidate pool of each task. Without it
             the pool is the task's ids in ``predictions`` when that is keyed by task, else
             the union of the candidates in the run's logged vectors.
+        unfinished: what to do with a run that crashed (no ``RunEnd``, e.g. a killed
+            process) or whose body raised: ``"drop"`` (default, with a
+            ``DegenerateDataWarning``) or ``"keep"``. Such a run ended early for a reason
+            outside the logged design, so keeping it as a trajectory that *stopped* would
+            treat the crash as a draw of the stopping policy.
 
     Returns:
         A ``CessData``. When a run gave zero probability to part of its pool within the
@@ -442,6 +449,8 @@ def from_trace(
         raise ValueError(f"`budget` must be a positive int (K in papers/003 eq. 6); "
                          f"found {budget!r}")
     budget = int(budget)
+    if unfinished not in ("drop", "keep"):
+        raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
     traces = _traces(trace_or_paths)
     y_table = _as_table(outcomes, "outcomes")
     m_table = _as_table(predictions, "predictions")
@@ -451,11 +460,23 @@ def from_trace(
     # A run that only encloses nested runs (al.record inside al.record) is no trajectory.
     child_parents: set[str | None] = {r.start.parent_run for t in traces for r in t.runs
                                       if r.start is not None and r.start.parent_run is not None}
+    dropped: list[str] = []
     for trace in traces:
         ids_cache: dict[bytes, tuple[Any, ...]] = {}
         for run in trace.runs:
+            if unfinished == "drop" and (not run.complete or run.failed):
+                if run.start is not None and run.start.run_id not in child_parents:
+                    dropped.append(run.start.run_id)
+                continue
             _add_run(rows, trace, run, ids_cache, child_parents, y_table, m_table, pool,
                      stream, stop_stream, budget, summary_cache)
+    if dropped:
+        warnings.warn(
+            f"{len(dropped)} run(s) crashed or raised before they ended (first: {dropped[0]}) "
+            "and were left out: their early end is not a stop drawn from the logged design. "
+            "Pass unfinished='keep' to include them",
+            DegenerateDataWarning, stacklevel=2,
+        )
     n = len(rows.labels)
     if n == 0:
         raise ValueError(f"no runs with selections of stream {stream!r} in {_files(traces)}")

@@ -496,3 +496,31 @@ def test_the_uniform_ranking_logs_uniform_probabilities_over_the_pool(tmp_path: 
                            budget=4)
     np.testing.assert_array_equal(data.p[0], 1 / 30)
     np.testing.assert_array_equal(data.s[0], 1.0)
+
+
+def test_runs_that_crashed_or_raised_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    """A crash is not a stop drawn from the design: such runs are dropped unless kept."""
+    from agentlog._records import RunEnd
+    from agentlog._writer import TraceWriter
+
+    logs = record_hand_runs(tmp_path, n=4)
+    # a killed process: the same run's records without its RunEnd
+    crashed = tmp_path / "run00.zst"
+    records = [r for r in al.read(crashed).records if not isinstance(r, RunEnd)]
+    with TraceWriter(crashed) as writer:
+        for r in records:
+            writer.put(r)
+    # a run whose body raised
+    with pytest.raises(RuntimeError, match="agent bug"), al.record(
+            tmp_path / "raised.zst", system="hand", seed=99, task="t1"):
+        hand_agent([])
+        raise RuntimeError("agent bug")
+    with pytest.warns(al.DegenerateDataWarning, match=r"2 run\(s\) crashed or raised"):
+        data = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3)
+    assert len(data) == 3
+    expected = hand_arrays(logs[1:], 3)
+    np.testing.assert_array_equal(data.p, expected["p"])
+    kept = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="keep")
+    assert len(kept) == 5
+    with pytest.raises(ValueError, match="`unfinished` must be 'drop' or 'keep'"):
+        cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="skip")
