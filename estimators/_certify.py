@@ -57,7 +57,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import importlib
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -277,7 +276,7 @@ def _moments(d: FloatArray, mask: BoolArray, onehot: FloatArray) -> _Moments:
 
 def _t_quantiles(level: float, g: FloatArray) -> FloatArray:
     """``t_level(G − 1)`` per row, NaN where ``G < 2``; one ppf call per distinct G."""
-    stats = importlib.import_module("scipy.stats")  # lazy: `import agentlog` stays light
+    from scipy import stats  # lazy: `import agentlog` stays light
 
     out = np.full(g.shape, np.nan)
     for value in np.unique(g[np.isfinite(g) & (g >= 2)]):
