@@ -324,7 +324,11 @@ def asv_command(
         "record on the window).", show_default=False)] = None,
     weighting: Annotated[str, typer.Option(
         "--weighting", help="empirical (each transition weighs 1) or equal-target (each "
-        "task weighs 1).")] = "empirical",
+        "target identity weighs 1: the run meta key --target-key, else the task).")
+    ] = "empirical",
+    target_key: Annotated[str, typer.Option(
+        "--target-key", help="Run meta key naming each transition's target identity.")
+    ] = "target",
     resamples: Annotated[int, typer.Option(
         "--resamples", min=2, help="Trajectory-block bootstrap draws.")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap draws.")] = 0,
@@ -352,7 +356,8 @@ def asv_command(
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            data = asv.from_trace(loaded, channels=pair, window=win, score=name)
+            data = asv.from_trace(loaded, channels=pair, window=win, score=name,
+                                  target_key=target_key)
             face = data.face(complete_only=complete_only)
         except al.IncompleteFaceError as exc:
             fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")

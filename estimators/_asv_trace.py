@@ -102,6 +102,7 @@ def from_trace(
     channels: tuple[str, str],
     window: str | None = None,
     score: str | None = None,
+    target_key: str = "target",
 ) -> AsvData:
     """Collect the channel scores of every transition into reduced four-corner faces.
 
@@ -110,6 +111,9 @@ def from_trace(
         channels: ``(ρ0, ρ1)``, e.g. ``("direct", "quote")``.
         window: only transitions of windows with this name.
         score: only Score records with this name (default: every channel score).
+        target_key: the run meta key naming the transition's target identity (papers/004
+            weights targets equally under ``weighting="equal-target"``); runs without it
+            use their task.
     """
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
@@ -134,7 +138,8 @@ def from_trace(
                 transitions.append((run.start.run_id, w.window))
                 names.append(w.name)
                 trajectory.append(run.start.run_id)
-                target.append(run.start.task or "")
+                label = run.start.meta.get(target_key, run.start.task)
+                target.append("" if label is None else str(label))
             for rec in run.records:
                 if not isinstance(rec, Score) or rec.channel is None:
                     continue

@@ -460,6 +460,8 @@ def run_agent(
         "ranking": ranking, "cluster": task_id, "budget": budget, "pool_seed": pool_seed,
         "n_candidates": n_candidates, "theta_star": pool.theta_star,
         "policy": dataclasses.asdict(policy), "backbone": policy.backbone,
+        # the reviewed target option (papers/004's target identity for equal-target weighting)
+        "target": OPTIONS[target_option(pool.theta_star)],
     }
     if replicate is not None:
         meta["replicate"] = replicate

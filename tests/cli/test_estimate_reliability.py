@@ -248,7 +248,7 @@ def test_unknown_score_and_unknown_by_key_exit_2_listing_what_exists(study: Path
     err = bad(study, "--score", "abs_error", "--by", "ranking,backend")
     assert "--by backend: no run records such a key; use system, task, seed, model or a " \
            "meta key of the runs: backbone, budget, cluster, n_candidates, policy, pool_seed, " \
-           "ranking, replicate, theta_star" in err
+           "ranking, replicate, target, theta_star" in err
 
 
 def test_runs_without_scores_exit_2(tmp_path: Path) -> None:

@@ -55,7 +55,10 @@ def test_every_retrieval_gets_a_complete_face_in_four_layouts(study: list[Path])
     assert len(face) == len(study) == 18 and face.dropped.size == 0
     assert data.layouts == {"direct": (0, 1, 2, 3), "quote": (0, 1, 2, 3)}
     assert data.waves == [0] and set(data.window_names) == {"retrieval"}
-    assert len(set(data.trajectory)) == 18 and set(data.target) == set(task_ids(3))
+    # the target identity is the reviewed option each run records in its meta
+    targets = {al.read(p).runs[0].start.meta["target"] for p in study}
+    assert len(set(data.trajectory)) == 18 and set(data.target) == targets
+    assert targets <= {"supports", "opposes", "mixed"}
     for path in study:
         trace = al.read(path)
         margins = trace.scores("margin")

@@ -90,3 +90,19 @@ def test_scores_that_name_no_endpoint_or_repeat_a_cell_are_errors(tmp_path: Path
         asv.from_trace(dup, channels=("direct", "quote"))
     with pytest.raises(ValueError, match=r"no scores on channel\(s\) \['generated'\]"):
         asv.from_trace(path, channels=("quote", "generated"))
+
+
+def test_the_target_identity_comes_from_run_meta_else_the_task(tmp_path: Path) -> None:
+    for i, meta in enumerate(({"target": "opt-a"}, {})):
+        with al.record(tmp_path / f"r{i}.zst", seed=1, task=f"task-{i}", meta=meta):
+            step(i)
+            ref = al.last_window("step")
+            assert ref is not None
+            for channel in ("direct", "quote"):
+                for state in (ref.entry_hash, ref.exit_hash):
+                    al.score("margin", 0.1, channel=channel, transition=ref.id,
+                             state_hash=state)
+    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    assert list(data.target) == ["opt-a", "task-1"]
+    other = asv.from_trace(tmp_path, channels=("direct", "quote"), target_key="absent")
+    assert list(other.target) == ["task-0", "task-1"]
