@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from agentlog._errors import DegenerateDataWarning, IncompleteFaceError
 
 from ._bootstrap import codes
+from ._cess import inputs_hash
 
 FloatArray = NDArray[np.float64]
 CORNERS = ("F_ρ0(x−)", "F_ρ0(x+)", "F_ρ1(x−)", "F_ρ1(x+)")
@@ -285,6 +286,7 @@ class AsvSummary:
     seed: int
     confidence_level: float
     calibration: CalibrationCheck
+    inputs_hash: str = ""  # SHA-256 of the four corners, trajectory and target labels
     note: str = field(default=CALIBRATION_NOTE)
 
     def interval(self, name: str) -> tuple[float, float]:
@@ -302,6 +304,7 @@ class AsvSummary:
             "n_resamples": self.n_resamples,
             "seed": self.seed,
             "confidence_level": self.confidence_level,
+            "inputs_hash": self.inputs_hash,
             "statistics": {k: {"value": v, "interval": list(self.interval(k))}
                            for k, v in self.values.items()},
             "calibration": self.calibration.to_dict(),
@@ -387,6 +390,9 @@ def summarize(
         n_resamples=int(n_resamples), seed=seed, confidence_level=confidence_level,
         calibration=calibration_check(f, mean_gain0=values["mean_gain0"],
                                       mean_gain1=values["mean_gain1"]),
+        inputs_hash=inputs_hash(f.before0, f.after0, f.before1, f.after1, traj,
+                                np.zeros(0) if tgt is None else tgt,
+                                config=f"{weighting}|{n_resamples}|{seed}|{trim}"),
     )
 
 

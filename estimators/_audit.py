@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._bootstrap import BootstrapResult, bootstrap_cluster_means, codes, group_means
+from ._cess import inputs_hash
 
 FloatArray = NDArray[np.float64]
 METRICS = ("mae", "ranking_sensitivity", "direction_error", "worst_ranking_mae")
@@ -162,6 +163,7 @@ class AuditResult:
     bootstrap: BootstrapResult
     n_questions: int
     confidence_level: float
+    inputs_hash: str = ""  # SHA-256 of the per-question metric matrix and the settings
 
     def interval(self, method: str, metric: str) -> tuple[float, float]:
         j = self._column(method, metric)
@@ -234,4 +236,6 @@ def audit(
         name: {m: float(boot.estimate[i * len(metrics) + j]) for j, m in enumerate(metrics)}
         for i, name in enumerate(names)
     }
-    return AuditResult(names, metrics, values, boot, int(keep.sum()), confidence_level)
+    return AuditResult(names, metrics, values, boot, int(keep.sum()), confidence_level,
+                       inputs_hash(per_question, config=f"{names}|{n_resamples}|{seed}|"
+                                   f"{threshold}"))

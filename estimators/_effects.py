@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._bootstrap import BootstrapResult, cluster_bootstrap, codes
-from ._cess import THEOREM_2_NOTE
+from ._cess import THEOREM_2_NOTE, inputs_hash
 
 FloatArray = NDArray[np.float64]
 EFFECTS = ("selection", "stopping", "interaction", "total")
@@ -80,6 +80,7 @@ class PolicyEffects:
     icc: dict[str, float] | None
     n_blocks: int
     n_clusters: int
+    inputs_hash: str = ""  # SHA-256 of the four arms (and the cluster codes)
     note: str = field(default=THEOREM_2_NOTE)
 
     def confidence_interval(self, effect: str) -> tuple[float, float]:
@@ -147,4 +148,6 @@ def policy_effects(
         selection=float(est[0]), stopping=float(est[1]), interaction=float(est[2]),
         total=float(est[3]), per_block=per_block, bootstrap=boot,
         confidence_level=confidence_level, icc=icc, n_blocks=n, n_clusters=boot.n_clusters,
+        inputs_hash=inputs_hash(t00, t10, t01, t11, codes(clusters, name="cluster")[1],
+                                config=f"{n_resamples}|{seed}"),
     )

@@ -221,3 +221,12 @@ def test_bootstrap_statistics_equal_a_direct_weighted_computation(weighting: str
         ref = _weighted_reference(f.interaction, w, 0.1)
         for key, value in ref.items():
             assert s.samples[key][row] == pytest.approx(value, abs=1e-9), (key, row)
+
+
+def test_the_summary_records_a_hash_of_its_inputs_and_settings() -> None:
+    f = asv.face([0.0, 1.0], [1.0, 2.0], [0.0, 1.0], [2.0, 0.0])
+    a = asv.summarize(f, trajectory=[0, 1], n_resamples=10)
+    assert a.inputs_hash == asv.summarize(f, trajectory=[0, 1], n_resamples=10).inputs_hash
+    assert a.inputs_hash != asv.summarize(f, trajectory=[1, 0], n_resamples=10).inputs_hash
+    assert a.inputs_hash != asv.summarize(f, trajectory=[0, 1], n_resamples=11).inputs_hash
+    assert a.to_dict()["inputs_hash"] == a.inputs_hash

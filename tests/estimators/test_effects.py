@@ -69,3 +69,13 @@ def test_policy_effects_validate_their_inputs() -> None:
         cess.policy_effects([0.0], [0.1, 0.2], [0.0], [0.2])
     with pytest.raises(ValueError, match="`repeat` needs `cluster`"):
         cess.policy_effects([0.0, 0.1], [0.1, 0.2], [0.0, 0.0], [0.2, 0.3], repeat=[0, 1])
+
+
+def test_effects_and_audits_record_a_hash_of_their_inputs() -> None:
+    args = ([0.0, 1.0], [1.0, 2.0], [0.0, 1.0], [2.0, 3.0])
+    a = cess.policy_effects(*args, n_resamples=10)
+    assert a.inputs_hash == cess.policy_effects(*args, n_resamples=10).inputs_hash
+    assert a.inputs_hash != cess.policy_effects(*args, cluster=[0, 0], n_resamples=10).inputs_hash
+    audit = cess.audit({"m": [0.1, 0.2]}, [0.0, 0.0], question=["x", "y"], n_resamples=10)
+    other = cess.audit({"m": [0.1, 0.3]}, [0.0, 0.0], question=["x", "y"], n_resamples=10)
+    assert len(audit.inputs_hash) == 64 and audit.inputs_hash != other.inputs_hash
