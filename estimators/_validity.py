@@ -638,7 +638,7 @@ def non_degeneracy(
     Returns:
         A ``NonDegeneracy``: fail when one action was always chosen (no sample size repairs
         it) or when the permutation test of ``Σ_a n_a Ȳ_a²`` gives ``p > level``; pass when
-        ``p ≤ level``.
+        ``p ≤ level``; not probed when fewer than two actions occur in two or more runs.
     """
     actions, y = _non_degeneracy_iv(decisions, outcomes, level, n_permutations, seed)
     levels = sorted(set(actions), key=repr)
@@ -651,6 +651,15 @@ def non_degeneracy(
     if k < 2:
         cell = Cell(item, FAIL, f"Var(A) = 0: {levels[0]!r} chosen in all {n} runs; the "
                     "decision is degenerate and no sample size repairs it")
+        return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
+                             int(n_permutations), cell)
+    replicated = int((counts >= 2).sum())
+    if replicated < 2:
+        # With (almost) every action seen once, E[Y|A] cannot be compared: the permutation
+        # statistic is then nearly constant and its p-value says nothing either way.
+        cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({k} actions), but only {replicated} "
+                    "action(s) occur in two or more runs; comparing E[Y|A] needs at least "
+                    "two replicated actions (record more runs, or a coarser decision)")
         return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
                              int(n_permutations), cell)
     onehot = np.zeros((n, k))

@@ -353,3 +353,14 @@ def test_bad_non_degeneracy_inputs_are_rejected_naming_the_parameter() -> None:
         reliability.non_degeneracy([], [])
     with pytest.raises(ValueError, match="`level` must be in \\(0, 1\\)"):
         reliability.non_degeneracy(["a"], [1.0], level=5)
+
+
+def test_non_degeneracy_is_not_probed_when_actions_are_not_replicated() -> None:
+    """Every run choosing a different action leaves E[Y|A] incomparable: not probed, never
+    a silent pass or a verdict from a degenerate permutation test."""
+    from agentlog.estimators import reliability
+
+    res = reliability.non_degeneracy(["a", "b", "c", "d", "d"], [0.1, 0.9, 0.4, 0.2, 0.2],
+                                     name="doc")
+    assert res.cell.status == "not probed"
+    assert "only 1 action(s) occur in two or more runs" in res.cell.detail
