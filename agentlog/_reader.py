@@ -23,10 +23,11 @@ executes code from the file: records are msgpack decoded into fixed types.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, Union
 
 import msgspec
 
@@ -239,6 +240,50 @@ def read(path: str | os.PathLike[str]) -> Trace:
         frames=frames.frames,
         format_version=frames.format_version,
     )
+
+
+TraceSource = Union["Trace", str, os.PathLike[str]]
+
+
+def read_traces(source: TraceSource | Iterable[TraceSource], *, name: str = "traces"
+                ) -> list[Trace]:
+    """Every trace named by ``source``: a ``Trace``, a trace file, a folder (every ``*.zst``
+    below it, in sorted order) or an iterable of those. The one loader the estimators share.
+
+    Raises:
+        ValueError: ``source`` is empty, a folder holds no trace, or an item is neither a
+            path nor a Trace (the message names the parameter ``name``).
+        TraceFormatError, OSError: as ``read`` (a missing file is a FileNotFoundError).
+    """
+    expected = (f"`{name}` must be a trace path, a Trace, a folder or a non-empty sequence of "
+                "them")
+    if isinstance(source, Trace | str | os.PathLike):
+        items: list[Any] = [source]
+    elif isinstance(source, Iterable):
+        items = list(source)
+    else:
+        raise ValueError(f"{expected}; found {type(source).__name__}")
+    if not items:
+        raise ValueError(f"`{name}` is empty; {expected}")
+    out: list[Trace] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Trace):
+            out.append(item)
+            continue
+        if not isinstance(item, str | os.PathLike):
+            raise ValueError(f"{expected}; item {i} is a {type(item).__name__}")
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(p.rglob("*.zst"))
+            if not files:
+                raise ValueError(f"{p}: the folder holds no *.zst trace files")
+            out.extend(read(f) for f in files)
+        elif p.exists():
+            out.append(read(p))
+        else:
+            raise FileNotFoundError(f"trace {str(p)!r} does not exist; pass the path of a "
+                                    "file written by al.record(), or its folder")
+    return out
 
 
 # -- vectors ---------------------------------------------------------------------------

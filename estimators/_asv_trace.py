@@ -27,15 +27,14 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._reader import Trace, read
+from agentlog._reader import Trace, read_traces
 from agentlog._records import Score
 
 from ._asv import AsvFace, face
@@ -79,23 +78,6 @@ class AsvData:
                                 for w in self.waves])
 
 
-def _traces(source: Trace | str | os.PathLike[str] | Iterable[Any]) -> list[Trace]:
-    if isinstance(source, Trace):
-        return [source]
-    if isinstance(source, str | os.PathLike):
-        p = Path(source)
-        if p.is_dir():
-            files = sorted(p.glob("*.zst"))
-            if not files:
-                raise ValueError(f"{p}: no *.zst trace files in this folder")
-            return [read(f) for f in files]
-        return [read(p)]
-    out: list[Trace] = []
-    for item in source:
-        out.extend(_traces(item))
-    return out
-
-
 def from_trace(
     source: Trace | str | os.PathLike[str] | Sequence[Any],
     *,
@@ -107,7 +89,8 @@ def from_trace(
     """Collect the channel scores of every transition into reduced four-corner faces.
 
     Args:
-        source: a Trace, a trace path, a folder of traces, or a list of them.
+        source: a Trace, a trace path, a folder (every ``*.zst`` below it), or a list of
+            them.
         channels: ``(ρ0, ρ1)``, e.g. ``("direct", "quote")``.
         window: only transitions of windows with this name.
         score: only Score records with this name (default: every channel score).
@@ -124,7 +107,7 @@ def from_trace(
     target: list[str] = []
     layouts: dict[str, set[int]] = {c: set() for c in channels}
     seen_channels: set[str] = set()
-    for trace in _traces(source):
+    for trace in read_traces(source, name="source"):
         for run in trace.runs:
             if run.start is None:
                 continue

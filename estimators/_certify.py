@@ -61,14 +61,13 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog._encoding import decode, encode
-from agentlog._reader import Trace, read
+from agentlog._reader import Trace, read_traces
 
 from ._plan import COMPOSITE, Plan
 
@@ -443,26 +442,8 @@ def _task_of(task: str | None, path: str, run_id: str) -> str:
 
 
 def _traces(traces: TraceInput | Iterable[TraceInput]) -> list[tuple[str, Trace]]:
-    items: list[TraceInput] = (
-        [traces] if isinstance(traces, Trace | str | os.PathLike) else list(traces))
-    out: list[tuple[str, Trace]] = []
-    for item in items:
-        if isinstance(item, Trace):
-            out.append((str(item.path), item))
-            continue
-        p = Path(item)
-        if p.is_dir():
-            files = sorted(p.rglob("*.zst"))
-            if not files:
-                raise ValueError(f"{p}: the folder holds no *.zst trace")
-            out.extend((str(f), read(f)) for f in files)
-        elif p.is_file():
-            out.append((str(p), read(p)))
-        else:
-            raise FileNotFoundError(f"trace {str(p)!r} does not exist")
-    if not out:
-        raise ValueError("no trace given; pass trace paths, a folder or Trace objects")
-    return out
+    """``(path, trace)`` of every trace named (``agentlog._reader.read_traces``)."""
+    return [(str(t.path), t) for t in read_traces(traces)]
 
 
 def _file_sha256(path: str) -> str:

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog._errors import DegenerateDataWarning, MissingDependencyError
-from agentlog._reader import Trace, read
+from agentlog._reader import Trace, read_traces
 from agentlog._records import Continuation, RunStart, Selection
 
 from ._cess import CessResult, estimate, support_from_vectors
@@ -363,29 +363,6 @@ def _read_parquet(path: Path) -> dict[str, list[Any]]:
 # -- from traces -------------------------------------------------------------------------
 
 
-def _traces(trace_or_paths: TraceInput | Iterable[TraceInput]) -> list[Trace]:
-    if isinstance(trace_or_paths, Trace | str | os.PathLike):
-        items: list[TraceInput] = [trace_or_paths]
-    else:
-        items = list(trace_or_paths)
-    if not items:
-        raise ValueError("`trace_or_paths` is empty; pass a trace, a trace file or a folder")
-    out: list[Trace] = []
-    for item in items:
-        if isinstance(item, Trace):
-            out.append(item)
-            continue
-        p = Path(item)
-        if p.is_dir():
-            files = sorted(p.rglob("*.zst"))
-            if not files:
-                raise ValueError(f"{p}: the folder holds no *.zst trace files")
-            out.extend(read(f) for f in files)
-        else:
-            out.append(read(p))
-    return out
-
-
 @dataclass
 class _Rows:
     y: list[list[float]] = field(default_factory=list)
@@ -451,7 +428,7 @@ def from_trace(
     budget = int(budget)
     if unfinished not in ("drop", "keep"):
         raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
-    traces = _traces(trace_or_paths)
+    traces = read_traces(trace_or_paths, name="trace_or_paths")
     y_table = _as_table(outcomes, "outcomes")
     m_table = _as_table(predictions, "predictions")
     _check_streams(traces, stream, stop_stream)

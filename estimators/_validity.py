@@ -78,7 +78,7 @@ import msgspec
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._reader import Trace, read
+from agentlog._reader import Trace, read_traces
 from agentlog._verify import verify
 
 from ._reliability import record_f1
@@ -387,24 +387,6 @@ def probe_scorer(
 # ------------------------------------------------------------------ (b) ownership map
 
 
-def _read_traces(traces: TracesLike) -> list[Any]:
-    if isinstance(traces, str | os.PathLike | Trace):
-        traces = [traces]
-    if not isinstance(traces, Sequence) or not traces:
-        raise ValueError("`traces` must be a trace path, a Trace, or a non-empty sequence of "
-                         "them")
-    out = []
-    for i, t in enumerate(traces):
-        if isinstance(t, Trace):
-            out.append(t)
-        elif isinstance(t, str | os.PathLike):
-            out.append(read(t))
-        else:
-            raise ValueError(f"`traces`[{i}] must be a path or an agentlog Trace; found "
-                             f"{type(t).__name__}")
-    return out
-
-
 @dataclass(frozen=True)
 class DecisionOwnership:
     """Who owns one decision stream across the traces.
@@ -516,7 +498,7 @@ def ownership_map(traces: TracesLike) -> OwnershipMap:
     Returns:
         An ``OwnershipMap`` with one entry per (stream, kind), sorted by name.
     """
-    loaded = _read_traces(traces)
+    loaded = read_traces(traces)
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     runs: dict[tuple[str, str], set[tuple[int, int]]] = defaultdict(set)
     for t_index, trace in enumerate(loaded):
@@ -718,7 +700,7 @@ def decision_outcomes(traces: TracesLike, *, decision: str, score: str) -> Decis
     and skipped at another). Runs that never made the decision, or have no such score,
     are left out and counted.
     """
-    loaded = _read_traces(traces)
+    loaded = read_traces(traces)
     actions: list[Any] = []
     outcomes: list[float] = []
     no_decision = no_score = 0
@@ -751,7 +733,7 @@ def decision_outcomes(traces: TracesLike, *, decision: str, score: str) -> Decis
 def replay_check(traces: TracesLike) -> Cell:
     """Pass iff every trace verifies (``agentlog.verify``): seals and receipts hold, every
     draw regenerates from its seed and every choice is ``argmax(log p + g)``."""
-    loaded = _read_traces(traces)
+    loaded = read_traces(traces)
     problems = []
     for trace in loaded:
         report = verify(trace.path)
@@ -938,7 +920,7 @@ def validity_card(
         cells.append(Cell("scorer: ignores contradictory metadata", NOT_PROBED,
                           "no scorer and probes"))
     ownership: OwnershipMap | None = None
-    loaded = None if traces is None else _read_traces(traces)  # read each file once
+    loaded = None if traces is None else read_traces(traces)  # read each file once
     if loaded is not None:
         ownership = ownership_map(loaded)
         own_cells = ownership.check(claimed_decisions)

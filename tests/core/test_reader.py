@@ -388,3 +388,26 @@ def test_the_reader_follows_a_file_that_is_still_being_written(tmp_path: Path) -
     w.flush()
     assert len(read(path).records) == 2
     w.close()
+
+
+def test_read_traces_takes_traces_files_folders_and_lists_of_them(tmp_path: Path) -> None:
+    import agentlog as al
+    from agentlog._reader import read_traces
+
+    (tmp_path / "sub").mkdir()
+    for name in ("a.zst", "sub/b.zst"):
+        with al.record(tmp_path / name, seed=1, task=name):
+            pass
+    one = al.read(tmp_path / "a.zst")
+    assert [t.runs[0].start.task for t in read_traces(tmp_path)] == ["a.zst", "sub/b.zst"]
+    assert read_traces(one) == [one]
+    assert len(read_traces([one, tmp_path / "sub"])) == 2
+    with pytest.raises(ValueError, match="`traces` is empty"):
+        read_traces([])
+    with pytest.raises(ValueError, match=r"item 0 is a int"):
+        read_traces([3])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_traces(tmp_path / "nope.zst")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"holds no \*\.zst trace files"):
+        read_traces(tmp_path / "empty")
