@@ -9,15 +9,14 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 import agentlog as al
-from agentlog.cli import app
 from agentlog.cli._certify_cmd import plot_rank_intervals, render_board
 from agentlog.estimators import certify
 from agentlog.examples.deep_research import Policy, run_study, task_ids
+from tests.cli._cli import invoke as cli_invoke
 
-runner = CliRunner(env={"COLUMNS": "240"})
 PLAN = Path(__file__).resolve().parents[2] / "examples" / "plans" / "deep_research.toml"
 SYSTEMS = {
     "reference": Policy(),
@@ -29,7 +28,7 @@ SYSTEMS = {
 
 
 def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
+    return cli_invoke(*args, columns=240)  # the board's rows are wide
 
 
 def bad(*args: str | Path) -> str:

@@ -11,18 +11,13 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner, Result
 
 import agentlog as al
-from agentlog.cli import app, main
+from agentlog.cli import main
 from agentlog.cli._demo import render_demo, run_demo
+from tests.cli._cli import invoke
 
-runner = CliRunner(env={"COLUMNS": "200"})
 PLAN = Path(__file__).resolve().parents[2] / "examples" / "plans" / "deep_research.toml"
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_the_cli_package_exports_app_and_main() -> None:

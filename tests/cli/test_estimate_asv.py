@@ -10,19 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner, Result
 
 import agentlog as al
-from agentlog.cli import app
 from agentlog.estimators import asv
 from agentlog.examples.deep_research import run_study, task_ids
+from tests.cli._cli import invoke
 
-runner = CliRunner(env={"COLUMNS": "200"})
 CHANNELS = ("direct", "quote")
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def asv_json(*args: str | Path) -> dict[str, Any]:

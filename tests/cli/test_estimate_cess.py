@@ -11,19 +11,13 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from typer.testing import CliRunner, Result
 
 import agentlog as al
-from agentlog.cli import app
 from agentlog.estimators import cess
 from agentlog.examples.deep_research import make_pool, run_study, task_ids
+from tests.cli._cli import invoke
 
-runner = CliRunner(env={"COLUMNS": "200"})
 TASKS = task_ids(2)
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def write_tables(folder: Path, *, skip: frozenset[str] | set[str] = frozenset(),

@@ -10,22 +10,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner, Result
 
 import agentlog as al
-from agentlog.cli import app
 from agentlog.estimators import reliability
 from agentlog.examples.deep_research import run_study, task_ids
-
-runner = CliRunner(env={"COLUMNS": "200"})
+from tests.cli._cli import invoke
 
 # papers/002 §5.1: GPT-4o's per-seed F1 on T3 (dedup), and a steadier model's.
 GPT4O_T3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]
 HAIKU_T3 = [0.9, 0.95, 0.8, 1.0, 0.85, 0.9, 1.0, 0.95, 0.79, 0.9]
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def rel_json(*args: str | Path) -> dict[str, Any]:

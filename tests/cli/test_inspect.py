@@ -7,18 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
 import agentlog as al
 from agentlog._recorder import log_llm_call
-from agentlog.cli import app
 from agentlog.examples.deep_research import Episode, run_agent
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
+from tests.cli._cli import invoke
 
 
 def inspect_json(path: Path) -> dict[str, Any]:

@@ -7,20 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 import agentlog as al
-from agentlog.cli import app
 from agentlog.estimators import reliability
 from agentlog.examples import scorers
+from tests.cli._cli import invoke as cli_invoke
 
-runner = CliRunner(env={"COLUMNS": "200"})
 SHAPE = "agentlog.examples.scorers:shape_scorer"
 GROUND_TRUTH = "agentlog.examples.scorers:ground_truth_scorer"
 
 
 def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, ["validity-card", *(str(a) for a in args)])
+    return cli_invoke("validity-card", *args)
 
 
 def card_json(*args: str | Path, code: int = 0) -> dict[str, Any]:
@@ -230,5 +229,5 @@ def test_bad_options_and_files_exit_2(model_runs: Path, tmp_path: Path) -> None:
 
 
 def test_the_cli_lists_validity_card() -> None:
-    result = runner.invoke(app, ["--help"])
+    result = cli_invoke("--help")
     assert result.exit_code == 0 and "validity-card" in result.stdout

@@ -9,19 +9,12 @@ from typing import Any
 
 import msgspec
 import pytest
-from typer.testing import CliRunner, Result
 
 import agentlog as al
 from agentlog._records import Selection
 from agentlog._writer import TraceWriter
-from agentlog.cli import app
 from agentlog.examples.deep_research import make_pool, retrieve, run_agent, synthesize
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def invoke(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
+from tests.cli._cli import invoke
 
 
 def verify_json(*paths: Path) -> tuple[int, dict[str, Any]]:
