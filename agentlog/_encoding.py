@@ -193,6 +193,28 @@ class ArgumentBinder:
             return self._names
         return None
 
+    def entry_struct(self) -> type[msgspec.Struct] | None:
+        """A Struct whose instance ``S(*args)`` encodes to the same bytes as the bound map.
+
+        The canonical encoder sorts Struct fields by name exactly as it sorts dict keys, so
+        ``_encoder.encode(S(*args)) == _encoder.encode(dict(zip(names, args)) | defaults)``;
+        building the Struct costs a quarter of building the dict (window hot path). None
+        when a full positional call does not bind as ``zip(names, args)``, or when the
+        defaults cannot be Struct defaults (msgspec refuses non-empty mutable ones).
+        """
+        names = self.simple_names()
+        if names is None:
+            return None
+        empty = inspect.Parameter.empty
+        fields: list[Any] = [
+            (p.name, Any) if p.default is empty else (p.name, Any, p.default)
+            for p in self.parameters
+        ]
+        try:
+            return msgspec.defstruct("WindowEntry", fields, omit_defaults=False)
+        except (TypeError, ValueError):
+            return None
+
     def default_tails(self) -> list[dict[str, Any] | None]:
         """``tails[i]``: the defaults that complete a call given ``i`` positionals, or None."""
         return list(self._tails)

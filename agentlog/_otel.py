@@ -37,11 +37,14 @@ def tracer() -> trace.Tracer | None:
     return provider.get_tracer(INSTRUMENTATION, __version__)
 
 
-def start_window_span(
-    tracer_: trace.Tracer, name: str, parent_span: Any, attributes: dict[str, Any]
-) -> trace.Span:
+def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
+    """Start a window's span under its enclosing window's span (else the current context).
+
+    No attributes at the start: the window's are all known only at its exit and are set
+    there in one call (``_window._close``); samplers see the window in the span name.
+    """
     context = trace.set_span_in_context(parent_span) if parent_span is not None else None
-    return tracer_.start_span(f"agentlog.window.{name}", context=context, attributes=attributes)
+    return tracer_.start_span(span_name, context=context)
 
 
 def selection_event_attributes(

@@ -80,7 +80,9 @@ class WindowExit(msgspec.Struct, tag=3, **_OPTS):
     status: int
     exit_hash: bytes
     exit: bytes | None  # canonical encoding inline, or None when stored as a Blob
-    receipt: bytes  # sha256(prev receipt ‖ name ‖ entry hash ‖ exit hash)
+    # sha256(prev receipt ‖ name ‖ entry hash ‖ exit hash). Recorders hand the writer b""
+    # and its thread fills the receipt in, in file order (TraceWriter._seal).
+    receipt: bytes
     wall_ns: int
     error_type: str | None = None
     error_message: str | None = None
@@ -192,7 +194,11 @@ class Blob(msgspec.Struct, tag=9, **_OPTS):
 
 
 class RunEnd(msgspec.Struct, tag=10, **_OPTS):
-    """Closes a run with the head of its receipt chain and its record counts."""
+    """Closes a run with the head of its receipt chain and its record counts.
+
+    A recorder hands the writer ``receipt=b""``: the writer thread fills in the chain's
+    head and ``n_windows`` (windows closed), both counted in file order.
+    """
 
     run: int
     t_ns: int

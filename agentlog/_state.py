@@ -23,8 +23,8 @@ RECEIPT_DOMAIN = b"agentlog-receipt/1"
 
 
 def receipt_genesis(run_id: str) -> bytes:
-    """receipt_0 = sha256("agentlog-receipt/1" ‖ run_id)."""
-    return hashlib.sha256(RECEIPT_DOMAIN + run_id.encode("ascii")).digest()
+    """receipt_0 = sha256("agentlog-receipt/1" ‖ UTF-8 run_id) (run ids are ASCII hex)."""
+    return hashlib.sha256(RECEIPT_DOMAIN + run_id.encode("utf-8", "surrogatepass")).digest()
 
 
 def receipt_key(window: str) -> bytes:
@@ -62,7 +62,6 @@ class Run:
         "meta",
         "n_continuations",
         "n_selections",
-        "n_windows",
         "parent_run",
         "path",
         "plain",
@@ -103,6 +102,8 @@ class Run:
         self.meta = meta
         self.writer = writer
         self.lock = threading.Lock()
+        # The receipt chain's head as the caller sees it, kept only when spans carry the
+        # receipts (run.tracer); otherwise the writer thread keeps the chain.
         self.receipt = receipt_genesis(run_id)
         self._window_ids = itertools.count()  # next() is atomic under the GIL
         self._steps: dict[str, itertools.count[int]] = {}
@@ -113,13 +114,12 @@ class Run:
         self.tracer = tracer
         self.t0_ns = time.time_ns()
         self.t0_perf = time.perf_counter_ns()
-        self.n_windows = 0
         self.n_selections = 0
         self.n_continuations = 0
         self.closed = False
         self.parent_run = parent_run
-        # No redact hook, no spans, no per-window frame cuts: windows may take the inlined path.
-        self.plain = redact is None and tracer is None and durability == "frame"
+        # No redact hook, no per-window frame cuts: windows may take the inlined path.
+        self.plain = redact is None and durability == "frame"
 
     def next_window_id(self) -> int:
         return next(self._window_ids)

@@ -7,6 +7,12 @@ chain advances at every exit (papers/000 §3.2 and Appendix B, "SCRIBE"):
 
     receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash)
 
+The chain is a function of the sealed hashes and their order in the file, so the writer
+thread computes it (``TraceWriter._seal``) and the caller pays for neither the hash nor a
+lock. When spans are on, each span carries its window's receipt: the caller then computes
+it under the run's lock, which keeps the chain in queue order, and the writer continues
+from it.
+
 ``after="retrieval"`` declares that this window's entry must equal the latest exit of
 the ``retrieval`` window in the same run ("the exit hash is the next entry hash"). The
 value compared is the ``entry=`` projection when one is given, else the sole argument
@@ -86,6 +92,7 @@ class _Spec:
         "after",
         "binder",
         "entry",
+        "entry_struct",
         "exit",
         "fn",
         "forbid",
@@ -93,6 +100,7 @@ class _Spec:
         "name",
         "name_key",
         "positional",
+        "span_name",
         "tails",
     )
 
@@ -120,6 +128,8 @@ class _Spec:
         self.positional = self.binder.simple_names()
         self.n_positional = -1 if self.positional is None else len(self.positional)
         self.tails = self.binder.default_tails()
+        self.entry_struct = self.binder.entry_struct()
+        self.span_name = f"agentlog.window.{name}"
 
 
 def _failure_payload(exc: BaseException) -> dict[str, str]:
@@ -185,15 +195,10 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         )
     )
     if run.tracer is not None:
+        # Every attribute is set at the end in one call: the SDK cleans and locks per call,
+        # and one call of five costs 2 µs less than three at the start and two at the end.
         st.span = _otel.start_window_span(
-            run.tracer,
-            spec.name,
-            None if parent is None else parent.span,
-            {
-                "agentlog.window": spec.name,
-                "agentlog.run_id": run.run_id,
-                "agentlog.entry_hash": entry_hash.hex(),
-            },
+            run.tracer, spec.span_name, None if parent is None else parent.span
         )
     st.t0_perf = _perf()
     return st
@@ -225,37 +230,43 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
             exit_hash, exit_inline = store_artifact(
                 run, {"unsealable": type(payload).__qualname__}, what="exit"
             )
-    with run.lock:
-        receipt = _sha256(run.receipt + st.name_key + st.entry_hash + exit_hash).digest()
-        run.receipt = receipt
-        if status == EXIT_OK:
-            run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
-        run.n_windows += 1
-        # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
-        run.writer.put(
-            WindowExit(
-                run.index, st.id, name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
-                exit_inline, receipt, wall,
-                None if exc is None else type(exc).__qualname__,
-                None if exc is None else str(exc),
-                st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
-                st.selections,
-            )
-        )
+    if status == EXIT_OK:
+        run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
+    span = st.span
+    receipt = b""  # the writer thread advances the receipt chain (TraceWriter._seal) ...
+    if span is None:
+        _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
+    else:
+        # ... unless the span carries it: then it is computed here, under the lock that
+        # keeps the chain in queue order, and the writer continues from it.
+        with run.lock:
+            receipt = run.receipt = _sha256(
+                run.receipt + st.name_key + st.entry_hash + exit_hash
+            ).digest()
+            _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
     if st.parent is not None:
         _add_to_parent(st.parent, st)
     if run.durability == "window":
         run.writer.cut_frame()
-    span = st.span
     if span is not None:
-        # Each attribute costs the SDK about a microsecond: zero counters are left out (an
-        # absent counter reads as 0) and wall time is the span's own duration.
-        attributes: dict[str, Any] = {
-            "agentlog.exit_hash": exit_hash.hex(),
-            "agentlog.receipt": receipt.hex(),
-        }
-        if status == EXIT_CLOSED:
-            attributes["agentlog.status"] = "closed"
+        _end_span(span, st, exit_hash, receipt, status, exc)
+
+
+def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, status: int,
+              exc: BaseException | None) -> None:
+    """Set the window's attributes in one call (the SDK cleans and locks per call) and end."""
+    attributes: dict[str, Any] = {
+        "agentlog.window": st.name,
+        "agentlog.run_id": st.run.run_id,
+        "agentlog.entry_hash": st.entry_hash.hex(),
+        "agentlog.exit_hash": exit_hash.hex(),
+        "agentlog.receipt": receipt.hex(),
+    }
+    if status == EXIT_CLOSED:
+        attributes["agentlog.status"] = "closed"
+    # Zero counters are left out (an absent counter reads as 0); wall time is the span's
+    # own duration.
+    if st.tool_calls or st.llm_calls or st.input_tokens or st.output_tokens or st.selections:
         for key, value in (
             ("agentlog.tool_calls", st.tool_calls),
             ("agentlog.llm_calls", st.llm_calls),
@@ -265,13 +276,29 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
         ):
             if value:
                 attributes[key] = value
-        if st.cost is not None:
-            attributes["agentlog.cost"] = st.cost
-        span.set_attributes(attributes)
-        if exc is not None:
-            span.record_exception(exc)
-            span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
-        span.end()
+    if st.cost is not None:
+        attributes["agentlog.cost"] = st.cost
+    span.set_attributes(attributes)
+    if exc is not None:
+        span.record_exception(exc)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
+    span.end()
+
+
+def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
+              exit_inline: bytes | None, receipt: bytes, wall: int,
+              exc: BaseException | None) -> None:
+    # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
+    run.writer.put(
+        WindowExit(
+            run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
+            exit_inline, receipt, wall,
+            None if exc is None else type(exc).__qualname__,
+            None if exc is None else str(exc),
+            st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
+            st.selections,
+        )
+    )
 
 
 def _add_to_parent(parent: WindowState, st: WindowState) -> None:
@@ -341,11 +368,13 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     positional = spec.positional or ()
     n_positional = spec.n_positional
     tails = spec.tails
+    entry_struct = spec.entry_struct
+    span_name = spec.span_name
     # The inlined path below covers the common window: no projections, no declared
     # predecessor, arguments passed positionally. It writes exactly what _open/_close
     # write (tests compare both paths); it exists because this runs on every call.
     inline_ok = spec.entry is None and spec.after is None and exit_projection is None and (
-        spec.positional is not None
+        spec.positional is not None and entry_struct is not None
     )
     get_run = current_run_var.get
     get_window = current_window_var.get
@@ -354,6 +383,15 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     sha256 = _sha256
     fast_encode = _fast_encode
     perf = _perf
+    attach = otel_context.attach
+    detach = otel_context.detach
+    in_context = trace.set_span_in_context
+
+    def bound_map(args: tuple[Any, ...]) -> dict[str, Any]:
+        bound = dict(zip(positional, args, strict=False))
+        if len(args) < n_positional:
+            bound.update(tails[len(args)])  # type: ignore[arg-type]
+        return bound
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -371,14 +409,11 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 parent = None
             st = WindowState(run, next(run._window_ids), name, parent,
                              forbid if parent is None else forbid | parent.forbid, name_key)
-            bound = dict(zip(positional, args, strict=False))
-            if n_args < n_positional:
-                bound.update(tails[n_args])  # type: ignore[arg-type]
             data: bytes | None
             try:
-                data = fast_encode(bound)
+                data = fast_encode(entry_struct(*args))  # type: ignore[misc]
             except (TypeError, NotImplementedError, OverflowError, ValueError):
-                data = encode_arguments(bound, window=name)  # raises, naming the argument
+                data = encode_arguments(bound_map(args), window=name)  # raises, naming it
             entry_hash = st.entry_hash = sha256(data).digest()
             writer = run.writer
             if len(data) > INLINE_MAX:
@@ -389,11 +424,26 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                                    run.t0_ns + (t0 - run.t0_perf), entry_hash, data, None,
                                    None, None, None, _get_ident()))
             token = set_window(st)
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                _leave_failed(st, token, exc)
-                raise
+            tracer = run.tracer
+            if tracer is None:
+                span = None
+                try:
+                    result = fn(*args)
+                except BaseException as exc:
+                    _leave_failed(st, token, exc)
+                    raise
+            else:
+                span = st.span = tracer.start_span(
+                    span_name, None if parent is None or parent.span is None
+                    else in_context(parent.span))
+                span_token = attach(in_context(span))
+                try:
+                    result = fn(*args)
+                except BaseException as exc:
+                    detach(span_token)
+                    _leave_failed(st, token, exc)
+                    raise
+                detach(span_token)
             reset_window(token)
             t1 = perf()
             out: bytes | None
@@ -406,17 +456,26 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             if len(out) > INLINE_MAX:
                 writer.put_blob(exit_hash, out, "artifact")
                 out = None
-            with run.lock:
+            run.last_exit[name] = (st.id, entry_hash, exit_hash)
+            if span is None:
+                # receipt=b"": the writer thread advances the receipt chain (_writer._seal).
+                writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
+                                      EXIT_OK, exit_hash, out, b"", t1 - t0, None, None,
+                                      st.tool_calls, st.llm_calls, st.input_tokens,
+                                      st.output_tokens, st.cost, st.selections))
+                if parent is not None:
+                    _add_to_parent(parent, st)
+                return result
+            with run.lock:  # the span carries the receipt: see _close
                 receipt = run.receipt = sha256(run.receipt + name_key + entry_hash +
                                                exit_hash).digest()
-                run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
-                run.n_windows += 1
                 writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
                                       EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,
                                       st.tool_calls, st.llm_calls, st.input_tokens,
                                       st.output_tokens, st.cost, st.selections))
             if parent is not None:
                 _add_to_parent(parent, st)
+            _end_span(span, st, exit_hash, receipt, EXIT_OK, None)
             return result
         st = _open(spec, run, args, kwargs)
         token = set_window(st)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import math
 import os
 import signal
@@ -56,8 +57,19 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 from agentlog._errors import InstrumentationWarning
-from agentlog._records import RECORD_TYPES, Blob, Record
+from agentlog._records import (
+    RECORD_TYPES,
+    Blob,
+    Record,
+    RunEnd,
+    RunStart,
+    WindowEnter,
+    WindowExit,
+)
+from agentlog._state import receipt_genesis, receipt_key
 from agentlog._trace_format import (
     FILE_HEADER,
     FRAME_HEADER_SIZE,
@@ -81,6 +93,9 @@ FRAME_TARGET_CONTENT = 4 * 1024 * 1024
 SIGNAL_FLUSH_TIMEOUT = 10.0
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
+_SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd))
+_sha256 = hashlib.sha256
+_replace = msgspec.structs.replace
 
 # The OS calls the writer thread uses, as module attributes so tests can make a
 # write fail (disk full) without touching the os module everyone else uses.
@@ -202,6 +217,11 @@ class TraceWriter:
         self._problem: str | None = None  # first problem, waiting to be warned about
         self._warned = False
         self._blob_hashes: dict[bytes, object] = {}
+        # Receipt chains, advanced by the writer thread in queue order (see _seal):
+        # run index -> [head, windows closed]; (run, window id) -> entry hash while open.
+        self._chains: dict[int, list[Any]] = {}
+        self._open_entries: dict[tuple[int, int], bytes] = {}
+        self._receipt_keys: dict[str, bytes] = {}
         self._fd = -1
         self._thread: threading.Thread | None = None
         self._deque: deque[Any] = deque()
@@ -461,11 +481,59 @@ class TraceWriter:
             return
         if not all(map(_RECORD_TYPES.__contains__, map(type, batch))):
             batch = self._only_records(batch)
+        self._seal(batch)
         start = 0
         while start < len(batch):
             step = self._chunk_records
             self._write_records(batch[start:start + step])
             start += step
+
+    def _seal(self, batch: list[Any]) -> None:
+        """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
+
+        receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash) (DESIGN §5,
+        papers/000 Appendix B). The chain runs in queue order, which is the order of the
+        file, so the caller needs neither a lock nor a hash for it: a ``WindowExit`` put
+        with ``receipt=b""`` gets its receipt here, and a ``RunEnd`` put with
+        ``receipt=b""`` gets the head and the number of windows closed. A receipt the
+        caller computed itself (it does when spans carry it) is kept and continued from.
+        """
+        chains = self._chains
+        entries = self._open_entries
+        for i, record in enumerate(batch):
+            kind = type(record)
+            if kind not in _SEALED_TYPES:
+                continue
+            try:
+                self._seal_one(batch, i, kind, record, chains, entries)
+            except Exception as exc:  # a malformed record: written as it is, never fatal
+                self._note_problem(f"could not advance the receipt chain over a "
+                                   f"{kind.__name__} record ({type(exc).__name__}: {exc})")
+
+    def _seal_one(self, batch: list[Any], i: int, kind: type, record: Any,
+                  chains: dict[int, list[Any]], entries: dict[tuple[int, int], bytes]) -> None:
+        if kind is WindowEnter:
+            entries[(record.run, record.window)] = record.entry_hash
+        elif kind is WindowExit:
+            entry = entries.pop((record.run, record.window), None)
+            chain = chains.get(record.run)
+            if chain is None:  # records of a run whose RunStart this writer never saw
+                return
+            chain[1] += 1
+            if record.receipt:
+                chain[0] = record.receipt
+            elif entry is not None:
+                key = self._receipt_keys.get(record.name)
+                if key is None:
+                    key = self._receipt_keys.setdefault(record.name, receipt_key(record.name))
+                chain[0] = _sha256(chain[0] + key + entry + record.exit_hash).digest()
+                batch[i] = _replace(record, receipt=chain[0])
+        elif kind is RunStart:
+            chains[record.run] = [receipt_genesis(record.run_id), 0]
+        else:  # RunEnd
+            chain = chains.pop(record.run, None)
+            if chain is not None and not record.receipt:
+                batch[i] = _replace(record, receipt=chain[0], n_windows=chain[1])
 
     def _only_records(self, batch: list[Any]) -> list[Any]:
         kept = [r for r in batch if type(r) in _RECORD_TYPES]

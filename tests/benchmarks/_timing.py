@@ -7,15 +7,38 @@ import time
 from collections.abc import Callable
 
 
-def per_call_us(fn: Callable[[], object], *, number: int, repeat: int = 7) -> tuple[float, float]:
-    """(min, median) microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls."""
+def _batch_us(fn: Callable[[], object], number: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number * 1e6
+
+
+def per_call_us(fn: Callable[[], object], *, number: int, repeat: int = 7,
+                before: Callable[[], object] | None = None) -> tuple[float, float]:
+    """(min, median) microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls.
+
+    ``before`` runs ahead of each batch, outside the clock (e.g. draining a writer).
+    """
     samples = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number * 1e6)
+        if before is not None:
+            before()
+        samples.append(_batch_us(fn, number))
     return min(samples), statistics.median(samples)
+
+
+def interleaved(reference: Callable[[], object], fn: Callable[[], object], *, number: int,
+                repeat: int = 9, before: Callable[[], object] | None = None,
+                ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Like ``per_call_us`` for two functions, batches alternating so both see one load."""
+    ref, own = [], []
+    for _ in range(repeat):
+        for fn_, out in ((reference, ref), (fn, own)):
+            if before is not None:
+                before()
+            out.append(_batch_us(fn_, number))
+    return (min(ref), statistics.median(ref)), (min(own), statistics.median(own))
 
 
 def row(label: str, timing: tuple[float, float], reference: tuple[float, float] | None = None,

@@ -357,3 +357,89 @@ def test_last_window_refers_to_the_latest_successful_exit(trace_path: Path) -> N
     assert ref == al.WindowRef(enter.window, "retrieval", enter.entry_hash, exit_.exit_hash)
     (score,) = al.read(trace_path).scores()
     assert (score.transition, score.state_hash) == (enter.window, exit_.exit_hash)
+
+
+def _chain_of(trace: Any, run_id: str) -> list[bytes]:
+    """Every receipt of a run, recomputed from its genesis over the exits in file order."""
+    enters = {e.window: e for e in of_type(trace, WindowEnter)}
+    receipt, out = receipt_genesis(run_id), []
+    for ex in of_type(trace, WindowExit):
+        receipt = receipt_next(receipt, ex.name, enters[ex.window].entry_hash, ex.exit_hash)
+        out.append(receipt)
+    return out
+
+
+def test_threads_sharing_one_run_get_one_chain_in_file_order(trace_path: Path) -> None:
+    # The writer thread advances the chain in queue order: no caller-side lock is needed
+    # for the file's receipts to chain, however the threads interleave.
+    from agentlog.context import copy_context_executor
+
+    @al.window("leaf")
+    def leaf(i: int) -> int:
+        return i * i
+
+    def work(k: int) -> None:
+        for i in range(200):
+            leaf(k * 1000 + i)
+
+    with al.record(trace_path, seed=1) as run, copy_context_executor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    trace = al.read(trace_path)
+    exits = of_type(trace, WindowExit)
+    assert len(exits) == 1600
+    assert [ex.receipt for ex in exits] == _chain_of(trace, run.run_id)
+    end = trace.records[-1]
+    assert end.receipt == exits[-1].receipt and end.n_windows == 1600
+    assert al.verify(trace_path).ok
+
+
+@al.window("boom")
+def boom() -> None:
+    raise ValueError("x")
+
+
+def test_span_receipts_and_hashes_are_the_ones_in_the_file(trace_path: Path) -> None:
+    # With spans, the caller computes each receipt (a span carries it) and the writer
+    # continues from it: both views must agree, window by window.
+    from agentlog.testing import capture_spans
+
+    with capture_spans() as spans, al.record(trace_path, seed=1) as run:
+        synthesize(retrieve("q"))
+        synthesize(retrieve("r", 3))
+        with pytest.raises(ValueError):
+            boom()
+    trace = al.read(trace_path)
+    enters = {e.window: e for e in of_type(trace, WindowEnter)}
+    exits = of_type(trace, WindowExit)
+    assert [ex.receipt for ex in exits] == _chain_of(trace, run.run_id)
+    by_receipt = {ex.receipt.hex(): ex for ex in exits}
+    assert len(spans.spans) == len(exits) == 5
+    for span in spans.spans:
+        attrs = dict(span.attributes or {})
+        ex = by_receipt[attrs["agentlog.receipt"]]
+        assert span.name == f"agentlog.window.{ex.name}"
+        assert attrs["agentlog.window"] == ex.name
+        assert attrs["agentlog.exit_hash"] == ex.exit_hash.hex()
+        assert attrs["agentlog.entry_hash"] == enters[ex.window].entry_hash.hex()
+        assert attrs["agentlog.run_id"] == run.run_id
+    assert trace.records[-1].receipt == exits[-1].receipt
+    assert al.verify(trace_path).ok
+
+
+def test_a_writer_leaves_a_receipt_it_cannot_chain_empty_and_verify_reports_it(
+    tmp_path: Path,
+) -> None:
+    # Records of a run whose RunStart the writer never saw cannot be chained: the writer
+    # writes them as they are rather than inventing a genesis.
+    from agentlog._writer import TraceWriter
+
+    path = tmp_path / "orphan.zst"
+    w = TraceWriter(path)
+    h = sha(b"e")
+    w.put(WindowEnter(0, 0, "w", -1, 1, h, b"e", None, None, None, None, 0))
+    w.put(WindowExit(0, 0, "w", 2, EXIT_OK, h, b"e", b"", 1))
+    w.close()
+    (ex,) = of_type(al.read(path), WindowExit)
+    assert ex.receipt == b""
+    report = al.verify(path)
+    assert {p.kind for p in report.problems} == {"orphan-record"}
