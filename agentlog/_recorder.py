@@ -175,7 +175,7 @@ class record:
             _state.active_runs -= 1
         run.closed = True
         # receipt=b"": the writer thread fills in the head of the receipt chain and the
-        # number of windows closed, in file order (TraceWriter._seal).
+        # run's counts, in file order (TraceWriter._seal).
         run.writer.put(
             RunEnd(
                 run=run.index,
@@ -183,8 +183,8 @@ class record:
                 status=0 if exc_type is None else 1,
                 receipt=b"",
                 n_windows=0,
-                n_selections=run.n_selections,
-                n_continuations=run.n_continuations,
+                n_selections=0,
+                n_continuations=0,
                 dropped=run.writer.dropped,
                 error_type=None if exc_type is None else exc_type.__qualname__,
             )

@@ -199,9 +199,8 @@ def select(
             forced=forced,
         )
     )
-    run.n_selections += 1
     if window is not None:
-        window.selections += 1
+        window.add_usage(selections=1)
         if window.span is not None:
             window.span.add_event(
                 "agentlog.select",
@@ -256,7 +255,6 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
             run.now_ns(), policy_p, steer_name, forced,
         )
     )
-    run.n_continuations += 1
     if window is not None and window.span is not None:
         window.span.add_event(
             "agentlog.proceed", _otel.continuation_event_attributes(name, step, p, u, decision)

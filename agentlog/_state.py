@@ -60,8 +60,6 @@ class Run:
         "last_exit",
         "lock",
         "meta",
-        "n_continuations",
-        "n_selections",
         "parent_run",
         "path",
         "plain",
@@ -114,8 +112,6 @@ class Run:
         self.tracer = tracer
         self.t0_ns = time.time_ns()
         self.t0_perf = time.perf_counter_ns()
-        self.n_selections = 0
-        self.n_continuations = 0
         self.closed = False
         self.parent_run = parent_run
         # No redact hook, no per-window frame cuts: windows may take the inlined path.
@@ -182,14 +178,21 @@ class WindowState:
         output_tokens: int = 0,
         cost: float | None = None,
         tool_calls: int = 0,
+        selections: int = 0,
     ) -> None:
-        """Count resources into this window (adapters call this for every model call)."""
-        self.llm_calls += llm_calls
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.tool_calls += tool_calls
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
+        """Count resources into this window (adapters call this for every model call).
+
+        Thread-safe: work a window hands to a pool (``copy_context_executor``) counts into
+        the same window from several threads, and ``x += n`` is not atomic under the GIL.
+        """
+        with self.run.lock:
+            self.llm_calls += llm_calls
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
+            self.tool_calls += tool_calls
+            self.selections += selections
+            if cost is not None:
+                self.cost = (self.cost or 0.0) + cost
 
     def __repr__(self) -> str:
         return f"WindowState(name={self.name!r}, id={self.id}, run={self.run.run_id!r})"

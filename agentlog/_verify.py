@@ -13,8 +13,9 @@ Checks, per file:
   by a declared steer);
 * every continuation's uniform regenerated from (seed, stream, step) and its decision
   equal to ``u < p``;
-* structure: runs that never ended, windows that never closed, repeated steps, and a
-  truncated tail.
+* structure: runs that never ended, windows that never closed, repeated steps, a
+  RunEnd whose counts of windows, selections and continuations differ from its run's
+  records, and a truncated tail.
 
 Example:
     >>> import agentlog as al
@@ -138,6 +139,8 @@ class _Verifier:
         self.steps: dict[tuple[int, str], set[int]] = defaultdict(set)
         self.ended: set[int] = set()
         self.pool_keys: dict[bytes, tuple[int, Any]] = {}
+        # run -> records counted in the file: windows closed, selections, continuations
+        self.tallies: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
 
     def problem(self, kind: str, message: str, run: int | None, index: int | None) -> None:
         self.report.problems.append(Problem(kind, message, run, index))
@@ -230,6 +233,7 @@ class _Verifier:
                          "without having entered", rec.run, i)
             return
         enter = opened[1]
+        self.tallies[rec.run][0] += 1
         self._artifact(rec.exit_hash, rec.exit, f"exit of window {rec.name!r}", rec.run, i)
         expected = receipt_next(self.receipts[rec.run], rec.name, enter.entry_hash,
                                 rec.exit_hash)
@@ -270,6 +274,7 @@ class _Verifier:
         self.count("selections")
         if not self._known_run(rec.run, i):
             return
+        self.tallies[rec.run][1] += 1
         where = f"select {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
         if len(rec.probs) != 8 * rec.n or len(rec.draws) != 8 * rec.n:
@@ -316,6 +321,7 @@ class _Verifier:
         self.count("continuations")
         if not self._known_run(rec.run, i):
             return
+        self.tallies[rec.run][2] += 1
         where = f"proceed {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
         if not 0.0 <= rec.p <= 1.0:
@@ -340,6 +346,12 @@ class _Verifier:
         if rec.receipt != self.receipts[rec.run]:
             self.problem("receipt", f"RunEnd receipt head {rec.receipt.hex()[:16]}… differs "
                          f"from the chain's {self.receipts[rec.run].hex()[:16]}…", rec.run, i)
+        recorded = [rec.n_windows, rec.n_selections, rec.n_continuations]
+        if recorded != self.tallies[rec.run]:
+            self.problem("counts", "RunEnd counts (windows, selections, continuations) "
+                         f"{tuple(recorded)} differ from its run's records in the file "
+                         f"{tuple(self.tallies[rec.run])}: records were lost or added",
+                         rec.run, i)
         if rec.dropped:
             self.problem("dropped", f"{rec.dropped} records could not be written (I/O errors "
                          "while recording)", rec.run, i)

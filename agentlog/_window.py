@@ -310,8 +310,8 @@ def _add_to_parent(parent: WindowState, st: WindowState) -> None:
             output_tokens=st.output_tokens,
             cost=st.cost,
             tool_calls=st.tool_calls,
+            selections=st.selections,
         )
-        parent.selections += st.selections
 
 
 def _safe_close(st: WindowState, status: int, payload: Any, exc: BaseException | None) -> None:
@@ -705,7 +705,7 @@ def _tool_enter(
         _tool_record(run, st, name, _perf(), 2, args_hash, None, err)
         raise err
     if st is not None:
-        st.tool_calls += 1
+        st.add_usage(tool_calls=1)
     return run, st, args_hash
 
 

@@ -63,9 +63,11 @@ from agentlog._errors import InstrumentationWarning
 from agentlog._records import (
     RECORD_TYPES,
     Blob,
+    Continuation,
     Record,
     RunEnd,
     RunStart,
+    Selection,
     WindowEnter,
     WindowExit,
 )
@@ -93,7 +95,9 @@ FRAME_TARGET_CONTENT = 4 * 1024 * 1024
 SIGNAL_FLUSH_TIMEOUT = 10.0
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
-_SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd))
+_SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
+# Positions in a run's chain state: [head, windows closed, selections, continuations].
+_HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
 _sha256 = hashlib.sha256
 _replace = msgspec.structs.replace
 
@@ -495,8 +499,10 @@ class TraceWriter:
         papers/000 Appendix B). The chain runs in queue order, which is the order of the
         file, so the caller needs neither a lock nor a hash for it: a ``WindowExit`` put
         with ``receipt=b""`` gets its receipt here, and a ``RunEnd`` put with
-        ``receipt=b""`` gets the head and the number of windows closed. A receipt the
-        caller computed itself (it does when spans carry it) is kept and continued from.
+        ``receipt=b""`` gets the head and the run's counts (windows closed, selections,
+        continuations: what the file holds, however many threads recorded them). A
+        receipt the caller computed itself (it does when spans carry it) is kept and
+        continued from.
         """
         chains = self._chains
         entries = self._open_entries
@@ -514,26 +520,36 @@ class TraceWriter:
                   chains: dict[int, list[Any]], entries: dict[tuple[int, int], bytes]) -> None:
         if kind is WindowEnter:
             entries[(record.run, record.window)] = record.entry_hash
+            return
+        if kind is RunStart:
+            chains[record.run] = [receipt_genesis(record.run_id), 0, 0, 0]
+            return
+        chain = chains.get(record.run)
+        if chain is None:  # records of a run whose RunStart this writer never saw
+            if kind is WindowExit:
+                entries.pop((record.run, record.window), None)
+            return
+        if kind is Selection:
+            chain[_SELECTIONS] += 1
+        elif kind is Continuation:
+            chain[_CONTINUATIONS] += 1
         elif kind is WindowExit:
             entry = entries.pop((record.run, record.window), None)
-            chain = chains.get(record.run)
-            if chain is None:  # records of a run whose RunStart this writer never saw
-                return
-            chain[1] += 1
+            chain[_WINDOWS] += 1
             if record.receipt:
-                chain[0] = record.receipt
+                chain[_HEAD] = record.receipt
             elif entry is not None:
                 key = self._receipt_keys.get(record.name)
                 if key is None:
                     key = self._receipt_keys.setdefault(record.name, receipt_key(record.name))
-                chain[0] = _sha256(chain[0] + key + entry + record.exit_hash).digest()
-                batch[i] = _replace(record, receipt=chain[0])
-        elif kind is RunStart:
-            chains[record.run] = [receipt_genesis(record.run_id), 0]
+                chain[_HEAD] = _sha256(chain[_HEAD] + key + entry + record.exit_hash).digest()
+                batch[i] = _replace(record, receipt=chain[_HEAD])
         else:  # RunEnd
-            chain = chains.pop(record.run, None)
-            if chain is not None and not record.receipt:
-                batch[i] = _replace(record, receipt=chain[0], n_windows=chain[1])
+            del chains[record.run]
+            if not record.receipt:
+                batch[i] = _replace(record, receipt=chain[_HEAD], n_windows=chain[_WINDOWS],
+                                    n_selections=chain[_SELECTIONS],
+                                    n_continuations=chain[_CONTINUATIONS])
 
     def _only_records(self, batch: list[Any]) -> list[Any]:
         kept = [r for r in batch if type(r) in _RECORD_TYPES]

@@ -97,3 +97,31 @@ def test_a_thousand_asyncio_tasks_are_each_attributed_to_their_window(
     assert len({s.window for s in sels}) == 1000
     assert np.all([s.n == 2 for s in sels])
     assert al.verify(trace_path).ok
+
+
+def test_threads_counting_into_one_window_lose_no_count(trace_path: Path) -> None:
+    # A window that fans its tool calls and selections out to a pool: every thread counts
+    # into the same WindowState, and the run's totals come from the records in the file.
+    @al.tool("lookup")
+    def lookup(i: int) -> int:
+        return i
+
+    def work(k: int) -> None:
+        for i in range(100):
+            lookup(i)
+            al.select([0.5, 0.5], candidates=["a", "b"], name=f"s{k}")
+            al.proceed(0.5, name=f"p{k}")
+
+    @al.window("fan")
+    def fan() -> None:
+        with copy_context_executor(max_workers=8) as pool:
+            list(pool.map(work, range(8)))
+
+    with al.record(trace_path, seed=1):
+        fan()
+    trace = al.read(trace_path)
+    (exit_,) = of_type(trace, WindowExit)
+    assert exit_.tool_calls == 800 and exit_.selections == 800
+    end = trace.records[-1]
+    assert (end.n_windows, end.n_selections, end.n_continuations) == (1, 800, 800)
+    assert al.verify(trace_path).ok

@@ -443,3 +443,31 @@ def test_a_writer_leaves_a_receipt_it_cannot_chain_empty_and_verify_reports_it(
     assert ex.receipt == b""
     report = al.verify(path)
     assert {p.kind for p in report.problems} == {"orphan-record"}
+
+
+def test_verify_reports_a_run_end_whose_counts_differ_from_the_records(tmp_path: Path) -> None:
+    from agentlog._noise import GENERATOR_ID
+    from agentlog._records import RunEnd, RunStart
+    from agentlog._writer import TraceWriter
+
+    path = tmp_path / "counts.zst"
+    w = TraceWriter(path)
+    w.put(RunStart(0, "r0", "s", 1, None, {}, 1, GENERATOR_ID, "x"))
+    h = sha(b"e")
+    w.put(WindowEnter(0, 0, "w", -1, 1, h, b"e", None, None, None, None, 0))
+    w.put(WindowExit(0, 0, "w", 2, EXIT_OK, h, b"e", b"", 1))
+    w.put(RunEnd(0, 3, 0, b"", 0, 0, 0))  # the writer fills the head and the counts
+    w.close()
+    assert al.verify(path).ok
+    end = al.read(path).records[-1]
+    assert (end.n_windows, end.n_selections, end.n_continuations) == (1, 0, 0)
+
+    forged = tmp_path / "forged.zst"
+    w = TraceWriter(forged)
+    for rec in al.read(path).records[:-1]:
+        w.put(rec)
+    w.put(RunEnd(0, 3, 0, end.receipt, 1, 5, 0))  # a receipt given: written as it is
+    w.close()
+    report = al.verify(forged)
+    assert [p.kind for p in report.problems] == ["counts"]
+    assert "(1, 5, 0)" in report.problems[0].message
