@@ -76,6 +76,17 @@ def main() -> None:
         with tracer.start_as_current_span("raw"):
             bare("q")
 
+    # The five attributes DESIGN.md puts on every window span, with values of their sizes:
+    # what the SDK itself charges for them, separately from what agentlog adds.
+    five = {"agentlog.window": "bench", "agentlog.run_id": "0" * 32,
+            "agentlog.entry_hash": "a" * 64, "agentlog.exit_hash": "b" * 64,
+            "agentlog.receipt": "c" * 64}
+
+    def raw_span_five() -> None:
+        with tracer.start_as_current_span("raw") as span:
+            bare("q")
+            span.set_attributes(five)
+
     # Interleaved (raw, window, raw, window, ...) inside one recording, so that both see
     # the same machine load; the load on this box drifts by a few µs over a minute.
     previous = _otel.set_provider_override(provider)
@@ -83,6 +94,7 @@ def main() -> None:
         raw, with_otel = interleaved(raw_span, lambda: windowed("q"), number=n // 8)
         raw_c, otel_c = interleaved(raw_span, lambda: windowed("q"), number=1_000, repeat=30,
                                     before=al.flush)
+        raw5, with_otel5 = interleaved(raw_span_five, lambda: windowed("q"), number=n // 8)
     _otel.set_provider_override(previous)
     print(row("raw OTel SDK span + BatchSpanProcessor (reference)", raw))
     print(row("@window, recorder + OTel SDK + BatchSpanProcessor", with_otel, raw, "raw span"))
@@ -90,6 +102,10 @@ def main() -> None:
     print(row("  same, caller's latency (writer drained between batches)", otel_c, raw_c,
               "raw span"))
     print(f"{'':<58} overhead over the raw span: {otel_c[0] - raw_c[0]:.2f} µs (min)")
+    print(row("raw SDK span + the same five attributes (reference)", raw5))
+    print(row("@window + OTel SDK (interleaved with the row above)", with_otel5, raw5,
+              "raw + 5 attributes"))
+    print(f"{'':<58} overhead over that span: {with_otel5[0] - raw5[0]:.2f} µs (min)")
     provider.shutdown()
 
     ids = [f"doc-{i:04d}" for i in range(1000)]
