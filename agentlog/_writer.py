@@ -98,6 +98,7 @@ _RECORD_TYPES = frozenset(RECORD_TYPES)
 _SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
 # Positions in a run's chain state: [head, windows closed, selections, continuations].
 _HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
+_TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
 _sha256 = hashlib.sha256
 _replace = msgspec.structs.replace
 
@@ -511,6 +512,12 @@ class TraceWriter:
             if kind not in _SEALED_TYPES:
                 continue
             try:
+                tally = _TALLIED.get(kind)
+                if tally is not None:  # the common case, inline: count it into its run
+                    chain = chains.get(record.run)
+                    if chain is not None:
+                        chain[tally] += 1
+                    continue
                 self._seal_one(batch, i, kind, record, chains, entries)
             except Exception as exc:  # a malformed record: written as it is, never fatal
                 self._note_problem(f"could not advance the receipt chain over a "
@@ -529,11 +536,7 @@ class TraceWriter:
             if kind is WindowExit:
                 entries.pop((record.run, record.window), None)
             return
-        if kind is Selection:
-            chain[_SELECTIONS] += 1
-        elif kind is Continuation:
-            chain[_CONTINUATIONS] += 1
-        elif kind is WindowExit:
+        if kind is WindowExit:
             entry = entries.pop((record.run, record.window), None)
             chain[_WINDOWS] += 1
             if record.receipt:
