@@ -197,7 +197,8 @@ class RunEnd(msgspec.Struct, tag=10, **_OPTS):
     """Closes a run with the head of its receipt chain and its record counts.
 
     A recorder hands the writer ``receipt=b""``: the writer thread fills in the chain's
-    head and ``n_windows`` (windows closed), both counted in file order.
+    head and the counts (windows closed, selections, continuations), all taken over the
+    run's records in file order; ``verify`` recounts them.
     """
 
     run: int

@@ -222,8 +222,9 @@ class TraceWriter:
         self._problem: str | None = None  # first problem, waiting to be warned about
         self._warned = False
         self._blob_hashes: dict[bytes, object] = {}
-        # Receipt chains, advanced by the writer thread in queue order (see _seal):
-        # run index -> [head, windows closed]; (run, window id) -> entry hash while open.
+        # Receipt chains, advanced by the writer thread in queue order (see _seal): run
+        # index -> [head, windows closed, selections, continuations]; (run, window id) ->
+        # entry hash while the window is open.
         self._chains: dict[int, list[Any]] = {}
         self._open_entries: dict[tuple[int, int], bytes] = {}
         self._receipt_keys: dict[str, bytes] = {}
