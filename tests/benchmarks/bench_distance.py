@@ -23,10 +23,8 @@ Timings are the min and median of ``--repeat`` runs after one warm-up run.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,18 +34,10 @@ from numpy.typing import NDArray
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import timed
+
 from agentlog.estimators import _distance, distance
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(min, median) seconds per call over ``repeat`` calls after one warm-up call."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return min(samples), statistics.median(samples)
 
 
 def random_kernel(rng: np.random.Generator, n: int, n_labels: int,
