@@ -383,6 +383,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     sha256 = _sha256
     fast_encode = _fast_encode
     perf = _perf
+    attach = otel_context.attach
+    detach = otel_context.detach
+    in_context = trace.set_span_in_context
 
     def bound_map(args: tuple[Any, ...]) -> dict[str, Any]:
         bound = dict(zip(positional, args, strict=False))
@@ -420,16 +423,27 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             writer.put(WindowEnter(run.index, st.id, name, -1 if parent is None else parent.id,
                                    run.t0_ns + (t0 - run.t0_perf), entry_hash, data, None,
                                    None, None, None, _get_ident()))
-            if run.tracer is not None:  # the span's work is the SDK's: take the general exit
-                st.span = _otel.start_window_span(run.tracer, span_name,
-                                                  None if parent is None else parent.span)
-                return _call_in_window(spec, st, args, kwargs)
             token = set_window(st)
-            try:
-                result = fn(*args)
-            except BaseException as exc:
-                _leave_failed(st, token, exc)
-                raise
+            tracer = run.tracer
+            if tracer is None:
+                span = None
+                try:
+                    result = fn(*args)
+                except BaseException as exc:
+                    _leave_failed(st, token, exc)
+                    raise
+            else:
+                span = st.span = tracer.start_span(
+                    span_name, None if parent is None or parent.span is None
+                    else in_context(parent.span))
+                span_token = attach(in_context(span))
+                try:
+                    result = fn(*args)
+                except BaseException as exc:
+                    detach(span_token)
+                    _leave_failed(st, token, exc)
+                    raise
+                detach(span_token)
             reset_window(token)
             t1 = perf()
             out: bytes | None
@@ -443,33 +457,40 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 writer.put_blob(exit_hash, out, "artifact")
                 out = None
             run.last_exit[name] = (st.id, entry_hash, exit_hash)
-            # receipt=b"": the writer thread advances the receipt chain (_writer._seal).
-            writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
-                                  EXIT_OK, exit_hash, out, b"", t1 - t0, None, None,
-                                  st.tool_calls, st.llm_calls, st.input_tokens,
-                                  st.output_tokens, st.cost, st.selections))
+            if span is None:
+                # receipt=b"": the writer thread advances the receipt chain (_writer._seal).
+                writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
+                                      EXIT_OK, exit_hash, out, b"", t1 - t0, None, None,
+                                      st.tool_calls, st.llm_calls, st.input_tokens,
+                                      st.output_tokens, st.cost, st.selections))
+                if parent is not None:
+                    _add_to_parent(parent, st)
+                return result
+            with run.lock:  # the span carries the receipt: see _close
+                receipt = run.receipt = sha256(run.receipt + name_key + entry_hash +
+                                               exit_hash).digest()
+                writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
+                                      EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,
+                                      st.tool_calls, st.llm_calls, st.input_tokens,
+                                      st.output_tokens, st.cost, st.selections))
             if parent is not None:
                 _add_to_parent(parent, st)
+            _end_span(span, st, exit_hash, receipt, EXIT_OK, None)
             return result
-        return _call_in_window(spec, _open(spec, run, args, kwargs), args, kwargs)
+        st = _open(spec, run, args, kwargs)
+        token = set_window(st)
+        otoken = None if st.span is None else _attach(st)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            _detach(otoken)
+            _leave_failed(st, token, exc)
+            raise
+        _detach(otoken)
+        _leave(st, token, EXIT_OK, _exit_payload(spec, result))
+        return result
 
     return wrapper
-
-
-def _call_in_window(spec: _Spec, st: WindowState, args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> Any:
-    """Call the window's function inside the opened ``st`` (and its span), then close it."""
-    token = current_window_var.set(st)
-    otoken = _attach(st)
-    try:
-        result = spec.fn(*args, **kwargs)
-    except BaseException as exc:
-        _detach(otoken)
-        _leave_failed(st, token, exc)
-        raise
-    _detach(otoken)
-    _leave(st, token, EXIT_OK, _exit_payload(spec, result))
-    return result
 
 
 def _wrap_coroutine(spec: _Spec) -> Callable[..., Any]:
