@@ -433,9 +433,8 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                     _leave_failed(st, token, exc)
                     raise
             else:
-                span = st.span = tracer.start_span(
-                    span_name, None if parent is None or parent.span is None
-                    else in_context(parent.span))
+                span = st.span = _otel.start_window_span(
+                    tracer, span_name, None if parent is None else parent.span)
                 span_token = attach(in_context(span))
                 try:
                     result = fn(*args)
