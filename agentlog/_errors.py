@@ -69,7 +69,7 @@ class ReplayDivergenceError(ReplayError):
 
 
 class IncompleteFaceError(AgentlogError, ValueError):
-    """An ASV face is missing a corner; three corners identify nothing (papers/004 Prop. 1)."""
+    """An ASV face is missing a corner; three corners identify nothing ([ASV] Prop. 1)."""
 
 
 class AdapterError(AgentlogError):

@@ -5,7 +5,7 @@ candidate id); the uniform draw of a stop decision a pure function of (run seed,
 stream, step). Nothing depends on the position of a candidate in the pool, so a
 replay or a paired branch that reaches the same step sees the same noise for the
 same document even when the ranking is reversed or the pool reordered: common
-random numbers (papers/003 §3.1 and Appendix D; papers/002 §4.5 keys its draws by
+random numbers ([SSC] §3.1 and Appendix D; [DMC] §4.5 keys its draws by
 ``sha256(seed:step)`` for the same reason).
 
 Construction (generator id ``GENERATOR_ID``):

@@ -3,7 +3,7 @@
 ``select`` draws ``argmax_i(log p_i + g_i)`` with ``g_i`` standard Gumbel noise keyed by
 (run seed, stream, step, candidate id) — the Gumbel-max trick, so the choice is a sample
 from ``p`` — and records the full vector, the candidate pool, the draws and the choice
-(papers/003 §3.1 and Appendix D: estimators need the probability of the chosen document
+([SSC] §3.1 and Appendix D: estimators need the probability of the chosen document
 *and* the support of every logged vector). ``proceed`` draws ``u`` keyed by (seed,
 stream, step) and continues iff ``u < p_continue``.
 
@@ -115,7 +115,7 @@ def select(
             the random draws, so a reordered pool gets the same noise per document.
             Defaults to ``0..n-1``.
         name: the stream name; steps are counted per stream within the run.
-        owner: who owns the decision: ``"model"`` or ``"scaffold"`` (papers/002).
+        owner: who owns the decision: ``"model"`` or ``"scaffold"`` ([DMC]).
         normalize: renormalise ``probs`` instead of requiring a sum of 1.
         top_k, top_p: truncate the vector before drawing; the untruncated vector is logged
             beside it.

@@ -4,7 +4,7 @@ Replay installs a ``Steer`` (an intervention such as uniform selection, a fixed 
 or forcing the recorded choices) with ``steering(steer)``; every ``select``/``proceed``
 in that context consults it before drawing. The draw itself still uses the identity-keyed
 noise of (seed, stream, step, candidate), so a steered branch and its recorded twin share
-their random numbers (common random numbers, papers/003 Appendix D).
+their random numbers (common random numbers, [SSC] Appendix D).
 
 Example:
     >>> import numpy as np, agentlog as al

@@ -3,7 +3,7 @@
 A window's *entry* is the map of its effective arguments (or the ``entry=`` projection
 ψ_in of them); its *exit* is its return value (or ``exit=`` ψ_out of it). Both are encoded
 canonically and hashed with SHA-256 when the window opens and closes; the run's receipt
-chain advances at every exit (papers/000 §3.2 and Appendix B, "SCRIBE"):
+chain advances at every exit ([LBC] §3.2 and Appendix B, "SCRIBE"):
 
     receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash)
 

@@ -498,7 +498,7 @@ class TraceWriter:
         """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
 
         receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash) (DESIGN §5,
-        papers/000 Appendix B). The chain runs in queue order, which is the order of the
+        [LBC] Appendix B). The chain runs in queue order, which is the order of the
         file, so the caller needs neither a lock nor a hash for it: a ``WindowExit`` put
         with ``receipt=b""`` gets its receipt here, and a ``RunEnd`` put with
         ``receipt=b""`` gets the head and the run's counts (windows closed, selections,

@@ -1,4 +1,4 @@
-"""``agentlog certify TRACES... --plan plan.toml``: a certified leaderboard (papers/000 §3.4, §6.1).
+"""``agentlog certify TRACES... --plan plan.toml``: a certified leaderboard ([LBC] §3.4, §6.1).
 
 The plan (TOML, ``certify.Plan``) declares the readouts, their tolerances and every constant
 before any score is read. The command reads the runs of the traces (``certify.from_traces``),
@@ -11,7 +11,7 @@ ladder R0–R5 beside it (Table 2), and the hashes of the plan and of every inpu
 ``load_plan`` turns a plan file into a ``Plan`` (or ``BadInput`` naming the file and the
 field), ``certify_traces`` builds the ``Board``, ``render_board`` draws ``Board.to_dict()``
 (the ``--json`` output; ``agentlog demo`` reuses it) and ``plot_rank_intervals`` draws
-papers/000 Figure 1.
+[LBC] Figure 1.
 
 Exit codes: 0 the board was computed (a refused or undecided pair is a result, not an
 error), 2 bad input (a missing plan or tolerance, unreadable traces, inconsistent clusters, a
@@ -206,7 +206,7 @@ def render_board(board: Mapping[str, Any], console: Console, *,
     n = len(board["systems"])
     adm = board["admissibility"]
     console.print(
-        f"[bold]Certified leaderboard{escape(name)}[/] (papers/000 §3.4): {n} systems ranked "
+        f"[bold]Certified leaderboard{escape(name)}[/] ([LBC] §3.4): {n} systems ranked "
         f"on [bold]{escape(target)}[/] ({direction(board, target)}), {board['n_clusters']} "
         f"task clusters, Bonferroni over {board['family_size']} "
         f"pair{'s' * (board['family_size'] != 1)} at δ′ = "
@@ -263,7 +263,7 @@ def render_board(board: Mapping[str, Any], console: Console, *,
 
 
 def _render_ladder(board: Mapping[str, Any], console: Console) -> None:
-    t = table("Conventional ladder beside the certificate (papers/000 Table 2)",
+    t = table("Conventional ladder beside the certificate ([LBC] Table 2)",
               ["rule", "analysis", "adds", "pairs ordered"], right=["pairs ordered"])
     for r in board["ladder"]:
         t.add_row(r["rule"], escape(r["label"]), escape(r["adds"]),
@@ -300,7 +300,7 @@ def _render_hashes(board: Mapping[str, Any], console: Console) -> None:
 
 
 def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
-    """Certified rank intervals (papers/000 Figure 1): one row per system, sorted by score
+    """Certified rank intervals ([LBC] Figure 1): one row per system, sorted by score
     (best at the top); a bar over the interval, a single marker when the rank is pinned, the
     score on the right. Systems refused against every other one are drawn grey."""
     plt = pyplot()
@@ -359,7 +359,7 @@ def certify_command(
         help="Trace files, or folders of them (every *.zst below).", show_default=False)],
     plan_path: Annotated[Path | None, typer.Option(
         "--plan", help="The certification plan (TOML): readouts with their tolerances, δ, δ′, "
-        "the comparison window, conditions and constants (papers/000 Def. 1, Def. 7).",
+        "the comparison window, conditions and constants ([LBC] Def. 1, Def. 7).",
         show_default=False)] = None,
     window: Annotated[str | None, typer.Option(
         "--window", help="The comparison window whose sealed entries decide admissibility "
@@ -367,11 +367,11 @@ def certify_command(
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print the board as JSON (Board.to_dict()).")] = False,
     plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Write the certified rank intervals (papers/000 Figure 1) to this PNG "
+        "--plot", help="Write the certified rank intervals ([LBC] Figure 1) to this PNG "
         "(needs matplotlib).", show_default=False)] = None,
 ) -> None:
     """Certify a leaderboard: admissibility from the sealed entries before any score, eq. 4 per
-    pair, rank intervals, the R0–R5 ladder (papers/000). Exit 0 board computed, 2 bad input."""
+    pair, rank intervals, the R0–R5 ladder ([LBC]). Exit 0 board computed, 2 bad input."""
     try:
         plan = load_plan(plan_path)
         loaded = load_traces(traces)
@@ -393,6 +393,6 @@ def certify_command(
         console = stdout()
         render_board(out, console, backbones=backbones_of(data))
         if plot is not None:
-            console.print(f"Wrote {escape(str(plot))} (certified rank intervals, papers/000 "
+            console.print(f"Wrote {escape(str(plot))} (certified rank intervals, [LBC] "
                           "Figure 1)")
     raise typer.Exit(EXIT_OK)

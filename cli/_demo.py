@@ -2,7 +2,7 @@
 compare its Opened Mean with CESS against the known pool target θ*, summarise the ASV
 face of its retrieval step under the direct and quote channels, profile the reliability
 of its conclusions beyond the mean (worst case, CVaR, Reliability@τ), and certify a
-leaderboard of its search-policy variants (papers/000).
+leaderboard of its search-policy variants ([LBC]).
 
 No network, no API key, a second or two. ``run_demo`` returns a JSON-ready summary dict
 (``summarize_study`` builds it from the trace files alone, never from in-memory results;
@@ -61,7 +61,7 @@ DEMO_BUDGET = 4  # K: documents opened at most
 DEMO_POOL_SEED = 0
 DEMO_CANDIDATES = 30
 # The demo's CESS: clip the raw correction, then shrink it halfway toward the pool prediction
-# (papers/003 eq. 13, the public-agent configuration), fixed before any outcome is seen.
+# ([SSC] eq. 13, the public-agent configuration), fixed before any outcome is seen.
 DEMO_LAM = 0.5
 DEMO_ORDER = "clip-then-shrink"
 CESS_METHODS = (("opened_mean", "Opened Mean"), ("dr_raw", "raw DR"), ("cess", "CESS"))
@@ -72,7 +72,7 @@ ASV_WINDOW = "retrieval"
 ASV_SCORE = "margin"
 ASV_RESAMPLES = 2_000
 ASV_STATISTICS = ("mean_interaction", "mean_gain0", "mean_gain1", "mean_sign_disagreement")
-# The demo's reliability profile (papers/002 §4.4): each run's error |Opened Mean − θ*| per
+# The demo's reliability profile ([DMC] §4.4): each run's error |Opened Mean − θ*| per
 # ranking, lower is better. τ = 0.25 counts a run as reliable when its conclusion lands
 # within a quarter of the evidence scale's half-width of θ*; α = 0.2 as in the paper.
 RELIABILITY_SCORE = "abs_error"
@@ -80,7 +80,7 @@ RELIABILITY_BY = ("ranking",)
 RELIABILITY_ALPHA = 0.2
 RELIABILITY_TAU = 0.25
 RELIABILITY_RESAMPLES = 2_000
-# The demo's certified leaderboard (papers/000 §3.4, §6.1): search-policy variants of the
+# The demo's certified leaderboard ([LBC] §3.4, §6.1): search-policy variants of the
 # agent, recorded under the plan's entry condition (ranking = agent) into out/variants and
 # certified under the bundled plan (agentlog.examples: plans/deep_research.toml), which the
 # demo copies to out/plan.toml. Two variants are unfair on purpose: one enters retrieval with
@@ -187,7 +187,7 @@ def summarize_cess_demo(
     The outcomes and predictions come from the generated pools (``make_pool``), keyed by
     (task, candidate id), so each run's pool is its task's whole pool and θ* is known.
     MAE is averaged within each question, then over questions; the ranking sensitivity S
-    (papers/003 eq. 16) averages each (question, ranking)'s runs first, then takes
+    ([SSC] eq. 16) averages each (question, ranking)'s runs first, then takes
     |first ranking − second ranking| per question and averages over questions.
     """
     # Both imported here: the example registers its windows by name (see run_demo), and
@@ -225,14 +225,14 @@ def summarize_cess_demo(
             for key, v in values.items()}
     return {
         "lam": DEMO_LAM, "order": DEMO_ORDER, "budget": budget,
-        "formula": "Π[m̄ + λ(Π[raw DR] − m̄)] (papers/003 eq. 13)",
+        "formula": "Π[m̄ + λ(Π[raw DR] − m̄)] ([SSC] eq. 13)",
         "runs": len(data), "rankings": rankings, "mae": mae, "sensitivity": sensitivity,
         "median_ess": float(np.median(res.ess)), "note": cess.THEOREM_2_NOTE,
     }
 
 
 def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
-    """The ASV face of the demo's retrieval transitions, direct vs quote (papers/004).
+    """The ASV face of the demo's retrieval transitions, direct vs quote ([ASV]).
 
     Trajectory = run, empirical weighting, ``ASV_RESAMPLES`` trajectory-block draws
     (seed 0). The calibration verdict is Remark 2 applied to the mean gains.
@@ -260,7 +260,7 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
 
 
 def summarize_reliability_demo(paths: Sequence[Path]) -> dict[str, Any]:
-    """Reliability beyond the mean of the demo's conclusions, per ranking (papers/002 §4.4).
+    """Reliability beyond the mean of the demo's conclusions, per ranking ([DMC] §4.4).
 
     The score is each run's ``abs_error`` = |Opened Mean − θ*| (lower is better): mean with
     a seeded bootstrap CI, worst case (the largest error), CVaR@0.2 (the mean of the worst
@@ -379,7 +379,7 @@ def _render_totals(summary: dict[str, Any], console: Console) -> None:
 
 def _render_rankings(summary: dict[str, Any], console: Console) -> None:
     names = ["runs", "mean rounds", "Opened Mean", "θ*", "bias", "MAE"]
-    t = table("Opened Mean vs the pool target θ* (papers/003)", ["ranking", *names],
+    t = table("Opened Mean vs the pool target θ* ([SSC])", ["ranking", *names],
               right=names)
     for r in summary["rankings"]:
         t.add_row(escape(str(r["ranking"])), str(r["trajectories"]), fmt_num(r["mean_rounds"], 3),
@@ -396,7 +396,7 @@ def _render_cess(summary: dict[str, Any], console: Console) -> None:
     if not c:
         return
     cols = [title for _, title in CESS_METHODS]
-    t = table(f"Opened Mean vs CESS against θ* (papers/003, K = {c['budget']})", ["", *cols],
+    t = table(f"Opened Mean vs CESS against θ* ([SSC], K = {c['budget']})", ["", *cols],
               right=cols)
     for ranking in c["rankings"]:
         t.add_row(f"MAE · {escape(ranking)}",
@@ -433,7 +433,7 @@ def _render_asv(summary: dict[str, Any], console: Console) -> None:
 
     cal = a["calibration"]
     console.print(f"[bold]ASV of the {escape(a['window'])} step, {escape(c0)} vs {escape(c1)} "
-                  f"(papers/004)[/]: {a['n_transitions']} transitions, "
+                  f"([ASV])[/]: {a['n_transitions']} transitions, "
                   f"{a['n_trajectories']} trajectories, {a['layouts'][c0]} cyclic layouts "
                   "reduced within each channel")
     console.print(f"  mean Ω = G^{escape(c1)} − G^{escape(c0)}: {ci('mean_interaction')}")
@@ -460,7 +460,7 @@ def _render_reliability(summary: dict[str, Any], console: Console) -> None:
     r = summary.get("reliability")
     if not r:
         return
-    console.print(f"[bold]Reliability beyond the mean (papers/002)[/]: each run's error "
+    console.print(f"[bold]Reliability beyond the mean ([DMC])[/]: each run's error "
                   f"|Opened Mean − θ*| per {escape(', '.join(r['by']))}, lower is better")
     names = [escape(group_name(g["labels"])) for g in r["groups"]]
     width = max(len(n) for n in names)
@@ -494,7 +494,7 @@ def _render_certify(summary: dict[str, Any], console: Console) -> None:
     d = c["design"]
     console.print(
         f"[bold]Certified leaderboard of {len(b['systems'])} search-policy variants "
-        f"(papers/000)[/]: plan {escape(repr(c['plan']['name']))} (sha256 "
+        f"([LBC])[/]: plan {escape(repr(c['plan']['name']))} (sha256 "
         f"{c['plan']['hash'][:12]}…), {escape(target)}, {better} is better; {d['tasks']} "
         f"questions x {d['seeds']} seeds, ranking {escape(d['ranking'])}, {c['n_traces']} "
         f"traces in {escape(short_path(c['traces']))}")

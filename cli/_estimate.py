@@ -2,7 +2,7 @@
 
 ``estimate`` is a typer sub-app: each estimator is one command on ``estimate_app``.
 ``summarize_cess`` builds the JSON-ready dict (the ``--json`` output), ``render_cess``
-draws it and ``plot_cess_budgets`` draws MAE across budgets (papers/003 Figure 3).
+draws it and ``plot_cess_budgets`` draws MAE across budgets ([SSC] Figure 3).
 
 Example::
 
@@ -36,7 +36,7 @@ CessResult = Any
 
 estimate_app = typer.Typer(
     name="estimate",
-    help="Estimators over recorded traces (papers/003: CESS; papers/004: ASV; papers/002: "
+    help="Estimators over recorded traces ([SSC]: CESS; [ASV]: ASV; [DMC]: "
     "reliability).",
     no_args_is_help=True,
     add_completion=False,
@@ -114,7 +114,7 @@ def default_budget(traces: Sequence[al.Trace], stream: str) -> tuple[int, str]:
 
 def _mae(estimates: Any, truth: Any, cluster: Sequence[Any]) -> float:
     # Errors averaged within each question (cluster), then questions weighted equally
-    # (papers/003 Appendix F).
+    # ([SSC] Appendix F).
     return float(cess_module().mae(estimates, truth, question=[str(c) for c in cluster]))
 
 
@@ -195,7 +195,7 @@ def render_cess(summary: dict[str, Any], console: Console) -> None:
     any_support = any(c["support"] for c in conds)
     names = ["runs", *(title for _, title, _ in METHODS), "median ESS"]
     extra = ["mean ρ", "support interval"] if any_support else []
-    t = table("CESS estimates by condition (mean over runs; papers/003)",
+    t = table("CESS estimates by condition (mean over runs; [SSC])",
               ["condition", *names, *extra], right=[*names, "mean ρ"])
     for c in conds:
         row = [escape(c["condition"]), str(c["runs"]),
@@ -251,7 +251,7 @@ def budget_curve(
 
 
 def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) -> None:
-    """Draw MAE across budgets (papers/003 Figure 3 style) into ``path``."""
+    """Draw MAE across budgets ([SSC] Figure 3 style) into ``path``."""
     plt = pyplot()
 
     ks, om, ce = curve["budget"], curve["opened_mean"], curve["cess"]
@@ -309,7 +309,7 @@ def cess_command(
         "--plot", help="Write MAE of Opened Mean and CESS across budgets 1..K to this PNG "
         "(needs matplotlib and outcomes for the whole pool).", show_default=False)] = None,
 ) -> None:
-    """CESS estimates of the candidate-pool conclusion θ* from recorded runs (papers/003)."""
+    """CESS estimates of the candidate-pool conclusion θ* from recorded runs ([SSC])."""
     cess = cess_module()
     if order not in ORDERS:
         fail(f"--order must be one of {', '.join(ORDERS)}; found {order!r}")

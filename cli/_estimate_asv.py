@@ -1,4 +1,4 @@
-"""``agentlog estimate asv``: the four-corner ASV face of recorded transitions (papers/004).
+"""``agentlog estimate asv``: the four-corner ASV face of recorded transitions ([ASV]).
 
 Reads the channel Score records of a window's transitions (``asv.from_trace``: layouts
 reduced within channel, waves kept apart), builds the face of the first wave (trajectory =
@@ -233,7 +233,7 @@ def render_asv(out: dict[str, Any], console: Console) -> None:
                       "dropped as incomplete (--complete-only): the cohort is the "
                       "joint-complete transitions.[/]")
     level = f"{out['confidence_level']:.0%} interval"
-    t = table(f"Channel interaction Ω = G^{c1} − G^{c0} (papers/004, {out['weighting']} "
+    t = table(f"Channel interaction Ω = G^{c1} − G^{c0} ([ASV], {out['weighting']} "
               "weighting)", ["statistic", "value", level], right=["value", level])
     for key, template in STATISTICS:
         st = out["statistics"][key]
@@ -341,7 +341,7 @@ def asv_command(
         "--plot", help="Write the per-transition gains under both channels and the mean Ω "
         "with its interval to this PNG (needs matplotlib).", show_default=False)] = None,
 ) -> None:
-    """ASV: the four-corner face of a window's transitions under two channels (papers/004)."""
+    """ASV: the four-corner face of a window's transitions under two channels ([ASV])."""
     if weighting not in WEIGHTINGS:
         fail(f"agentlog estimate asv: --weighting must be one of {', '.join(WEIGHTINGS)}; "
              f"found {weighting!r}")

@@ -1,16 +1,16 @@
-"""``agentlog estimate reliability``: reliability beyond the mean per group of runs (papers/002).
+"""``agentlog estimate reliability``: reliability beyond the mean per group of runs ([DMC]).
 
 Each run contributes one terminal score: the last Score record of the chosen name that is
 not tied to a transition (run-level or window-level readouts; the channel readouts of a
 transition's states belong to ``estimate asv``). Runs are grouped by ``--by`` keys read from
 the run itself, and every group gets ``reliability.summary``'s statistics: mean with a seeded
-percentile bootstrap CI, worst case, CVaR@α and Reliability@τ (papers/002 §4.4).
+percentile bootstrap CI, worst case, CVaR@α and Reliability@τ ([DMC] §4.4).
 
 Grouping keys (``--by``, comma-separated):
 
 * ``system``, ``task``, ``seed``: the run's own fields (``al.record(system=, task=, seed=)``);
 * ``model``: per run, its ``meta["model"]``, else its ``meta["backbone"]``, else its
-  ``system`` (DESIGN.md records the backbone in meta; a system name stands in for it when a
+  ``system`` (agentlog records the backbone in meta; a system name stands in for it when a
   run records neither). The source used is reported (``settings.by_sources`` in ``--json``);
 * any other name: that key of the run's ``meta`` (``"-"`` for runs that lack it).
 
@@ -20,7 +20,7 @@ CVaR@α the mean of the largest α-fraction and Reliability@τ the share of runs
 
 ``collect_scores`` reads the runs, ``summarize_reliability`` builds the JSON-ready dict (the
 ``--json`` output; ``agentlog demo`` reuses it), ``render_reliability`` draws it and
-``plot_reliability`` draws papers/002 Figure 2's box plot with worst-case and CVaR ticks.
+``plot_reliability`` draws [DMC] Figure 2's box plot with worst-case and CVaR ticks.
 
 Example::
 
@@ -328,7 +328,7 @@ def render_reliability(out: dict[str, Any], console: Console) -> None:
         + (f" ({escape(sources)})" if sources else "") + f"; {out['direction']}")
     titles = column_titles(out)
     stats = ["n", *titles.values()]
-    t = table(f"Reliability beyond the mean (papers/002 §4.4), {c['groups']} group(s)",
+    t = table(f"Reliability beyond the mean ([DMC] §4.4), {c['groups']} group(s)",
               [*out["by"], *stats], right=stats)
     for g in out["groups"]:
         t.add_row(*(escape(v) for v in g["labels"].values()), str(g["n"]),
@@ -356,7 +356,7 @@ def render_reliability(out: dict[str, Any], console: Console) -> None:
 
 
 def plot_reliability(out: dict[str, Any], path: Path) -> None:
-    """Box plot per group (papers/002 Figure 2): box = IQR, whiskers = min–max, dot = mean,
+    """Box plot per group ([DMC] Figure 2): box = IQR, whiskers = min–max, dot = mean,
     diamond = worst case, tick = CVaR@α; rows sorted by mean, best at the top."""
     plt = pyplot()
     from matplotlib.patches import Rectangle
@@ -434,10 +434,10 @@ def reliability_command(
                                               )] = False,
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Write a box plot per group with worst-case and CVaR ticks "
-        "(papers/002 Figure 2) to this PNG (needs matplotlib).", show_default=False)] = None,
+        "([DMC] Figure 2) to this PNG (needs matplotlib).", show_default=False)] = None,
 ) -> None:
     """Reliability beyond the mean per group of runs: worst case, CVaR@α, Reliability@τ and a
-    bootstrap CI of the mean (papers/002 §4.4)."""
+    bootstrap CI of the mean ([DMC] §4.4)."""
     if missing_as is not None and not math.isfinite(missing_as):
         fail(f"agentlog estimate reliability: --missing-as must be a finite number; found "
              f"{missing_as:g}")

@@ -1,4 +1,4 @@
-"""``agentlog validity-card``: what a benchmark score licenses (papers/002 §4.4, §5.5).
+"""``agentlog validity-card``: what a benchmark score licenses ([DMC] §4.4, §5.5).
 
 Builds ``reliability.validity_card`` from recorded traces: the decision-ownership map
 (``select(..., owner=)``), the replay check (every trace verifies), the non-degeneracy of
@@ -150,7 +150,7 @@ def validity_card_command(
         "--markdown", help="Print the card as raw Markdown.")] = False,
 ) -> None:
     """The validity card of recorded runs: scorer probes, decision ownership, non-degeneracy,
-    replay and the licensed claim (papers/002 §5.5). Exit 1 when a cell fails."""
+    replay and the licensed claim ([DMC] §5.5). Exit 1 when a cell fails."""
     rel = reliability_module()
     name = "agentlog validity-card"
     if json_output and markdown_output:

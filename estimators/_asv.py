@@ -1,4 +1,4 @@
-"""Agent Step Value: channel-indexed step gains and their four-corner interaction (papers/004).
+"""Agent Step Value: channel-indexed step gains and their four-corner interaction ([ASV]).
 
 A frozen transition x⁻ → x⁺ is scored under two evaluation channels ρ0, ρ1 (a channel is the
 whole readout configuration: view, prompt, model, reducer). ``F_ρ(x)`` is the scalar readout
@@ -18,7 +18,7 @@ cross-channel sign disagreement are invariant; the sign of Ω in general is not 
 
 Example:
     >>> from agentlog.estimators import asv
-    >>> f = asv.face([-0.2], [0.4], [0.5], [0.1])   # papers/004's four-corner example
+    >>> f = asv.face([-0.2], [0.4], [0.5], [0.1])   # [ASV]'s four-corner example
     >>> [round(float(v[0]), 12) for v in (f.gain0, f.gain1, f.interaction, f.diagonal)]
     [0.6, -0.4, -1.0, 0.3]
 """
@@ -42,7 +42,7 @@ CORNERS = ("F_ρ0(x−)", "F_ρ0(x+)", "F_ρ1(x−)", "F_ρ1(x+)")
 Weighting = Literal["empirical", "equal-target"]
 
 CALIBRATION_NOTE = (
-    "Remark 2 (papers/004): under independent positive-affine recalibration of each channel, "
+    "Remark 2 ([ASV]): under independent positive-affine recalibration of each channel, "
     "gain signs and cross-channel sign disagreement are invariant; the sign of Ω is invariant "
     "only where the two gains have opposite signs."
 )
@@ -114,7 +114,7 @@ def face(
         more = f" (and {len(rows) - 5} more)" if len(rows) > 5 else ""
         raise IncompleteFaceError(
             f"{len(rows)} transition(s) lack a corner: {detail}{more}. Three corners identify "
-            "nothing (papers/004 Proposition 1): re-score the missing corners, or pass "
+            "nothing ([ASV] Proposition 1): re-score the missing corners, or pass "
             "complete_only=True to analyse the joint-complete cohort"
         )
     keep = np.flatnonzero(~incomplete)
@@ -323,7 +323,7 @@ def summarize(
     confidence_level: float = 0.95,
     trim: float = 0.1,
 ) -> AsvSummary:
-    """Mean/median/trimmed Ω, share of negative Ω, mean gains, sign disagreement (papers/004).
+    """Mean/median/trimmed Ω, share of negative Ω, mean gains, sign disagreement ([ASV]).
 
     Args:
         f: a complete face (``face(...)``).
@@ -457,7 +457,7 @@ def calibration_check(
 
 @dataclass(frozen=True)
 class RetryDisagreement:
-    """Cross-channel vs same-channel retry sign disagreement (papers/004 §5.1, B.1)."""
+    """Cross-channel vs same-channel retry sign disagreement ([ASV] §5.1, B.1)."""
 
     cross_channel: float
     same_channel: float
@@ -565,7 +565,7 @@ def auc_difference(
 
     ``AUC_ρ`` is the probability that a successful trajectory's margin exceeds an
     unsuccessful one's (ties ½) under channel ρ; the difference ``AUC1 − AUC0`` is paired
-    (same transitions) and bootstrapped over trajectories (papers/004 §5.3).
+    (same transitions) and bootstrapped over trajectories ([ASV] §5.3).
     """
     x0 = _corner("post0", post0, None)
     n = x0.shape[0]

@@ -94,7 +94,7 @@ def from_trace(
         channels: ``(ρ0, ρ1)``, e.g. ``("direct", "quote")``.
         window: only transitions of windows with this name.
         score: only Score records with this name (default: every channel score).
-        target_key: the run meta key naming the transition's target identity (papers/004
+        target_key: the run meta key naming the transition's target identity ([ASV]
             weights targets equally under ``weighting="equal-target"``); runs without it
             use their task.
     """

@@ -1,6 +1,6 @@
 """Audit metrics for pool estimates: MAE, ranking sensitivity S, direction error, worst case.
 
-Conventions (papers/003 §4 and Appendix F): errors are averaged within each question, then
+Conventions ([SSC] §4 and Appendix F): errors are averaged within each question, then
 questions weigh equally. Ranking sensitivity averages the repeated runs of each (question,
 configuration, ranking) *before* comparing the two rankings (eq. 16):
 
@@ -128,7 +128,7 @@ def direction_error(estimates: ArrayLike, truth: ArrayLike, *, question: Any = N
 
 def ranking_sensitivity(estimates: ArrayLike, *, question: Any, ranking: Any, pro: Any,
                         anti: Any, group: Any = None) -> float:
-    """Ranking sensitivity S of papers/003 eq. 16 (runs averaged before rankings compared).
+    """Ranking sensitivity S of [SSC] eq. 16 (runs averaged before rankings compared).
 
     Args:
         estimates: one estimate per run.

@@ -1,6 +1,6 @@
 """Question-clustered bootstrap: resample whole clusters (questions) with all their runs.
 
-Every estimate is first averaged within its cluster, clusters then weigh equally (papers/003
+Every estimate is first averaged within its cluster, clusters then weigh equally ([SSC]
 §4: "confidence intervals resample whole questions and keep every associated trajectory
 together"). One matrix of resampling counts is drawn per call and shared by every column,
 so differences between columns (paired comparisons) are bootstrapped consistently. Draws

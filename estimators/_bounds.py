@@ -1,4 +1,4 @@
-"""Attribution bounds and certificates of papers/000 (Theorem 1–3, Proposition 1, F.1).
+"""Attribution bounds and certificates of [LBC] (Theorem 1–3, Proposition 1, F.1).
 
 * **Nuisance radius** (Theorem 1, eq. 3) — the most the observed contrast of two windows can
   differ from the controlled one (common entry law ``μ``, common channel ``C_n``)::
@@ -21,11 +21,11 @@ a zero the product is decided by the path, never left as NaN: a path that is exa
 (an entry declared equal to ``μ``, a channel mismatch of ``0``, a zero upstream distance) is
 charged ``0``; an amplifier of ``0`` (a constant stage) gives ``0``; an infinite amplifier on
 any other path gives ``∞`` — an unbounded window on a changed entry has no finite radius,
-which is how a backbone change inside a scaffold window is refused (papers/000 §6.2).
+which is how a backbone change inside a scaffold window is refused ([LBC] §6.2).
 
 Example:
     >>> from agentlog.estimators import bounds
-    >>> r = bounds.nuisance_radius(L_M=(0.8, 0.5), eps_in=(0.3, 0.1))  # papers/000 §3.3
+    >>> r = bounds.nuisance_radius(L_M=(0.8, 0.5), eps_in=(0.3, 0.1))  # [LBC] §3.3
     >>> round(r.value, 6), round(r.terms["entry_A"], 6), round(r.terms["entry_B"], 6)
     (0.29, 0.24, 0.05)
     >>> bounds.nuisance_radius(L_M=(0.8, 0.5), eps_in=(0.3, 0.1),
@@ -55,10 +55,10 @@ SensitivityMethod = Literal["ratio-q95", "ratio-sup", "affine"]
 
 _SYSTEMS = ("A", "B")
 _EQ3 = ("ε_outside = L_s[L_C(L_MA·ε_inA + L_MB·ε_inB + ξ_A·[μ_A≠μ] + ξ_B·[μ_B≠μ]) "
-        "+ ε_contA + ε_contB] + ε_protocol  (papers/000 Theorem 1, eq. 3)")
+        "+ ε_contA + ε_contB] + ε_protocol  ([LBC] Theorem 1, eq. 3)")
 _SUBSTITUTION_NOTE = (
     "eq. 14 contains the in-window errors ε_i..ε_j, so it is a substitution bound, not a "
-    "fairness criterion (papers/000 Corollary 3): use the nuisance radius (eq. 3) to decide "
+    "fairness criterion ([LBC] Corollary 3): use the nuisance radius (eq. 3) to decide "
     "whether a comparison is fair."
 )
 
@@ -161,7 +161,7 @@ def _hash(*arrays: ArrayLike, config: str = "") -> str:
 
 @dataclass(frozen=True, eq=False)
 class NuisanceRadius:
-    """The nuisance radius ``ε_outside,n`` of papers/000 Theorem 1, eq. 3.
+    """The nuisance radius ``ε_outside,n`` of [LBC] Theorem 1, eq. 3.
 
     Floats when every input was a scalar; otherwise read-only arrays of the broadcast shape
     (one value per readout, pair, ...).
@@ -263,7 +263,7 @@ def nuisance_radius(
     eps_protocol: ArrayLike = 0.0,
     entry_matched: Any = (False, False),
 ) -> NuisanceRadius:
-    """The nuisance radius of two windows A and B under one readout (papers/000 eq. 3).
+    """The nuisance radius of two windows A and B under one readout ([LBC] eq. 3).
 
     ``ε_outside,n = L_s[L_C(L_MA ε_inA + L_MB ε_inB + ξ_A·[μ_A≠μ] + ξ_B·[μ_B≠μ])
     + ε_contA + ε_contB] + ε_protocol`` bounds ``|Δ_obs − Δ*(μ, C_n)|`` under Assumption 1
@@ -389,7 +389,7 @@ def _explain_radius(v: Mapping[str, Any], terms: Mapping[str, FloatArray],
         if (np.isinf(L_M) & ~matched).any():
             lines.append(
                 f"{X}: L_M{X} is unbounded on an entry that differs from μ: no finite radius "
-                "(a backbone change inside a scaffold window, papers/000 §6.2) — refuse the "
+                "(a backbone change inside a scaffold window, [LBC] §6.2) — refuse the "
                 "pair under this design")
     unmatched_any = ~(v["entry_matched_A"] & v["entry_matched_B"])
     if (np.isinf(v["L_C"]) & unmatched_any).any():
@@ -417,7 +417,7 @@ def _explain_radius(v: Mapping[str, Any], terms: Mapping[str, FloatArray],
 
 @dataclass(frozen=True)
 class UpperCertificate:
-    """Proposition 1 (papers/000 eq. 9): ``ℓ̄ ≤ value`` with probability ``≥ 1 − δ``.
+    """Proposition 1 ([LBC] eq. 9): ``ℓ̄ ≤ value`` with probability ``≥ 1 − δ``.
 
     Attributes:
         value: ``ℓ̂_N + √(log(1/δ)/(2N)) + η_roll + η_align + η_ann`` (not clipped to 1).
@@ -488,7 +488,7 @@ def upper_certificate(
     eta_align: float = 0.0,
     eta_ann: float = 0.0,
 ) -> UpperCertificate:
-    """Finite-sample upper certificate of a mean loss (papers/000 Proposition 1, eq. 9).
+    """Finite-sample upper certificate of a mean loss ([LBC] Proposition 1, eq. 9).
 
     ``ℓ̄ ≤ ℓ̂_N + √(log(1/δ)/(2N)) + η_roll + η_align + η_ann`` with probability at least
     ``1 − δ`` over ``N`` i.i.d. task contexts, where ``ℓ̂_N`` is the mean of the rollout-based
@@ -534,7 +534,7 @@ def upper_certificate(
 
 @dataclass(frozen=True, eq=False)
 class CompositionBound:
-    """Theorem 2 (papers/000 eq. 12): ``W_{d_m}(ν_A,m, ν_B,m)`` bounded at every stage.
+    """Theorem 2 ([LBC] eq. 12): ``W_{d_m}(ν_A,m, ν_B,m)`` bounded at every stage.
 
     Arrays have the stage axis first (``K`` stages) and any broadcast shape after it.
 
@@ -630,7 +630,7 @@ def composition_bound(
     xi: ArrayLike = 0.0,
     eps0: ArrayLike = 0.0,
 ) -> CompositionBound:
-    """Compositional substitution bound across ``K`` stages (papers/000 Theorem 2, eq. 12).
+    """Compositional substitution bound across ``K`` stages ([LBC] Theorem 2, eq. 12).
 
     ``W_{d_m}(ν_A,m, ν_B,m) ≤ ε_0 Π_{j=1}^m L_j + Σ_{k=1}^m (ε_k + ξ_k) Π_{j=k+1}^m L_j``
     for every ``m``, an empty product being 1, under Assumption 2 (local replacement error
@@ -659,7 +659,7 @@ def composition_bound(
 
 @dataclass(frozen=True, eq=False)
 class PropagatedBound:
-    """Corollary 3 (papers/000 eq. 14): a window's substitution error at the pipeline's end.
+    """Corollary 3 ([LBC] eq. 14): a window's substitution error at the pipeline's end.
 
     Attributes:
         value: ``ε_subst^global = L_{j+1:K}·window + downstream_slack``.
@@ -699,7 +699,7 @@ def propagated_bound(
     L_downstream: ArrayLike = (),
     xi_downstream: ArrayLike = 0.0,
 ) -> PropagatedBound:
-    """Propagated bound for a window of stages ``i..j`` (papers/000 Corollary 3, eq. 14).
+    """Propagated bound for a window of stages ``i..j`` ([LBC] Corollary 3, eq. 14).
 
     ``ε_subst^global = L_{j+1:K}[ε_{i−1} Π_{k=i}^j L_k + Σ_{k=i}^j (ε_k + ξ_k) Π_{r=k+1}^j L_r]
     + Σ_{k=j+1}^K ξ_k Π_{r=k+1}^K L_r``, with ``L_{j+1:K} = Π_{k=j+1}^K L_k``: systems A and B
@@ -762,7 +762,7 @@ def _inf_prod(L: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class UtilityBound:
-    """Theorem 3 (papers/000 eq. 15): ``|E_{ν_A,K}[U] − E_{ν_B,K}[U]| ≤ value``.
+    """Theorem 3 ([LBC] eq. 15): ``|E_{ν_A,K}[U] − E_{ν_B,K}[U]| ≤ value``.
 
     Attributes:
         value: ``L_U · distance``.
@@ -778,7 +778,7 @@ class UtilityBound:
 def utility_bound(
     distance: CompositionBound | PropagatedBound | ArrayLike, *, L_U: ArrayLike,
 ) -> UtilityBound:
-    """Utility stability (papers/000 Theorem 3, eq. 15).
+    """Utility stability ([LBC] Theorem 3, eq. 15).
 
     ``|E_{ν_A,K}[U] − E_{ν_B,K}[U]| ≤ L_U·W_{d_K}(ν_A,K, ν_B,K)`` by Kantorovich–Rubinstein
     duality, for any ``U`` that is ``L_U``-Lipschitz in ``d_K``; with Theorem 2 at ``m = K``
@@ -831,7 +831,7 @@ class GroupCoverage:
 
 @dataclass(frozen=True, eq=False)
 class SensitivityFit:
-    """A module-sensitivity constant ``L_M`` fitted on paired entries (papers/000 F.1).
+    """A module-sensitivity constant ``L_M`` fitted on paired entries ([LBC] F.1).
 
     The fitted envelope is ``y ≤ constant·x + slack``; the ratio designs have ``slack = 0``.
 
@@ -908,7 +908,7 @@ def _fit_sensitivity_iv(
     x: ArrayLike, y: ArrayLike, method: str, groups: ArrayLike | None, level: float,
 ) -> tuple[FloatArray, FloatArray, NDArray[Any] | None]:
     if method not in ("ratio-q95", "ratio-sup", "affine"):
-        raise ValueError(f"`method` must be 'ratio-q95', 'ratio-sup' or 'affine' (papers/000 "
+        raise ValueError(f"`method` must be 'ratio-q95', 'ratio-sup' or 'affine' ([LBC] "
                          f"Table 11); found {method!r}")
     X = _nonnegative("x", x, allow_inf=False)
     Y = _nonnegative("y", y, allow_inf=False)
@@ -926,7 +926,7 @@ def _fit_sensitivity_iv(
         raise ValueError(
             f"`x` must be > 0 for the ratio designs: pair {i} has x = {float(X[i]):g}, so y/x is "
             "undefined (an exit displacement at zero entry mismatch is slack, not "
-            "sensitivity — papers/000 F.2); drop such pairs or use method='affine'")
+            "sensitivity — [LBC] F.2); drop such pairs or use method='affine'")
     if not (isinstance(level, int | float) and 0 < level <= 1):
         raise ValueError(f"`level` must be in (0, 1]; found {level!r}")
     if method == "affine" and _fit(method, X, Y, float(level)) is None:
@@ -949,7 +949,7 @@ def fit_sensitivity(
     groups: ArrayLike | None = None,
     level: float = 0.95,
 ) -> SensitivityFit:
-    """Fit the module-sensitivity constant ``L_M`` from paired entries (papers/000 F.1).
+    """Fit the module-sensitivity constant ``L_M`` from paired entries ([LBC] F.1).
 
     Each pair enters one window twice on the same task; ``x`` is the entry mismatch of the
     two entries, ``y`` the distance between the two exits (or readouts). Designs (Table 11):

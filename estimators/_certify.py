@@ -1,6 +1,6 @@
 """Certified leaderboards: admissibility, eq. 4, rank intervals, the ladder, calibration.
 
-papers/000 §3.4 and Appendix A.3. A pair of systems ``(A, B)`` is compared on a readout
+[LBC] §3.4 and Appendix A.3. A pair of systems ``(A, B)`` is compared on a readout
 ``n`` (or on the composite) in three steps, in this order:
 
 1. **Admissibility** (Def. 1, Def. 7), decided from the plan and the sealed entries before
@@ -110,7 +110,7 @@ _CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memo
 
 @dataclass(frozen=True)
 class RankIntervals:
-    """Rank intervals of a certified relation (papers/000 §3.4, Appendix A.3).
+    """Rank intervals of a certified relation ([LBC] §3.4, Appendix A.3).
 
     Attributes:
         systems: the systems, in the order given.
@@ -226,7 +226,7 @@ def rank_intervals(systems: Sequence[str], relations: Iterable[tuple[str, str]]
 
 @dataclass(frozen=True)
 class SamplingRadius:
-    """Cluster-robust paired statistics, one row per pair (papers/000 §6.1, eq. 4).
+    """Cluster-robust paired statistics, one row per pair ([LBC] §6.1, eq. 4).
 
     Attributes:
         estimate: ``Δ̂``, the mean paired difference over the row's tasks.
@@ -525,7 +525,7 @@ class PairAdmissibility:
 
 @dataclass(frozen=True)
 class Admissibility:
-    """Admissibility of every pair of a family (papers/000 Def. 1, Def. 7).
+    """Admissibility of every pair of a family ([LBC] Def. 1, Def. 7).
 
     Attributes:
         plan_hash: the hash of the plan it was decided under.
@@ -698,7 +698,7 @@ def _target_radii(plan: Plan, radii: dict[str, tuple[float, float, str | None]],
         elif total > tol:
             out[t] = TargetRadius(eps, r, tol, False,
                                   f"ε̂_out + r = {total:.4g} > ε_fair = {tol:.4g} on `{t}` "
-                                  "(papers/000 Def. 7)", how)
+                                  "([LBC] Def. 7)", how)
         else:
             out[t] = TargetRadius(eps, r, tol, True, None, how)
     return out
@@ -743,7 +743,7 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
 
     if not cond.assumption_1:
         return refuse("the plan does not declare Assumption 1 (every effect of the entry "
-                      "passes through the window; papers/000 Def. 1)")
+                      "passes through the window; [LBC] Def. 1)")
     if table is None:
         if cond.shared_entry:
             return admit("declared", "the plan declares one shared entry (no entries given: "
@@ -775,7 +775,7 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
                 f"backbone change: {a!r} runs {', '.join(ba)} and {b!r} runs "
                 f"{', '.join(bb)} inside window `{window}`, while the plan declares the "
                 "backbone fixed (a scaffold window); the backbone lies outside the window, "
-                "so eq. 3 has no finite radius (papers/000 §6.2)", len(common))
+                "so eq. 3 has no finite radius ([LBC] §6.2)", len(common))
     if len(common) < plan.min_common_tasks:
         return refuse(f"{len(common)} common tasks with entries into `{window}` < "
                       f"min_common_tasks = {plan.min_common_tasks}", len(common),
@@ -791,7 +791,7 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
     what = "entry hashes" if key is None else f"entries' `{key}` bytes"
     if not differ:
         return admit("exact", f"{what} equal on {n} of {n} common tasks: exact cell, "
-                     "ε_in = 0 and r = 0 (papers/000 §6.1)", n, (0.0, 0.0), 0.0, "both")
+                     "ε_in = 0 and r = 0 ([LBC] §6.1)", n, (0.0, 0.0), 0.0, "both")
     if cond.shared_entry:
         return refuse(f"the plan declares one shared entry, but the {what} differ on "
                       f"{len(differ)} of {n} common tasks (first: {differ[0]!r})", n)
@@ -799,7 +799,7 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
     if feat is None:
         return refuse(f"entries differ on {len(differ)} of {n} common tasks (first: "
                       f"{differ[0]!r}) and the plan declares no `entry_feature` to measure "
-                      "the mismatch (papers/000 Def. 7)", n)
+                      "the mismatch ([LBC] Def. 7)", n)
     from . import distance
 
     bound = plan.constants.distance_bound
@@ -838,7 +838,7 @@ def admissibility(
     feature: FeatureFn | None = None,
     systems: Sequence[str] | None = None,
 ) -> Admissibility:
-    """Decide which pairs may be compared, before any score is read (papers/000 Def. 1/7).
+    """Decide which pairs may be compared, before any score is read ([LBC] Def. 1/7).
 
     It takes no scores: the decision depends on the plan and on the sealed entries only.
 
@@ -1084,7 +1084,7 @@ class PairDecision:
 
 @dataclass(frozen=True)
 class LadderRung:
-    """One rule of the conventional ladder (papers/000 Table 2).
+    """One rule of the conventional ladder ([LBC] Table 2).
 
     Attributes:
         rule: ``"R0"`` … ``"R5"``; label: its name in Table 2; adds: what it adds.
@@ -1123,7 +1123,7 @@ class LeaveOneOut:
 
 @dataclass(frozen=True)
 class CalibrationResult:
-    """Calibration and stability of the decision rule (papers/000 Appendix F.5).
+    """Calibration and stability of the decision rule ([LBC] Appendix F.5).
 
     Attributes:
         n_resamples, seed: the sign-flip draws (one ±1 per cluster per draw, shared by every
@@ -1180,7 +1180,7 @@ class CalibrationResult:
 
 @dataclass(frozen=True, eq=False)
 class Board:
-    """A certified leaderboard (papers/000 §6.1, Figure 1, Tables 1–2, Table 16).
+    """A certified leaderboard ([LBC] §6.1, Figure 1, Tables 1–2, Table 16).
 
     Attributes:
         systems: the systems, best first by their mean on the board's target.
@@ -1717,7 +1717,7 @@ def certify(
     input_hashes: Mapping[str, str] | None = None,
     calibrate: bool = True,
 ) -> Board:
-    """Certify a leaderboard (papers/000 eq. 4, Def. 7, §6.1; Table 2; Appendix F.5).
+    """Certify a leaderboard ([LBC] eq. 4, Def. 7, §6.1; Table 2; Appendix F.5).
 
     Args:
         scores: ``system -> scores over tasks``: an array ``(n_tasks,)`` (one readout),

@@ -1,8 +1,8 @@
-"""CESS: Causal Evidence Selection Correction of a candidate-pool conclusion (papers/003).
+"""CESS: Causal Evidence Selection Correction of a candidate-pool conclusion ([SSC]).
 
 A trajectory opens documents ``J_1..J_T`` (``T ≤ K``) from a pool of ``N`` candidates whose
 evidence scores ``Y_i ∈ [L, U]`` are seen only when opened. The pool target is
-``θ* = (1/N) Σ_i Y_i`` (papers/003 eq. 1). With the logged probability ``p_t`` of the chosen
+``θ* = (1/N) Σ_i Y_i`` ([SSC] eq. 1). With the logged probability ``p_t`` of the chosen
 document, the survival probability ``s_t = Π_{k≤t}(1 − c_k)`` (``c_1 = 0``, eq. 5) and
 outcome-model predictions ``m_i`` fixed before the search (``m̄`` their pool mean):
 
@@ -47,7 +47,7 @@ FloatArray = NDArray[np.float64]
 THEOREM_2_NOTE = (
     "CESS estimates the candidate-pool conclusion θ*, which is the same under every supported "
     "search policy; a difference of two CESS estimates is therefore not a policy effect "
-    "(papers/003 Theorem 2). Measure policy effects with paired interventions "
+    "([SSC] Theorem 2). Measure policy effects with paired interventions "
     "(cess.policy_effects)."
 )
 
@@ -70,7 +70,7 @@ class CessResult:
         opened_mean: mean of the opened evidence scores (NaN with no opened document).
         outcome_regression: ``m̄``.
         ipw: sequential IPW ``(1/K) Σ Y/(N p s)``.
-        dr_raw: papers/003 eq. 6, unclipped.
+        dr_raw: [SSC] eq. 6, unclipped.
         estimate: the requested CESS variant (eq. 9, 12 or 13).
         ess: effective sample size of the weights ``w_t = 1/(N p_t s_t)``: ``(Σw)²/Σw²``.
         max_weight: largest ``w_t``.
@@ -149,7 +149,7 @@ def _estimate_iv(
     if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
         raise ValueError(f"`budget` must be a positive int (K in eq. 6); found {budget!r}")
     if k_cols > budget:
-        # A prefix analysis: the first `budget` rounds, as in papers/003 Table 10.
+        # A prefix analysis: the first `budget` rounds, as in [SSC] Table 10.
         Y, P, S, M = Y[:, :budget], P[:, :budget], S[:, :budget], M[:, :budget]
     observed = ~np.isnan(Y)
     # Rounds are a prefix: once a trajectory stops, every later round is NaN.
@@ -287,7 +287,7 @@ def estimate(
             warnings.warn(
                 f"{int((R > 0).sum())} trajectory(ies) reach only part of the pool (ρ up to "
                 f"{R.max():.3g}): the point estimate targets the reachable mean θ+, not θ*; "
-                "report support_low/support_high (papers/003 eq. 10)",
+                "report support_low/support_high ([SSC] eq. 10)",
                 DegenerateDataWarning, stacklevel=2,
             )
     return CessResult(
@@ -303,7 +303,7 @@ def estimate(
 def support_interval(
     theta_plus: ArrayLike, rho: ArrayLike, *, bounds: tuple[float, float] = (-1.0, 1.0)
 ) -> tuple[FloatArray, FloatArray]:
-    """The sharp interval for θ* when a mass ρ of the pool is unreachable (papers/003 eq. 10).
+    """The sharp interval for θ* when a mass ρ of the pool is unreachable ([SSC] eq. 10).
 
     ``θ* ∈ [(1−ρ)θ+ + ρL, (1−ρ)θ+ + ρU]``, width ``ρ(U − L)``.
     """

@@ -1,7 +1,7 @@
 """CESS arrays from recorded traces: ``from_trace`` and the outcome/prediction tables.
 
 ``cess.estimate`` works on arrays; this module builds them from what ``al.select`` and
-``al.proceed`` logged (papers/003 eq. 5): per run, the t-th ``Selection`` of the document
+``al.proceed`` logged ([SSC] eq. 5): per run, the t-th ``Selection`` of the document
 stream is round t, ``p_t`` is the logged probability of the chosen candidate and
 ``s_t = Π(1 − c_k)`` is the product of the continue probabilities ``p`` of every
 ``Continuation`` of the stop stream logged before that selection (so ``c_1 = 0`` when
@@ -61,7 +61,7 @@ _ids_decoder = msgspec.msgpack.Decoder(list[Any])
 
 @dataclass(frozen=True, eq=False)
 class CessData:
-    """The CESS arrays of a set of recorded runs, one row per run (papers/003 eq. 5-6).
+    """The CESS arrays of a set of recorded runs, one row per run ([SSC] eq. 5-6).
 
     Attributes:
         y, p, s, m_chosen: shape ``(n_runs, budget)``: per round the evidence score of the
@@ -387,7 +387,7 @@ def from_trace(
     pool: Mapping[str, Sequence[Any]] | None = None,
     unfinished: str = "drop",
 ) -> CessData:
-    """Build the CESS arrays of every run in some traces (papers/003 eq. 5-6, 10).
+    """Build the CESS arrays of every run in some traces ([SSC] eq. 5-6, 10).
 
     Args:
         trace_or_paths: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a
@@ -423,7 +423,7 @@ def from_trace(
             prediction. Each message names the file, run, round and candidate.
     """
     if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
-        raise ValueError(f"`budget` must be a positive int (K in papers/003 eq. 6); "
+        raise ValueError(f"`budget` must be a positive int (K in [SSC] eq. 6); "
                          f"found {budget!r}")
     budget = int(budget)
     if unfinished not in ("drop", "keep"):
@@ -552,7 +552,7 @@ def _add_run(
             if not p_chosen > 0:
                 raise ValueError(
                     f"{where}, round {t}: the chosen candidate {cid!r} has logged probability "
-                    f"{p_chosen}; a chosen probability must be > 0 (papers/003 Assumption 1). "
+                    f"{p_chosen}; a chosen probability must be > 0 ([SSC] Assumption 1). "
                     "The choice was forced or the vector is wrong: re-record the run, or "
                     "leave it out"
                 )
@@ -671,7 +671,7 @@ def _mean_prediction(
             raise ValueError(
                 f"{where}: candidate {cid!r} of the pool has {'no' if v is None else 'a NaN'} "
                 f"prediction in `{table.what}`; m̄ averages the predictions over the whole "
-                "pool (papers/003 eq. 6): give every candidate a prediction, or pass `pool`"
+                "pool ([SSC] eq. 6): give every candidate a prediction, or pass `pool`"
             )
         total += v
     return total / len(ids)

@@ -1,6 +1,6 @@
-"""Behavioural distances: Wasserstein, the controllability distance, C_M and FGW (papers/000).
+"""Behavioural distances: Wasserstein, the controllability distance, C_M and FGW ([LBC]).
 
-* ``wasserstein`` is ``W_d(μ, ν) = inf_{Γ ∈ Π(μ, ν)} ∫ d dΓ`` (papers/000 eq. 6) between two
+* ``wasserstein`` is ``W_d(μ, ν) = inf_{Γ ∈ Π(μ, ν)} ∫ d dΓ`` ([LBC] eq. 6) between two
   empirical laws, solved exactly with POT's network simplex (``ot.emd2``);
   ``wasserstein_many`` solves many small problems with a low per-problem overhead.
 * ``controllability_distance`` iterates the controllability operator of Definition 8,
@@ -153,7 +153,7 @@ def _cost_matrix(name: str, cost: ArrayLike, *, bounded: bool = False) -> FloatA
     if bounded and (M > 1).any():
         i, j = np.argwhere(M > 1)[0]
         raise ValueError(
-            f"`{name}` must take values in [0, 1] (papers/000 A.5 requires bounded costs for "
+            f"`{name}` must take values in [0, 1] ([LBC] A.5 requires bounded costs for "
             f"Theorem 4); found {M[i, j]} at ({i}, {j})"
         )
     return M
@@ -224,7 +224,7 @@ def wasserstein(
     b: ArrayLike | None = None,
     p: float = 1,
 ) -> float:
-    """The p-Wasserstein distance between two empirical laws (papers/000 eq. 6), exactly.
+    """The p-Wasserstein distance between two empirical laws ([LBC] eq. 6), exactly.
 
     ``W_p(μ, ν) = (min_{Γ ∈ Π(a, b)} Σ_ij Γ_ij c(x_i, y_j)^p)^{1/p}`` with ``μ = Σ a_i δ_{x_i}``
     and ``ν = Σ b_j δ_{y_j}``, solved by POT's network simplex (``ot.emd2``). At ``p = 1`` in
@@ -402,7 +402,7 @@ def _readonly(arr: NDArray[Any]) -> NDArray[Any]:
 
 @dataclass(frozen=True, init=False, eq=False)
 class BranchKernel:
-    """A finite branch kernel ``P(ℓ, h' | h)`` (papers/000 eq. 7) with an interface ``φ(h)``.
+    """A finite branch kernel ``P(ℓ, h' | h)`` ([LBC] eq. 7) with an interface ``φ(h)``.
 
     States are the histories ``h = 0..n_states−1``. Each state has an interface value
     ``φ(h)`` (Definition 3; a number or a vector) and a law over branches ``(ℓ, h')``: a label
@@ -747,7 +747,7 @@ def controllability_operator(
     label_cost: ArrayLike | None = None,
     interface_cost: ArrayLike | None = None,
 ) -> FloatArray:
-    """One application of the controllability operator ``T_AB`` (papers/000 Definition 8).
+    """One application of the controllability operator ``T_AB`` ([LBC] Definition 8).
 
     ``(T_AB d)(h_A, h_B) = (1−γ) d_Z(φ_A(h_A), φ_B(h_B)) + γ W_d̄(P_A(·|h_A), P_B(·|h_B))``
     (eq. 17) with ``d̄ = β d_L(ℓ_A, ℓ_B) + (1−β) d(h'_A, h'_B)`` (eq. 16). Arguments as in
@@ -809,7 +809,7 @@ class ControllabilityResult:
         weights: ArrayLike | None = None,
         uniform: bool = False,
     ) -> float:
-        """Whole-system controllability ``C(S_A, S_B; ρ)`` (papers/000 Definition 10, eq. 18).
+        """Whole-system controllability ``C(S_A, S_B; ρ)`` ([LBC] Definition 10, eq. 18).
 
         ``E_{c∼ρ}[W_{d†}(ι_A(·|c), ι_B(·|c))]``: the initial-history laws are coupled within
         each task context, never across.
@@ -855,13 +855,13 @@ def controllability_distance(
     tol: float = 1e-9,
     max_iter: int = 1000,
 ) -> ControllabilityResult:
-    """The recursive controllability distance ``d†_AB`` (papers/000 Definitions 8-9, Theorem 4).
+    """The recursive controllability distance ``d†_AB`` ([LBC] Definitions 8-9, Theorem 4).
 
     Iterates ``T_AB`` (eq. 17, lifted cost eq. 16) with exact optimal transport from
     ``d ≡ 0`` and from ``d ≡ 1`` until a step moves by at most ``tol`` in the sup norm. By
     Theorem 4 the operator contracts with modulus ``γ(1−β)`` and both runs reach the same
     fixed point; the result reports the measured ratio and the gap so that this is checked,
-    not assumed (papers/000 Appendix F.7, Table 18). The error of either limit is at most
+    not assumed ([LBC] Appendix F.7, Table 18). The error of either limit is at most
     ``tol · γ(1−β) / (1 − γ(1−β))``. One step solves one transport problem per pair of states
     whose branch laws both have two or more branches.
 
@@ -1049,7 +1049,7 @@ def contextwise_cm(
     b: Sequence[ArrayLike | None] | None = None,
     weights: ArrayLike | None = None,
 ) -> ContextwiseCmResult:
-    """The contextwise controllability radius ``C_M^ρ(A, B)`` (papers/000 Definition 11, F.6).
+    """The contextwise controllability radius ``C_M^ρ(A, B)`` ([LBC] Definition 11, F.6).
 
     ``C_M^ρ = E_{c∼ρ} inf_{Λ_c ∈ Π(η_A^c, η_B^c)} ∫ [λ_in d_B(ψ_A^in(h_A), ψ_B^in(h_B))
     + (1−λ_in) W_{d_M}(Q_A^M(·|h_A), Q_B^M(·|h_B))] dΛ_c`` — eq. 19 with the coupling restricted
@@ -1189,7 +1189,7 @@ def fgw_discrepancy(
     n_starts: int = 8,
     seed: int = 0,
 ) -> FgwResult:
-    """The fused Gromov–Wasserstein graph discrepancy (papers/000 eq. 20), an upper bound.
+    """The fused Gromov–Wasserstein graph discrepancy ([LBC] eq. 20), an upper bound.
 
     ``d²_FGW(G, G') = inf_{Γ ∈ Π(m, m')} {(1−λ_G) Σ C_ii' Γ_ii'
     + λ_G Σ |R^G_ij − R^G'_i'j'|² Γ_ii' Γ_jj'}`` (Vayer et al. 2019), solved by POT's conditional

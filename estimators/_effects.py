@@ -1,4 +1,4 @@
-"""Paired-intervention policy effects (papers/003 eq. 3–4) and their repeatability.
+"""Paired-intervention policy effects ([SSC] eq. 3–4) and their repeatability.
 
 Each paired block (a task and a replicate, run under the same random numbers) has the four
 Opened-Mean conclusions θ_ab of a 2×2 intervention: selection a ∈ {0 uniform, 1 agent} ×
@@ -9,7 +9,7 @@ stopping b ∈ {0 fixed, 1 adaptive}. Per block (eq. 4)
 and Δsel + Δstop + Δint = θ11 − θ00 (the total) by construction. Effects are averaged
 within each task, tasks weigh equally, and intervals resample whole tasks (shared draws
 for the four effects). Repeatability across replicates is the one-way ICC(1,k)
-(papers/003 Appendix C).
+([SSC] Appendix C).
 
 These are the policy effects. A contrast of two CESS estimates is *not* one (Theorem 2).
 
@@ -103,7 +103,7 @@ def policy_effects(
     seed: int = 0,
     confidence_level: float = 0.95,
 ) -> PolicyEffects:
-    """Policy effects of a paired 2×2 intervention (papers/003 eq. 3–4).
+    """Policy effects of a paired 2×2 intervention ([SSC] eq. 3–4).
 
     Args:
         theta_00, theta_10, theta_01, theta_11: Opened Mean per paired block under

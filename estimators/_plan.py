@@ -1,6 +1,6 @@
 """The certification plan: everything a certified leaderboard declares before a score is read.
 
-A plan (papers/000 §3.4, Def. 1 and Def. 7; §6.1 "All analysis constants are recorded with
+A plan ([LBC] §3.4, Def. 1 and Def. 7; §6.1 "All analysis constants are recorded with
 input hashes") fixes the readouts and their tolerances ``ε_fair,n``, the confidence levels
 ``δ`` (nuisance radius) and ``δ′`` (sampling radius), the family of pairs over which
 Bonferroni is taken, the minimum number of common tasks, the failure policy, the length
@@ -54,7 +54,7 @@ __all__ = [
     "WindowConstants",
 ]
 
-#: The name of the composite target (equal weight over axes, papers/000 §4 "Scoring").
+#: The name of the composite target (equal weight over axes, [LBC] §4 "Scoring").
 COMPOSITE = "composite"
 
 _MODEL = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -170,7 +170,7 @@ class Constants(BaseModel):
 
 
 class FailurePolicy(BaseModel):
-    """What a failed task (declared failure exit ⊥) does to a pair (papers/000 §6.1).
+    """What a failed task (declared failure exit ⊥) does to a pair ([LBC] §6.1).
 
     Attributes:
         policy: ``"drop"`` removes a task either system failed from that pair;
@@ -190,7 +190,7 @@ class Conditions(BaseModel):
 
     Attributes:
         assumption_1: every effect of the entry on the score passes through the window and
-            differences outside it have bounded effects (papers/000 Assumption 1). False
+            differences outside it have bounded effects ([LBC] Assumption 1). False
             refuses every pair.
         backbone: ``"part-of-system"`` (a system window: the backbone belongs to the system
             and may differ) or ``"fixed"`` (a scaffold window: a pair whose runs record a
@@ -233,7 +233,7 @@ class Calibration(BaseModel):
 
 
 class Plan(BaseModel):
-    """A certification plan (papers/000 Def. 1, Def. 7, §6.1), loaded from TOML.
+    """A certification plan ([LBC] Def. 1, Def. 7, §6.1), loaded from TOML.
 
     Attributes:
         estimand: the declared controlled estimand (eq. 2); Def. 1 requires it.
@@ -248,7 +248,7 @@ class Plan(BaseModel):
         min_common_tasks: a pair with fewer common tasks is not decided.
         failure: the failure policy.
         length_convention: the declared length convention (e.g. ``"matched"``); recorded
-            and hashed, papers/000 §6.2 ("the convention must be declared").
+            and hashed, [LBC] §6.2 ("the convention must be declared").
         window: the comparison window whose sealed entries decide admissibility.
         select: keep only runs whose ``meta`` holds these values (one entry condition,
             e.g. ``{ranking = "agent"}``); conditions are never compared with each other.
@@ -281,7 +281,7 @@ class Plan(BaseModel):
     @classmethod
     def _estimand_declared(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("`estimand` is empty; declare the controlled estimand (papers/000 "
+            raise ValueError("`estimand` is empty; declare the controlled estimand ([LBC] "
                              "eq. 2, Def. 1) before any score is read")
         return v
 
@@ -297,7 +297,7 @@ class Plan(BaseModel):
         if missing:
             raise ValueError(
                 "the plan names readout(s) " + ", ".join(f"`{n}`" for n in missing)
-                + " without a `tolerance` (ε_fair, papers/000 Def. 1); add e.g. "
+                + " without a `tolerance` (ε_fair, [LBC] Def. 1); add e.g. "
                 f"[readouts.{missing[0]}] tolerance = 0.05 before any score is read"
             )
         if self.target != COMPOSITE and self.target not in self.readouts:

@@ -1,10 +1,10 @@
-"""Reliability beyond the mean (papers/002 §4.3–4.4).
+"""Reliability beyond the mean ([DMC] §4.3–4.4).
 
 Each run is one (level, seed) → terminal score. Per group of runs (a model, a model × task
 cell, ...) with ascending scores ``x_(1) ≤ … ≤ x_(n)``:
 
 * ``mean``; ``worst = x_(1)`` (the deployment floor over the tested seeds);
-* ``cvar``: the lower-tail CVaR@α of Rockafellar and Uryasev (papers/002 §4.4, α = 0.2),
+* ``cvar``: the lower-tail CVaR@α of Rockafellar and Uryasev ([DMC] §4.4, α = 0.2),
 
       CVaR_α(X) = max_c { c − E[(c − X)+] / α },
 
@@ -27,7 +27,7 @@ size and the seed. Adding or removing other groups never changes it.
 
 Example:
     >>> from agentlog.estimators import reliability
-    >>> r = reliability.summary([0, 0, 1, 0, 0, 0, 0, 1, 1, 1])   # papers/002 §5.1, GPT-4o T3
+    >>> r = reliability.summary([0, 0, 1, 0, 0, 0, 0, 1, 1, 1])   # [DMC] §5.1, GPT-4o T3
     >>> r.mean, r.worst, r.cvar, r.reliability
     (0.4, 0.0, 0.0, 0.4)
 """
@@ -249,7 +249,7 @@ def _readonly(a: NDArray[Any]) -> NDArray[Any]:
 
 @dataclass(frozen=True, eq=False)
 class ReliabilitySummary:
-    """Reliability of one group of runs (papers/002 §4.4).
+    """Reliability of one group of runs ([DMC] §4.4).
 
     Attributes:
         mean: the mean score.
@@ -411,7 +411,7 @@ def summary(
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> ReliabilitySummary | GroupedReliability:
-    """Mean, worst case, CVaR@α, Reliability@τ and a bootstrap CI (papers/002 §4.4).
+    """Mean, worst case, CVaR@α, Reliability@τ and a bootstrap CI ([DMC] §4.4).
 
     Args:
         scores: one terminal score per run, finite.
@@ -420,7 +420,7 @@ def summary(
         alpha: CVaR tail fraction in ``(0, 1]``; ``CVaR_α = max_c {c − E[(c − X)+]/α}``, the
             mean of the worst ``αn`` runs with fractional weight on the boundary value.
         tau: Reliability@τ threshold; a run counts when its score is ``≥ tau``.
-        n_resamples: bootstrap draws of the mean (papers/002 uses 2,000).
+        n_resamples: bootstrap draws of the mean ([DMC] uses 2,000).
         seed: seeds the draws, ``numpy.random.default_rng((seed, n))`` per group size ``n``;
             the same scores and seed give bit-identical intervals.
 
@@ -463,7 +463,7 @@ class CliffsDeltaResult:
     """Cliff's δ of ``a`` over ``b`` with a bootstrap CI and a randomisation p-value.
 
     Attributes:
-        delta: paired: ``[#(a_i > b_i) − #(a_i < b_i)] / n`` (papers/002 §4.4); unpaired:
+        delta: paired: ``[#(a_i > b_i) − #(a_i < b_i)] / n`` ([DMC] §4.4); unpaired:
             ``P(a > b) − P(a < b)`` over all ``m·n`` pairs (``= 2U/(mn) − 1``).
         pvalue: two-sided p-value of ``pvalue_statistic`` under the null of exchangeable
             labels: sign flips of the paired differences, or permutations of the pooled
@@ -565,7 +565,7 @@ def cliffs_delta(
     seed: int = 0,
     pvalue_statistic: PvalueStatistic = "mean_difference",
 ) -> CliffsDeltaResult:
-    """Cliff's δ of ``a`` over ``b``, bootstrap CI and randomisation p-value (papers/002 §4.4).
+    """Cliff's δ of ``a`` over ``b``, bootstrap CI and randomisation p-value ([DMC] §4.4).
 
     Paired (``paired=True``, the paper's A/B design, runs matched by seed): with
     ``Δ_i = a_i − b_i``, ``δ = [#(Δ_i > 0) − #(Δ_i < 0)] / n = mean(sign Δ)``, "the
@@ -777,7 +777,7 @@ def pass_hat_k(successes: ArrayLike, trials: ArrayLike, k: int) -> PassHatK:
 
 @dataclass(frozen=True)
 class RecordF1:
-    """Ground-truth F1 of a submitted record set (papers/002 §4.3).
+    """Ground-truth F1 of a submitted record set ([DMC] §4.3).
 
     With S the submitted rows, G the true record set and U the distinct true records in S:
     ``recall = |U|/|G|``, ``precision = |U|/|S|``, ``f1 = 2PR/(P + R)`` (0 when P + R = 0;
@@ -836,7 +836,7 @@ def _record_f1_iv(submitted: Iterable[Any], truth: Iterable[Any]
 
 
 def record_f1(submitted: Iterable[Any], truth: Iterable[Any]) -> RecordF1:
-    """Precision, recall and F1 of submitted records against the ground truth (papers/002 §4.3).
+    """Precision, recall and F1 of submitted records against the ground truth ([DMC] §4.3).
 
     Args:
         submitted: the submitted rows, as ids or records with an ``"id"`` field, in order
@@ -927,7 +927,7 @@ def reliability_gap(
     levels: Sequence[Any] | None = None,
     baseline: Baseline = "easiest",
 ) -> ReliabilityGap:
-    """Reliability gap of one system across difficulty levels (papers/002 §4.4).
+    """Reliability gap of one system across difficulty levels ([DMC] §4.4).
 
     Args:
         scores: one score per run.
@@ -1045,7 +1045,7 @@ def degradation_curve(
     seed: int = 0,
     baseline: Baseline = "easiest",
 ) -> DegradationCurve:
-    """Degradation curve and reliability gap across difficulty levels (papers/002 §4.4).
+    """Degradation curve and reliability gap across difficulty levels ([DMC] §4.4).
 
     Every (group, level) cell gets the statistics of ``summary`` (mean, worst, CVaR@α,
     Reliability@τ, bootstrap CI); the gap per group is the static mean minus the worst case

@@ -1,6 +1,6 @@
 """Choosing the CESS shrinkage coefficient λ without looking at the evaluation tasks.
 
-Two rules (papers/003 §3.3 and Appendix A.2):
+Two rules ([SSC] §3.3 and Appendix A.2):
 
 * ``tune_lambda`` — one λ shared by all evaluation tasks, chosen on separate *tuning*
   tasks by a grid search that minimises MAE against their known pool targets θ*. It uses

@@ -1,4 +1,4 @@
-"""The validity card: what a benchmark score licenses (papers/002 §4.1, §4.4, §5.5).
+"""The validity card: what a benchmark score licenses ([DMC] §4.1, §4.4, §5.5).
 
 Four audits, each a cell that is ``"pass"``, ``"fail"`` or ``"not probed"``; a not-probed
 item is never read as passing.
@@ -90,7 +90,7 @@ NOT_PROBED: Status = "not probed"
 
 Claim = Literal["model capability", "system performance", "specification compliance",
                 "self-report compliance", "none"]
-#: The claims of the lattice, strongest first (papers/002 §5.5).
+#: The claims of the lattice, strongest first ([DMC] §5.5).
 CLAIMS: tuple[Claim, ...] = ("model capability", "system performance",
                              "specification compliance", "self-report compliance", "none")
 _LICENSES: dict[str, frozenset[str]] = {
@@ -304,7 +304,7 @@ def probe_scorer(
     margin: float = 0.0,
     tolerance: float = 1e-9,
 ) -> ProbeReport:
-    """Run ``scorer`` on the probe battery and decide criterion sensitivity (papers/002 §4.4).
+    """Run ``scorer`` on the probe battery and decide criterion sensitivity ([DMC] §4.4).
 
     Args:
         scorer: ``scorer(submission, truth) -> float``, the user's scorer.
@@ -417,7 +417,7 @@ class DecisionOwnership:
 
 @dataclass(frozen=True)
 class OwnershipMap:
-    """The decision-ownership map of a set of traces (papers/002 §4.1)."""
+    """The decision-ownership map of a set of traces ([DMC] §4.1)."""
 
     decisions: tuple[DecisionOwnership, ...]
     traces: tuple[str, ...]
@@ -530,7 +530,7 @@ def ownership_map(traces: TracesLike) -> OwnershipMap:
 
 @dataclass(frozen=True, eq=False)
 class NonDegeneracy:
-    """Non-degeneracy of one decision A with outcome Y (papers/002 §4.1).
+    """Non-degeneracy of one decision A with outcome Y ([DMC] §4.1).
 
     Attributes:
         decision: the decision's name.
@@ -755,7 +755,7 @@ def licensed_claim(
     replay: Status,
     scorer_basis: ScorerBasis = "outcome",
 ) -> tuple[Claim, str]:
-    """The strongest claim the papers/002 §5.5 lattice licenses, and why.
+    """The strongest claim the [DMC] §5.5 lattice licenses, and why.
 
     Only ``"pass"`` counts as passing: ``"not probed"`` reads as not passed.
     """
@@ -785,7 +785,7 @@ def licensed_claim(
 
 @dataclass(frozen=True, eq=False)
 class ValidityCard:
-    """A per-benchmark validity card (papers/002 §5.5).
+    """A per-benchmark validity card ([DMC] §5.5).
 
     Attributes:
         licensed_claim: the strongest claim the lattice licenses.
@@ -848,7 +848,7 @@ class ValidityCard:
             lines += ["", "## Non-degeneracy", "",
                       *_table(["decision", "E[Y|A] (n)", "p", "status"], rows)]
         lines += ["", "_Every cell is pass, fail or not probed; a not-probed item is never "
-                  "read as passing (papers/002 §5.5)._", ""]
+                  "read as passing ([DMC] §5.5)._", ""]
         return "\n".join(lines)
 
 
@@ -884,7 +884,7 @@ def validity_card(
     n_permutations: int = 9999,
     seed: int = 0,
 ) -> ValidityCard:
-    """Build the validity card of a benchmark configuration (papers/002 §4.4, §5.5).
+    """Build the validity card of a benchmark configuration ([DMC] §4.4, §5.5).
 
     Args:
         scorer: the user's scorer, ``scorer(submission, truth) -> float``.

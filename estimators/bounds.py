@@ -1,4 +1,4 @@
-"""Attribution bounds, certificates and sensitivity fitting (papers/000 §3.3, A.2–A.4, F.1).
+"""Attribution bounds, certificates and sensitivity fitting ([LBC] §3.3, A.2–A.4, F.1).
 
 ``nuisance_radius`` is Theorem 1 (eq. 3); ``upper_certificate`` Proposition 1 (eq. 9);
 ``composition_bound``, ``propagated_bound`` and ``utility_bound`` Theorem 2 (eq. 12),
@@ -7,7 +7,7 @@ entries with a leave-one-group-out check (F.1, Tables 11–12).
 
 Example:
     >>> from agentlog.estimators import bounds
-    >>> # papers/000 F.3: AutoSurvey against LiRA, whose own entry is the common entry μ
+    >>> # [LBC] F.3: AutoSurvey against LiRA, whose own entry is the common entry μ
     >>> r = bounds.nuisance_radius(L_s=0.833, L_M=0.890, eps_in=(0.975, 0.002))
     >>> round(r.value, 3), r.within_tolerance(0.208)
     (0.724, False)

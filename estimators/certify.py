@@ -1,4 +1,4 @@
-"""Certified leaderboards (papers/000 §3.4, §6, Appendix A.3 and F.5).
+"""Certified leaderboards ([LBC] §3.4, §6, Appendix A.3 and F.5).
 
 A plan declares readouts, tolerances and constants; admissibility is decided from the plan
 and the sealed entries before any score is read; a pair is certified when its gap exceeds

@@ -1,4 +1,4 @@
-"""CESS pool estimates, audit metrics and paired-intervention effects (papers/003).
+"""CESS pool estimates, audit metrics and paired-intervention effects ([SSC]).
 
 Example:
     >>> from agentlog.estimators import cess

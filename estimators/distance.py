@@ -1,4 +1,4 @@
-"""Behavioural distances between agent systems (papers/000 A.1, A.5, A.6, F.6, F.7).
+"""Behavioural distances between agent systems ([LBC] A.1, A.5, A.6, F.6, F.7).
 
 Wasserstein distances between empirical laws, the recursive controllability distance of
 Definition 9 (the fixed point of the operator of Definition 8, with the checks of Theorem 4),

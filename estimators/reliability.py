@@ -1,4 +1,4 @@
-"""Reliability beyond the mean and the validity card (papers/002).
+"""Reliability beyond the mean and the validity card ([DMC]).
 
 Worst case, CVaR@α (lower tail, Rockafellar–Uryasev, fractional weight on the boundary
 value), Reliability@τ and a seeded percentile bootstrap CI of the mean, per group of a long
@@ -8,7 +8,7 @@ card (scorer probe battery, decision-ownership map, non-degeneracy, licensed cla
 
 Example:
     >>> from agentlog.estimators import reliability
-    >>> gpt4o_t3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]      # papers/002 §5.1, per-seed F1
+    >>> gpt4o_t3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]      # [DMC] §5.1, per-seed F1
     >>> r = reliability.summary(gpt4o_t3, alpha=0.2, tau=0.9)
     >>> r.mean, r.worst, r.cvar, r.reliability, r.n
     (0.4, 0.0, 0.0, 0.4, 10)

@@ -1,7 +1,7 @@
-"""Two toy scorers for the validity card's probe battery (papers/002 §3.2, §4.3).
+"""Two toy scorers for the validity card's probe battery ([DMC] §3.2, §4.3).
 
 * ``shape_scorer`` grades shape and self-report only, like the ComtradeBench judge of
-  papers/002 §3.2: the metadata fields are present, the self-reported ``row_count`` matches
+  [DMC] §3.2: the metadata fields are present, the self-reported ``row_count`` matches
   the number of records, the records are well-formed and there are some. A fabricated
   record set with self-consistent metadata scores as high as the correct one, so the
   battery flags it as not criterion-sensitive.
@@ -57,7 +57,7 @@ def shape_scorer(submission: Submission, truth: Sequence[Hashable]) -> float:
 
 
 def ground_truth_scorer(submission: Submission, truth: Sequence[Hashable]) -> float:
-    """Ground-truth F1 of the submitted record ids (papers/002 §4.3)."""
+    """Ground-truth F1 of the submitted record ids ([DMC] §4.3)."""
     return float(record_f1(submission.records, truth).f1)
 
 

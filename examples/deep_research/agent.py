@@ -1,6 +1,6 @@
 """An offline, deterministic deep-research agent over a generated candidate pool.
 
-The setting of papers/003 §2-3. A research question has a prespecified pool of N
+The setting of [SSC] §2-3. A research question has a prespecified pool of N
 candidate documents with evidence scores ``Y_i ∈ [-1, 1]`` and the pool target
 ``θ* = (1/N) Σ Y_i`` (eq. 1). The agent opens up to K documents, one per round: it
 draws from a softmax over the ranking condition's order mixed with an exploration floor
@@ -10,7 +10,7 @@ more likely when the evidence opened so far leans one way (informative stopping,
 towards whatever the ranking puts first: the agent's own ranking by relevance is
 correlated with ``Y``, so its Opened Mean is biased relative to ``θ*``. After retrieval,
 an ``Evaluator`` scores the transition's before and after states under a direct and a
-quote channel in four cyclic layouts (papers/004's target-option margin), for ASV.
+quote channel in four cyclic layouts ([ASV]'s target-option margin), for ASV.
 
 Example:
     >>> import agentlog as al
@@ -39,7 +39,7 @@ from agentlog.estimators.asv import (  # type: ignore[import-not-found,unused-ig
 )
 
 RANKINGS = ("agent", "reversed", "uniform")
-MAX_STOP = 0.9  # c_t < 1 keeps every round reachable: overlap (papers/003 Assumption 1)
+MAX_STOP = 0.9  # c_t < 1 keeps every round reachable: overlap ([SSC] Assumption 1)
 
 
 def _task_key(task_id: str) -> int:
@@ -75,7 +75,7 @@ class Pool:
 
     @property
     def theta_star(self) -> float:
-        """The pool target ``θ* = (1/N) Σ Y_i`` (papers/003 eq. 1)."""
+        """The pool target ``θ* = (1/N) Σ Y_i`` ([SSC] eq. 1)."""
         return float(np.mean(self.y))
 
     def features(self) -> NDArray[np.float64]:
@@ -97,7 +97,7 @@ class Pool:
         Ranked by it, the documents closest to the pool target come first: information
         about ``Y`` and ``θ*`` that no fair variant gets before search. A variant handed
         this pool (``Policy(oracle_hint=True)``) enters retrieval with a different entry
-        for the same question, which a certificate must refuse (papers/000 Def. 1).
+        for the same question, which a certificate must refuse ([LBC] Def. 1).
         """
         theta = self.theta_star
         return dataclasses.replace(
@@ -153,11 +153,11 @@ class Policy:
         stop_lean: extra stopping probability per unit of ``|mean opened Y|``.
         revisit: relative weight of a document already opened. It stays positive so that
             every candidate keeps a positive probability at every round (overlap,
-            papers/003 Assumption 1); a document opened twice counts at each opening.
+            [SSC] Assumption 1); a document opened twice counts at each opening.
         backbone: the model the variant runs on, recorded as the run's
             ``meta["backbone"]``. The bundled agent has no language model, so it is a label
             (``"scripted"``: the softmax chooser above); a variant on another backbone is a
-            different model behind the same scaffold (papers/000 §6.2).
+            different model behind the same scaffold ([LBC] §6.2).
         oracle_hint: enter retrieval with the privileged pool ``Pool.with_oracle_hint()``
             instead of the question's pool: an unfair variant, for certificates to refuse.
     """
@@ -202,7 +202,7 @@ class Retrieval:
 
     ``p[t]`` is the logged probability of the document opened at round t and ``c[t]``
     the pre-selection stopping probability of that round (``c[0] == 0``), as CESS needs
-    them (papers/003 eq. 5).
+    them ([SSC] eq. 5).
     """
 
     task_id: str
@@ -292,7 +292,7 @@ def grade(conclusion: Conclusion, pool: Pool) -> Grade:
 
 # -------------------------------------------------------------- record-time evaluator
 #
-# papers/004's target-option margin, made deterministic: a scorer rates the four answer
+# [ASV]'s target-option margin, made deterministic: a scorer rates the four answer
 # options from an evidence lean in [-1, 1] under each cyclic layout of the options (with a
 # small position bias); the margin is the target's rating minus the best other option's.
 # The layouts are reduced within the channel downstream (``asv.from_trace``).
@@ -460,7 +460,7 @@ def run_agent(
         "ranking": ranking, "cluster": task_id, "budget": budget, "pool_seed": pool_seed,
         "n_candidates": n_candidates, "theta_star": pool.theta_star,
         "policy": dataclasses.asdict(policy), "backbone": policy.backbone,
-        # the reviewed target option (papers/004's target identity for equal-target weighting)
+        # the reviewed target option ([ASV]'s target identity for equal-target weighting)
         "target": OPTIONS[target_option(pool.theta_star)],
     }
     if replicate is not None:

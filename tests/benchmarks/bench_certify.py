@@ -5,7 +5,7 @@ by pytest. Prints one line per measurement with its target and a reference measu
 same run, and exits non-zero when a target is missed (``--no-check`` to only print).
 
 Workload (deterministic, seeded): 20 systems with spread-out means, 50 tasks in 23 clusters
-(papers/000 §6: 50 held-out tasks in 23 subfields), 34 readouts on six axes (the admitted
+([LBC] §6: 50 held-out tasks in 23 subfields), 34 readouts on six axes (the admitted
 readouts of §4), a task effect shared by every system, a declared shared entry (every pair
 an exact cell), the whole family of 190 pairs, so 190 × 35 cells (the composite and each
 readout) are decided; then Appendix F.5: 2,000 sign-flip draws shared by every cell and
@@ -51,7 +51,7 @@ AXES = {"retrieval": 6, "synthesis": 6, "reasoning": 13, "planning": 2, "writing
 
 
 def plan_text(n_resamples: int) -> str:
-    lines = ['estimand = "whole-system contrast under one shared entry (papers/000 eq. 2)"',
+    lines = ['estimand = "whole-system contrast under one shared entry ([LBC] eq. 2)"',
              "[conditions]", "shared_entry = true",
              "[calibration]", f"n_resamples = {n_resamples}"]
     k = 0

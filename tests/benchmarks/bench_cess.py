@@ -15,7 +15,7 @@ Workloads (deterministic, seeded):
   validation once (a ``sys.settrace`` line timer; the lines are numpy calls of 10-100 ms,
   so the tracer's microseconds per line do not matter) and prints the costliest lines.
 * Question-clustered bootstrap: 200 questions × 6 runs, 4 estimator columns (the shape of
-  papers/003's 1,200 MS2 trajectories), 10,000 resamples with ``cess.cluster_bootstrap``.
+  [SSC]'s 1,200 MS2 trajectories), 10,000 resamples with ``cess.cluster_bootstrap``.
   Target ≤ 1 s. Reference: the same resampling in plain numpy with index draws
   (``per_question[rng.integers(0, Q, (B, Q))].mean(axis=1)``).
 

@@ -76,7 +76,7 @@ def main() -> None:
         with tracer.start_as_current_span("raw"):
             bare("q")
 
-    # The five attributes DESIGN.md puts on every window span, with values of their sizes:
+    # The five attributes agentlog puts on every window span, with values of their sizes:
     # what the SDK itself charges for them, separately from what agentlog adds.
     five = {"agentlog.window": "bench", "agentlog.run_id": "0" * 32,
             "agentlog.entry_hash": "a" * 64, "agentlog.exit_hash": "b" * 64,

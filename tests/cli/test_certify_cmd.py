@@ -1,4 +1,4 @@
-"""`agentlog certify`: the certified leaderboard of a set of traces under a plan (papers/000)."""
+"""`agentlog certify`: the certified leaderboard of a set of traces under a plan ([LBC])."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_the_table_shows_scores_ranks_decisions_the_ladder_and_hashes(study: Pat
     assert result.exit_code == 0, result.output
     out = result.stdout
     board = library_board(study)
-    for text in ("Certified leaderboard 'deep-research variants' (papers/000 §3.4): 5 systems "
+    for text in ("Certified leaderboard 'deep-research variants' ([LBC] §3.4): 5 systems "
                  "ranked on abs_error (lower is better), 10 task clusters, Bonferroni over 10 "
                  "pairs at δ′ = 0.05; admissibility from the sealed entries of window "
                  "`retrieval`",
@@ -94,7 +94,7 @@ def test_the_table_shows_scores_ranks_decisions_the_ladder_and_hashes(study: Pat
                  "entries' `pool` bytes differ on 10 of 10 common tasks",
                  "refused other-backbone vs reference: backbone change:",
                  "eq. 3 has no finite radius",
-                 "Conventional ladder beside the certificate (papers/000 Table 2)",
+                 "Conventional ladder beside the certificate ([LBC] Table 2)",
                  "R0", "R5", "+ nuisance radius", "Calibration (Appendix F.5, 2,000 sign-flip "
                  "draws, seed 0)", f"plan sha256 {board.plan_hash}",
                  f"scores sha256 {board.scores_hash}",
@@ -178,7 +178,7 @@ def test_a_plan_missing_a_tolerance_exits_2_naming_the_readout(study: Path,
     plan = write_plan(tmp_path, plan_text("tolerance = 0.05", ""))
     err = bad("certify", study, "--plan", plan)
     assert f"{plan}: not a usable certification plan: the plan names readout(s) `abs_error` " \
-           "without a `tolerance` (ε_fair, papers/000 Def. 1); add e.g. [readouts.abs_error] " \
+           "without a `tolerance` (ε_fair, [LBC] Def. 1); add e.g. [readouts.abs_error] " \
            "tolerance = 0.05 before any score is read" in err
 
 

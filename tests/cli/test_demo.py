@@ -92,16 +92,16 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
                  "selection bias", "Opened Mean vs CESS against θ*", "MAE · agent",
                  "MAE · reversed", "ranking sensitivity S (agent vs reversed)", "raw DR",
                  "λ = 0.5", "eq. 13", "clip the raw correction", "not a policy effect",
-                 "ASV of the retrieval step, direct vs quote (papers/004): 2 transitions",
+                 "ASV of the retrieval step, direct vs quote ([ASV]): 2 transitions",
                  "mean Ω = G^quote − G^direct:", "mean gains: direct", "sign disagreement:",
                  "calibration (Remark 2): gain signs and sign disagreement survive",
                  "2,000 draws in the demo",
-                 "Reliability beyond the mean (papers/002): each run's error |Opened Mean − "
+                 "Reliability beyond the mean ([DMC]): each run's error |Opened Mean − "
                  "θ*| per ranking, lower is better", "agent     1 runs: mean ",
                  "reversed  1 runs: mean ", "worst ", "CVaR@0.2 ", "within 0.25 of θ*: ",
                  "bootstrap CI of the mean, 2,000 draws (seed 0)",
                  "warning: a single run in 2 group(s)",
-                 "Certified leaderboard of 6 search-policy variants (papers/000)",
+                 "Certified leaderboard of 6 search-policy variants ([LBC])",
                  "1 questions x 1 seeds, ranking agent, 6 traces in",
                  "not decided: 10 pair(s) with fewer than 10 common questions; run the demo "
                  "with --tasks 20", "agentlog inspect", "agentlog verify",
@@ -128,7 +128,7 @@ def test_the_default_demo_finishes_in_seconds_and_every_trace_verifies(
 def test_the_default_demo_certifies_the_fair_variants_and_refuses_the_unfair_ones(
     tmp_path: Path,
 ) -> None:
-    """papers/000 on the demo's variants: the privileged entry and the other backbone are
+    """[LBC] on the demo's variants: the privileged entry and the other backbone are
     refused against everyone, the exact cells are decided by the sampling radius alone."""
     summary = run_demo(tmp_path / "demo")
     board = summary["certify"]["board"]
@@ -167,7 +167,7 @@ def test_the_default_demo_certifies_the_fair_variants_and_refuses_the_unfair_one
 
 
 def test_the_default_demo_shows_a_tail_the_mean_hides(tmp_path: Path) -> None:
-    """papers/002's point on the demo's seeded study: the ranking with the lower mean error
+    """[DMC]'s point on the demo's seeded study: the ranking with the lower mean error
     has the worse tail."""
     summary = run_demo(tmp_path / "demo")
     agent, reversed_ = summary["reliability"]["groups"]

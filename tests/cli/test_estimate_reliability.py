@@ -16,7 +16,7 @@ from agentlog.estimators import reliability
 from agentlog.examples.deep_research import run_study, task_ids
 from tests.cli._cli import invoke
 
-# papers/002 §5.1: GPT-4o's per-seed F1 on T3 (dedup), and a steadier model's.
+# [DMC] §5.1: GPT-4o's per-seed F1 on T3 (dedup), and a steadier model's.
 GPT4O_T3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]
 HAIKU_T3 = [0.9, 0.95, 0.8, 1.0, 0.85, 0.9, 1.0, 0.95, 0.79, 0.9]
 
@@ -71,12 +71,12 @@ def test_the_table_shows_mean_ci_worst_cvar_and_reliability_per_group(
     assert result.exit_code == 0, result.output
     for text in ("Reliability of 'f1' on 24 runs from 24 trace file(s), by model, task "
                  "(model from meta['model']); higher is better",
-                 "Reliability beyond the mean (papers/002 §4.4), 3 group(s)",
+                 "Reliability beyond the mean ([DMC] §4.4), 3 group(s)",
                  "model", "task", "mean [95% CI]", "worst", "CVaR@0.2", "Reliability@0.9",
                  "gpt-4o", "haiku", "T4", "2,000 draws (seed 0)", "bit-reproducible"):
         assert text in result.stdout, text
     gpt = next(line for line in result.stdout.splitlines() if "gpt-4o" in line and "T3" in line)
-    # papers/002 §5.1: mean 0.4, worst 0, CVaR@0.2 0, Reliability@0.9 40%
+    # [DMC] §5.1: mean 0.4, worst 0, CVaR@0.2 0, Reliability@0.9 40%
     assert "0.400 [" in gpt and "0.000" in gpt and "40.0%" in gpt
 
 

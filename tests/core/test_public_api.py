@@ -1,4 +1,4 @@
-"""The public names are a contract (DESIGN.md §1)."""
+"""The public names are a contract: tests, examples and users call exactly these."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """End to end: variants of the bundled agent, recorded, then certified from their traces under
-the bundled plan (papers/000 §3.4, §6.1–6.2).
+the bundled plan ([LBC] §3.4, §6.1–6.2).
 
 Five systems run the same questions and seeds: three fair search policies, one handed a
 privileged entry (its retrieval pool carries an oracle ranking hint) and one on another
@@ -168,7 +168,7 @@ def test_pairs_with_another_backbone_are_refused_with_no_finite_radius(board: An
 
 
 def test_as_a_system_window_the_backbone_pair_is_an_exact_cell(data: Any) -> None:
-    """papers/000 §6.1: when the backbone is part of the system, it may differ."""
+    """[LBC] §6.1: when the backbone is part of the system, it may differ."""
     plan = plan_with({"conditions.backbone": "part-of-system"})
     adm = certify.admissibility(data.entries, plan=plan).pair("reference", "other-backbone")
     assert adm.status == "exact" and adm.targets["abs_error"].admissible

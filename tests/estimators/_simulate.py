@@ -4,9 +4,9 @@ Pools of ``n_pool`` documents with an attribute ``a`` correlated with the eviden
 ``Y``; a search that opens up to ``budget`` documents, choosing by a softmax of
 ``strength · a`` mixed with a uniform exploration floor (``strength`` 0 is unbiased
 selection), an opened document keeping a ``revisit`` share of its weight (positive, so
-every candidate has positive probability at every round: papers/003 Assumption 1);
+every candidate has positive probability at every round: [SSC] Assumption 1);
 informative stopping before rounds t ≥ 2 that depends on the opened
-evidence (papers/003 Appendix A.3 and A.4). Every probability the estimator needs is the
+evidence ([SSC] Appendix A.3 and A.4). Every probability the estimator needs is the
 one the simulated controller used, so Theorem 1's conditions hold by construction.
 """
 

@@ -1,4 +1,4 @@
-"""Attribution bounds and certificates (papers/000 Theorem 1–3, Proposition 1, F.1) against
+"""Attribution bounds and certificates ([LBC] Theorem 1–3, Proposition 1, F.1) against
 the paper's worked numbers, closed forms and seeded simulations whose truth is known."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_importing_bounds_imports_neither_scipy_nor_pot() -> None:
 
 
 def writing_score_a(e: float) -> float:
-    return 0.8 * e  # papers/000 §3.1: f_A(e) = 0.8 e
+    return 0.8 * e  # [LBC] §3.1: f_A(e) = 0.8 e
 
 
 def writing_score_b(e: float) -> float:

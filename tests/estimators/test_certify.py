@@ -1,4 +1,4 @@
-"""Certified leaderboards: admissibility, eq. 4, rank intervals, ladder, F.5 (papers/000)."""
+"""Certified leaderboards: admissibility, eq. 4, rank intervals, ladder, F.5 ([LBC])."""
 
 from __future__ import annotations
 
@@ -539,7 +539,7 @@ def test_different_entries_are_measured_by_wasserstein_with_a_hoeffding_radius()
 
 
 def test_a_large_entry_mismatch_is_refused_before_any_score() -> None:
-    """papers/000 F.3: LiRA's bundle against a self-retrieved one, radius > ε_fair."""
+    """[LBC] F.3: LiRA's bundle against a self-retrieved one, radius > ε_fair."""
     a = [{"docs": [0.0, 0.05]} for _ in range(20)]
     b = [{"docs": [0.9, 1.0]} for _ in range(20)]
     plan = make_plan('[conditions]\nentry_feature = "docs"\n[constants.default]\nL_M = 0.89\n',

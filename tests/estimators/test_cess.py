@@ -107,7 +107,7 @@ def test_support_from_logged_vectors_counts_candidates_with_positive_probability
 def test_theorem_1_raw_dr_is_design_unbiased_and_each_weight_is_needed() -> None:
     """Biased selection (favours a high attribute correlated with Y), informative stopping,
     N = 30, K = 4, 20,000 trajectories (2,000 pools x 10 runs). Standard errors are across
-    pools (runs of one pool are not independent), as in papers/003 Table 5. Over 40 seeds of
+    pools (runs of one pool are not independent), as in [SSC] Table 5. Over 40 seeds of
     this design the z-statistic of the full correction had mean -0.03 and sd 1.09, so a
     3-SE bound fails about 0.3% of the time by chance; the seed is fixed (0)."""
     log = simulate(n_pools=2_000, runs_per_pool=10, n_pool=30, budget=4, stop_high=0.5,

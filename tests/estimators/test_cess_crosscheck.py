@@ -1,4 +1,4 @@
-"""Independent cross-check: sequential IPW and raw DR (papers/003 eq. 6) against obp.
+"""Independent cross-check: sequential IPW and raw DR ([SSC] eq. 6) against obp.
 
 Reference: Open Bandit Pipeline (obp 0.5.7, numpy 1.23.5, Python 3.10), its
 ``InverseProbabilityWeighting`` and ``DoublyRobust`` run on the same logged data by

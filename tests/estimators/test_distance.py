@@ -1,4 +1,4 @@
-"""Behavioural distances (papers/000 eq. 6, Definitions 8–11, Theorem 4, Proposition 2, eq. 20)
+"""Behavioural distances ([LBC] eq. 6, Definitions 8–11, Theorem 4, Proposition 2, eq. 20)
 against closed forms, hand-solved fixed points, scipy and POT, and brute-force checks of the
 pseudometric properties on seeded random kernels."""
 

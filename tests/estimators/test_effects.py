@@ -1,4 +1,4 @@
-"""Paired-intervention policy effects (papers/003 eq. 3–4) and ICC(1,k)."""
+"""Paired-intervention policy effects ([SSC] eq. 3–4) and ICC(1,k)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The certification plan: TOML in, validated, hashed (papers/000 Def. 1, §6.1)."""
+"""The certification plan: TOML in, validated, hashed ([LBC] Def. 1, §6.1)."""
 
 from __future__ import annotations
 

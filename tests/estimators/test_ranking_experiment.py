@@ -1,11 +1,11 @@
-"""Ranking experiment (papers/003 §4.1, Appendix A.4) on recorded runs of the example agent.
+"""Ranking experiment ([SSC] §4.1, Appendix A.4) on recorded runs of the example agent.
 
 The deep-research example agent searches the same candidate pools under its own ranking
 (``"agent"``: relevance-first, and relevance tracks the evidence, so supporting-first) and
 the reversed one (opposing-first). Every (question, seed) runs under both rankings with the
 same run seed, so both share their random numbers (draws are keyed by candidate id, not by
 position). Each run is recorded with ``al.record``; the CESS arrays come back from the
-trace with ``cess.from_trace``. Ranking sensitivity is papers/003 eq. 16: per question the
+trace with ``cess.from_trace``. Ranking sensitivity is [SSC] eq. 16: per question the
 mean over seeds of each ranking's estimate, then ``S = mean_q |θ̄_pro − θ̄_anti|``.
 
 The paper's simulation: Opened Mean 0.7478, unshrunk correction 0.0014. Here the claim
@@ -86,7 +86,7 @@ class Sensitivity:
 
 def sensitivity(values: NDArray[np.float64], question: NDArray[np.str_],
                 ranking: NDArray[np.str_]) -> Sensitivity:
-    """papers/003 eq. 16 with one configuration: seeds averaged, then rankings compared."""
+    """[SSC] eq. 16 with one configuration: seeds averaged, then rankings compared."""
     per_q = np.array([
         abs(values[(question == q) & (ranking == PRO)].mean()
             - values[(question == q) & (ranking == ANTI)].mean())

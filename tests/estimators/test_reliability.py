@@ -1,4 +1,4 @@
-"""Reliability statistics (papers/002 §4.3–4.4) against the paper's numbers, closed forms,
+"""Reliability statistics ([DMC] §4.3–4.4) against the paper's numbers, closed forms,
 scipy and seeded simulations."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentlog import DegenerateDataWarning
 from agentlog.estimators import reliability
 from agentlog.estimators import reliability as public
 
-GPT4O_T3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]  # papers/002 §5.1: GPT-4o per-seed F1 on T3 dedup
+GPT4O_T3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]  # [DMC] §5.1: GPT-4o per-seed F1 on T3 dedup
 
 
 def cvar_rockafellar_uryasev(x: np.ndarray, alpha: float) -> float:

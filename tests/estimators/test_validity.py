@@ -1,4 +1,4 @@
-"""The validity card (papers/002 §4.1, §4.4, §5.5): probe battery, ownership map,
+"""The validity card ([DMC] §4.1, §4.4, §5.5): probe battery, ownership map,
 non-degeneracy, licensed claim; rendered as Markdown and JSON."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_shape_scorer_is_flagged_not_criterion_sensitive() -> None:
     report = reliability.probe_scorer(scorers.shape_scorer, scorers.probe_tasks())
     assert report.criterion_sensitive.status == "fail"
     cells = {c.item: c.status for c in report.cells}
-    assert cells["scorer: separates fabricated"] == "fail"  # papers/002 §3.2: 0.987 = 0.987
+    assert cells["scorer: separates fabricated"] == "fail"  # [DMC] §3.2: 0.987 = 0.987
     assert cells["scorer: separates duplicate-laden"] == "fail"
     assert cells["scorer: separates empty"] == "pass"  # an empty payload still loses credit
     assert cells["scorer: ignores contradictory metadata"] == "fail"  # it grades the report
@@ -174,7 +174,7 @@ def test_a_decision_without_a_recorded_owner_is_not_probed(tmp_path: Path) -> No
 
 
 def test_a_decision_that_never_varies_is_degenerate() -> None:
-    # papers/002 §5.2: SKIP chosen 0 of 120 episodes.
+    # [DMC] §5.2: SKIP chosen 0 of 120 episodes.
     rng = np.random.default_rng(0)
     r = reliability.non_degeneracy(["retry"] * 120, rng.random(120), name="fault")
     assert r.status == "fail" and "Var(A) = 0" in r.cell.detail and math.isnan(r.pvalue)
