@@ -17,26 +17,17 @@ Example:
     (('a', 'c'),)
 """
 
-from ._certify import (
+from ._admissibility import (
     Admissibility,
-    Board,
-    CalibrationResult,
-    CertifyData,
     Entry,
     EntryTable,
-    LadderRung,
-    LeaveOneOut,
     PairAdmissibility,
-    PairDecision,
-    RankIntervals,
-    SamplingRadius,
     TargetRadius,
     admissibility,
-    certify,
-    from_traces,
-    rank_intervals,
-    sampling_radius,
 )
+from ._board import Board, CalibrationResult, LadderRung, LeaveOneOut, PairDecision
+from ._certify import certify
+from ._inputs import CertifyData, from_traces
 from ._plan import (
     Calibration,
     Conditions,
@@ -47,6 +38,8 @@ from ._plan import (
     SystemConstants,
     WindowConstants,
 )
+from ._radius import SamplingRadius, sampling_radius
+from ._ranks import RankIntervals, rank_intervals
 
 __all__ = [
     "Admissibility",

@@ -1,0 +1,264 @@
+"""The certified leaderboard and its parts: pair decisions, the ladder, calibration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._admissibility import Admissibility, _j
+from ._plan import COMPOSITE, Plan
+from ._ranks import RankIntervals
+
+__all__ = [
+    "Board",
+    "CalibrationResult",
+    "LadderRung",
+    "LeaveOneOut",
+    "PairDecision",
+]
+
+Decision = Literal["certified", "undecided-sampling", "undecided-attribution", "refused",
+                   "not-enough-common-tasks"]
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """The decision on one pair and target.
+
+    Attributes:
+        a, b: the pair, in family order.
+        target: ``"composite"`` or a readout.
+        decision: ``"certified"``, ``"undecided-sampling"``, ``"undecided-attribution"``,
+            ``"refused"`` or ``"not-enough-common-tasks"``.
+        better, worse: the certified order (``None`` unless certified).
+        delta: ``Δ̂ = mean(y_A − y_B)`` over the common tasks, oriented so that a positive
+            value favours ``a`` (a lower-is-better readout is negated).
+        se: the CR1 standard error; q: the Bonferroni t(G−1) sampling radius.
+        eps_out, r: the nuisance radius and its one-sided radius (Def. 7).
+        tolerance: ``ε_fair``.
+        n_tasks, n_clusters: the common tasks and their clusters.
+        margin: ``|Δ̂| / (q + ε̂_out + r)``; certified iff > 1.
+        reason: why the pair is refused, not decided or undecided.
+    """
+
+    a: str
+    b: str
+    target: str
+    decision: Decision
+    better: str | None
+    worse: str | None
+    delta: float
+    se: float
+    q: float
+    eps_out: float
+    r: float
+    tolerance: float
+    n_tasks: int
+    n_clusters: int
+    margin: float
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "target": self.target, "decision": self.decision,
+                "better": self.better, "worse": self.worse, "delta": _j(self.delta),
+                "se": _j(self.se), "q": _j(self.q), "eps_out": _j(self.eps_out),
+                "r": _j(self.r), "tolerance": _j(self.tolerance), "n_tasks": self.n_tasks,
+                "n_clusters": self.n_clusters, "margin": _j(self.margin),
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class LadderRung:
+    """One rule of the conventional ladder ([LBC] Table 2).
+
+    Attributes:
+        rule: ``"R0"`` … ``"R5"``; label: its name in Table 2; adds: what it adds.
+        decided: pairs the rule orders; out_of: the pairs it is counted over (the family for
+            R0–R3, the admissible pairs for R4–R5). R0 compares each system's mean over its
+            own tasks; R1 is the paired t-test (t(n−1)), R2 the CR1 t (t(G−1)), both at
+            ``δ′``; R3 divides ``δ′`` by the family size. R1–R3 ask only for two tasks
+            (clusters): the minimum number of common tasks belongs to the certificate.
+        pairs: the orders it concludes, ``(better, worse)``.
+    """
+
+    rule: str
+    label: str
+    adds: str
+    decided: int
+    out_of: int
+    pairs: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "label": self.label, "adds": self.adds,
+                "decided": self.decided, "out_of": self.out_of,
+                "pairs": [list(p) for p in self.pairs]}
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """The board's target certified with one cluster left out (Appendix F.5)."""
+
+    cluster: str
+    certified: int
+    jaccard: float
+    flips: int
+    winners: tuple[str, ...]
+    winner_flip: bool
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """Calibration and stability of the decision rule ([LBC] Appendix F.5).
+
+    Attributes:
+        n_resamples, seed: the sign-flip draws (one ±1 per cluster per draw, shared by every
+            pair and target) and their seed.
+        nominal: ``δ′``.
+        family_rate: the board target's family-wise false-certification rate: the share of
+            draws in which any pair of the family is certified on the centred, sign-flipped
+            differences.
+        mc_se: its Monte Carlo standard error.
+        rates: the family-wise rate of every target.
+        c_star: the radius scale at which the target's rate equals ``δ′`` (``c*`` > 1: the
+            rule is anti-conservative and would need ``c*`` times its radius).
+        c_star_by_target: ``c*`` of every target.
+        drops: certified relations of the target whose margin is ≤ ``c*`` (those ``c*``
+            would remove).
+        jaccard_mean, jaccard_min: leave-one-cluster-out overlap of the certified set.
+        flips: certified relations reversed when one cluster is left out (summed).
+        winner_flips: left-out clusters after which no system that could be first on the
+            full board can be first any more.
+        leave_one_out: per left-out cluster.
+    """
+
+    n_resamples: int
+    seed: int
+    nominal: float
+    family_rate: float
+    mc_se: float
+    rates: dict[str, float]
+    c_star: float
+    c_star_by_target: dict[str, float]
+    drops: tuple[tuple[str, str], ...]
+    jaccard_mean: float
+    jaccard_min: float
+    flips: int
+    winner_flips: int
+    leave_one_out: tuple[LeaveOneOut, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_resamples": self.n_resamples, "seed": self.seed, "nominal": self.nominal,
+            "family_rate": _j(self.family_rate), "mc_se": _j(self.mc_se),
+            "rates": {k: _j(v) for k, v in self.rates.items()},
+            "c_star": _j(self.c_star),
+            "c_star_by_target": {k: _j(v) for k, v in self.c_star_by_target.items()},
+            "drops": [list(p) for p in self.drops],
+            "jaccard_mean": _j(self.jaccard_mean), "jaccard_min": _j(self.jaccard_min),
+            "flips": self.flips, "winner_flips": self.winner_flips,
+            "leave_one_out": [{"cluster": lo.cluster, "certified": lo.certified,
+                               "jaccard": _j(lo.jaccard), "flips": lo.flips,
+                               "winners": list(lo.winners), "winner_flip": lo.winner_flip}
+                              for lo in self.leave_one_out],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Board:
+    """A certified leaderboard ([LBC] §6.1, Figure 1, Tables 1–2, Table 16).
+
+    Attributes:
+        systems: the systems, best first by their mean on the board's target.
+        target: the target the board ranks (``"composite"`` or a readout).
+        targets: every target decided (the composite, then each readout).
+        scores: ``system -> target -> mean`` over the system's tasks (readouts in their own
+            units; the composite is the equal-axis mean of oriented readouts).
+        n_tasks: ``system -> tasks`` scored.
+        decisions: ``target -> one PairDecision per pair of the family``.
+        ranks: ``target -> RankIntervals`` of its certified relation.
+        ladder: R0–R5 on the board's target (Table 2).
+        calibration: Appendix F.5, when computed.
+        admissibility: the decision it used.
+        plan: the plan; plan_hash: its hash.
+        input_hashes: ``path -> SHA-256`` of every input trace (empty for arrays).
+        scores_hash: SHA-256 over the score arrays, masks and clusters used.
+        family_size: ``m``; n_clusters: clusters over all tasks.
+    """
+
+    systems: tuple[str, ...]
+    target: str
+    targets: tuple[str, ...]
+    scores: dict[str, dict[str, float]]
+    n_tasks: dict[str, int]
+    decisions: dict[str, tuple[PairDecision, ...]]
+    ranks: dict[str, RankIntervals]
+    ladder: tuple[LadderRung, ...]
+    calibration: CalibrationResult | None
+    admissibility: Admissibility
+    plan: Plan
+    plan_hash: str
+    input_hashes: dict[str, str]
+    scores_hash: str
+    family_size: int
+    n_clusters: int
+
+    @property
+    def pairs(self) -> tuple[PairDecision, ...]:
+        """The decisions on the board's target."""
+        return self.decisions[self.target]
+
+    def decision(self, a: str, b: str, target: str | None = None) -> PairDecision:
+        """The decision on the pair ``{a, b}`` (either order) for ``target``."""
+        for p in self.decisions[target or self.target]:
+            if {p.a, p.b} == {a, b}:
+                return p
+        raise KeyError(f"the pair ({a!r}, {b!r}) is not in the plan's family")
+
+    def certified(self, target: str | None = None) -> list[tuple[str, str]]:
+        """Certified ``(better, worse)`` relations, sorted."""
+        return sorted((p.better, p.worse) for p in self.decisions[target or self.target]
+                      if p.better is not None and p.worse is not None)
+
+    def rank(self, system: str, target: str | None = None) -> tuple[int, int]:
+        """The certified rank interval of ``system``."""
+        return self.ranks[target or self.target].intervals[system]
+
+    def counts(self, target: str | None = None) -> dict[str, int]:
+        """How many pairs got each decision."""
+        out = dict.fromkeys(("certified", "undecided-sampling", "undecided-attribution",
+                             "refused", "not-enough-common-tasks"), 0)
+        for p in self.decisions[target or self.target]:
+            out[p.decision] += 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able summary (non-finite numbers become ``None``)."""
+        rank = self.ranks[self.target]
+        return {
+            "version": 1,
+            "target": self.target,
+            "targets": list(self.targets),
+            "readouts": list(self.plan.readout_names),
+            "plan_hash": self.plan_hash,
+            "plan": self.plan.model_dump(mode="json"),
+            "input_hashes": dict(self.input_hashes),
+            "scores_hash": self.scores_hash,
+            "family_size": self.family_size,
+            "n_clusters": self.n_clusters,
+            "systems": [{"system": s, "rank": list(rank.intervals[s]),
+                         "pinned": rank.pinned(s), "n_tasks": self.n_tasks[s],
+                         "composite": _j(self.scores[s][COMPOSITE]),
+                         "scores": {t: _j(v) for t, v in self.scores[s].items()
+                                    if t != COMPOSITE}}
+                        for s in self.systems],
+            "counts": self.counts(),
+            "pairs": [p.to_dict() for p in self.pairs],
+            "cells": {t: [p.to_dict() for p in self.decisions[t]]
+                      for t in self.targets if t != self.target},
+            "ranks": {t: r.to_dict() for t, r in self.ranks.items()},
+            "cycles": [list(c) for c in rank.cycles],
+            "ladder": [r.to_dict() for r in self.ladder],
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "admissibility": self.admissibility.to_dict(),
+        }
+

@@ -1,0 +1,136 @@
+"""Calibration of the decision rule: the sign-flip null, leave-one-cluster-out ([LBC] F.5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._board import CalibrationResult, LeaveOneOut, PairDecision
+from ._decisions import _Cells
+from ._inputs import _Inputs
+from ._plan import Plan
+from ._radius import _t_quantiles
+from ._ranks import RankIntervals, rank_intervals
+
+_CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memory only
+
+
+def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
+               decisions: dict[str, tuple[PairDecision, ...]], ranks: RankIntervals
+               ) -> CalibrationResult:
+    """Appendix F.5: the sign-flip null, ``c*`` and leave-one-cluster-out stability.
+
+    Every decidable cell's differences are centred (the null: no system differs) and their
+    signs flipped per cluster, with one ±1 vector per draw shared by every pair and target.
+    The flipped CR1 statistics come from per-cluster sums, so a draw costs two matrix
+    products: with ``E_g = Σ_{i∈g}(d_i − Δ̂)`` and ``n_g`` tasks in cluster ``g``,
+    ``Δ* = Σ_g s_g E_g / N`` and ``Σ_g (s_g E_g − n_g Δ*)² = ΣE² − 2Δ* Σ s_g E_g n_g +
+    Δ*² Σ n_g²``.
+    """
+    B = plan.calibration.n_resamples
+    G = len(inp.clusters)
+    T = len(c.targets)
+    keep = np.flatnonzero(c.ok)
+    counts = c.mo.counts[keep]
+    E = c.mo.sums[keep] - counts * c.mo.mean[keep, None]
+    n, g = c.mo.n[keep], c.mo.g[keep]
+    A = (E**2).sum(axis=1)
+    C = (counts**2).sum(axis=1)
+    EN = E * counts
+    factor = g / (g - 1.0) / n**2
+    tq, rad = c.tq[keep], c.rad[keep]
+    target_of = keep % T
+    columns = [np.flatnonzero(target_of == t) for t in range(T)]
+    rng = np.random.default_rng(plan.calibration.seed)
+    ratio_max = np.zeros((B, T))
+    chunk = max(1, _CHUNK // max(len(keep), 1))
+    for lo in range(0, B, chunk):
+        size = min(chunk, B - lo)
+        S = rng.integers(0, 2, size=(size, G)).astype(np.float64) * 2.0 - 1.0
+        if not len(keep):
+            continue  # the draws are still taken, so a seed means the same signs
+        mean = (S @ E.T) / n
+        ss = A - 2.0 * mean * (S @ EN.T) + mean**2 * C
+        denom = tq * np.sqrt(np.maximum(ss, 0.0) * factor) + rad
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(denom > 0, np.abs(mean) / denom,
+                             np.where(np.abs(mean) > 0, np.inf, 0.0))
+        for t, cols in enumerate(columns):
+            if len(cols):
+                ratio_max[lo : lo + size, t] = ratio[:, cols].max(axis=1)
+    allowed = math.floor(plan.delta_prime * B)
+    rates: dict[str, float] = {}
+    stars: dict[str, float] = {}
+    for t, name in enumerate(c.targets):
+        rates[name] = float((ratio_max[:, t] > 1.0).mean()) if B else math.nan
+        # c*: the smallest scale with P(max_pairs |Δ*| / radius > c*) ≤ δ′ over the draws.
+        stars[name] = (float(np.sort(ratio_max[:, t])[B - allowed - 1])
+                       if len(columns[t]) and allowed < B else math.nan)
+    main = decisions[plan.target]
+    cs = stars[plan.target]
+    drops = tuple(sorted((p.better, p.worse) for p in main
+                         if p.better is not None and p.worse is not None
+                         and math.isfinite(cs) and p.margin <= cs))
+    rate = rates[plan.target]
+    loo = (_leave_one_out(plan, inp, c, main, ranks)
+           if plan.calibration.leave_one_cluster_out else [])
+    jac = [x.jaccard for x in loo]
+    return CalibrationResult(
+        n_resamples=B, seed=plan.calibration.seed, nominal=plan.delta_prime,
+        family_rate=rate, mc_se=math.sqrt(rate * (1 - rate) / B) if B else math.nan,
+        rates=rates, c_star=cs, c_star_by_target=stars, drops=drops,
+        jaccard_mean=float(np.mean(jac)) if jac else math.nan,
+        jaccard_min=float(np.min(jac)) if jac else math.nan,
+        flips=sum(x.flips for x in loo),
+        winner_flips=sum(1 for x in loo if x.winner_flip),
+        leave_one_out=tuple(loo),
+    )
+
+
+def _winners(ranks: RankIntervals) -> set[str]:
+    return {s for s, (lo, _) in ranks.intervals.items() if lo == 1}
+
+
+def _leave_one_out(plan: Plan, inp: _Inputs, c: _Cells, main: tuple[PairDecision, ...],
+                   ranks: RankIntervals) -> list[LeaveOneOut]:
+    """Certify the board's target again with each cluster left out.
+
+    Admissibility and the nuisance radii are held fixed (they were decided before any score
+    and do not depend on which tasks are scored); ``Δ̂``, the CR1 error, ``G`` and the t
+    quantile are recomputed from the per-cluster sums.
+    """
+    T = len(c.targets)
+    m = len(c.pairs)
+    rows = np.arange(m) * T + c.targets.index(plan.target)
+    sums, counts = c.mo.sums[rows], c.mo.counts[rows]  # (P, G)
+    total, n, g = sums.sum(axis=1), c.mo.n[rows], c.mo.g[rows]
+    Q, PN, C = (sums**2).sum(axis=1), (sums * counts).sum(axis=1), (counts**2).sum(axis=1)
+    admissible, rad = c.admissible[rows], c.rad[rows]
+    full = {(p.better, p.worse) for p in main if p.better is not None and p.worse is not None}
+    names = inp.systems
+    winners = _winners(ranks)
+    out: list[LeaveOneOut] = []
+    for h, label in enumerate(inp.clusters):
+        sh, nh = sums[:, h], counts[:, h]
+        n2 = n - nh
+        g2 = g - (nh > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean2 = (total - sh) / n2
+            ss2 = (Q - sh**2) - 2.0 * mean2 * (PN - sh * nh) + mean2**2 * (C - nh**2)
+            se2 = np.sqrt(np.maximum(ss2, 0.0) * g2 / (g2 - 1.0) / n2**2)
+            tq2 = _t_quantiles(1.0 - plan.delta_prime / (2.0 * m), g2)
+            cert = (admissible & (n2 >= plan.min_common_tasks) & (g2 >= 2)
+                    & (np.abs(mean2) > tq2 * se2 + rad))
+        rel: set[tuple[str, str]] = set()
+        for i in np.flatnonzero(cert):
+            a, b = names[c.pairs[i][0]], names[c.pairs[i][1]]
+            rel.add((a, b) if mean2[i] > 0 else (b, a))
+        union = full | rel
+        jaccard = len(full & rel) / len(union) if union else 1.0
+        flips = sum(1 for a, b in full if (b, a) in rel)
+        first = _winners(rank_intervals(names, rel))
+        out.append(LeaveOneOut(label, len(rel), jaccard, flips, tuple(sorted(first)),
+                               winner_flip=not first & winners))
+    return out
+

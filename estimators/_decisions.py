@@ -1,0 +1,186 @@
+"""Eq. 4 on every (pair, target) cell, and the conventional ladder R0–R5 ([LBC] Table 2)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._admissibility import Admissibility
+from ._board import Decision, LadderRung, PairDecision
+from ._inputs import _Inputs
+from ._plan import Plan
+from ._radius import _Moments, _moments, _onehot, _t_quantiles
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """Everything per (pair, target) cell, flattened to ``K = P · T`` rows."""
+
+    pairs: list[tuple[int, int]]
+    targets: tuple[str, ...]
+    d: FloatArray  # (K, N)
+    mask: BoolArray  # (K, N)
+    mo: _Moments
+    tq: FloatArray  # (K,) t quantile
+    q: FloatArray
+    rad: FloatArray  # ε̂_out + r
+    eps: FloatArray
+    r: FloatArray
+    tol: FloatArray
+    admissible: BoolArray
+    ok: BoolArray  # admissible, enough tasks, G ≥ 2
+
+
+def _values(plan: Plan, inp: _Inputs) -> tuple[FloatArray, BoolArray]:
+    """``(S, N, T)`` oriented target values and the ``(S, N)`` used-task mask."""
+    orient = np.array([plan.orientation()[n] for n in plan.readout_names])
+    y = inp.y.copy()
+    if plan.failure.policy == "score":
+        bottom = np.array([plan.failure_value(n) for n in plan.readout_names])
+        y = np.where(inp.failed[:, :, None], bottom[None, None, :], y)
+        used = inp.present.copy()
+    else:
+        used = inp.present & ~inp.failed
+    y = np.where(used[:, :, None], y, 0.0) * orient
+    w = plan.composite_weights()
+    comp = y @ np.array([w[n] for n in plan.readout_names])
+    return np.concatenate([comp[:, :, None], y], axis=2), used
+
+
+def _cells(plan: Plan, inp: _Inputs, adm: Admissibility, pairs: list[tuple[int, int]],
+           values: FloatArray, used: BoolArray) -> _Cells:
+    targets = plan.targets
+    T, N = len(targets), values.shape[1]
+    ia = np.array([a for a, _ in pairs], dtype=np.intp)
+    ib = np.array([b for _, b in pairs], dtype=np.intp)
+    d = (values[ia] - values[ib]).transpose(0, 2, 1).reshape(-1, N)  # (P·T, N)
+    mask = np.repeat(used[ia] & used[ib], T, axis=0)
+    mo = _moments(d, mask, _onehot(inp.codes, len(inp.clusters)))
+    m = len(pairs)
+    tq = _t_quantiles(1.0 - plan.delta_prime / (2.0 * m), mo.g)
+    eps = np.empty(len(pairs) * T)
+    r = np.empty_like(eps)
+    tol = np.empty_like(eps)
+    adm_ok = np.empty(eps.shape, dtype=bool)
+    for p, (a, b) in enumerate(pairs):
+        pa = adm.pair(inp.systems[a], inp.systems[b])
+        for t, name in enumerate(targets):
+            tr = pa.targets[name]
+            k = p * T + t
+            eps[k], r[k], tol[k] = tr.eps_out, tr.r, tr.tolerance
+            adm_ok[k] = pa.admissible(name)
+    with np.errstate(invalid="ignore"):
+        q = tq * mo.se
+        rad = eps + r
+    ok = adm_ok & (mo.n >= plan.min_common_tasks) & (mo.g >= 2)
+    return _Cells(pairs, targets, d, mask, mo, tq, q, rad, eps, r, tol, adm_ok, ok)
+
+
+def _decisions(plan: Plan, inp: _Inputs, adm: Admissibility, c: _Cells
+               ) -> dict[str, tuple[PairDecision, ...]]:
+    T = len(c.targets)
+    out: dict[str, list[PairDecision]] = {t: [] for t in c.targets}
+    for p, (ia, ib) in enumerate(c.pairs):
+        a, b = inp.systems[ia], inp.systems[ib]
+        pa = adm.pair(a, b)
+        for t, name in enumerate(c.targets):
+            k = p * T + t
+            n, g = int(c.mo.n[k]), int(c.mo.g[k])
+            delta, q, rad = float(c.mo.mean[k]), float(c.q[k]), float(c.rad[k])
+            better = worse = None
+            reason: str | None
+            decision: Decision
+            margin = math.nan
+            if not pa.admissible(name):
+                decision = "refused"
+                reason = pa.targets[name].reason or pa.reason
+                if pa.status == "insufficient":
+                    decision = "not-enough-common-tasks"
+            elif n < plan.min_common_tasks:
+                decision = "not-enough-common-tasks"
+                reason = (f"{n} common tasks < min_common_tasks = {plan.min_common_tasks}"
+                          + (" (failed tasks dropped)" if plan.failure.policy == "drop"
+                             else ""))
+            elif g < 2:
+                decision = "not-enough-common-tasks"
+                reason = (f"the {n} common tasks fall in {g} cluster; the cluster-robust "
+                          "radius needs at least 2")
+            else:
+                total = q + rad
+                margin = abs(delta) / total if total > 0 else (math.inf if delta else 0.0)
+                if abs(delta) > total:
+                    decision = "certified"
+                    better, worse = (a, b) if delta > 0 else (b, a)
+                    reason = None
+                elif rad > 0 and abs(delta) <= rad:
+                    decision = "undecided-attribution"
+                    reason = (f"|Δ̂| = {abs(delta):.4g} lies within the nuisance radius "
+                              f"ε̂_out + r = {rad:.4g}: more tasks alone cannot certify it")
+                else:
+                    decision = "undecided-sampling"
+                    reason = (f"|Δ̂| = {abs(delta):.4g} ≤ q + ε̂_out + r = {total:.4g}; the "
+                              "sampling radius q prevents certification")
+            out[name].append(PairDecision(
+                a=a, b=b, target=name, decision=decision, better=better, worse=worse,
+                delta=delta, se=float(c.mo.se[k]), q=q, eps_out=float(c.eps[k]),
+                r=float(c.r[k]), tolerance=float(c.tol[k]), n_tasks=n, n_clusters=g,
+                margin=margin, reason=reason))
+    return {t: tuple(v) for t, v in out.items()}
+
+
+def _ladder(plan: Plan, inp: _Inputs, c: _Cells, values: FloatArray, used: BoolArray,
+            decisions: tuple[PairDecision, ...], adm: Admissibility) -> tuple[LadderRung, ...]:
+    t = plan.targets.index(plan.target)
+    T = len(plan.targets)
+    rows = np.arange(len(c.pairs)) * T + t
+    names = inp.systems
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (values[:, :, t] * used).sum(axis=1) / used.sum(axis=1)
+    d, mask = c.d[rows], c.mask[rows]
+    n = mask.sum(axis=1).astype(np.float64)
+    mean = c.mo.mean[rows]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = (np.where(mask, d - mean[:, None], 0.0) ** 2).sum(axis=1) / (n - 1.0)
+        se_iid = np.sqrt(var / n)
+    t1 = _t_quantiles(1 - plan.delta_prime / 2, n)  # t(n − 1): the iid paired t-test
+    t2 = _t_quantiles(1 - plan.delta_prime / 2, c.mo.g[rows])
+    se = c.mo.se[rows]
+    m = len(c.pairs)
+
+    def order(i: int, sign: float) -> tuple[str, str]:
+        a, b = names[c.pairs[i][0]], names[c.pairs[i][1]]
+        return (a, b) if sign > 0 else (b, a)
+
+    def rung(rule: str, label: str, adds: str, hits: Iterable[tuple[int, float]],
+             out_of: int) -> LadderRung:
+        pairs = tuple(sorted(order(i, s) for i, s in hits))
+        return LadderRung(rule, label, adds, len(pairs), out_of, pairs)
+
+    with np.errstate(invalid="ignore"):
+        r0 = [(i, float(means[a] - means[b])) for i, (a, b) in enumerate(c.pairs)
+              if np.isfinite(means[a] - means[b]) and means[a] != means[b]]
+        r1 = [(i, float(mean[i])) for i in range(m) if abs(mean[i]) > t1[i] * se_iid[i]]
+        r2 = [(i, float(mean[i])) for i in range(m) if abs(mean[i]) > t2[i] * se[i]]
+        r3 = [(i, float(mean[i])) for i in range(m) if abs(mean[i]) > c.q[rows[i]]]
+    admissible = [i for i, (a, b) in enumerate(c.pairs)
+                  if adm.pair(names[a], names[b]).admissible(plan.target)]
+    r4 = [(i, s) for i, s in r3 if i in set(admissible)]
+    r5 = [(i, decisions[i].delta) for i in range(m) if decisions[i].decision == "certified"]
+    return (
+        rung("R0", "sorted table", "any difference counts", r0, m),
+        rung("R1", "paired t-test", "sampling uncertainty", r1, m),
+        rung("R2", "cluster-robust t", "task clustering", r2, m),
+        rung("R3", "+ Bonferroni", "multiplicity; a careful conventional analysis", r3, m),
+        rung("R4", "+ admissibility test",
+             f"{m - len(admissible)} pairs refused before any score is read", r4,
+             len(admissible)),
+        rung("R5", "+ nuisance radius", "certified (eq. 4)", r5, len(admissible)),
+    )
+

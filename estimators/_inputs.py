@@ -1,0 +1,281 @@
+"""The inputs of ``certify``: scores from traces, and their validation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._admissibility import EntryTable, TraceInput, _file_sha256, _task_of, _traces
+from ._plan import Plan
+from ._radius import _codes
+
+__all__ = [
+    "CertifyData",
+    "from_traces",
+]
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.intp]
+
+
+@dataclass(frozen=True, eq=False)
+class CertifyData:
+    """Scores and entries of a set of traces, arranged for ``certify`` and ``admissibility``.
+
+    Attributes:
+        systems: the systems (sorted).
+        tasks: the tasks (sorted); every array's task axis follows it.
+        clusters: the cluster of each task (``meta["cluster"]``, default the task).
+        readouts: the plan's readouts (the column order of ``scores``).
+        scores: ``system -> (n_tasks, n_readouts)`` mean score over the system's runs of
+            the task (NaN where the system has no run, or failed every run under ``drop``).
+        present: ``system -> bool (n_tasks,)``: the system ran the task.
+        failed: ``system -> bool (n_tasks,)``: every run failed (declared failure exit).
+        entries: the sealed entries of the plan's window (``None`` without a window).
+        input_hashes: ``path -> SHA-256`` of every input trace file.
+        n_runs: runs used; n_failed_runs: of which failed.
+    """
+
+    systems: tuple[str, ...]
+    tasks: tuple[str, ...]
+    clusters: tuple[str, ...]
+    readouts: tuple[str, ...]
+    scores: dict[str, FloatArray]
+    present: dict[str, BoolArray]
+    failed: dict[str, BoolArray]
+    entries: EntryTable | None
+    input_hashes: dict[str, str]
+    n_runs: int
+    n_failed_runs: int
+
+
+def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
+                window: str | None = None) -> CertifyData:
+    """Build ``certify``'s inputs from recorded traces.
+
+    Runs are grouped by ``system`` (``al.record(system=)``), ``task`` and cluster
+    (``meta["cluster"]``, default the task); only runs matching ``plan.select`` are used. A
+    readout's value in a run is the mean of that run's ``Score`` records of that name (and
+    channel, when the plan names one); a task's value is the mean over the system's runs.
+    A run failed when it did not end, ended with an exception, or its comparison window
+    failed (⊥): under ``failure.policy = "drop"`` failed runs are left out and a task fails
+    when every run did; under ``"score"`` a failed run scores the declared ⊥ value. A run
+    that ended normally but lacks a readout is an error.
+
+    Args:
+        paths: trace files, folders (every ``*.zst`` below) or ``Trace`` objects.
+        plan: the plan (readouts, select, failure policy, window).
+        window: the comparison window (default ``plan.window``); its entries are collected.
+
+    Returns:
+        ``CertifyData``; pass it to ``certify.certify`` and its ``entries`` to
+        ``certify.admissibility``.
+    """
+    if not isinstance(plan, Plan):
+        raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
+    win = window if window is not None else plan.window
+    readouts = plan.readout_names
+    loaded = _traces(paths)
+    hashes = {p: _file_sha256(p) for p, _ in loaded}
+    # (system, task) -> list of per-run readout vectors (None = failed run)
+    cells: dict[tuple[str, str], list[FloatArray | None]] = {}
+    cluster_of: dict[str, str] = {}
+    n_runs = n_failed = 0
+    for path, trace in loaded:
+        by_run: dict[int, dict[str, list[float]]] = {}
+        for rec in trace.scores():
+            ro = plan.readouts.get(rec.name)
+            if ro is None or (ro.channel is not None and rec.channel != ro.channel):
+                continue
+            by_run.setdefault(rec.run, {}).setdefault(rec.name, []).append(float(rec.value))
+        for run in trace.runs:
+            start = run.start
+            if start is None or not plan.matches(start.meta):
+                continue
+            task = _task_of(start.task, path, start.run_id)
+            cluster = str(start.meta.get("cluster", task))
+            if cluster_of.setdefault(task, cluster) != cluster:
+                raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
+                                 f"{cluster_of[task]!r} in another run; a task has one cluster")
+            n_runs += 1
+            failed = (not run.complete or run.failed
+                      or (win is not None and any(w.failed for w in run.windows
+                                                  if w.name == win)))
+            got = by_run.get(run.run, {})
+            if failed:
+                n_failed += 1
+                vec: FloatArray | None = None
+            else:
+                missing = [n for n in readouts if n not in got]
+                if missing:
+                    raise ValueError(
+                        f"{path}: run {start.run_id} (system {start.system!r}, task {task!r}) "
+                        f"ended normally but has no score for readout(s) {missing}; record "
+                        "them with al.score(...) or remove them from the plan")
+                vec = np.array([np.mean(got[n]) for n in readouts])
+                if not np.isfinite(vec).all():
+                    raise ValueError(f"{path}: run {start.run_id} scored a non-finite value "
+                                     f"({dict(zip(readouts, vec.tolist(), strict=True))})")
+            cells.setdefault((start.system, task), []).append(vec)
+    if not cells:
+        sel = f" matching select = {dict(plan.select)}" if plan.select else ""
+        raise ValueError(f"no run{sel} in {len(loaded)} trace file(s)")
+    systems = tuple(sorted({s for s, _ in cells}))
+    tasks = tuple(sorted({t for _, t in cells}))
+    tindex = {t: i for i, t in enumerate(tasks)}
+    bottom = (np.array([plan.failure_value(n) for n in readouts])
+              if plan.failure.policy == "score" else None)
+    scores = {s: np.full((len(tasks), len(readouts)), np.nan) for s in systems}
+    present = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
+    failed_mask = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
+    for (s, t), runs in cells.items():
+        i = tindex[t]
+        present[s][i] = True
+        ok = [v for v in runs if v is not None]
+        if bottom is not None:
+            scores[s][i] = np.mean([v if v is not None else bottom for v in runs], axis=0)
+        elif ok:
+            scores[s][i] = np.mean(ok, axis=0)
+        else:
+            failed_mask[s][i] = True
+    entries = (EntryTable.from_traces([tr for _, tr in loaded], window=win, select=plan.select)
+               if win is not None else None)
+    if entries is not None:  # a Trace's path may differ from how the caller named the file
+        entries = EntryTable(window=entries.window, entries=entries.entries,
+                             input_hashes=dict(hashes))
+    return CertifyData(systems=systems, tasks=tasks,
+                       clusters=tuple(cluster_of[t] for t in tasks), readouts=readouts,
+                       scores=scores, present=present, failed=failed_mask, entries=entries,
+                       input_hashes=hashes, n_runs=n_runs, n_failed_runs=n_failed)
+
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    systems: tuple[str, ...]
+    y: FloatArray  # (S, N, R) raw scores
+    present: BoolArray  # (S, N)
+    failed: BoolArray  # (S, N)
+    clusters: tuple[str, ...]  # unique labels
+    codes: IntArray  # (N,)
+    tasks: tuple[str, ...]
+    input_hashes: dict[str, str]
+    entries: EntryTable | None
+
+
+def _system_matrix(system: str, value: Any, readouts: tuple[str, ...]) -> FloatArray:
+    if isinstance(value, Mapping):
+        extra = [k for k in value if k not in readouts]
+        missing = [k for k in readouts if k not in value]
+        if missing or extra:
+            raise ValueError(f"`scores[{system!r}]` must map exactly the plan's readouts "
+                             f"{list(readouts)}; missing {missing}, unknown {extra}")
+        cols = [np.asarray(value[k], dtype=np.float64) for k in readouts]
+        if any(c.ndim != 1 for c in cols) or len({c.shape for c in cols}) != 1:
+            raise ValueError(f"`scores[{system!r}]` must hold one 1-D array per readout, all "
+                             "of the same length")
+        return np.column_stack(cols)
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`scores[{system!r}]` must be an array of numbers; {exc}") from None
+    if arr.ndim == 1 and len(readouts) == 1:
+        return arr[:, None]
+    if arr.ndim == 2 and arr.shape[1] == len(readouts):
+        return arr
+    raise ValueError(f"`scores[{system!r}]` must have shape (n_tasks, {len(readouts)}) — one "
+                     f"column per readout {list(readouts)}"
+                     + (" — or (n_tasks,)" if len(readouts) == 1 else "")
+                     + f"; found shape {arr.shape}")
+
+
+def _mask(name: str, value: Mapping[str, ArrayLike] | None, systems: tuple[str, ...], n: int,
+          default: bool) -> BoolArray:
+    out = np.full((len(systems), n), default)
+    if value is None:
+        return out
+    if not isinstance(value, Mapping):
+        raise ValueError(f"`{name}` must map system -> boolean array over tasks")
+    for k in value:
+        if k not in systems:
+            raise ValueError(f"`{name}` names system {k!r}, which has no scores")
+    for i, s in enumerate(systems):
+        if s in value:
+            arr = np.asarray(value[s])
+            if arr.shape != (n,) or arr.dtype != np.bool_:
+                raise ValueError(f"`{name}[{s!r}]` must be a boolean array of shape ({n},); "
+                                 f"found {arr.dtype} {arr.shape}")
+            out[i] = arr
+    return out
+
+
+def _certify_iv(scores: Any, clusters: Any, plan: Any, tasks: Any, present: Any, failed: Any,
+                input_hashes: Any) -> _Inputs:
+    if not isinstance(plan, Plan):
+        raise TypeError(f"`plan` must be a certify.Plan (Plan.from_toml(...)); found "
+                        f"{type(plan).__name__}")
+    readouts = plan.readout_names
+    entries: EntryTable | None = None
+    if isinstance(scores, CertifyData):
+        for name, v in (("clusters", clusters), ("tasks", tasks), ("present", present),
+                        ("failed", failed), ("input_hashes", input_hashes)):
+            if v is not None:
+                raise ValueError(f"`{name}` comes from the CertifyData; do not pass it too")
+        if scores.readouts != readouts:
+            raise ValueError(f"the CertifyData holds readouts {list(scores.readouts)} but the "
+                             f"plan names {list(readouts)}; rebuild it with this plan")
+        data = scores
+        scores, clusters, tasks = data.scores, list(data.clusters), list(data.tasks)
+        present, failed, input_hashes = data.present, data.failed, data.input_hashes
+        entries = data.entries
+    if not isinstance(scores, Mapping) or len(scores) < 2:
+        raise ValueError("`scores` must map at least two systems to their scores over tasks")
+    systems = tuple(str(s) for s in scores)
+    mats = [_system_matrix(s, scores[s], readouts) for s in systems]
+    n = mats[0].shape[0]
+    for s, m in zip(systems, mats, strict=True):
+        if m.shape[0] != n:
+            raise ValueError(f"`scores[{s!r}]` has {m.shape[0]} tasks but "
+                             f"`scores[{systems[0]!r}]` has {n}; every system's array runs "
+                             "over the same tasks (mark absent ones in `present`)")
+    if n == 0:
+        raise ValueError("`scores` holds no task")
+    if clusters is None:
+        raise ValueError("`clusters` is required: one cluster label per task (the task "
+                         "itself when tasks are independent)")
+    uniq, codes = _codes(clusters, "clusters", n)
+    task_labels = tuple(str(t) for t in tasks) if tasks is not None else tuple(
+        str(i) for i in range(n))
+    if len(task_labels) != n or len(set(task_labels)) != n:
+        raise ValueError(f"`tasks` must hold {n} unique labels; found {len(task_labels)} "
+                         f"({len(set(task_labels))} unique)")
+    pres = _mask("present", present, systems, n, True)
+    fail = _mask("failed", failed, systems, n, False)
+    y = np.stack(mats)
+    used = pres & ~fail
+    bad = used[:, :, None] & ~np.isfinite(y)
+    if bad.any():
+        si, ti, ri = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(
+            f"`scores[{systems[si]!r}]` is {y[si, ti, ri]} at task {task_labels[ti]!r} (readout "
+            f"`{readouts[ri]}`); a score must be finite. Mark a failed task in `failed` or an "
+            "absent one in `present` — a NaN is never read as either")
+    return _Inputs(systems, y, pres, fail, tuple(uniq), codes, task_labels,
+                   dict(input_hashes or {}), entries)
+
+
+def _scores_hash(inp: _Inputs, readouts: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for part in (inp.systems, inp.tasks, readouts, tuple(inp.clusters[c] for c in inp.codes)):
+        h.update(repr(part).encode())
+    for arr in (np.where(inp.present[:, :, None] & ~inp.failed[:, :, None], inp.y, 0.0),
+                inp.present, inp.failed):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+

@@ -1,0 +1,132 @@
+"""Rank intervals of a certified relation ([LBC] §3.4, Appendix A.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "RankIntervals",
+    "rank_intervals",
+]
+
+BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class RankIntervals:
+    """Rank intervals of a certified relation ([LBC] §3.4, Appendix A.3).
+
+    Attributes:
+        systems: the systems, in the order given.
+        intervals: ``system -> (lowest rank, highest rank)``; 1 is best. For an acyclic
+            relation, ``[1 + #ancestors, n − #descendants]`` of the transitive closure: the
+            range of positions the system takes over all linear extensions.
+        relation: the certified relation as given, ``(better, worse)`` pairs.
+        closure: its transitive closure, ``(better, worse)`` pairs, sorted.
+        cycles: groups of systems each above the others through certified relations (a
+            cycle makes the relation no partial order; those systems' intervals count only
+            the ancestors and descendants outside their group, and they are never pinned).
+    """
+
+    systems: tuple[str, ...]
+    intervals: dict[str, tuple[int, int]]
+    relation: tuple[tuple[str, str], ...]
+    closure: tuple[tuple[str, str], ...]
+    cycles: tuple[tuple[str, ...], ...]
+
+    def pinned(self, system: str) -> bool:
+        """True when the system's interval holds a single position."""
+        lo, hi = self.intervals[system]
+        return lo == hi
+
+    @property
+    def added(self) -> tuple[tuple[str, str], ...]:
+        """Relations the closure adds to the certified ones."""
+        given = set(self.relation)
+        return tuple(p for p in self.closure if p not in given)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "intervals": {s: list(v) for s, v in self.intervals.items()},
+            "pinned": [s for s in self.systems if self.pinned(s)],
+            "closure": [list(p) for p in self.closure],
+            "added_by_closure": [list(p) for p in self.added],
+            "cycles": [list(c) for c in self.cycles],
+        }
+
+
+def _closure(adj: BoolArray) -> BoolArray:
+    reach = adj.copy()
+    for k in range(reach.shape[0]):  # Warshall, one vectorised row sweep per pivot
+        reach |= reach[:, k : k + 1] & reach[k : k + 1, :]
+    return reach
+
+
+def _intervals(reach: BoolArray) -> tuple[IntArray, IntArray, BoolArray]:
+    n = reach.shape[0]
+    mutual = reach & reach.T
+    same = mutual | np.eye(n, dtype=bool)
+    above = reach.T & ~same  # above[i, j]: j is an ancestor of i outside i's cycle
+    below = reach & ~same
+    lo = (1 + above.sum(axis=1)).astype(np.intp)
+    hi = (n - below.sum(axis=1)).astype(np.intp)
+    return lo, hi, np.diag(reach).copy()
+
+
+def rank_intervals(systems: Sequence[str], relations: Iterable[tuple[str, str]]
+                   ) -> RankIntervals:
+    """Rank intervals from certified ``(better, worse)`` relations.
+
+    Args:
+        systems: every system ranked (``n`` names, unique).
+        relations: certified relations ``(better, worse)``; names must be in ``systems``.
+
+    Returns:
+        ``RankIntervals``: per system ``[1 + #ancestors, n − #descendants]`` of the
+        transitive closure, which is exactly the range of positions over all linear
+        extensions of the partial order; cycles are reported in ``cycles``.
+    """
+    names = tuple(str(s) for s in systems)
+    if len(set(names)) != len(names):
+        dup = next(s for s in names if names.count(s) > 1)
+        raise ValueError(f"`systems` must be unique; {dup!r} appears more than once")
+    index = {s: i for i, s in enumerate(names)}
+    rel: list[tuple[str, str]] = []
+    adj = np.zeros((len(names), len(names)), dtype=bool)
+    for pair in relations:
+        if len(pair) != 2:
+            raise ValueError(f"`relations` holds (better, worse) pairs; found {pair!r}")
+        a, b = str(pair[0]), str(pair[1])
+        for s in (a, b):
+            if s not in index:
+                raise ValueError(f"`relations` names {s!r}, which is not in `systems`")
+        if a == b:
+            raise ValueError(f"`relations` relates {a!r} to itself")
+        adj[index[a], index[b]] = True
+        rel.append((a, b))
+    reach = _closure(adj)
+    lo, hi, cyclic = _intervals(reach)
+    groups: list[tuple[str, ...]] = []
+    seen: set[int] = set()
+    for i in np.flatnonzero(cyclic):
+        if int(i) in seen:
+            continue
+        members = [int(j) for j in np.flatnonzero(reach[i] & reach[:, i])]
+        seen.update(members)
+        groups.append(tuple(names[j] for j in members))
+    closure = tuple(sorted((names[i], names[j]) for i, j in zip(*np.nonzero(reach), strict=True)
+                           if i != j))
+    return RankIntervals(
+        systems=names,
+        intervals={s: (int(lo[i]), int(hi[i])) for i, s in enumerate(names)},
+        relation=tuple(dict.fromkeys(rel)),
+        closure=closure,
+        cycles=tuple(groups),
+    )
+
