@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,12 +34,19 @@ class PairDecision:
         better, worse: the certified order (``None`` unless certified).
         delta: ``Δ̂ = mean(y_A − y_B)`` over the common tasks, oriented so that a positive
             value favours ``a`` (a lower-is-better readout is negated).
-        se: the CR1 standard error; q: the Bonferroni t(G−1) sampling radius.
+        se: the cluster-robust standard error (``sampling``); q: the Bonferroni t(df)
+            sampling radius (``inf`` for a zero-variance pair, which is never certified).
         eps_out, r: the nuisance radius and its one-sided radius (Def. 7).
         tolerance: ``ε_fair``.
         n_tasks, n_clusters: the common tasks and their clusters.
         margin: ``|Δ̂| / (q + ε̂_out + r)``; certified iff > 1.
         reason: why the pair is refused, not decided or undecided.
+        df: the degrees of freedom of q's t quantile: Bell–McCaffrey's effective degrees of
+            freedom under ``"cr2-bm"``, ``G − 1`` under ``"cr1"``.
+        sampling: the plan's sampling variance, ``"cr2-bm"`` or ``"cr1"``.
+        dominant_cluster: when an undecided pair has ``df`` below 3, the cluster holding
+            most of its tasks: the pair is sampling-limited because that cluster dominates
+            the variance (``None`` otherwise).
     """
 
     a: str
@@ -57,6 +65,9 @@ class PairDecision:
     n_clusters: int
     margin: float
     reason: str | None
+    df: float = math.nan
+    sampling: str = "cr2-bm"
+    dominant_cluster: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "target": self.target, "decision": self.decision,
@@ -64,7 +75,8 @@ class PairDecision:
                 "se": _j(self.se), "q": _j(self.q), "eps_out": _j(self.eps_out),
                 "r": _j(self.r), "tolerance": _j(self.tolerance), "n_tasks": self.n_tasks,
                 "n_clusters": self.n_clusters, "margin": _j(self.margin),
-                "reason": self.reason}
+                "reason": self.reason, "df": _j(self.df), "sampling": self.sampling,
+                "dominant_cluster": self.dominant_cluster}
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,8 @@ class LadderRung:
         rule: ``"R0"`` … ``"R5"``; label: its name in Table 2; adds: what it adds.
         decided: pairs the rule orders; out_of: the pairs it is counted over (the family for
             R0–R3, the admissible pairs for R4–R5). R0 compares each system's mean over its
-            own tasks; R1 is the paired t-test (t(n−1)), R2 the CR1 t (t(G−1)), both at
+            own tasks; R1 is the paired t-test (t(n−1)), R2 the cluster-robust t of the
+            plan's ``sampling`` (CR2 with Bell–McCaffrey df, or CR1 with t(G−1)), both at
             ``δ′``; R3 divides ``δ′`` by the family size. R1–R3 ask only for two tasks
             (clusters): the minimum number of common tasks belongs to the certificate.
         pairs: the orders it concludes, ``(better, worse)``.
@@ -129,6 +142,24 @@ class CalibrationResult:
         winner_flips: left-out clusters after which no system that could be first on the
             full board can be first any more.
         leave_one_out: per left-out cluster.
+        sampling: the sampling variance the flipped statistics use (the plan's: the null is
+            taken of the same rule that decides the board).
+        min_df: the smallest Bell–McCaffrey effective degrees of freedom over the target's
+            decided pairs: a property of the cluster sizes alone, whatever ``sampling``.
+        dominated: the target's decided pairs whose effective degrees of freedom are below
+            3: one cluster dominates their variance, and there the sign-flip rate is no
+            evidence that the rule is valid (see ``warning``).
+
+    What the sign-flip null can and cannot detect: it conditions on the observed centred
+    cluster totals ``E_g`` and flips their signs, so it sees a t reference that does not fit
+    the shape of those totals (heavy tails, skew, too few clusters) and the dependence
+    between pairs that share a system; it cannot see that the cluster sizes themselves
+    make the variance unreliable. Because ``Σ E_g = 0``, a cluster holding most tasks has a
+    total as large as all the others together, and flipping it does not reproduce how
+    ``Δ̂`` varies over new tasks: with CR1 on a design where one cluster holds two thirds
+    of the tasks it reports about half the true family-wise rate. It assumes independent,
+    sign-symmetric clusters (dependence across clusters is invisible to it), treats the
+    nuisance radius as fixed, and has only ``2^(G−1)`` distinct sign vectors.
     """
 
     n_resamples: int
@@ -145,10 +176,27 @@ class CalibrationResult:
     flips: int
     winner_flips: int
     leave_one_out: tuple[LeaveOneOut, ...]
+    sampling: str = "cr2-bm"
+    min_df: float = math.nan
+    dominated: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def warning(self) -> str | None:
+        """Why the sign-flip rate may be comfortable where the truth is not, when it may."""
+        if not self.dominated:
+            return None
+        return (f"{len(self.dominated)} pair(s) have fewer than 3 effective degrees of "
+                f"freedom (min {self.min_df:.2g}): one cluster dominates their variance, which "
+                "the sign-flip null cannot detect, so its rate is no evidence of validity "
+                "there" + (" (and CR1's t(G−1) radius under-covers them: use sampling = "
+                           "\"cr2-bm\")" if self.sampling == "cr1" else
+                           " (the CR2 radius with Bell–McCaffrey df accounts for it)"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n_resamples": self.n_resamples, "seed": self.seed, "nominal": self.nominal,
+            "sampling": self.sampling, "min_df": _j(self.min_df),
+            "dominated": [list(p) for p in self.dominated], "warning": self.warning,
             "family_rate": _j(self.family_rate), "mc_se": _j(self.mc_se),
             "rates": {k: _j(v) for k, v in self.rates.items()},
             "c_star": _j(self.c_star),
@@ -203,6 +251,11 @@ class Board:
     n_clusters: int
 
     @property
+    def sampling(self) -> str:
+        """The sampling variance of every radius: ``"cr2-bm"`` or ``"cr1"``."""
+        return str(self.plan.sampling)
+
+    @property
     def pairs(self) -> tuple[PairDecision, ...]:
         """The decisions on the board's target."""
         return self.decisions[self.target]
@@ -245,6 +298,7 @@ class Board:
             "scores_hash": self.scores_hash,
             "family_size": self.family_size,
             "n_clusters": self.n_clusters,
+            "sampling": self.sampling,
             "systems": [{"system": s, "rank": list(rank.intervals[s]),
                          "pinned": rank.pinned(s), "n_tasks": self.n_tasks[s],
                          "composite": _j(self.scores[s][COMPOSITE]),

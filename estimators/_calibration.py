@@ -10,7 +10,7 @@ from ._board import CalibrationResult, LeaveOneOut, PairDecision
 from ._decisions import _Cells
 from ._inputs import _Inputs
 from ._plan import Plan
-from ._radius import _t_quantiles
+from ._radius import MIN_DF, _cluster_weights, _from_sums, _radius, _t_quantiles
 from ._ranks import RankIntervals, rank_intervals
 
 _CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memory only
@@ -23,22 +23,26 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
 
     Every decidable cell's differences are centred (the null: no system differs) and their
     signs flipped per cluster, with one ±1 vector per draw shared by every pair and target.
-    The flipped CR1 statistics come from per-cluster sums, so a draw costs two matrix
-    products: with ``E_g = Σ_{i∈g}(d_i − Δ̂)`` and ``n_g`` tasks in cluster ``g``,
-    ``Δ* = Σ_g s_g E_g / N`` and ``Σ_g (s_g E_g − n_g Δ*)² = ΣE² − 2Δ* Σ s_g E_g n_g +
-    Δ*² Σ n_g²``.
+    The flipped statistics use the board's own rule (the plan's ``sampling``: its per-cluster
+    weights ``w_g`` and its degrees of freedom, which depend on the cluster sizes only, so
+    they do not change under a flip) and come from per-cluster sums, so a draw costs two
+    matrix products: with ``E_g = Σ_{i∈g}(d_i − Δ̂)`` and ``n_g`` tasks in cluster ``g``,
+    ``Δ* = Σ_g s_g E_g / N`` and ``Σ_g w_g (s_g E_g − n_g Δ*)² = Σ w E² −
+    2Δ* Σ s_g w_g E_g n_g + Δ*² Σ w_g n_g²``. A zero-variance cell is never certified by the
+    rule, so it is left out of the null as well. What the null can and cannot detect is
+    written in ``CalibrationResult``'s docstring.
     """
     B = plan.calibration.n_resamples
     G = len(inp.clusters)
     T = len(c.targets)
-    keep = np.flatnonzero(c.ok)
-    counts = c.mo.counts[keep]
+    keep = np.flatnonzero(c.ok & ~c.mo.degenerate)
+    counts, w = c.mo.counts[keep], c.mo.weights[keep]
     E = c.mo.sums[keep] - counts * c.mo.mean[keep, None]
-    n, g = c.mo.n[keep], c.mo.g[keep]
-    A = (E**2).sum(axis=1)
-    C = (counts**2).sum(axis=1)
-    EN = E * counts
-    factor = g / (g - 1.0) / n**2
+    n = c.mo.n[keep]
+    A = (w * E**2).sum(axis=1)
+    C = (w * counts**2).sum(axis=1)
+    EN = w * E * counts
+    factor = 1.0 / n**2
     tq, rad = c.tq[keep], c.rad[keep]
     target_of = keep % T
     columns = [np.flatnonzero(target_of == t) for t in range(T)]
@@ -76,6 +80,7 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
     loo = (_leave_one_out(plan, inp, c, main, ranks)
            if plan.calibration.leave_one_cluster_out else [])
     jac = [x.jaccard for x in loo]
+    min_df, dominated = _dominated(plan, inp, c)
     return CalibrationResult(
         n_resamples=B, seed=plan.calibration.seed, nominal=plan.delta_prime,
         family_rate=rate, mc_se=math.sqrt(rate * (1 - rate) / B) if B else math.nan,
@@ -84,8 +89,24 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
         jaccard_min=float(np.min(jac)) if jac else math.nan,
         flips=sum(x.flips for x in loo),
         winner_flips=sum(1 for x in loo if x.winner_flip),
-        leave_one_out=tuple(loo),
+        leave_one_out=tuple(loo), sampling=plan.sampling, min_df=min_df,
+        dominated=dominated,
     )
+
+
+def _dominated(plan: Plan, inp: _Inputs, c: _Cells) -> tuple[float, tuple[tuple[str, str], ...]]:
+    """The smallest Bell–McCaffrey df over the target's decided cells, and the pairs below
+    ``MIN_DF``: a property of the cluster sizes, computed whatever the plan's ``sampling``."""
+    T = len(c.targets)
+    rows = np.arange(len(c.pairs)) * T + c.targets.index(plan.target)
+    rows = rows[c.ok[rows]]
+    if not len(rows):
+        return math.nan, ()
+    counts = c.mo.counts[rows]
+    _, df = _cluster_weights(counts, c.mo.n[rows], c.mo.g[rows], "cr2-bm")
+    low = [(inp.systems[c.pairs[k // T][0]], inp.systems[c.pairs[k // T][1]])
+           for k, v in zip(rows, df, strict=True) if v < MIN_DF]
+    return float(np.nanmin(df)), tuple(low)
 
 
 def _winners(ranks: RankIntervals) -> set[str]:
@@ -97,31 +118,28 @@ def _leave_one_out(plan: Plan, inp: _Inputs, c: _Cells, main: tuple[PairDecision
     """Certify the board's target again with each cluster left out.
 
     Admissibility and the nuisance radii are held fixed (they were decided before any score
-    and do not depend on which tasks are scored); ``Δ̂``, the CR1 error, ``G`` and the t
-    quantile are recomputed from the per-cluster sums.
+    and do not depend on which tasks are scored); ``Δ̂``, the plan's cluster-robust error,
+    its degrees of freedom and the t quantile are recomputed from the per-cluster sums.
     """
     T = len(c.targets)
     m = len(c.pairs)
     rows = np.arange(m) * T + c.targets.index(plan.target)
-    sums, counts = c.mo.sums[rows], c.mo.counts[rows]  # (P, G)
-    total, n, g = sums.sum(axis=1), c.mo.n[rows], c.mo.g[rows]
-    Q, PN, C = (sums**2).sum(axis=1), (sums * counts).sum(axis=1), (counts**2).sum(axis=1)
+    sums, counts, scale = c.mo.sums[rows], c.mo.counts[rows], c.mo.scale[rows]  # (P, G)
     admissible, rad = c.admissible[rows], c.rad[rows]
+    level = 1.0 - plan.delta_prime / (2.0 * m)
     full = {(p.better, p.worse) for p in main if p.better is not None and p.worse is not None}
     names = inp.systems
     winners = _winners(ranks)
     out: list[LeaveOneOut] = []
     for h, label in enumerate(inp.clusters):
-        sh, nh = sums[:, h], counts[:, h]
-        n2 = n - nh
-        g2 = g - (nh > 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean2 = (total - sh) / n2
-            ss2 = (Q - sh**2) - 2.0 * mean2 * (PN - sh * nh) + mean2**2 * (C - nh**2)
-            se2 = np.sqrt(np.maximum(ss2, 0.0) * g2 / (g2 - 1.0) / n2**2)
-            tq2 = _t_quantiles(1.0 - plan.delta_prime / (2.0 * m), g2)
-            cert = (admissible & (n2 >= plan.min_common_tasks) & (g2 >= 2)
-                    & (np.abs(mean2) > tq2 * se2 + rad))
+        sums2, counts2 = sums.copy(), counts.copy()
+        sums2[:, h] = counts2[:, h] = 0.0
+        mo = _from_sums(sums2, counts2, scale, plan.sampling)
+        q2 = _radius(mo, _t_quantiles(level, mo.df))
+        mean2 = mo.mean
+        with np.errstate(invalid="ignore"):
+            cert = (admissible & (mo.n >= plan.min_common_tasks) & (mo.g >= 2)
+                    & (np.abs(mean2) > q2 + rad))
         rel: set[tuple[str, str]] = set()
         for i in np.flatnonzero(cert):
             a, b = names[c.pairs[i][0]], names[c.pairs[i][1]]

@@ -13,10 +13,12 @@ from ._admissibility import Admissibility
 from ._board import Decision, LadderRung, PairDecision
 from ._inputs import _Inputs
 from ._plan import Plan
-from ._radius import _Moments, _moments, _onehot, _t_quantiles
+from ._radius import MIN_DF, _Moments, _moments, _onehot, _radius, _t_quantiles, _warn_degenerate
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
+
+_METHOD = {"cr2-bm": "CR2, Bell–McCaffrey df", "cr1": "CR1, t(G−1)"}
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,12 @@ def _cells(plan: Plan, inp: _Inputs, adm: Admissibility, pairs: list[tuple[int, 
     ib = np.array([b for _, b in pairs], dtype=np.intp)
     d = (values[ia] - values[ib]).transpose(0, 2, 1).reshape(-1, N)  # (P·T, N)
     mask = np.repeat(used[ia] & used[ib], T, axis=0)
-    mo = _moments(d, mask, _onehot(inp.codes, len(inp.clusters)))
+    # A difference's rounding error scales with the scores it subtracts, not with itself.
+    magnitude = np.maximum(np.abs(values[ia]), np.abs(values[ib])).transpose(0, 2, 1)
+    mo = _moments(d, mask, _onehot(inp.codes, len(inp.clusters)), plan.sampling,
+                  magnitude.reshape(-1, N))
     m = len(pairs)
-    tq = _t_quantiles(1.0 - plan.delta_prime / (2.0 * m), mo.g)
+    tq = _t_quantiles(1.0 - plan.delta_prime / (2.0 * m), mo.df)
     eps = np.empty(len(pairs) * T)
     r = np.empty_like(eps)
     tol = np.empty_like(eps)
@@ -76,10 +81,13 @@ def _cells(plan: Plan, inp: _Inputs, adm: Admissibility, pairs: list[tuple[int, 
             k = p * T + t
             eps[k], r[k], tol[k] = tr.eps_out, tr.r, tr.tolerance
             adm_ok[k] = pa.admissible(name)
+    q = _radius(mo, tq)
     with np.errstate(invalid="ignore"):
-        q = tq * mo.se
         rad = eps + r
     ok = adm_ok & (mo.n >= plan.min_common_tasks) & (mo.g >= 2)
+    _warn_degenerate([f"{inp.systems[pairs[k // T][0]]} vs {inp.systems[pairs[k // T][1]]} on "
+                      f"`{targets[k % T]}`" for k in np.flatnonzero(ok & mo.degenerate)],
+                     "certify.certify")
     return _Cells(pairs, targets, d, mask, mo, tq, q, rad, eps, r, tol, adm_ok, ok)
 
 
@@ -92,7 +100,8 @@ def _decisions(plan: Plan, inp: _Inputs, adm: Admissibility, c: _Cells
         pa = adm.pair(a, b)
         for t, name in enumerate(c.targets):
             k = p * T + t
-            n, g = int(c.mo.n[k]), int(c.mo.g[k])
+            n, g, df = int(c.mo.n[k]), int(c.mo.g[k]), float(c.mo.df[k])
+            dominant = None
             delta, q, rad = float(c.mo.mean[k]), float(c.q[k]), float(c.rad[k])
             better = worse = None
             reason: str | None
@@ -123,6 +132,18 @@ def _decisions(plan: Plan, inp: _Inputs, adm: Admissibility, c: _Cells
                     decision = "undecided-attribution"
                     reason = (f"|Δ̂| = {abs(delta):.4g} lies within the nuisance radius "
                               f"ε̂_out + r = {rad:.4g}: more tasks alone cannot certify it")
+                elif c.mo.degenerate[k]:
+                    decision = "undecided-sampling"
+                    reason = ("zero cluster-robust variance: every cluster's mean difference "
+                              f"is {delta:.4g}, so nothing measures the sampling error and the "
+                              "pair is never certified (q = inf, whatever the gap)")
+                elif df < MIN_DF:
+                    decision = "undecided-sampling"
+                    dominant = _dominant(inp, c.mo.counts[k])
+                    reason = (f"sampling-limited because one cluster dominates: cluster "
+                              f"{dominant!r} holds {int(c.mo.counts[k].max())} of {n} tasks, "
+                              f"so the variance has {df:.2g} effective degrees of freedom "
+                              f"(< {MIN_DF:g}) and q = {q:.4g}; add tasks in other clusters")
                 else:
                     decision = "undecided-sampling"
                     reason = (f"|Δ̂| = {abs(delta):.4g} ≤ q + ε̂_out + r = {total:.4g}; the "
@@ -131,8 +152,14 @@ def _decisions(plan: Plan, inp: _Inputs, adm: Admissibility, c: _Cells
                 a=a, b=b, target=name, decision=decision, better=better, worse=worse,
                 delta=delta, se=float(c.mo.se[k]), q=q, eps_out=float(c.eps[k]),
                 r=float(c.r[k]), tolerance=float(c.tol[k]), n_tasks=n, n_clusters=g,
-                margin=margin, reason=reason))
+                margin=margin, reason=reason, df=df, sampling=plan.sampling,
+                dominant_cluster=dominant))
     return {t: tuple(v) for t, v in out.items()}
+
+
+def _dominant(inp: _Inputs, counts: FloatArray) -> str:
+    """The label of the cluster holding the most of a cell's tasks."""
+    return inp.clusters[int(np.argmax(counts))]
 
 
 def _ladder(plan: Plan, inp: _Inputs, c: _Cells, values: FloatArray, used: BoolArray,
@@ -149,8 +176,9 @@ def _ladder(plan: Plan, inp: _Inputs, c: _Cells, values: FloatArray, used: BoolA
     with np.errstate(invalid="ignore", divide="ignore"):
         var = (np.where(mask, d - mean[:, None], 0.0) ** 2).sum(axis=1) / (n - 1.0)
         se_iid = np.sqrt(var / n)
-    t1 = _t_quantiles(1 - plan.delta_prime / 2, n)  # t(n − 1): the iid paired t-test
-    t2 = _t_quantiles(1 - plan.delta_prime / 2, c.mo.g[rows])
+    t1 = _t_quantiles(1 - plan.delta_prime / 2, n - 1.0)  # t(n − 1): the iid paired t-test
+    # R2–R3 use the plan's cluster-robust variance, so that R3 ⊇ R4 ⊇ R5 telescopes.
+    t2 = _t_quantiles(1 - plan.delta_prime / 2, c.mo.df[rows])
     se = c.mo.se[rows]
     m = len(c.pairs)
 
@@ -176,7 +204,8 @@ def _ladder(plan: Plan, inp: _Inputs, c: _Cells, values: FloatArray, used: BoolA
     return (
         rung("R0", "sorted table", "any difference counts", r0, m),
         rung("R1", "paired t-test", "sampling uncertainty", r1, m),
-        rung("R2", "cluster-robust t", "task clustering", r2, m),
+        rung("R2", "cluster-robust t", "task clustering (" + _METHOD[plan.sampling] + ")", r2,
+             m),
         rung("R3", "+ Bonferroni", "multiplicity; a careful conventional analysis", r3, m),
         rung("R4", "+ admissibility test",
              f"{m - len(admissible)} pairs refused before any score is read", r4,

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 import agentlog as al
 from agentlog._encoding import encode
-from agentlog.estimators import _certify, bounds, certify
+from agentlog.estimators import _certify, _radius, bounds, certify
 
 F = NDArray[np.float64]
 
@@ -60,7 +60,7 @@ def test_the_public_names_are_fixed_and_sorted() -> None:
         assert getattr(certify, name) is not None
 
 
-@pytest.mark.parametrize("module", [_certify, certify])
+@pytest.mark.parametrize("module", [_certify, _radius, certify])
 def test_the_module_examples_run(module: Any) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
@@ -160,7 +160,8 @@ def test_rank_interval_input_is_checked() -> None:
 # ====================================================================== sampling radius
 
 
-def test_the_cluster_robust_error_equals_statsmodels_cr1() -> None:
+def test_the_cr1_radius_equals_statsmodels_cluster_robust_t() -> None:
+    """`sampling="cr1"` is [LBC] eq. 4 as published: statsmodels' CR1 with t(G − 1)."""
     sm = pytest.importorskip("statsmodels.api")
     rng = np.random.default_rng(3)
     for trial in range(20):
@@ -172,7 +173,8 @@ def test_the_cluster_robust_error_equals_statsmodels_cr1() -> None:
             cov_type="cluster", cov_kwds={"groups": g[keep], "use_correction": True},
             use_t=True)
         m = 1 + trial % 7
-        ours = certify.sampling_radius(d, g, mask=keep, delta_prime=0.05, family_size=m)
+        ours = certify.sampling_radius(d, g, mask=keep, delta_prime=0.05, family_size=m,
+                                       sampling="cr1")
         assert abs(ours.standard_error[0] - res.bse[0]) <= 1e-10
         assert abs(ours.estimate[0] - res.params[0]) <= 1e-12
         low, high = res.conf_int(alpha=0.05 / m)[0]

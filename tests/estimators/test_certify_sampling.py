@@ -1,0 +1,233 @@
+"""The sampling radius under unequal cluster sizes: CR2 with Bell–McCaffrey df ([LBC] eq. 4)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import stats
+
+import agentlog as al
+from agentlog.estimators import certify
+
+F = NDArray[np.float64]
+DELTA_PRIME = 0.05
+
+
+def make_plan(body: str = "", *, head: str = "") -> certify.Plan:
+    return certify.Plan.from_toml(
+        f'estimand = "whole-agent contrast"\n{head}\n[readouts.f1]\ntolerance = 0.05\n'
+        f"[conditions]\nshared_entry = true\n{body}\n")
+
+
+def cr2_by_matrices(d: F, codes: NDArray[np.intp], keep: NDArray[np.bool_]
+                    ) -> tuple[float, float]:
+    """CR2 se and Bell–McCaffrey df of a mean, straight from Imbens & Kolesár's matrices.
+
+    ``V = (X'X)⁻¹ Σ_g X_g' A_g e_g e_g' A_g X_g (X'X)⁻¹`` with ``A_g = (I − H_gg)^{−1/2}``;
+    ``df = (Σλ)² / Σλ²`` over the eigenvalues of ``G'G``, whose column ``g`` is
+    ``(I − H)_g' A_g X_g (X'X)⁻¹``.
+    """
+    y, c = d[keep], codes[keep]
+    N = len(y)
+    X = np.ones((N, 1))
+    XtX_inv = np.linalg.inv(X.T @ X)
+    H = X @ XtX_inv @ X.T
+    e = y - (X @ XtX_inv @ X.T @ y)
+    meat = np.zeros((1, 1))
+    cols = []
+    for g in np.unique(c):
+        idx = np.flatnonzero(c == g)
+        w, v = np.linalg.eigh(np.eye(len(idx)) - H[np.ix_(idx, idx)])
+        A = v @ np.diag(w**-0.5) @ v.T
+        u = X[idx].T @ A @ e[idx]
+        meat += np.outer(u, u)
+        cols.append(((np.eye(N) - H)[idx].T @ A @ X[idx] @ XtX_inv)[:, 0])
+    V = XtX_inv @ meat @ XtX_inv
+    Gm = np.column_stack(cols)
+    lam = np.linalg.eigvalsh(Gm.T @ Gm)
+    return float(np.sqrt(V[0, 0])), float(lam.sum() ** 2 / (lam**2).sum())
+
+
+# ====================================================================== the variance
+
+
+def test_the_cr2_error_and_bm_df_equal_the_matrix_formulas_of_imbens_and_kolesar() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(25):
+        n = 15 + 3 * trial
+        codes = rng.integers(0, 3 + trial // 2, n)
+        if trial % 3 == 0:
+            codes[: 2 * n // 3] = 0  # one dominant cluster
+        d = rng.normal(0.05, 0.2, n) + rng.normal(0, 0.2, codes.max() + 1)[codes]
+        keep = rng.random(n) < 0.9
+        if len(set(codes[keep].tolist())) < 2:
+            continue
+        m = 1 + trial % 5
+        ours = certify.sampling_radius(d, codes, mask=keep, family_size=m)
+        se, df = cr2_by_matrices(d, codes, keep)
+        assert ours.method == "cr2-bm"
+        assert abs(ours.standard_error[0] - se) <= 1e-10
+        assert abs(ours.df[0] - df) <= 1e-10 * df
+        t = stats.t.ppf(1 - DELTA_PRIME / (2 * m), df)
+        assert abs(ours.q[0] - t * se) <= 1e-10
+
+
+def test_with_equal_cluster_sizes_cr2_bm_is_cr1_with_g_minus_one_df() -> None:
+    rng = np.random.default_rng(1)
+    d = rng.normal(0, 1, (6, 40))
+    codes = np.repeat(np.arange(10), 4)
+    cr2 = certify.sampling_radius(d, codes, family_size=6)
+    cr1 = certify.sampling_radius(d, codes, family_size=6, sampling="cr1")
+    np.testing.assert_allclose(cr2.standard_error, cr1.standard_error, rtol=1e-12)
+    np.testing.assert_allclose(cr2.df, 9.0, rtol=1e-12)
+    np.testing.assert_allclose(cr2.q, cr1.q, rtol=1e-10)
+    assert cr1.df.tolist() == [9.0] * 6 and cr1.method == "cr1"
+
+
+def test_a_dominant_cluster_leaves_about_two_effective_degrees_of_freedom() -> None:
+    """One cluster holds two thirds of 117 tasks: df ≈ 2.2, not G − 1 = 39."""
+    sizes = np.array([78] + [1] * 39)
+    codes = np.repeat(np.arange(40), sizes)
+    r = certify.sampling_radius(np.random.default_rng(0).normal(0, 1, len(codes)), codes)
+    p = sizes / sizes.sum()
+    a = p**2 / (1 - p)
+    assert r.df[0] == pytest.approx(1 / ((p**2).sum() + a.sum() ** 2 - (a**2).sum()),
+                                    rel=1e-12)
+    assert 2.0 < r.df[0] < 2.5
+
+
+# ====================================================================== null leaderboards
+
+
+def null_rates(sizes: NDArray[np.intp], *, boards: int, seed: int, cluster_sd: float,
+               heavy: bool = False) -> dict[str, float]:
+    """Family-wise false-certification rate of each variance on null boards.
+
+    10 equal systems (45 pairs), scores ``task + u[system, cluster] + e`` over a fixed
+    design, a shared entry (ε̂_out = r = 0): any certified pair is false.
+    """
+    rng = np.random.default_rng(seed)
+    S, G = 10, len(sizes)
+    codes = np.repeat(np.arange(G), sizes)
+    N = len(codes)
+    ia, ib = np.triu_indices(S, 1)
+    u = rng.normal(0, cluster_sd, (boards, S, G))[:, :, codes]
+    e = rng.standard_t(3, (boards, S, N)) / math.sqrt(3) if heavy else rng.normal(0, 1, (
+        boards, S, N))
+    y = rng.normal(0, 1, (boards, 1, N)) + u + e
+    d = (y[:, ia] - y[:, ib]).reshape(-1, N)
+    out = {}
+    for method in ("cr2-bm", "cr1"):
+        r = certify.sampling_radius(d, codes, family_size=len(ia), sampling=method)  # type: ignore[arg-type]
+        out[method] = float((np.abs(r.estimate) > r.q).reshape(boards, -1).any(axis=1).mean())
+    return out
+
+
+DESIGNS = {
+    "balanced": np.full(15, 4),
+    # a seeded lognormal draw: sizes 1–20 over 15 clusters
+    "lognormal": np.maximum(1, np.round(np.exp(np.random.default_rng(3).normal(1.0, 1.0, 15)))
+                            ).astype(np.intp),
+    "dominant": np.array([56] + [2] * 14),  # one cluster holds two thirds of the tasks
+}
+
+
+@pytest.mark.parametrize("design", list(DESIGNS))
+def test_on_null_boards_the_default_radius_keeps_the_family_wise_rate_at_most_delta_prime(
+        design: str) -> None:
+    """≤ δ′ + 3 Monte Carlo standard errors over 800 boards, with cluster effects; CR1
+    exceeds it where one cluster dominates (so the test can fail)."""
+    boards = 800
+    limit = DELTA_PRIME + 3 * math.sqrt(DELTA_PRIME * (1 - DELTA_PRIME) / boards)
+    rates = null_rates(DESIGNS[design], boards=boards, seed=len(design), cluster_sd=0.5)
+    assert rates["cr2-bm"] <= limit, rates
+    if design == "dominant":
+        assert rates["cr1"] > 0.5 > limit, rates
+
+
+def test_heavy_tailed_noise_without_cluster_effects_keeps_the_default_rate() -> None:
+    boards = 800
+    limit = DELTA_PRIME + 3 * math.sqrt(DELTA_PRIME * (1 - DELTA_PRIME) / boards)
+    rates = null_rates(DESIGNS["dominant"], boards=boards, seed=5, cluster_sd=0.0, heavy=True)
+    assert rates["cr2-bm"] <= limit < rates["cr1"], rates
+
+
+# ====================================================================== input checks
+
+
+def test_empty_differences_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"`differences` is empty \(shape \(0,\)\)"):
+        certify.sampling_radius([], [])
+    with pytest.raises(ValueError, match=r"`differences` is empty \(shape \(3, 0\)\)"):
+        certify.sampling_radius(np.zeros((3, 0)), [])
+
+
+def test_a_mask_that_drops_every_task_of_a_row_is_refused() -> None:
+    with pytest.raises(ValueError, match="`mask` drops every task of row 1;"):
+        certify.sampling_radius([[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]], [0, 1, 2],
+                                mask=[[True, True, True], [False, False, False]])
+    with pytest.raises(ValueError, match="`mask` drops every task of row 0"):
+        certify.sampling_radius([0.1, 0.2], [0, 1], mask=[False, False])
+
+
+def test_a_mask_of_the_wrong_shape_or_type_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"`mask` must have the shape of `differences` "
+                                         r"\(2, 3\); found \(3,\)"):
+        certify.sampling_radius(np.zeros((2, 3)), [0, 1, 2], mask=[True, True, False])
+    with pytest.raises(ValueError, match=r"`mask` must be boolean .* found dtype int64"):
+        certify.sampling_radius([0.1, 0.2, 0.3], [0, 1, 2], mask=np.array([1, 0, 1]))
+
+
+def test_an_unknown_sampling_method_is_refused() -> None:
+    with pytest.raises(ValueError, match="`sampling` must be one of 'cr2-bm', 'cr1'; found "
+                                         "'cr3'"):
+        certify.sampling_radius([0.1, 0.2], [0, 1], sampling="cr3")  # type: ignore[arg-type]
+
+
+# ====================================================================== zero variance
+
+
+def test_a_zero_variance_row_is_never_certified_and_warns() -> None:
+    """q = 0 with a gap of 1e-9 would certify by any nonzero gap; the rule says q = inf."""
+    with pytest.warns(al.DegenerateDataWarning, match="zero cluster-robust variance"):
+        r = certify.sampling_radius([1e-9] * 12, np.arange(12) // 3)
+    assert r.degenerate.tolist() == [True] and math.isinf(r.q[0])
+    assert not abs(r.estimate[0]) > r.q[0]
+
+
+def test_a_pair_whose_differences_are_all_equal_is_undecided_on_the_board() -> None:
+    rng = np.random.default_rng(2)
+    a = 0.5 + rng.normal(0, 0.1, 30)
+    scores = {"a": a, "b": a - 1e-9, "c": a + rng.normal(0, 0.05, 30)}
+    plan = make_plan("[calibration]\nn_resamples = 50\n")
+    with pytest.warns(al.DegenerateDataWarning, match=r"a vs b on `composite`"):
+        board = certify.certify(scores, clusters=np.arange(30) // 3, plan=plan)
+    p = board.decision("a", "b")
+    assert p.decision == "undecided-sampling" and math.isinf(p.q)
+    assert p.reason is not None and "never certified" in p.reason
+    assert p.to_dict()["q"] is None
+    assert ("a", "b") not in board.certified() and ("b", "a") not in board.certified()
+
+
+def test_rounding_level_spread_is_not_a_measured_sampling_error() -> None:
+    """b = a − 1e-9 leaves differences that vary only by float rounding (~1e-17)."""
+    a = 0.3 + np.arange(20) / 37.0
+    d = a - (a - 1e-9)
+    assert np.ptp(d) > 0  # not exactly equal: rounding
+    plan = make_plan("[calibration]\nn_resamples = 0\n")
+    with pytest.warns(al.DegenerateDataWarning):
+        board = certify.certify({"a": a, "b": a - 1e-9}, clusters=np.arange(20) // 2,
+                                plan=plan)
+    assert board.certified() == []
+
+
+def test_a_genuine_spread_is_not_flagged_as_zero_variance() -> None:
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = certify.sampling_radius(1.0 + rng.normal(0, 1e-6, 40), np.arange(40) // 4)
+    assert not r.degenerate[0] and r.q[0] > 0
