@@ -5,8 +5,10 @@ before any score is read. The command reads the runs of the traces (``certify.fr
 decides which pairs may be compared from the plan and the sealed entries of the comparison
 window alone (``certify.admissibility``), then certifies each admissible pair by eq. 4 and
 draws the board: per system its scores and certified rank interval (pinned when it holds one
-position), per pair its decision with ``Δ̂``, ``q``, ``ε̂_out`` and ``r``, the conventional
-ladder R0–R5 beside it (Table 2), and the hashes of the plan and of every input.
+position), per pair its decision with ``Δ̂``, ``q`` and its degrees of freedom, ``ε̂_out``
+and ``r`` (a pair whose variance one cluster dominates is labelled so), the sampling variance
+used (``plan.sampling``), the conventional ladder R0–R5 beside it (Table 2), and the hashes
+of the plan and of every input.
 
 ``load_plan`` turns a plan file into a ``Plan`` (or ``BadInput`` naming the file and the
 field), ``certify_traces`` builds the ``Board``, ``render_board`` draws ``Board.to_dict()``
@@ -54,6 +56,11 @@ DECISIONS = {  # decision -> (label, colour)
     "not-enough-common-tasks": ("not enough common tasks", "magenta"),
 }
 SHOWN_HASHES = 4  # input files listed with their hash before "… N more (see --json)"
+SHOWN_LIMITED = 3  # sampling-limited pairs explained before "… and N more"
+SAMPLING = {  # plan.sampling -> how the header and the footnote name the sampling radius
+    "cr2-bm": "CR2 variance, Bell–McCaffrey df",
+    "cr1": "CR1 variance, t(G−1) as in [LBC] §6.1",
+}
 
 
 def certify_module() -> Any:
@@ -172,6 +179,19 @@ def _num(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _flagged(pair: Mapping[str, Any]) -> bool:
+    """An undecided-sampling pair whose reason is worth a line: a dominant cluster, or zero
+    variance (its q is infinite, so ``to_dict`` gives None)."""
+    return pair.get("dominant_cluster") is not None or pair["q"] is None
+
+
+def fmt_q(pair: Mapping[str, Any]) -> str:
+    """``q``: ``∞`` for a zero-variance pair, which is never certified."""
+    if pair["q"] is None and pair["decision"] == "undecided-sampling":
+        return "∞"
+    return _num(pair["q"])
+
+
 def fmt_eps(pair: Mapping[str, Any]) -> str:
     """``ε̂_out``: ``∞`` for a refused pair with no finite radius (``to_dict`` gives None)."""
     if pair["eps_out"] is None:
@@ -181,6 +201,8 @@ def fmt_eps(pair: Mapping[str, Any]) -> str:
 
 def decision_text(pair: Mapping[str, Any], *, markup: bool = True) -> str:
     label, colour = DECISIONS[pair["decision"]]
+    if pair.get("dominant_cluster") is not None and pair["decision"] == "undecided-sampling":
+        label = "undecided (sampling; one cluster dominates)"
     if pair["decision"] == "certified":
         label = f"{pair['better']} ≻ {pair['worse']}"
         label = f"certified: {escape(label) if markup else label}"
@@ -210,7 +232,7 @@ def render_board(board: Mapping[str, Any], console: Console, *,
         f"on [bold]{escape(target)}[/] ({direction(board, target)}), {board['n_clusters']} "
         f"task clusters, Bonferroni over {board['family_size']} "
         f"pair{'s' * (board['family_size'] != 1)} at δ′ = "
-        f"{plan['delta_prime']:g}; admissibility from "
+        f"{plan['delta_prime']:g} ({SAMPLING[board['sampling']]}); admissibility from "
         + (f"the sealed entries of window `{escape(str(adm['window']))}`"
            if adm["source"] == "entries" else "the plan's declarations (no entries)"))
     readouts = board["readouts"]
@@ -220,7 +242,8 @@ def render_board(board: Mapping[str, Any], console: Console, *,
     score_cols = [f"{c} (target)" if c == target_col else c for c in score_cols]
     show_bb = bool(backbones)
     cols = ["rank", "system", *(["backbone"] if show_bb else []), "tasks", *score_cols]
-    t = table("Systems, best first on the target (rank: certified interval; ● pinned)", cols,
+    pinned = "; ● pinned" if any(row["pinned"] for row in board["systems"]) else ""
+    t = table(f"Systems, best first on the target (rank: certified interval{pinned})", cols,
               right=["tasks", *score_cols])
     for row in board["systems"]:
         cells = [fmt_rank(row), escape(row["system"])]
@@ -232,28 +255,35 @@ def render_board(board: Mapping[str, Any], console: Console, *,
         t.add_row(*cells)
     console.print(t)
     pairs = board["pairs"]
-    nums = ["Δ̂", "q", "ε̂_out", "r", "tasks"]
+    nums = ["Δ̂", "q", "df", "ε̂_out", "r", "tasks"]
     t = table(f"Pairs on {target} (certified iff |Δ̂| > q + ε̂_out + r, eq. 4)",
               ["pair", "decision", *nums], right=nums)
     for p in pairs:
         t.add_row(f"{escape(p['a'])} vs {escape(p['b'])}", decision_text(p),
-                  _num(p["delta"], "+.3f"), _num(p["q"]), fmt_eps(p),
+                  _num(p["delta"], "+.3f"), fmt_q(p), _num(p.get("df"), ".3g"), fmt_eps(p),
                   "-" if p["r"] is None else f"{p['r']:.3g}", str(p["n_tasks"]))
     console.print(t)
     counts = board["counts"]
     console.print("  " + ", ".join(f"{counts[k]} {DECISIONS[k][0]}" for k in DECISIONS
                                    if counts[k])
                   + f" of {len(pairs)} pair{'s' * (len(pairs) != 1)}")
+    limited = [p for p in pairs if p["decision"] == "undecided-sampling" and _flagged(p)]
     for p in pairs:
-        if p["decision"] in ("refused", "not-enough-common-tasks", "undecided-attribution"):
+        if (p["decision"] in ("refused", "not-enough-common-tasks", "undecided-attribution")
+                or p in limited[:SHOWN_LIMITED]):
             colour = DECISIONS[p["decision"]][1]
-            console.print(f"  [{colour}]{DECISIONS[p['decision']][0]}[/] {escape(p['a'])} vs "
-                          f"{escape(p['b'])}: {escape(p['reason'] or '')}")
+            console.print(f"  [{colour}]{escape(decision_text(p, markup=False))}[/] "
+                          f"{escape(p['a'])} vs {escape(p['b'])}: {escape(p['reason'] or '')}")
+    if len(limited) > SHOWN_LIMITED:
+        console.print(f"  … and {len(limited) - SHOWN_LIMITED} more sampling-limited pair(s) "
+                      "with a dominant cluster or zero variance (reasons in --json)")
     console.print(f"[dim]Δ̂ = mean over common tasks of a − b on {escape(target)}, oriented "
-                  "so that a positive value favours a; q = cluster-robust (CR1) t(G−1) "
-                  "half-width; ε̂_out + r = the nuisance radius (eq. 3, Def. 7), decided from "
-                  "the entries before any score was read; a refused pair has no admissible "
-                  "comparison under this plan (its Δ̂ is shown, never used).[/]")
+                  "so that a positive value favours a; q = Bonferroni t(df) half-width of the "
+                  f"cluster-robust error ({SAMPLING[board['sampling']]}; df = its degrees of "
+                  "freedom, below 3 when one cluster dominates); ε̂_out + r = the nuisance "
+                  "radius (eq. 3, Def. 7), decided from the entries before any score was "
+                  "read; a refused pair has no admissible comparison under this plan (its Δ̂ "
+                  "is shown, never used).[/]")
     for cycle in board["cycles"]:
         console.print(f"[yellow]warning:[/] certified relations form a cycle among "
                       f"{escape(', '.join(cycle))}; their intervals are never pinned")
@@ -287,6 +317,8 @@ def _render_calibration(board: Mapping[str, Any], console: Console) -> None:
     console.print(f"Calibration (Appendix F.5, {c['n_resamples']:,} sign-flip draws, seed "
                   f"{c['seed']}): family-wise false-certification rate {rate} (nominal "
                   f"{c['nominal']:.0%}), radius scale c* = {c_star}{jac}")
+    if c.get("warning"):
+        console.print(f"  [yellow]warning:[/] {escape(c['warning'])}")
 
 
 def _render_hashes(board: Mapping[str, Any], console: Console) -> None:
@@ -334,8 +366,9 @@ def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
         ax.set_xlim(0.5, n + 0.5)
         ax.set_xlabel("certified rank (1 = best)")
         ax.grid(alpha=0.3, axis="x")
-        ax.set_title(f"Certified rank intervals on {target} ({direction(board, target)}); "
-                     "● pinned", fontsize=9)
+        pinned = "; ● pinned" if any(row["pinned"] for row in rows) else ""
+        ax.set_title(f"Certified rank intervals on {target} ({direction(board, target)})"
+                     f"{pinned}", fontsize=9)
         fig.tight_layout()
         fig.savefig(path)
     finally:

@@ -554,7 +554,8 @@ def _render_certify(summary: dict[str, Any], console: Console) -> None:
                              "one backbone): ε̂_out = 0 and r = 0, so certification rests on "
                              "the sampling radius q alone" if exact else
                              "q: the sampling radius; ε̂_out + r: the nuisance radius (eq. 3)")
-                  + f" (CR1 over questions, Bonferroni over {b['family_size']} pairs). Rank: "
+                  + f" ({'CR1' if b.get('sampling') == 'cr1' else 'CR2, Bell–McCaffrey df'}"
+                  f" over questions, Bonferroni over {b['family_size']} pairs). Rank: "
                   "the certified interval (● pinned).[/]")
 
 

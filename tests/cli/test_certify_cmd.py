@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rich.console import Console
 from typer.testing import Result
@@ -86,7 +87,8 @@ def test_the_table_shows_scores_ranks_decisions_the_ladder_and_hashes(study: Pat
     board = library_board(study)
     for text in ("Certified leaderboard 'deep-research variants' ([LBC] §3.4): 5 systems "
                  "ranked on abs_error (lower is better), 10 task clusters, Bonferroni over 10 "
-                 "pairs at δ′ = 0.05; admissibility from the sealed entries of window "
+                 "pairs at δ′ = 0.05 (CR2 variance, Bell–McCaffrey df); admissibility from the "
+                 "sealed entries of window "
                  "`retrieval`",
                  "composite ↑", "abs_error ↓ (target)", "olmo-2-7b", "scripted",
                  "certified: explorer ≻ greedy", "refused", "∞",
@@ -160,6 +162,60 @@ def test_render_board_draws_a_board_dict_without_backbones(two_systems: Path) ->
     render_board(library_board(two_systems).to_dict(), console)
     text = console.export_text()
     assert "backbone" not in text.split("Pairs")[0] and "certified: explorer ≻ greedy" in text
+
+
+def test_the_pinned_legend_appears_only_when_a_rank_is_pinned(study: Path,
+                                                              two_systems: Path) -> None:
+    unpinned = invoke("certify", study, "--plan", PLAN).stdout
+    assert not any(s["pinned"] for s in library_board(study).to_dict()["systems"])
+    assert "pinned" not in unpinned
+    assert "(rank: certified interval)" in unpinned
+    pinned = invoke("certify", two_systems, "--plan", PLAN).stdout
+    assert "(rank: certified interval; ● pinned)" in pinned
+
+
+def test_the_board_says_which_sampling_variance_it_used_and_each_pairs_df(
+        study: Path, tmp_path: Path) -> None:
+    out = json.loads(invoke("certify", study, "--plan", PLAN, "--json").stdout)
+    assert out["sampling"] == "cr2-bm" and out["plan"]["sampling"] == "cr2-bm"
+    assert all(p["sampling"] == "cr2-bm" and p["df"] > 0 for p in out["pairs"]
+               if p["decision"] != "refused")
+    text = invoke("certify", study, "--plan", PLAN).stdout
+    assert re.search(r"┃ +q ┃ +df ┃ +ε̂_out ┃", text), text
+    assert "(CR2 variance, Bell–McCaffrey df; df = its degrees of freedom" in " ".join(
+        text.split())
+    cr1 = write_plan(tmp_path, plan_text("delta_prime = 0.05", 'sampling = "cr1"\n'
+                                         "delta_prime = 0.05"))
+    out1 = json.loads(invoke("certify", study, "--plan", cr1, "--json").stdout)
+    assert out1["sampling"] == "cr1" and out1["plan_hash"] != out["plan_hash"]
+    assert {p["df"] for p in out1["pairs"] if p["df"] is not None} == {9.0}  # G − 1
+    assert "(CR1 variance, t(G−1) as in [LBC] §6.1)" in invoke(
+        "certify", study, "--plan", cr1).stdout
+
+
+def test_a_pair_one_cluster_dominates_is_labelled_on_the_board() -> None:
+    rng = np.random.default_rng(1)
+    clusters = [0] * 40 + list(range(1, 21))  # one cluster holds two thirds of 60 tasks
+    task = rng.normal(0, 1, 60)
+    scores = {s: task + rng.normal(0, 1, 60) for s in "abc"}
+    plan = certify.Plan.from_toml('estimand = "e"\n[readouts.f1]\ntolerance = 0.05\n'
+                                  "[conditions]\nshared_entry = true\n"
+                                  "[calibration]\nn_resamples = 100\n")
+    board = certify.certify(scores, clusters=clusters, plan=plan).to_dict()
+    console = Console(record=True, width=240)
+    render_board(board, console)
+    text = " ".join(console.export_text().split())
+    assert "undecided (sampling; one cluster dominates)" in text
+    assert ("undecided (sampling; one cluster dominates) a vs b: sampling-limited because one "
+            "cluster dominates: cluster '0' holds 40 of 60 tasks") in text
+    assert "warning: 3 pair(s) have fewer than 3 effective degrees of freedom" in text
+    many = {s: task + rng.normal(0, 1, 60) for s in "abcdef"}  # 15 pairs, all dominated
+    console = Console(record=True, width=240)
+    render_board(certify.certify(many, clusters=clusters, plan=plan).to_dict(), console)
+    text = " ".join(console.export_text().split())
+    assert text.count("sampling-limited because one cluster dominates: cluster '0'") == 3
+    assert ("… and 12 more sampling-limited pair(s) with a dominant cluster or zero variance "
+            "(reasons in --json)") in text
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -231,3 +231,102 @@ def test_a_genuine_spread_is_not_flagged_as_zero_variance() -> None:
         warnings.simplefilter("error")
         r = certify.sampling_radius(1.0 + rng.normal(0, 1e-6, 40), np.arange(40) // 4)
     assert not r.degenerate[0] and r.q[0] > 0
+
+
+# ====================================================================== the board
+
+
+def dominant_scores(*, seed: int, gap: float = 0.0, systems: int = 3
+                    ) -> tuple[dict[str, F], list[str]]:
+    """Scores on the dominant design (one cluster holds 56 of 84 tasks); s0 leads by gap."""
+    sizes = DESIGNS["dominant"]
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    rng = np.random.default_rng(seed)
+    n = len(codes)
+    task = rng.normal(0, 1, n)
+    scores = {f"s{i}": task + (gap if i == 0 else 0.0)
+              + rng.normal(0, 0.5, len(sizes))[codes] + rng.normal(0, 1, n)
+              for i in range(systems)}
+    return scores, [f"c{k:02d}" for k in codes]
+
+
+def dominant_board(method: str, *, seed: int, gap: float = 0.0, n_resamples: int = 0,
+                   systems: int = 3) -> certify.Board:
+    scores, clusters = dominant_scores(seed=seed, gap=gap, systems=systems)
+    plan = make_plan(f"[calibration]\nn_resamples = {n_resamples}\n"
+                     "leave_one_cluster_out = false\n", head=f'sampling = "{method}"')
+    return certify.certify(scores, clusters=clusters, plan=plan)
+
+
+def test_a_pair_dominated_by_one_cluster_is_labelled_sampling_limited() -> None:
+    board = dominant_board("cr2-bm", seed=1, gap=0.3)
+    p = board.decision("s0", "s1")
+    assert p.decision == "undecided-sampling" and p.sampling == "cr2-bm"
+    assert 2.0 < p.df < 3.0 and p.dominant_cluster == "c00"
+    assert p.reason is not None and p.reason.startswith(
+        "sampling-limited because one cluster dominates: cluster 'c00' holds 56 of 84 tasks")
+    out = board.to_dict()
+    assert out["sampling"] == "cr2-bm" == board.sampling
+    assert out["pairs"][0]["df"] == pytest.approx(p.df)
+    assert out["pairs"][0]["dominant_cluster"] == "c00"
+    assert out["ladder"][2]["adds"] == "task clustering (CR2, Bell–McCaffrey df)"
+
+
+def test_cr1_reproduces_the_paper_with_g_minus_one_degrees_of_freedom() -> None:
+    board = dominant_board("cr1", seed=1, gap=0.3)
+    p = board.decision("s0", "s1")
+    assert p.sampling == "cr1" == board.sampling and p.df == 14.0
+    assert p.dominant_cluster is None
+    assert board.to_dict()["ladder"][2]["adds"] == "task clustering (CR1, t(G−1))"
+    scores, clusters = dominant_scores(seed=1, gap=0.3)
+    r = certify.sampling_radius(scores["s0"] - scores["s1"], clusters, family_size=3,
+                                sampling="cr1")
+    assert p.q == pytest.approx(float(r.q[0]), rel=1e-12)
+
+
+def test_the_sampling_method_is_in_the_plan_and_its_hash() -> None:
+    default, cr1 = make_plan(), make_plan(head='sampling = "cr1"')
+    assert default.sampling == "cr2-bm" and cr1.sampling == "cr1"
+    assert default.hash() != cr1.hash()
+    assert default.model_dump(mode="json")["sampling"] == "cr2-bm"
+    with pytest.raises(ValueError, match=r"sampling\n  Input should be 'cr2-bm' or 'cr1'"):
+        make_plan(head='sampling = "cr2"')
+
+
+# ====================================================================== F.5 calibration
+
+
+def test_the_sign_flip_null_flags_a_dominant_cluster_where_cr1_under_covers() -> None:
+    """With CR1, the sign-flip rate sits far below the true rate (> 0.5) on the dominant
+    design, so the calibration says it is no evidence there; with the default radius the
+    reported and the true rate are both at most δ′."""
+    truth = null_rates(DESIGNS["dominant"], boards=400, seed=9, cluster_sd=0.5)
+    assert truth["cr1"] > 0.5
+    reported = {}
+    for method in ("cr1", "cr2-bm"):
+        rates = []
+        for seed in range(4):
+            cal = dominant_board(method, seed=seed, n_resamples=400, systems=10).calibration
+            assert cal is not None and cal.sampling == method
+            assert len(cal.dominated) == 45 and 2.0 < cal.min_df < 3.0
+            assert cal.warning is not None and cal.warning.startswith(
+                "45 pair(s) have fewer than 3 effective degrees of freedom (min 2.1)")
+            assert cal.to_dict()["warning"] == cal.warning
+            assert ("CR1's t(G−1) radius under-covers them" in cal.warning) == (method == "cr1")
+            rates.append(cal.family_rate)
+        reported[method] = float(np.mean(rates))
+    assert reported["cr1"] < truth["cr1"] - 0.2  # what the null cannot see, it flags
+    assert reported["cr2-bm"] <= DELTA_PRIME
+    assert truth["cr2-bm"] <= DELTA_PRIME + 3 * math.sqrt(DELTA_PRIME * 0.95 / 400)
+
+
+def test_balanced_clusters_raise_no_calibration_warning() -> None:
+    rng = np.random.default_rng(3)
+    codes = np.repeat(np.arange(12), 4)
+    task = rng.normal(0, 1, 48)
+    scores = {s: task + rng.normal(0, 1, 48) for s in "abc"}
+    board = certify.certify(scores, clusters=codes,
+                            plan=make_plan("[calibration]\nn_resamples = 100\n"))
+    cal = board.calibration
+    assert cal is not None and cal.dominated == () and cal.warning is None
+    assert cal.min_df == pytest.approx(11.0)
