@@ -12,14 +12,18 @@
    radius. Eq. 3 (``bounds.nuisance_radius``) turns it into ``ε̂_out`` and ``r``; the pair
    is admissible on ``n`` iff ``ε̂_out + r ≤ ε_fair,n``.
 2. **Sampling radius**: the paired differences ``d_i = y_A,i − y_B,i`` on the common tasks
-   (a failed task dropped, or scored ⊥, as declared), ``Δ̂ = mean d_i``, the cluster-robust
-   (CR1) standard error over task clusters
-   ``se² = G/(G−1) · Σ_g (Σ_{i∈g} (d_i − Δ̂))² / N²`` (statsmodels' ``cov_cluster`` with
-   ``use_correction``) and ``q = t_{1−δ′/(2m)}(G−1) · se``, Bonferroni over the ``m`` pairs
-   of the family.
+   (a failed task dropped, or scored ⊥, as declared), ``Δ̂ = mean d_i``, a cluster-robust
+   standard error over task clusters and ``q = t_{1−δ′/(2m)}(df) · se``, Bonferroni over
+   the ``m`` pairs of the family. The plan's ``sampling`` picks the variance: ``"cr2-bm"``
+   (default) the bias-reduced CR2 variance ``Σ_g E_g² / (1 − n_g/N) / N²`` with
+   Bell–McCaffrey degrees of freedom, which holds ``δ′`` when cluster sizes differ;
+   ``"cr1"`` the paper's ``G/(G−1) · Σ_g E_g² / N²`` with ``t(G−1)`` (statsmodels'
+   ``cov_cluster`` with ``use_correction``), ``E_g = Σ_{i∈g} (d_i − Δ̂)``. A pair with zero
+   variance is never certified (``DegenerateDataWarning``).
 3. **Certification** (eq. 4): ``A ≻ B`` iff ``|Δ̂| > q + ε̂_out + r`` with ``Δ̂ > 0``.
    Otherwise undecided: *attribution-limited* when ``|Δ̂| ≤ ε̂_out + r`` (more tasks alone
-   cannot decide it) and *sampling-limited* otherwise (Appendix A.3).
+   cannot decide it) and *sampling-limited* otherwise (Appendix A.3); a sampling-limited
+   pair whose effective degrees of freedom fall below 3 names the cluster that dominates.
 
 Rank intervals come from the transitive closure of the certified relation:
 ``rank(X) = [1 + #ancestors, n − #descendants]`` (cycles are reported, never hidden). The

@@ -184,8 +184,7 @@ def test_the_board_says_which_sampling_variance_it_used_and_each_pairs_df(
     assert re.search(r"┃ +q ┃ +df ┃ +ε̂_out ┃", text), text
     assert "(CR2 variance, Bell–McCaffrey df; df = its degrees of freedom" in " ".join(
         text.split())
-    cr1 = write_plan(tmp_path, plan_text("delta_prime = 0.05", 'sampling = "cr1"\n'
-                                         "delta_prime = 0.05"))
+    cr1 = write_plan(tmp_path, plan_text('sampling = "cr2-bm"', 'sampling = "cr1"'))
     out1 = json.loads(invoke("certify", study, "--plan", cr1, "--json").stdout)
     assert out1["sampling"] == "cr1" and out1["plan_hash"] != out["plan_hash"]
     assert {p["df"] for p in out1["pairs"] if p["df"] is not None} == {9.0}  # G − 1

@@ -177,8 +177,9 @@ def test_as_a_system_window_the_backbone_pair_is_an_exact_cell(data: Any) -> Non
 def test_exact_entry_pairs_are_decided_by_the_sampling_radius_alone(
     runs: Path, board: Any
 ) -> None:
-    """r = 0 and ε̂_out = ε_protocol (0 in the bundled plan); Δ̂ and the CR1 t(G−1) radius,
-    Bonferroni over the 10 pairs, recomputed from the traces' scores."""
+    """r = 0 and ε̂_out = ε_protocol (0 in the bundled plan); Δ̂ and the t(G−1) radius,
+    Bonferroni over the 10 pairs, recomputed from the traces' scores (every question is its
+    own cluster, so the default CR2 variance with Bell–McCaffrey df is CR1 with t(G−1))."""
     errors = abs_errors(runs)
     t = stats.t.ppf(1 - 0.05 / (2 * N_PAIRS), len(TASKS) - 1)
     for i, a in enumerate(FAIR):
@@ -196,6 +197,7 @@ def test_exact_entry_pairs_are_decided_by_the_sampling_radius_alone(
             assert p.delta == pytest.approx(d.mean(), abs=1e-12)
             assert p.se == pytest.approx(se, rel=1e-9)
             assert p.q == pytest.approx(t * se, rel=1e-9)
+            assert p.sampling == "cr2-bm" and p.df == pytest.approx(g - 1, rel=1e-12)
             assert p.eps_out == 0.0 and p.r == 0.0 and p.n_tasks == len(TASKS)
             assert p.decision == ("certified" if abs(p.delta) > p.q else "undecided-sampling")
     # The seeded study's outcome (the rule above is what the test pins; these are its values).
