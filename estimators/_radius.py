@@ -100,7 +100,7 @@ class _Moments:
     counts: FloatArray  # (K, G) tasks of row k in cluster g
     weights: FloatArray  # (K, G) se² = Σ_g weights · E_g² / n²
     degenerate: BoolArray  # (K,) se = 0 up to rounding, with G ≥ 2
-    scale: FloatArray  # (K,) max |d_i| over the row's tasks: the rounding scale of se
+    scale: FloatArray  # (K,) largest magnitude the row's d_i come from: se's rounding scale
 
 
 def _cluster_weights(counts: FloatArray, n: FloatArray, g: FloatArray, method: str
