@@ -16,7 +16,8 @@ leave-one-cluster-out over the 23 clusters.
 * Reference: the same sign-flip null in plain numpy, one loop over draws: per draw, flip the
   centred differences of every cell and recompute the mean and the CR1 error directly
   (``(K, N)`` arrays; no Bonferroni, no radius, no family bookkeeping). It does the same
-  arithmetic the straightforward way, so the ratio shows what the per-cluster sums buy.
+  arithmetic the straightforward way, so the ratio shows what the per-cluster sums buy
+  (the board's default CR2 variance differs from CR1 only by a weight per cluster).
 
 Timings are the min and median of ``--repeat`` runs after one warm-up run.
 """
