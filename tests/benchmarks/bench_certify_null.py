@@ -30,6 +30,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,7 +48,7 @@ DESIGNS = ("balanced", "mild", "lognormal", "dominant")
 GS = (8, 15, 23, 40)
 GAPS = (0.5, 1.0)
 CHUNK = 25  # boards per drawn design
-METHODS = ("cr1", "cr2-bm")
+METHODS: tuple[Literal["cr1", "cr2-bm"], ...] = ("cr1", "cr2-bm")
 
 
 def sizes(design: str, G: int, rng: np.random.Generator) -> Ints:
@@ -92,7 +93,7 @@ def cell(design: str, G: int, *, heavy: bool, cluster_sd: float, n_null: int, n_
             d = (y[:, ia] - y[:, ib]).reshape(-1, len(codes))
             for method in METHODS:
                 r = certify.sampling_radius(d, codes, delta_prime=DELTA_PRIME, family_size=m,
-                                            sampling=method)  # type: ignore[arg-type]
+                                            sampling=method)
                 cert = (np.abs(r.estimate) > r.q).reshape(n, m)
                 if gap == 0.0:
                     false_any[method] += int(cert.any(axis=1).sum())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from agentlog.estimators import certify
 
 F = NDArray[np.float64]
 DELTA_PRIME = 0.05
+METHODS: tuple[Literal["cr2-bm", "cr1"], ...] = ("cr2-bm", "cr1")
 
 
 def make_plan(body: str = "", *, head: str = "") -> certify.Plan:
@@ -120,9 +122,9 @@ def null_rates(sizes: NDArray[np.intp], *, boards: int, seed: int, cluster_sd: f
         boards, S, N))
     y = rng.normal(0, 1, (boards, 1, N)) + u + e
     d = (y[:, ia] - y[:, ib]).reshape(-1, N)
-    out = {}
-    for method in ("cr2-bm", "cr1"):
-        r = certify.sampling_radius(d, codes, family_size=len(ia), sampling=method)  # type: ignore[arg-type]
+    out: dict[str, float] = {}
+    for method in METHODS:
+        r = certify.sampling_radius(d, codes, family_size=len(ia), sampling=method)
         out[method] = float((np.abs(r.estimate) > r.q).reshape(boards, -1).any(axis=1).mean())
     return out
 
