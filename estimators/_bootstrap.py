@@ -60,7 +60,8 @@ class BootstrapResult:
         if not 0 < confidence_level < 1:
             raise ValueError(f"`confidence_level` must be in (0, 1); found {confidence_level}")
         alpha = (1 - confidence_level) / 2
-        low, high = np.quantile(self.samples, [alpha, 1 - alpha], axis=0)
+        # NaN resamples drew no cluster a column could use (bootstrap_cluster_means)
+        low, high = np.nanquantile(self.samples, [alpha, 1 - alpha], axis=0)
         return low, high
 
 
@@ -101,13 +102,24 @@ def cluster_bootstrap(
 def bootstrap_cluster_means(
     per_cluster: FloatArray, *, n_resamples: int, seed: int, squeeze: bool = False
 ) -> BootstrapResult:
-    """Bootstrap the mean over rows of a (G, m) matrix of per-cluster values."""
+    """Bootstrap the mean over rows of a (G, m) matrix of per-cluster values.
+
+    A NaN marks a cluster that a column cannot use (e.g. a question without both rankings):
+    that column averages the clusters it has, in the estimate and in every resample (a
+    resample that drew none of them is NaN). The draws are shared by every column.
+    """
     G = per_cluster.shape[0]
     rng = np.random.default_rng(seed)
     # One (B, G) matrix of multinomial counts: each row is one resample of G clusters.
     counts = rng.multinomial(G, np.full(G, 1.0 / G), size=n_resamples).astype(np.float64)
-    samples = counts @ per_cluster / G
-    estimate = per_cluster.mean(axis=0)
+    usable = ~np.isnan(per_cluster)
+    if usable.all():
+        samples = counts @ per_cluster / G
+        estimate = per_cluster.mean(axis=0)
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples = (counts @ np.where(usable, per_cluster, 0.0)) / (counts @ usable)
+            estimate = np.where(usable, per_cluster, 0.0).sum(axis=0) / usable.sum(axis=0)
     if squeeze:
         return BootstrapResult(estimate[:1], samples[:, :1], G, seed)
     return BootstrapResult(estimate, samples, G, seed)
