@@ -93,10 +93,11 @@ def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
     out = asv_json(study, "--channels", "direct,quote", "--resamples", "300", "--seed", "3")
     data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin")
     face = data.face()
-    expected = asv.summarize(face, trajectory=data.trajectory, n_resamples=300, seed=3)
+    with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
+        expected = asv.summarize(face, trajectory=data.trajectory, n_resamples=300, seed=3)
     ref = json.loads(json.dumps(expected.to_dict()))
     for key in ("weighting", "n_transitions", "n_trajectories", "n_resamples", "seed",
-                "statistics", "calibration", "note"):
+                "interval_method", "statistics", "calibration", "note"):
         assert out[key] == ref[key], key
     assert out["channels"] == ["direct", "quote"]
     assert out["counts"] == {
@@ -109,7 +110,9 @@ def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
     s = out["settings"]
     assert (s["window"], s["window_source"], s["score"], s["wave"], s["complete_only"]) == (
         "retrieval", "the window both channels score", "margin", 0, False)
-    assert out["retry"] is None and out["plot"] is None and out["warnings"] == []
+    assert out["retry"] is None and out["plot"] is None
+    assert out["interval_method"] == "BCa" and out["settings"]["ci_method"] == "BCa"
+    assert len(out["warnings"]) == 1 and "below 30 the 95% BCa" in out["warnings"][0]
     assert set(out["statistics"]) == {
         "mean_interaction", "median_interaction", "trimmed_mean_interaction",
         "share_negative_interaction", "mean_gain0", "mean_gain1", "mean_sign_disagreement",
@@ -120,8 +123,9 @@ def test_equal_target_weighting_and_the_channel_order_reach_the_estimator(study:
     out = asv_json(study, "--channels", "quote,direct", "--window", "retrieval", "--score",
                    "margin", "--weighting", "equal-target", "--resamples", "200")
     data = asv.from_trace(study, channels=("quote", "direct"), window="retrieval")
-    expected = asv.summarize(data.face(), trajectory=data.trajectory, target=data.target,
-                             weighting="equal-target", n_resamples=200)
+    with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
+        expected = asv.summarize(data.face(), trajectory=data.trajectory,
+                                 target=data.target, weighting="equal-target", n_resamples=200)
     assert out["weighting"] == "equal-target"
     assert out["statistics"]["mean_interaction"]["value"] == pytest.approx(
         expected.values["mean_interaction"], abs=1e-12)

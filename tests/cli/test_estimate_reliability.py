@@ -83,11 +83,12 @@ def test_the_table_shows_mean_ci_worst_cvar_and_reliability_per_group(
 def test_json_rows_are_the_library_summary(leaderboard: Path) -> None:
     out = rel_json(leaderboard, "--by", "model,task", "--alpha", "0.3", "--tau", "0.85",
                    "--resamples", "500", "--seed", "7")
-    expected = reliability.summary(
-        GPT4O_T3 + HAIKU_T3 + [1.0, 0.9, 0.8, 1.0],
-        groups={"model": ["gpt-4o"] * 10 + ["haiku"] * 10 + ["gpt-4o"] * 4,
-                "task": ["T3"] * 20 + ["T4"] * 4},
-        alpha=0.3, tau=0.85, n_resamples=500, seed=7).table()
+    with pytest.warns(al.DegenerateDataWarning, match=r"fewer than 20 runs in 3 group\(s\)"):
+        expected = reliability.summary(
+            GPT4O_T3 + HAIKU_T3 + [1.0, 0.9, 0.8, 1.0],
+            groups={"model": ["gpt-4o"] * 10 + ["haiku"] * 10 + ["gpt-4o"] * 4,
+                    "task": ["T3"] * 20 + ["T4"] * 4},
+            alpha=0.3, tau=0.85, n_resamples=500, seed=7).table()
     assert [g["labels"] for g in out["groups"]] == [
         {"model": "gpt-4o", "task": "T3"}, {"model": "gpt-4o", "task": "T4"},
         {"model": "haiku", "task": "T3"}]
@@ -102,7 +103,8 @@ def test_json_rows_are_the_library_summary(leaderboard: Path) -> None:
     assert out["settings"]["score_source"] == "the one score the runs record"
     assert len(out["settings"]["traces"]) == 24 and out["plot"] is None
     assert out["runs"][0]["labels"] == {"model": "gpt-4o", "task": "T3"}
-    assert out["notes"] == [] and out["warnings"] == []
+    assert out["notes"] == [] and out["ci_method"] == "BCa"
+    assert len(out["warnings"]) == 1 and "fewer than 20 runs" in out["warnings"][0]
 
 
 def test_the_same_seed_gives_the_same_intervals_and_another_seed_other_ones(
