@@ -43,7 +43,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in jobs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, fn in jobs.items():  # warm-up
+        for fn in jobs.values():  # warm-up
             fn()
         for _ in range(ROUNDS):  # interleaved: every job sees the same machine load
             for name, fn in jobs.items():
