@@ -300,12 +300,8 @@ def _jackknife(resampler: _Resampler, n_traj: int, unit_traj: NDArray[np.intp],
     modulo the group count) keeps time and memory bounded; below it, it is the exact
     jackknife.
     """
-    n_groups = min(n_traj, _JACKKNIFE_GROUPS)
-    group = np.arange(n_traj) % n_groups
     out: dict[str, list[FloatArray]] = {}
-    for start in range(0, n_groups, 500):
-        rows = np.arange(start, min(start + 500, n_groups))
-        counts = (group[None, :] != rows[:, None]).astype(np.float64)
+    for counts in _jackknife_rows(n_traj):
         for key, arr in resampler.stats(_unit_weights(counts, unit_traj, unit_target,
                                                       per_target), trim).items():
             out.setdefault(key, []).append(arr)
@@ -536,12 +532,15 @@ class RetryDisagreement:
     excess: float
     samples: FloatArray  # (n_resamples, 3): cross, same, excess
     confidence_level: float
+    method: IntervalMethod = DEFAULT_METHOD
+    accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str) -> tuple[float, float]:
-        j = ("cross_channel", "same_channel", "excess").index(name)
-        alpha = (1 - self.confidence_level) / 2
-        low, high = np.quantile(self.samples[:, j], [alpha, 1 - alpha])
-        return float(low), float(high)
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> tuple[float, float]:
+        """The interval of ``name`` by ``method`` (default: the result's)."""
+        names = ("cross_channel", "same_channel", "excess")
+        return _interval_of(self.samples, names, name, getattr(self, name),
+                            self.confidence_level, method or self.method, self.accelerations)
 
 
 def retry_disagreement(
@@ -552,6 +551,7 @@ def retry_disagreement(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    method: IntervalMethod = DEFAULT_METHOD,
 ) -> RetryDisagreement:
     """Per transition: the cross-channel rate averages every (wave of a, wave of b) pairing
     of gain signs; the retry baseline averages the same-channel wave pairs (a/a and b/b).
@@ -560,9 +560,11 @@ def retry_disagreement(
     Args:
         waves_a, waves_b: gains of each transition under channel a and b, shape
             (n_transitions, n_waves) with at least two waves each.
+        method: the interval, ``"BCa"`` (default), ``"percentile"`` or ``"basic"``.
     """
     _check_resamples(n_resamples)
     confidence_level = check_confidence_level(confidence_level)
+    method = check_method(method)
     A = np.asarray(waves_a, dtype=np.float64)
     B = np.asarray(waves_b, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[0]:
@@ -587,8 +589,13 @@ def retry_disagreement(
     w = counts[:, traj]
     samples = (w @ stats) / w.sum(axis=1)[:, None]
     point = stats.mean(axis=0)
+    accel = np.zeros(3)
+    if len(t_uniq) >= 2:
+        jk = np.concatenate([(c[:, traj] @ stats) / c[:, traj].sum(axis=1)[:, None]
+                             for c in _jackknife_rows(len(t_uniq))])
+        accel = jackknife_acceleration(jk.T)
     return RetryDisagreement(float(point[0]), float(point[1]), float(point[2]), samples,
-                             confidence_level)
+                             confidence_level, method, accel)
 
 
 # --------------------------------------------------------------------------- AUC
@@ -617,12 +624,37 @@ class AucDifference:
     difference: float
     samples: FloatArray  # (n_resamples, 3)
     confidence_level: float
+    method: IntervalMethod = DEFAULT_METHOD
+    accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str) -> tuple[float, float]:
-        j = ("auc0", "auc1", "difference").index(name)
-        alpha = (1 - self.confidence_level) / 2
-        low, high = np.nanquantile(self.samples[:, j], [alpha, 1 - alpha])
-        return float(low), float(high)
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> tuple[float, float]:
+        """The interval of ``name`` by ``method`` (default: the result's); resamples whose
+        trajectories hold only successes or only failures (NaN AUC) are left out."""
+        names = ("auc0", "auc1", "difference")
+        return _interval_of(self.samples, names, name, getattr(self, name),
+                            self.confidence_level, method or self.method, self.accelerations)
+
+
+def _interval_of(samples: FloatArray, names: tuple[str, ...], name: str, value: float,
+                 confidence_level: float, method: IntervalMethod, accelerations: FloatArray
+                 ) -> tuple[float, float]:
+    if name not in names:
+        raise KeyError(f"unknown statistic {name!r}; one of {list(names)}")
+    j = names.index(name)
+    low, high = bootstrap_interval(samples[:, j], value, confidence_level=confidence_level,
+                                   method=check_method(method),
+                                   acceleration=accelerations[j])
+    return float(low), float(high)
+
+
+def _jackknife_rows(n_traj: int) -> list[FloatArray]:
+    """Trajectory counts of the leave-one-out (or, beyond ``_JACKKNIFE_GROUPS``
+    trajectories, delete-a-group) jackknife, in batches of 500 rows."""
+    n_groups = min(n_traj, _JACKKNIFE_GROUPS)
+    group = np.arange(n_traj) % n_groups
+    return [(group[None, :] != np.arange(lo, min(lo + 500, n_groups))[:, None]
+             ).astype(np.float64) for lo in range(0, n_groups, 500)]
 
 
 def auc_difference(
@@ -634,15 +666,18 @@ def auc_difference(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    method: IntervalMethod = DEFAULT_METHOD,
 ) -> AucDifference:
     """Paired AUC difference of post-step margins against a stored success indicator.
 
     ``AUC_ρ`` is the probability that a successful trajectory's margin exceeds an
     unsuccessful one's (ties ½) under channel ρ; the difference ``AUC1 − AUC0`` is paired
-    (same transitions) and bootstrapped over trajectories ([ASV] §5.3).
+    (same transitions) and bootstrapped over trajectories ([ASV] §5.3); ``method`` picks
+    the interval (``"BCa"`` default, ``"percentile"``, ``"basic"``).
     """
     _check_resamples(n_resamples)
     confidence_level = check_confidence_level(confidence_level)
+    method = check_method(method)
     x0 = _corner("post0", post0, None)
     n = x0.shape[0]
     x1 = _corner("post1", post1, n)
@@ -662,4 +697,15 @@ def auc_difference(
     counts = _block_counts(len(t_uniq), int(n_resamples), seed)
     w = counts[:, traj]
     b0, b1 = _weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)
-    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level)
+    accel = np.zeros(3)
+    if len(t_uniq) >= 2:
+        parts = []
+        for c in _jackknife_rows(len(t_uniq)):
+            j0, j1 = _weighted_auc(x0, yb, c[:, traj]), _weighted_auc(x1, yb, c[:, traj])
+            parts.append(np.column_stack([j0, j1, j1 - j0]))
+        jk = np.concatenate(parts)
+        # a leave-one-out sample without successes or failures has no AUC: leave it out
+        keep = np.isfinite(jk).all(axis=1)
+        accel = jackknife_acceleration(jk[keep].T) if keep.sum() >= 2 else accel
+    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level,
+                         method, accel)

@@ -332,3 +332,37 @@ def test_the_default_interval_of_the_mean_interaction_covers_as_the_readme_table
     coverage = hits / trials
     se = np.sqrt(0.922 * 0.078 * (1 / trials + 1 / 400))
     assert abs(coverage - 0.922) <= 3 * se, coverage
+
+
+def test_retry_and_auc_intervals_take_a_method_with_jackknife_accelerations() -> None:
+    """One transition per trajectory: each leave-one-out retry rate is the jackknife of a
+    mean, so â is Σd³/(6(Σd²)^{3/2}) per column; the AUC's â is the brute-force jackknife's."""
+    rng = np.random.default_rng(12)
+    n = 40
+    a = rng.normal(size=(n, 2))
+    b = rng.normal(loc=0.3, size=(n, 2))
+    r = asv.retry_disagreement(a, b, trajectory=np.arange(n), n_resamples=500, seed=1)
+    assert r.method == "BCa"
+    sa, sb = np.sign(a), np.sign(b)
+    cross = (sa[:, :, None] * sb[:, None, :] < 0).mean(axis=(1, 2))
+    d = cross - cross.mean()
+    assert r.accelerations[0] == pytest.approx((d ** 3).sum() / (6 * (d ** 2).sum() ** 1.5))
+    pct = np.quantile(r.samples[:, 0], [0.025, 0.975])
+    assert r.interval("cross_channel", method="percentile") == pytest.approx(tuple(pct))
+    low, high = r.interval("cross_channel")
+    assert 0.0 <= low <= r.cross_channel <= high <= 1.0
+
+    post0, post1 = rng.normal(size=n), rng.normal(size=n)
+    success = rng.random(n) < 0.5
+    auc = asv.auc_difference(post0, post1, success, trajectory=np.arange(n),
+                             n_resamples=500, seed=1)
+    jack = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        jack.append(stats.mannwhitneyu(post1[keep][success[keep]], post1[keep][~success[keep]]
+                                       ).statistic / (success[keep].sum() * (~success[keep]).sum()))
+    u = (n - 1) * (np.mean(jack) - np.array(jack))
+    assert auc.accelerations[1] == pytest.approx((u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5),
+                                                 rel=1e-9)
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        asv.auc_difference(post0, post1, success, trajectory=np.arange(n), method="BCA")
