@@ -185,8 +185,10 @@ def _estimate_iv(
                 "(Assumption 1): report the eq. 10 support interval instead"
             )
     # s_t = Π_{k≤t}(1 − c_k) cannot grow; the slack absorbs rounding in a recomputed product.
-    rises = observed[:, 1:] & (S[:, 1:] > S[:, :-1] * (1 + 1e-12))
-    if rises.any():
+    # NaN (rounds not reached) compares False, so no mask is needed on this hot path, and
+    # the exact comparison (no temporary) screens before the tolerance is applied.
+    if np.greater(S[:, 1:], S[:, :-1]).any() and (
+            rises := np.greater(S[:, 1:] - S[:, :-1], 1e-12)).any():
         row, col = np.argwhere(rises)[0]
         raise ValueError(
             f"`s` must be non-increasing along the rounds (s_t = Π_{{k≤t}}(1 − c_k), eq. 5); "
@@ -197,9 +199,9 @@ def _estimate_iv(
     low, high = bounds
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
         raise ValueError(f"`bounds` must be finite with L < U; found {bounds!r}")
-    outside = observed & (np.less(Y, low) | np.greater(Y, high))
-    if outside.any():
-        row, col = np.argwhere(outside)[0]
+    # fmin/fmax skip NaN (rounds not reached): one pass each, no temporary
+    if Y.size and (np.fmin.reduce(Y, axis=None) < low or np.fmax.reduce(Y, axis=None) > high):
+        row, col = np.argwhere(np.less(Y, low) | np.greater(Y, high))[0]
         raise ValueError(
             f"`y` must lie in `bounds` [{float(low)!r}, {float(high)!r}] (the score range of "
             f"Π and eq. 10); found {float(Y[row, col])!r} at trajectory {row}, round "
