@@ -258,3 +258,22 @@ def test_plot_without_matplotlib_names_the_pip_line(
 def test_estimate_lists_asv() -> None:
     result = invoke("estimate", "--help")
     assert result.exit_code == 0 and "asv" in result.stdout and "cess" in result.stdout
+
+
+def test_ci_method_and_trajectory_key_reach_the_estimator(study: Path) -> None:
+    out = asv_json(study, "--channels", "direct,quote", "--resamples", "300",
+                   "--ci-method", "percentile", "--trajectory-key", "replicate")
+    data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin",
+                          trajectory_key="replicate")
+    assert sorted(set(data.trajectory)) == ["0", "1"]  # two replicates: two blocks
+    with pytest.warns(al.DegenerateDataWarning, match="2 trajectories: below 50"):
+        expected = asv.summarize(data.face(), trajectory=data.trajectory, n_resamples=300,
+                                 method="percentile")
+    assert out["interval_method"] == "percentile" and out["n_trajectories"] == 2
+    assert out["settings"]["trajectory_key"] == "replicate"
+    assert out["statistics"]["mean_interaction"]["interval"] == list(
+        expected.interval("mean_interaction"))
+    err = bad(study, "--channels", "direct,quote", "--ci-method", "bca")
+    assert "--ci-method must be one of BCa, percentile, basic; found 'bca'" in err
+    err = bad(study, "--channels", "direct,quote", "--trajectory-key", "episode")
+    assert "has no meta key 'episode' for `trajectory_key`" in err

@@ -275,3 +275,22 @@ def test_a_non_finite_score_exits_2_naming_the_file(tmp_path: Path) -> None:
 def test_estimate_lists_reliability() -> None:
     result = invoke("estimate", "--help")
     assert result.exit_code == 0 and "reliability" in result.stdout
+
+
+def test_ci_method_reaches_the_estimator_and_an_unknown_one_exits_2(leaderboard: Path) -> None:
+    pct = rel_json(leaderboard, "--by", "model", "--ci-method", "percentile", "--resamples",
+                   "300")
+    with pytest.warns(al.DegenerateDataWarning, match="fewer than 20 runs"):
+        expected = reliability.summary(
+            [*GPT4O_T3, 1.0, 0.9, 0.8, 1.0, *HAIKU_T3],
+            groups=["gpt-4o"] * 14 + ["haiku"] * 10, n_resamples=300,
+            method="percentile").table()
+    assert pct["ci_method"] == "percentile"
+    for got, want in zip(pct["groups"], expected, strict=True):
+        assert (got["ci_low"], got["ci_high"]) == (want["ci_low"], want["ci_high"])
+    shown = invoke("estimate", "reliability", leaderboard, "--by", "model", "--ci-method",
+                   "percentile")
+    assert "Intervals: percentile bootstrap of the mean" in shown.stdout
+    err = bad(leaderboard, "--ci-method", "studentized")
+    assert "`method` must be one of 'percentile', 'basic', 'BCa'" in err
+    assert "found 'studentized'" in err
