@@ -9,12 +9,15 @@ come from ``numpy.random.default_rng(seed)``: the same seed gives bit-identical 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from agentlog._errors import DegenerateDataWarning
 
 FloatArray = NDArray[np.float64]
 
@@ -239,6 +242,12 @@ def bootstrap_interval(
                 levels.append(ndtr(z0 + num / (1 - a * num)))
         q = np.stack(np.broadcast_arrays(*levels), axis=-1)
         out = _row_quantiles(s, q)
+        if np.isnan(out).any() and not np.isnan(s).all(axis=-1).any():
+            warnings.warn(
+                "the BCa interval cannot be computed where every resample lies on one side of "
+                "the estimate (infinite bias correction); it is NaN there: use "
+                "method='percentile' for such a statistic",
+                DegenerateDataWarning, stacklevel=3)
         return out[..., 0], out[..., 1]
     if np.isnan(s).any():
         low, high = np.nanquantile(s, [tail, 1 - tail], axis=-1)

@@ -366,3 +366,13 @@ def test_retry_and_auc_intervals_take_a_method_with_jackknife_accelerations() ->
                                                  rel=1e-9)
     with pytest.raises(ValueError, match="`method` must be one of"):
         asv.auc_difference(post0, post1, success, trajectory=np.arange(n), method="BCA")
+
+
+def test_bca_is_nan_with_a_warning_when_every_resample_lies_on_one_side() -> None:
+    """scipy's rule: an infinite bias correction has no BCa interval; say so, do not guess."""
+    from agentlog.estimators._bootstrap import bootstrap_interval
+
+    with pytest.warns(DegenerateDataWarning, match="the BCa interval cannot be computed"):
+        low, high = bootstrap_interval(np.array([1.0, 2.0, 3.0]), 0.5, confidence_level=0.95,
+                                       method="BCa", acceleration=0.0)
+    assert np.isnan(low) and np.isnan(high)
