@@ -2,7 +2,8 @@
 
 Reads the channel Score records of a window's transitions (``asv.from_trace``: layouts
 reduced within channel, waves kept apart), builds the face of the first wave (trajectory =
-run, target = task) and summarises it with trajectory-block bootstrap intervals:
+the run's recorded system/task/seed key or ``--trajectory-key``, target = task) and
+summarises it with trajectory-block bootstrap intervals (BCa unless ``--ci-method``):
 ``summarize_asv`` builds the JSON-ready dict (the ``--json`` output), ``render_asv`` draws
 it and ``plot_asv_face`` draws the per-transition gains and the mean Ω.
 
