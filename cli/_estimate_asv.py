@@ -2,7 +2,8 @@
 
 Reads the channel Score records of a window's transitions (``asv.from_trace``: layouts
 reduced within channel, waves kept apart), builds the face of the first wave (trajectory =
-run, target = task) and summarises it with trajectory-block bootstrap intervals:
+the run's recorded system/task/seed key or ``--trajectory-key``, target = task) and
+summarises it with trajectory-block bootstrap intervals (BCa unless ``--ci-method``):
 ``summarize_asv`` builds the JSON-ready dict (the ``--json`` output), ``render_asv`` draws
 it and ``plot_asv_face`` draws the per-transition gains and the mean Ω.
 
@@ -37,6 +38,7 @@ AsvFace = Any
 AsvSummary = Any
 
 WEIGHTINGS = ("empirical", "equal-target")
+CI_METHODS = ("BCa", "percentile", "basic")  # scipy.stats.bootstrap's names; BCa the default
 STATISTICS = (  # (key in AsvSummary.values, label; {0}/{1} are the channel names)
     ("mean_interaction", "mean Ω"),
     ("median_interaction", "median Ω"),
@@ -240,7 +242,8 @@ def render_asv(out: dict[str, Any], console: Console) -> None:
         t.add_row(escape(_label(template, (c0, c1))), _value(key, st["value"]),
                   _ci(key, st["interval"]))
     console.print(t)
-    console.print(f"[dim]Trajectory-block bootstrap: {out['n_resamples']:,} shared draws "
+    console.print(f"[dim]Trajectory-block {out['interval_method']} bootstrap: "
+                  f"{out['n_resamples']:,} shared draws "
                   f"over {out['n_trajectories']} trajectories (seed {out['seed']}). "
                   f"{n['sign_disagreements']} of {n['complete']} transitions have gains of "
                   f"opposite sign; {n['negative_interactions']} have Ω < 0.[/]")
@@ -329,6 +332,13 @@ def asv_command(
     target_key: Annotated[str, typer.Option(
         "--target-key", help="Run meta key naming each transition's target identity.")
     ] = "target",
+    trajectory_key: Annotated[str | None, typer.Option(
+        "--trajectory-key", help="Run meta key naming each run's trajectory, the bootstrap "
+        "block (default: system, task and seed, and the meta entries in which runs sharing "
+        "them differ).", show_default=False)] = None,
+    ci_method: Annotated[str, typer.Option(
+        "--ci-method", help="Bootstrap interval: BCa (best coverage in the README's study), "
+        "percentile or basic.")] = "BCa",
     resamples: Annotated[int, typer.Option(
         "--resamples", min=2, help="Trajectory-block bootstrap draws.")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap draws.")] = 0,
@@ -345,6 +355,9 @@ def asv_command(
     if weighting not in WEIGHTINGS:
         fail(f"agentlog estimate asv: --weighting must be one of {', '.join(WEIGHTINGS)}; "
              f"found {weighting!r}")
+    if ci_method not in CI_METHODS:
+        fail(f"agentlog estimate asv: --ci-method must be one of {', '.join(CI_METHODS)}; "
+             f"found {ci_method!r}")
     try:
         pair = parse_channels(channels)
         loaded = load_traces(traces)
@@ -357,7 +370,7 @@ def asv_command(
         warnings.simplefilter("always")
         try:
             data = asv.from_trace(loaded, channels=pair, window=win, score=name,
-                                  target_key=target_key)
+                                  target_key=target_key, trajectory_key=trajectory_key)
             face = data.face(complete_only=complete_only)
         except al.IncompleteFaceError as exc:
             fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")
@@ -365,14 +378,15 @@ def asv_command(
             fail(f"agentlog estimate asv: {exc}")
         summary = asv.summarize(face, trajectory=data.trajectory[face.kept],
                                 target=data.target[face.kept], weighting=weighting,
-                                n_resamples=resamples, seed=seed)
+                                n_resamples=resamples, seed=seed, method=ci_method)
         retry, retry_note = retry_baseline(data, n_resamples=resamples, seed=seed)
     out = summarize_asv(data, face, summary)
     out["settings"] = {
         "traces": [t.path for t in loaded], "channels": list(pair), "window": win,
         "window_source": win_source, "score": name, "score_source": name_source,
         "wave": int(data.waves[0]), "weighting": weighting, "resamples": resamples,
-        "seed": seed, "complete_only": complete_only,
+        "seed": seed, "complete_only": complete_only, "ci_method": ci_method,
+        "trajectory_key": trajectory_key,
     }
     out["retry"] = retry
     out["retry_note"] = retry_note

@@ -4,7 +4,7 @@ Each run contributes one terminal score: the last Score record of the chosen nam
 not tied to a transition (run-level or window-level readouts; the channel readouts of a
 transition's states belong to ``estimate asv``). Runs are grouped by ``--by`` keys read from
 the run itself, and every group gets ``reliability.summary``'s statistics: mean with a seeded
-percentile bootstrap CI, worst case, CVaR@α and Reliability@τ ([DMC] §4.4).
+bootstrap CI (BCa by default, ``--ci-method``), worst case, CVaR@α and Reliability@τ ([DMC] §4.4).
 
 Grouping keys (``--by``, comma-separated):
 
@@ -227,6 +227,7 @@ def summarize_reliability(
     seed: int = 0,
     lower_is_better: bool = False,
     missing_as: float | None = None,
+    ci_method: str = "BCa",
 ) -> dict[str, Any]:
     """Reliability per group of ``runs`` (JSON-ready): ``groups``, ``runs``, ``counts``, ...
 
@@ -251,7 +252,7 @@ def summarize_reliability(
         try:
             res = rel.summary(sign * values, groups={k: columns[k] for k in keys},
                               alpha=alpha, tau=sign * tau, n_resamples=n_resamples,
-                              seed=seed)
+                              seed=seed, method=ci_method)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
     groups = []
@@ -284,7 +285,7 @@ def summarize_reliability(
         "by_sources": {k: [s for s in v if s != "missing"] for k, v in sources.items()},
         "direction": "lower is better" if lower_is_better else "higher is better",
         "alpha": alpha, "tau": tau, "confidence_level": CONFIDENCE_LEVEL,
-        "n_resamples": n_resamples, "seed": seed, "missing_as": missing_as,
+        "ci_method": ci_method, "n_resamples": n_resamples, "seed": seed, "missing_as": missing_as,
         "groups": groups,
         "runs": [{"path": r.path, "run": r.run, "run_id": r.run_id,
                   "labels": {k: columns[k][i] for k in keys},
@@ -344,7 +345,8 @@ def render_reliability(out: dict[str, Any], console: Console) -> None:
         f"[dim]worst = {worst}; "
         f"CVaR@{out['alpha']:g} = the mean of the {tail} {out['alpha']:g}·n scores, with "
         f"fractional weight on the boundary run; Reliability@τ = the share of runs scoring "
-        f"{clears}. Intervals: percentile bootstrap of the mean, {out['n_resamples']:,} draws "
+        f"{clears}. Intervals: {out['ci_method']} bootstrap of the mean, "
+        f"{out['n_resamples']:,} draws "
         f"(seed {out['seed']}), bit-reproducible.[/]")
     for note in out["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -430,6 +432,9 @@ def reliability_command(
         "--resamples", min=2, help="Bootstrap draws of each group's mean.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap draws.")
                     ] = 0,
+    ci_method: Annotated[str, typer.Option(
+        "--ci-method", help="Bootstrap interval of the mean: BCa (best coverage in the "
+        "README's study), percentile ([DMC]'s) or basic.")] = "BCa",
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
                                               )] = False,
     plot: Annotated[Path | None, typer.Option(
@@ -449,7 +454,8 @@ def reliability_command(
         runs = collect_scores(loaded, name)
         out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
                                     n_resamples=resamples, seed=seed,
-                                    lower_is_better=lower_is_better, missing_as=missing_as)
+                                    lower_is_better=lower_is_better, missing_as=missing_as,
+                                    ci_method=ci_method)
     except BadInput as exc:
         fail(f"agentlog estimate reliability: {exc}")
     out["settings"] = {"traces": [t.path for t in loaded], "score_source": source}

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,10 +35,22 @@ from numpy.typing import ArrayLike, NDArray
 
 from agentlog._errors import DegenerateDataWarning, IncompleteFaceError
 
-from ._bootstrap import codes
+from ._bootstrap import (
+    IntervalMethod,
+    bootstrap_interval,
+    check_confidence_level,
+    check_method,
+    codes,
+    jackknife_acceleration,
+)
 from ._cess import inputs_hash
 
 FloatArray = NDArray[np.float64]
+#: The interval of the trajectory-block bootstrap by default (the coverage study in the README).
+DEFAULT_METHOD: IntervalMethod = "BCa"
+#: Per method, the fewest trajectories at which the seeded coverage study found the 95 %
+#: interval of the mean Ω covering at least 92 % (tests/benchmarks/bench_coverage.py).
+MIN_TRAJECTORIES_FOR_COVERAGE: dict[str, int] = {"BCa": 30, "percentile": 50, "basic": 100}
 CORNERS = ("F_ρ0(x−)", "F_ρ0(x+)", "F_ρ1(x−)", "F_ρ1(x+)")
 Weighting = Literal["empirical", "equal-target"]
 
@@ -162,6 +175,12 @@ def reduce_layouts(scores: ArrayLike, *, layout_axis: int = -1) -> FloatArray:
 # ---------------------------------------------------------------- trajectory-block bootstrap
 
 
+def _check_resamples(n_resamples: Any) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) \
+            or n_resamples < 2:
+        raise ValueError(f"`n_resamples` must be an int >= 2; found {n_resamples!r}")
+
+
 def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
     """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``).
 
@@ -269,12 +288,34 @@ def _unit_weights(counts: FloatArray, unit_traj: NDArray[np.intp],
     return np.concatenate([v, np.zeros((v.shape[0], 1))], axis=1)
 
 
+_JACKKNIFE_GROUPS = 2_000
+
+
+def _jackknife(resampler: _Resampler, n_traj: int, unit_traj: NDArray[np.intp],
+               unit_target: NDArray[np.intp] | None, per_target: FloatArray | None,
+               trim: float) -> dict[str, FloatArray]:
+    """Leave-one-trajectory-out statistics (the BCa acceleration's input), in row batches.
+
+    Beyond ``_JACKKNIFE_GROUPS`` trajectories a delete-a-group jackknife (trajectory code
+    modulo the group count) keeps time and memory bounded; below it, it is the exact
+    jackknife.
+    """
+    out: dict[str, list[FloatArray]] = {}
+    for counts in _jackknife_rows(n_traj):
+        for key, arr in resampler.stats(_unit_weights(counts, unit_traj, unit_target,
+                                                      per_target), trim).items():
+            out.setdefault(key, []).append(arr)
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
 @dataclass(frozen=True)
 class AsvSummary:
     """Cohort statistics of a face with trajectory-block bootstrap intervals.
 
-    ``values[name]`` is the point estimate; ``interval(name)`` its percentile interval
-    from shared draws (the same resampled trajectories for every statistic).
+    ``values[name]`` is the point estimate; ``interval(name)`` its interval by ``method``
+    (``"BCa"``, ``"percentile"`` or ``"basic"``) from shared draws (the same resampled
+    trajectories for every statistic). ``accelerations[name]`` is the BCa acceleration
+    from the leave-one-trajectory-out estimates.
     """
 
     values: dict[str, float]
@@ -288,12 +329,18 @@ class AsvSummary:
     calibration: CalibrationCheck
     inputs_hash: str = ""  # SHA-256 of the four corners, trajectory and target labels
     note: str = field(default=CALIBRATION_NOTE)
+    method: IntervalMethod = DEFAULT_METHOD
+    accelerations: dict[str, float] = field(default_factory=dict)
 
-    def interval(self, name: str) -> tuple[float, float]:
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> tuple[float, float]:
+        """The interval of statistic ``name``, by ``method`` (default: the summary's)."""
         if name not in self.values:
             raise KeyError(f"unknown statistic {name!r}; one of {sorted(self.values)}")
-        alpha = (1 - self.confidence_level) / 2
-        low, high = np.quantile(self.samples[name], [alpha, 1 - alpha])
+        how = self.method if method is None else check_method(method)
+        low, high = bootstrap_interval(self.samples[name], self.values[name],
+                                       confidence_level=self.confidence_level, method=how,
+                                       acceleration=self.accelerations.get(name, 0.0))
         return float(low), float(high)
 
     def to_dict(self) -> dict[str, Any]:
@@ -304,6 +351,7 @@ class AsvSummary:
             "n_resamples": self.n_resamples,
             "seed": self.seed,
             "confidence_level": self.confidence_level,
+            "interval_method": self.method,
             "inputs_hash": self.inputs_hash,
             "statistics": {k: {"value": v, "interval": list(self.interval(k))}
                            for k, v in self.values.items()},
@@ -322,6 +370,7 @@ def summarize(
     seed: int = 0,
     confidence_level: float = 0.95,
     trim: float = 0.1,
+    method: IntervalMethod = DEFAULT_METHOD,
 ) -> AsvSummary:
     """Mean/median/trimmed Ω, share of negative Ω, mean gains, sign disagreement ([ASV]).
 
@@ -335,6 +384,13 @@ def summarize(
         n_resamples, seed, confidence_level: the bootstrap; draws from
             ``numpy.random.default_rng(seed)``, bit-reproducible.
         trim: the trimmed mean drops this share from each tail (weighted, fractional).
+        method: the interval, scipy.stats.bootstrap's names: ``"BCa"`` (default; it covers
+            best in the README's coverage study), ``"percentile"`` or ``"basic"``.
+
+    Warns:
+        DegenerateDataWarning: one trajectory only, or fewer than
+            ``MIN_TRAJECTORIES_FOR_COVERAGE[method]`` (where the coverage study found the
+            95 % interval of the mean Ω covering less than 92 %).
     """
     n = len(f)
     t_uniq, traj = codes(trajectory, name="trajectory")
@@ -354,13 +410,20 @@ def summarize(
         n_targets = len(g_uniq)
     if not 0 <= trim < 0.5:
         raise ValueError(f"`trim` must be in [0, 0.5); found {trim}")
-    if not isinstance(n_resamples, int | np.integer) or n_resamples < 2:
-        raise ValueError(f"`n_resamples` must be an int >= 2; found {n_resamples!r}")
-    if len(t_uniq) < 2:
-        import warnings
-
+    _check_resamples(n_resamples)
+    confidence_level = check_confidence_level(confidence_level)
+    method = check_method(method)
+    n_traj = len(t_uniq)
+    limit = MIN_TRAJECTORIES_FOR_COVERAGE[method]
+    if n_traj < 2:
         warnings.warn("one trajectory only: the trajectory-block bootstrap has no spread",
                       DegenerateDataWarning, stacklevel=2)
+    elif n_traj < limit:
+        warnings.warn(
+            f"{n_traj} trajectories: below {limit} the 95% {method} trajectory-block interval of "
+            "the mean Ω covered less than 92% in the seeded coverage study (README, "
+            "'Interval coverage'); read the intervals as optimistic, or record more "
+            "trajectories", DegenerateDataWarning, stacklevel=2)
     if tgt is None:
         unit, n_units = traj, len(t_uniq)
         unit_traj = np.arange(n_units, dtype=np.intp)
@@ -377,6 +440,10 @@ def summarize(
     point = resampler.stats(_unit_weights(np.ones((1, len(t_uniq))), unit_traj, unit_target,
                                           per_target), trim)
     values = {k: float(v[0]) for k, v in point.items()}
+    accelerations: dict[str, float] = {}
+    if n_traj >= 2:
+        jk = _jackknife(resampler, n_traj, unit_traj, unit_target, per_target, trim)
+        accelerations = {k: float(jackknife_acceleration(v)) for k, v in jk.items()}
     samples: dict[str, list[FloatArray]] = {}
     counts_all = _block_counts(len(t_uniq), int(n_resamples), seed)
     for start in range(0, int(n_resamples), 1_000):
@@ -393,6 +460,7 @@ def summarize(
         inputs_hash=inputs_hash(f.before0, f.after0, f.before1, f.after1, traj,
                                 np.zeros(0) if tgt is None else tgt,
                                 config=f"{weighting}|{n_resamples}|{seed}|{trim}"),
+        method=method, accelerations=accelerations,
     )
 
 
@@ -464,12 +532,15 @@ class RetryDisagreement:
     excess: float
     samples: FloatArray  # (n_resamples, 3): cross, same, excess
     confidence_level: float
+    method: IntervalMethod = DEFAULT_METHOD
+    accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str) -> tuple[float, float]:
-        j = ("cross_channel", "same_channel", "excess").index(name)
-        alpha = (1 - self.confidence_level) / 2
-        low, high = np.quantile(self.samples[:, j], [alpha, 1 - alpha])
-        return float(low), float(high)
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> tuple[float, float]:
+        """The interval of ``name`` by ``method`` (default: the result's)."""
+        names = ("cross_channel", "same_channel", "excess")
+        return _interval_of(self.samples, names, name, getattr(self, name),
+                            self.confidence_level, method or self.method, self.accelerations)
 
 
 def retry_disagreement(
@@ -480,6 +551,7 @@ def retry_disagreement(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    method: IntervalMethod = DEFAULT_METHOD,
 ) -> RetryDisagreement:
     """Per transition: the cross-channel rate averages every (wave of a, wave of b) pairing
     of gain signs; the retry baseline averages the same-channel wave pairs (a/a and b/b).
@@ -488,7 +560,11 @@ def retry_disagreement(
     Args:
         waves_a, waves_b: gains of each transition under channel a and b, shape
             (n_transitions, n_waves) with at least two waves each.
+        method: the interval, ``"BCa"`` (default), ``"percentile"`` or ``"basic"``.
     """
+    _check_resamples(n_resamples)
+    confidence_level = check_confidence_level(confidence_level)
+    method = check_method(method)
     A = np.asarray(waves_a, dtype=np.float64)
     B = np.asarray(waves_b, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[0]:
@@ -513,8 +589,13 @@ def retry_disagreement(
     w = counts[:, traj]
     samples = (w @ stats) / w.sum(axis=1)[:, None]
     point = stats.mean(axis=0)
+    accel = np.zeros(3)
+    if len(t_uniq) >= 2:
+        jk = np.concatenate([(c[:, traj] @ stats) / c[:, traj].sum(axis=1)[:, None]
+                             for c in _jackknife_rows(len(t_uniq))])
+        accel = jackknife_acceleration(jk.T)
     return RetryDisagreement(float(point[0]), float(point[1]), float(point[2]), samples,
-                             confidence_level)
+                             confidence_level, method, accel)
 
 
 # --------------------------------------------------------------------------- AUC
@@ -543,12 +624,37 @@ class AucDifference:
     difference: float
     samples: FloatArray  # (n_resamples, 3)
     confidence_level: float
+    method: IntervalMethod = DEFAULT_METHOD
+    accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str) -> tuple[float, float]:
-        j = ("auc0", "auc1", "difference").index(name)
-        alpha = (1 - self.confidence_level) / 2
-        low, high = np.nanquantile(self.samples[:, j], [alpha, 1 - alpha])
-        return float(low), float(high)
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> tuple[float, float]:
+        """The interval of ``name`` by ``method`` (default: the result's); resamples whose
+        trajectories hold only successes or only failures (NaN AUC) are left out."""
+        names = ("auc0", "auc1", "difference")
+        return _interval_of(self.samples, names, name, getattr(self, name),
+                            self.confidence_level, method or self.method, self.accelerations)
+
+
+def _interval_of(samples: FloatArray, names: tuple[str, ...], name: str, value: float,
+                 confidence_level: float, method: IntervalMethod, accelerations: FloatArray
+                 ) -> tuple[float, float]:
+    if name not in names:
+        raise KeyError(f"unknown statistic {name!r}; one of {list(names)}")
+    j = names.index(name)
+    low, high = bootstrap_interval(samples[:, j], value, confidence_level=confidence_level,
+                                   method=check_method(method),
+                                   acceleration=accelerations[j])
+    return float(low), float(high)
+
+
+def _jackknife_rows(n_traj: int) -> list[FloatArray]:
+    """Trajectory counts of the leave-one-out (or, beyond ``_JACKKNIFE_GROUPS``
+    trajectories, delete-a-group) jackknife, in batches of 500 rows."""
+    n_groups = min(n_traj, _JACKKNIFE_GROUPS)
+    group = np.arange(n_traj) % n_groups
+    return [(group[None, :] != np.arange(lo, min(lo + 500, n_groups))[:, None]
+             ).astype(np.float64) for lo in range(0, n_groups, 500)]
 
 
 def auc_difference(
@@ -560,13 +666,18 @@ def auc_difference(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    method: IntervalMethod = DEFAULT_METHOD,
 ) -> AucDifference:
     """Paired AUC difference of post-step margins against a stored success indicator.
 
     ``AUC_ρ`` is the probability that a successful trajectory's margin exceeds an
     unsuccessful one's (ties ½) under channel ρ; the difference ``AUC1 − AUC0`` is paired
-    (same transitions) and bootstrapped over trajectories ([ASV] §5.3).
+    (same transitions) and bootstrapped over trajectories ([ASV] §5.3); ``method`` picks
+    the interval (``"BCa"`` default, ``"percentile"``, ``"basic"``).
     """
+    _check_resamples(n_resamples)
+    confidence_level = check_confidence_level(confidence_level)
+    method = check_method(method)
     x0 = _corner("post0", post0, None)
     n = x0.shape[0]
     x1 = _corner("post1", post1, n)
@@ -586,4 +697,15 @@ def auc_difference(
     counts = _block_counts(len(t_uniq), int(n_resamples), seed)
     w = counts[:, traj]
     b0, b1 = _weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)
-    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level)
+    accel = np.zeros(3)
+    if len(t_uniq) >= 2:
+        parts = []
+        for c in _jackknife_rows(len(t_uniq)):
+            j0, j1 = _weighted_auc(x0, yb, c[:, traj]), _weighted_auc(x1, yb, c[:, traj])
+            parts.append(np.column_stack([j0, j1, j1 - j0]))
+        jk = np.concatenate(parts)
+        # a leave-one-out sample without successes or failures has no AUC: leave it out
+        keep = np.isfinite(jk).all(axis=1)
+        accel = jackknife_acceleration(jk[keep].T) if keep.sum() >= 2 else accel
+    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level,
+                         method, accel)

@@ -31,11 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from agentlog._reader import Trace, read_traces
-from agentlog._records import Score
+from agentlog._records import RunStart, Score
 
 from ._asv import AsvFace, face
 
@@ -46,6 +47,9 @@ FloatArray = NDArray[np.float64]
 class AsvData:
     """Reduced corners per transition and wave, with trajectory and target labels.
 
+    Transitions are in reading order (a folder's files sorted by path, runs and windows in
+    file order); the bootstrap orders its blocks by their sorted trajectory keys.
+
     ``corners[wave]`` has shape (n_transitions, 4): F_ρ0(x−), F_ρ0(x+), F_ρ1(x−), F_ρ1(x+)
     (NaN where incomplete). ``layouts[channel]`` lists that channel's layout set.
     """
@@ -53,7 +57,7 @@ class AsvData:
     channels: tuple[str, str]
     transitions: list[tuple[str, int]]  # (run id, window id)
     window_names: list[str]
-    trajectory: NDArray[Any]  # run id per transition
+    trajectory: NDArray[Any]  # trajectory key per transition (see from_trace)
     target: NDArray[Any]  # task per transition
     corners: dict[int, FloatArray]
     layouts: dict[str, tuple[int, ...]]
@@ -78,6 +82,58 @@ class AsvData:
                                 for w in self.waves])
 
 
+def _run_slot(runs: dict[str, tuple[RunStart, str]], start: RunStart, key: str | None,
+              path: Any) -> str:
+    """Remember a run and its base block label; return its run id (labelled at the end)."""
+    if start.run_id not in runs:
+        if key is not None:
+            if key not in start.meta:
+                present = ", ".join(sorted(map(str, start.meta))) or "none"
+                raise ValueError(
+                    f"{path}: run {start.run} has no meta key {key!r} for `trajectory_key`; "
+                    f"meta keys present: {present}. Record it (al.record(..., meta="
+                    f"{{{key!r}: ...}})) or leave `trajectory_key` unset to group by system, "
+                    "task and seed")
+            base = str(start.meta[key])
+        else:
+            task = "" if start.task is None else start.task
+            base = f"{start.system}/{task}/seed={start.seed}"
+        runs[start.run_id] = (start, base)
+    return start.run_id
+
+
+def _canonical(value: Any) -> bytes:
+    return msgspec.json.encode(value, order="sorted")
+
+
+def _trajectory_labels(runs: dict[str, tuple[RunStart, str]], tell_apart: bool
+                       ) -> dict[str, str]:
+    """Run id → block label, a function of the recorded content only.
+
+    Runs that share ``system/task/seed`` (e.g. the paired rankings of one seed) are told
+    apart by the meta entries in which they differ, appended as ``/key=value`` in key
+    order; runs equal in all of them form one block. A user-given key is used as is.
+    """
+    by_base: dict[str, list[RunStart]] = {}
+    for start, base in runs.values():
+        by_base.setdefault(base, []).append(start)
+    labels: dict[str, str] = {}
+    for base, starts in by_base.items():
+        differing: list[str] = []
+        if tell_apart and len(starts) > 1:
+            keys = sorted({str(k) for st in starts for k in st.meta})
+            differing = [k for k in keys
+                         if len({_canonical(st.meta.get(k)) for st in starts}) > 1]
+        for st in starts:
+            extra = "".join(f"/{k}={_text(st.meta.get(k))}" for k in differing)
+            labels[st.run_id] = base + extra
+    return labels
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else _canonical(value).decode()
+
+
 def from_trace(
     source: Trace | str | os.PathLike[str] | Sequence[Any],
     *,
@@ -85,6 +141,7 @@ def from_trace(
     window: str | None = None,
     score: str | None = None,
     target_key: str = "target",
+    trajectory_key: str | None = None,
 ) -> AsvData:
     """Collect the channel scores of every transition into reduced four-corner faces.
 
@@ -97,6 +154,16 @@ def from_trace(
         target_key: the run meta key naming the transition's target identity ([ASV]
             weights targets equally under ``weighting="equal-target"``); runs without it
             use their task.
+        trajectory_key: the run meta key that names a run's trajectory (its bootstrap
+            block). Default: ``system/task/seed=…``, and for runs that share it the run
+            meta entries in which they differ (``/ranking=agent``) — a function of what was
+            recorded, never of the random run id, so recording the same runs again gives
+            bit-identical intervals. Runs equal in all of it form one block.
+
+    Raises:
+        ValueError: ``channels`` is not two names, a channel has no scores, a score names a
+            state that is neither end of its window, a cell is scored twice, or a run lacks
+            the ``trajectory_key`` meta key.
     """
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
@@ -106,6 +173,7 @@ def from_trace(
     trajectory: list[str] = []
     target: list[str] = []
     layouts: dict[str, set[int]] = {c: set() for c in channels}
+    runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
     seen_channels: set[str] = set()
     for trace in read_traces(source, name="source"):
         for run in trace.runs:
@@ -120,7 +188,7 @@ def from_trace(
                 hashes[w.window] = (w.entry_hash, w.exit_hash)
                 transitions.append((run.start.run_id, w.window))
                 names.append(w.name)
-                trajectory.append(run.start.run_id)
+                trajectory.append(_run_slot(runs, run.start, trajectory_key, trace.path))
                 label = run.start.meta.get(target_key, run.start.task)
                 target.append("" if label is None else str(label))
             for rec in run.records:
@@ -162,6 +230,8 @@ def from_trace(
     if not transitions:
         raise ValueError("no transitions" + (f" of window {window!r}" if window else ""))
     n = len(transitions)
+    labels = _trajectory_labels(runs, trajectory_key is None)
+    trajectory = [labels[r] for r in trajectory]
     waves = sorted({k[1] for k in cells})
     per_layout: dict[tuple[int, str, int], FloatArray] = {}
     for (t, wave, ch, corner, layout), v in cells.items():

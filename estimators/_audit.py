@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -155,7 +155,12 @@ def worst_ranking_mae(estimates: ArrayLike, truth: ArrayLike, *, question: Any,
 
 @dataclass(frozen=True)
 class AuditResult:
-    """Metrics per method with question-clustered bootstrap intervals (shared draws)."""
+    """Metrics per method with question-clustered bootstrap intervals (shared draws).
+
+    Each metric uses every question it can: ranking sensitivity only the questions with
+    runs under both rankings, MAE and direction error every question. ``n_questions`` is the
+    number of questions; ``questions_used[metric]`` how many entered that metric.
+    """
 
     methods: tuple[str, ...]
     metrics: tuple[str, ...]
@@ -164,6 +169,7 @@ class AuditResult:
     n_questions: int
     confidence_level: float
     inputs_hash: str = ""  # SHA-256 of the per-question metric matrix and the settings
+    questions_used: dict[str, int] = field(default_factory=dict)
 
     def interval(self, method: str, metric: str) -> tuple[float, float]:
         j = self._column(method, metric)
@@ -175,7 +181,7 @@ class AuditResult:
         ja, jb = self._column(a, metric), self._column(b, metric)
         d = self.bootstrap.samples[:, ja] - self.bootstrap.samples[:, jb]
         alpha = (1 - self.confidence_level) / 2
-        low, high = np.quantile(d, [alpha, 1 - alpha])
+        low, high = np.nanquantile(d, [alpha, 1 - alpha])
         return self.values[a][metric] - self.values[b][metric], float(low), float(high)
 
     def _column(self, method: str, metric: str) -> int:
@@ -202,8 +208,10 @@ def audit(
     """MAE, ranking sensitivity, direction error and worst-ranking MAE for several methods.
 
     Without ``ranking`` only MAE and direction error are computed. Intervals resample whole
-    questions (all their runs) ``n_resamples`` times with ``default_rng(seed)``. Questions
-    without both rankings do not enter S (nor its interval).
+    questions (all their runs) ``n_resamples`` times with ``default_rng(seed)``. Each metric
+    uses every question it can: questions without both rankings do not enter S (nor its
+    interval) but do enter MAE, direction error and worst-ranking MAE
+    (``AuditResult.questions_used``).
     """
     if not estimates:
         raise ValueError("`estimates` is empty; pass {'method': per-run estimates, ...}")
@@ -227,15 +235,18 @@ def audit(
             cols["worst_ranking_mae"] = _per_question_worst(e, t, q, nq, ranking)
         columns.extend(cols[m] for m in metrics)
     per_question = np.column_stack(columns)
-    # Questions without a pro/anti pair have NaN sensitivity: keep only complete questions.
-    keep = ~np.isnan(per_question).any(axis=1)
-    if not keep.any():
+    # A question without a pro/anti pair has NaN sensitivity: it leaves S (and its interval)
+    # but still counts in MAE, direction error and worst-ranking MAE.
+    usable = ~np.isnan(per_question)
+    if not usable.any(axis=0).all():
         raise ValueError("no question has runs under both rankings")
-    boot = bootstrap_cluster_means(per_question[keep], n_resamples=n_resamples, seed=seed)
+    boot = bootstrap_cluster_means(per_question, n_resamples=n_resamples, seed=seed)
     values = {
         name: {m: float(boot.estimate[i * len(metrics) + j]) for j, m in enumerate(metrics)}
         for i, name in enumerate(names)
     }
-    return AuditResult(names, metrics, values, boot, int(keep.sum()), confidence_level,
+    # the NaN pattern comes from the labels alone, so every method uses the same questions
+    used = {m: int(usable[:, j].sum()) for j, m in enumerate(metrics)}
+    return AuditResult(names, metrics, values, boot, nq, confidence_level,
                        inputs_hash(per_question, config=f"{names}|{n_resamples}|{seed}|"
-                                   f"{threshold}"))
+                                   f"{threshold}"), used)

@@ -17,11 +17,13 @@
   ``q95``, ratio sup or an affine envelope, with leave-one-group-out coverage.
 
 Infinite constants are allowed and give an infinite bound. Where an infinite amplifier meets
-a zero the product is decided by the path, never left as NaN: a path that is exactly matched
-(an entry declared equal to ``μ``, a channel mismatch of ``0``, a zero upstream distance) is
-charged ``0``; an amplifier of ``0`` (a constant stage) gives ``0``; an infinite amplifier on
-any other path gives ``∞`` — an unbounded window on a changed entry has no finite radius,
-which is how a backbone change inside a scaffold window is refused ([LBC] §6.2).
+a zero the product is decided by the path, never left as NaN: a term that is absent (an
+entry declared equal to ``μ``, a constant window ``L_MX = 0``, a slack ``ξ_X = 0``, a channel
+mismatch of ``0``) is charged ``0`` by every amplifier downstream, ``L_C = ∞`` and
+``L_s = ∞`` included (``0·∞ = 0``); an infinite amplifier on any other path — a measured
+``ε_inX = 0`` behind a non-constant window among them — gives ``∞``. An unbounded window
+on a changed entry has no finite radius, which is how a backbone change inside a scaffold
+window is refused ([LBC] §6.2).
 
 Example:
     >>> from agentlog.estimators import bounds
@@ -308,9 +310,15 @@ def nuisance_radius(
         unmatched = ~v[f"entry_matched_{X}"]
         terms[f"entry_{X}"] = _amplify(v[f"L_M_{X}"], v[f"eps_in_{X}"], unmatched)
         terms[f"slack_{X}"] = np.where(unmatched, v[f"xi_{X}"], 0.0)
+        # A term that is absent — a matched entry, a constant window (L_MX = 0), no slack
+        # (ξ_X = 0) — is charged 0 by any amplifier, ∞ included (0·∞ = 0). A measured
+        # ε_inX = 0 behind a non-constant window is not absent: an unbounded L_C still
+        # charges it.
+        present = {"entry": unmatched & (v[f"L_M_{X}"] != 0),
+                   "slack": unmatched & (v[f"xi_{X}"] != 0)}
         for kind in ("entry", "slack"):
             contrib[f"{kind}_{X}"] = _amplify(
-                Ls, _amplify(Lc, terms[f"{kind}_{X}"], unmatched), unmatched)
+                Ls, _amplify(Lc, terms[f"{kind}_{X}"], present[kind]), present[kind])
     for X in _SYSTEMS:
         cont = np.asarray(v[f"eps_cont_{X}"], dtype=np.float64)
         terms[f"continuation_{X}"] = cont
@@ -391,10 +399,14 @@ def _explain_radius(v: Mapping[str, Any], terms: Mapping[str, FloatArray],
                 f"{X}: L_M{X} is unbounded on an entry that differs from μ: no finite radius "
                 "(a backbone change inside a scaffold window, [LBC] §6.2) — refuse the "
                 "pair under this design")
-    unmatched_any = ~(v["entry_matched_A"] & v["entry_matched_B"])
-    if (np.isinf(v["L_C"]) & unmatched_any).any():
+    # an entry that differs from μ behind a constant window and without slack charges nothing
+    charged_any = np.zeros(np.shape(v["L_C"]), dtype=bool)
+    for X in _SYSTEMS:
+        charged_any = charged_any | (~v[f"entry_matched_{X}"] & (
+            (v[f"L_M_{X}"] != 0) | (v[f"xi_{X}"] != 0)))
+    if (np.isinf(v["L_C"]) & charged_any).any():
         lines.append("L_C is unbounded and an entry differs from μ: no finite radius")
-    if (np.isinf(v["L_s"]) & (unmatched_any | (v["eps_cont_A"] > 0) | (v["eps_cont_B"] > 0))
+    if (np.isinf(v["L_s"]) & (charged_any | (v["eps_cont_A"] > 0) | (v["eps_cont_B"] > 0))
             ).any():
         lines.append("L_s is unbounded on a mismatched path: no finite radius")
     cont = terms["continuation_A"] + terms["continuation_B"]

@@ -184,6 +184,29 @@ def _estimate_iv(
                 f"trajectory {row}, round {col + 1}. A zero probability breaks overlap "
                 "(Assumption 1): report the eq. 10 support interval instead"
             )
+    # s_t = Π_{k≤t}(1 − c_k) cannot grow; the slack absorbs rounding in a recomputed product.
+    # NaN (rounds not reached) compares False, so no mask is needed on this hot path, and
+    # the exact comparison (no temporary) screens before the tolerance is applied.
+    if np.greater(S[:, 1:], S[:, :-1]).any() and (
+            rises := np.greater(S[:, 1:] - S[:, :-1], 1e-12)).any():
+        row, col = np.argwhere(rises)[0]
+        raise ValueError(
+            f"`s` must be non-increasing along the rounds (s_t = Π_{{k≤t}}(1 − c_k), eq. 5); "
+            f"found s = {float(S[row, col])!r} at round {col + 1} and "
+            f"{float(S[row, col + 1])!r} at round {col + 2} of trajectory {row}. Pass the "
+            "survival probability, not the per-round stopping probability c_t"
+        )
+    low, high = bounds
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"`bounds` must be finite with L < U; found {bounds!r}")
+    # fmin/fmax skip NaN (rounds not reached): one pass each, no temporary
+    if Y.size and (np.fmin.reduce(Y, axis=None) < low or np.fmax.reduce(Y, axis=None) > high):
+        row, col = np.argwhere(np.less(Y, low) | np.greater(Y, high))[0]
+        raise ValueError(
+            f"`y` must lie in `bounds` [{float(low)!r}, {float(high)!r}] (the score range of "
+            f"Π and eq. 10); found {float(Y[row, col])!r} at trajectory {row}, round "
+            f"{col + 1}. Rescale the scores or pass the range they live in as `bounds`"
+        )
     MB = _per_trajectory("m_bar", m_bar, n)
     if not np.isfinite(MB).all():
         raise ValueError("`m_bar` must be finite")
@@ -202,9 +225,6 @@ def _estimate_iv(
     if anchor not in ("prediction", "opened"):
         raise ValueError(f"`anchor` must be 'prediction' (eq. 9/13) or 'opened' (eq. 12); "
                          f"found {anchor!r}")
-    low, high = bounds
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(f"`bounds` must be finite with L < U; found {bounds!r}")
     return Y, P, S, M, MB, N, LAM, observed
 
 
@@ -230,6 +250,7 @@ def estimate(
             selected document, its logged selection probability ``p_t``, the survival
             probability ``s_t = Π_{k≤t}(1 − c_k)`` and its prediction ``m_{J_t}``; NaN for
             rounds not reached. Columns beyond ``budget`` are ignored (prefix analysis).
+            ``y`` must lie in ``bounds``; ``s`` must not increase along the rounds.
         m_bar: the pool-mean prediction ``m̄``, per trajectory or scalar.
         n_pool: pool size ``N``, per trajectory or scalar.
         budget: ``K`` in eq. 6, the maximum budget (also for trajectories that stopped).
@@ -244,7 +265,13 @@ def estimate(
             θ*; a ``DegenerateDataWarning`` says the point estimate is not θ*.
 
     Returns:
-        A ``CessResult``.
+        A ``CessResult``. A trajectory that opened nothing has a NaN Opened Mean and the
+        estimate ``m̄`` under either anchor (``DegenerateDataWarning``).
+
+    Raises:
+        ValueError: a malformed input, named in backticks: shapes, NaN outside the rounds
+            not reached, ``p``/``s`` outside (0, 1], an increasing ``s``, ``y`` outside
+            ``bounds``, ``lam`` outside [0, 1].
     """
     Y, P, S, M, MB, N, LAM, observed = _estimate_iv(
         y, p, s, m_chosen, m_bar, n_pool, budget, lam, order, anchor, bounds)
@@ -262,13 +289,18 @@ def estimate(
         opened = y0.sum(axis=1) / n_rounds
         sw = w.sum(axis=1)
         ess = sw * sw / (w * w).sum(axis=1)
-    if (n_rounds == 0).any():
+    empty = n_rounds == 0
+    if empty.any():
         warnings.warn(
-            f"{int((n_rounds == 0).sum())} trajectory(ies) opened no document: Opened Mean is "
-            "NaN there and the correction falls back to m̄",
+            f"{int(empty.sum())} trajectory(ies) opened no document: their Opened Mean is "
+            "NaN and their estimate is m̄ (no correction term"
+            + ("; the opened anchor of eq. 12 falls back to m̄ there)" if anchor == "opened"
+               else ")"),
             DegenerateDataWarning, stacklevel=2,
         )
-    base = MB if anchor == "prediction" else opened
+    # With nothing opened there is no ō to anchor on: the opened anchor falls back to m̄
+    # (raw DR is m̄ there too), so the estimate is m̄, as the warning says.
+    base = MB if anchor == "prediction" else np.where(empty, MB, opened)
     corrected = dr_raw if order == "shrink-then-clip" else np.clip(dr_raw, low, high)
     est = np.clip(base + LAM * (corrected - base), low, high)
     max_w = np.where(n_rounds > 0, w.max(axis=1, initial=0.0), np.nan)
@@ -319,6 +351,41 @@ def support_interval(
     return (1 - r) * t + r * low, (1 - r) * t + r * high
 
 
+SUM_TOLERANCE = 1e-6  # the tolerance al.select holds a logged vector to
+
+
+def _logged_vector(k: int, ids: Sequence[Any], probs: ArrayLike) -> FloatArray:
+    """Validate logged vector ``k`` as ``al.select`` validates what it logs."""
+    try:
+        arr = np.asarray(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`vectors` item {k}: the probabilities must be numbers; {exc}"
+                         ) from None
+    if arr.shape != (len(ids),):
+        raise ValueError(
+            f"`vectors` item {k}: each logged vector must have one probability per id; found "
+            f"shape {arr.shape} for {len(ids)} ids"
+        )
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(
+            f"`vectors` item {k}: probabilities must be finite; found {arr[bad]} for id "
+            f"{ids[bad]!r}. A NaN is not an unreachable candidate: log 0 for those"
+        )
+    if (arr < 0).any():
+        bad = int(np.flatnonzero(arr < 0)[0])
+        raise ValueError(f"`vectors` item {k}: probabilities must be non-negative; found "
+                         f"{arr[bad]} for id {ids[bad]!r}")
+    total = float(arr.sum())
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(
+            f"`vectors` item {k}: a logged probability vector must sum to 1 within "
+            f"{SUM_TOLERANCE}; found sum {total!r}. Pass the full vector the controller drew "
+            "from (al.select logs it), not scores"
+        )
+    return arr
+
+
 @dataclass(frozen=True)
 class Support:
     """Reachable candidates D+ of a logged design and the inaccessible mass ρ (eq. 10)."""
@@ -338,13 +405,8 @@ def support_from_vectors(
     """
     reachable: set[Any] = set()
     seen: set[Any] = set()
-    for ids, probs in vectors:
-        arr = np.asarray(probs, dtype=np.float64)
-        if arr.shape != (len(ids),):
-            raise ValueError(
-                f"each logged vector must have one probability per id; found {arr.shape} for "
-                f"{len(ids)} ids"
-            )
+    for k, (ids, probs) in enumerate(vectors):
+        arr = _logged_vector(k, ids, probs)
         seen.update(ids)
         reachable.update(i for i, q in zip(ids, arr, strict=True) if q > 0)
     universe = set(pool) if pool is not None else seen

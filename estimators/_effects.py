@@ -22,11 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from agentlog._errors import DegenerateDataWarning
 
 from ._bootstrap import BootstrapResult, cluster_bootstrap, codes
 from ._cess import THEOREM_2_NOTE, inputs_hash
@@ -42,6 +45,10 @@ def icc_1k(values: ArrayLike, *, target: Any, repeat: Any) -> float:
         values: one measurement per (target, repeat).
         target: the target (task) of each measurement.
         repeat: the repeat (replicate) of each measurement; every target needs the same k.
+
+    Returns:
+        ICC(1,k); NaN, with a ``DegenerateDataWarning``, when every target has the same mean
+        (MSB = 0): the ratio is undefined, there is no between-target spread to repeat.
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or not np.isfinite(v).all():
@@ -62,6 +69,11 @@ def icc_1k(values: ArrayLike, *, target: Any, repeat: Any) -> float:
     msb = k * np.sum((row_means - table.mean()) ** 2) / (n - 1)
     msw = np.sum((table - row_means[:, None]) ** 2) / (n * (k - 1))
     if msb == 0:
+        warnings.warn(
+            f"ICC(1,k) is undefined: the {n} targets have identical means over the {k} "
+            "repeats (MSB = 0), so there is no between-target variance; returning NaN",
+            DegenerateDataWarning, stacklevel=2,
+        )
         return float("nan")
     return float((msb - msw) / msb)
 
@@ -110,7 +122,8 @@ def policy_effects(
             (uniform, fixed), (agent, fixed), (uniform, adaptive), (agent, adaptive).
         cluster: task of each block (default: every block its own cluster).
         repeat: replicate of each block; with ``cluster`` it gives ICC(1,k) per effect.
-        n_resamples, seed, confidence_level: the task-clustered bootstrap.
+        n_resamples, seed, confidence_level: the task-clustered bootstrap; with a single
+            cluster its intervals have zero width (``DegenerateDataWarning``).
     """
     arms = []
     for name, x in (("theta_00", theta_00), ("theta_10", theta_10), ("theta_01", theta_01),
@@ -136,6 +149,14 @@ def policy_effects(
         "total": t11 - t00,
     }
     clusters = np.arange(n) if cluster is None else cluster
+    n_clusters = len(codes(clusters, name="cluster")[0])
+    if n_clusters < 2:
+        warnings.warn(
+            f"all {n} block(s) are in one cluster: the task-clustered bootstrap resamples that "
+            "one cluster every time, so the intervals have zero width and say nothing about "
+            "sampling error; pass `cluster` labels of at least two tasks",
+            DegenerateDataWarning, stacklevel=2,
+        )
     boot = cluster_bootstrap(np.column_stack([per_block[e] for e in EFFECTS]), clusters,
                              n_resamples=n_resamples, seed=seed)
     icc = None

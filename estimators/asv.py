@@ -10,6 +10,7 @@ Example:
 from ._asv import (
     CALIBRATION_NOTE,
     CORNERS,
+    MIN_TRAJECTORIES_FOR_COVERAGE,
     AsvFace,
     AsvSummary,
     AucDifference,
@@ -28,6 +29,7 @@ from ._asv_trace import AsvData, from_trace
 __all__ = [
     "CALIBRATION_NOTE",
     "CORNERS",
+    "MIN_TRAJECTORIES_FOR_COVERAGE",
     "AsvData",
     "AsvFace",
     "AsvSummary",

@@ -1,22 +1,27 @@
 """Reliability beyond the mean and the validity card ([DMC]).
 
 Worst case, CVaR@α (lower tail, Rockafellar–Uryasev, fractional weight on the boundary
-value), Reliability@τ and a seeded percentile bootstrap CI of the mean, per group of a long
+value), Reliability@τ and a seeded bootstrap CI of the mean (BCa by default), per group of a long
 table; Cliff's δ with a bootstrap CI and a sign-flip p-value; pass^k; the ground-truth record
 F1; the degradation curve and reliability gap across difficulty levels; and the validity
 card (scorer probe battery, decision-ownership map, non-degeneracy, licensed claim).
 
 Example:
+    >>> import warnings
     >>> from agentlog.estimators import reliability
     >>> gpt4o_t3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]      # [DMC] §5.1, per-seed F1
-    >>> r = reliability.summary(gpt4o_t3, alpha=0.2, tau=0.9)
+    >>> with warnings.catch_warnings(record=True) as caught:  # under 20 runs: a warning
+    ...     warnings.simplefilter("always")
+    ...     r = reliability.summary(gpt4o_t3, alpha=0.2, tau=0.9)
+    ...     g = reliability.summary([0.9, 1.0, 0.2, 0.8, 0.8, 0.9],
+    ...                             groups=(["a", "a", "a", "b", "b", "b"], ["T3"] * 6))
+    >>> caught[0].category.__name__
+    'DegenerateDataWarning'
     >>> r.mean, r.worst, r.cvar, r.reliability, r.n
     (0.4, 0.0, 0.0, 0.4, 10)
     >>> low, high = r.confidence_interval(confidence_level=0.95)
     >>> bool(low <= r.mean <= high)
     True
-    >>> g = reliability.summary([0.9, 1.0, 0.2, 0.8, 0.8, 0.9],
-    ...                         groups=(["a", "a", "a", "b", "b", "b"], ["T3"] * 6))
     >>> g["b", "T3"].worst
     0.8
     >>> reliability.record_f1(["T3-000001", "T3-000001", "made-up"],
@@ -26,6 +31,7 @@ Example:
 
 from ._reliability import (
     EXACT_LIMIT,
+    MIN_RUNS_FOR_COVERAGE,
     CliffsDeltaResult,
     ConfidenceInterval,
     DegradationCurve,
@@ -66,6 +72,7 @@ from ._validity import (
 __all__ = [
     "CLAIMS",
     "EXACT_LIMIT",
+    "MIN_RUNS_FOR_COVERAGE",
     "VARIANTS",
     "Cell",
     "CliffsDeltaResult",

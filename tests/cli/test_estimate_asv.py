@@ -93,10 +93,11 @@ def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
     out = asv_json(study, "--channels", "direct,quote", "--resamples", "300", "--seed", "3")
     data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin")
     face = data.face()
-    expected = asv.summarize(face, trajectory=data.trajectory, n_resamples=300, seed=3)
+    with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
+        expected = asv.summarize(face, trajectory=data.trajectory, n_resamples=300, seed=3)
     ref = json.loads(json.dumps(expected.to_dict()))
     for key in ("weighting", "n_transitions", "n_trajectories", "n_resamples", "seed",
-                "statistics", "calibration", "note"):
+                "interval_method", "statistics", "calibration", "note"):
         assert out[key] == ref[key], key
     assert out["channels"] == ["direct", "quote"]
     assert out["counts"] == {
@@ -109,7 +110,9 @@ def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
     s = out["settings"]
     assert (s["window"], s["window_source"], s["score"], s["wave"], s["complete_only"]) == (
         "retrieval", "the window both channels score", "margin", 0, False)
-    assert out["retry"] is None and out["plot"] is None and out["warnings"] == []
+    assert out["retry"] is None and out["plot"] is None
+    assert out["interval_method"] == "BCa" and out["settings"]["ci_method"] == "BCa"
+    assert len(out["warnings"]) == 1 and "below 30 the 95% BCa" in out["warnings"][0]
     assert set(out["statistics"]) == {
         "mean_interaction", "median_interaction", "trimmed_mean_interaction",
         "share_negative_interaction", "mean_gain0", "mean_gain1", "mean_sign_disagreement",
@@ -120,8 +123,9 @@ def test_equal_target_weighting_and_the_channel_order_reach_the_estimator(study:
     out = asv_json(study, "--channels", "quote,direct", "--window", "retrieval", "--score",
                    "margin", "--weighting", "equal-target", "--resamples", "200")
     data = asv.from_trace(study, channels=("quote", "direct"), window="retrieval")
-    expected = asv.summarize(data.face(), trajectory=data.trajectory, target=data.target,
-                             weighting="equal-target", n_resamples=200)
+    with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
+        expected = asv.summarize(data.face(), trajectory=data.trajectory,
+                                 target=data.target, weighting="equal-target", n_resamples=200)
     assert out["weighting"] == "equal-target"
     assert out["statistics"]["mean_interaction"]["value"] == pytest.approx(
         expected.values["mean_interaction"], abs=1e-12)
@@ -254,3 +258,22 @@ def test_plot_without_matplotlib_names_the_pip_line(
 def test_estimate_lists_asv() -> None:
     result = invoke("estimate", "--help")
     assert result.exit_code == 0 and "asv" in result.stdout and "cess" in result.stdout
+
+
+def test_ci_method_and_trajectory_key_reach_the_estimator(study: Path) -> None:
+    out = asv_json(study, "--channels", "direct,quote", "--resamples", "300",
+                   "--ci-method", "percentile", "--trajectory-key", "replicate")
+    data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin",
+                          trajectory_key="replicate")
+    assert sorted(set(data.trajectory)) == ["0", "1"]  # two replicates: two blocks
+    with pytest.warns(al.DegenerateDataWarning, match="2 trajectories: below 50"):
+        expected = asv.summarize(data.face(), trajectory=data.trajectory, n_resamples=300,
+                                 method="percentile")
+    assert out["interval_method"] == "percentile" and out["n_trajectories"] == 2
+    assert out["settings"]["trajectory_key"] == "replicate"
+    assert out["statistics"]["mean_interaction"]["interval"] == list(
+        expected.interval("mean_interaction"))
+    err = bad(study, "--channels", "direct,quote", "--ci-method", "bca")
+    assert "--ci-method must be one of BCa, percentile, basic; found 'bca'" in err
+    err = bad(study, "--channels", "direct,quote", "--trajectory-key", "episode")
+    assert "has no meta key 'episode' for `trajectory_key`" in err

@@ -83,11 +83,12 @@ def test_the_table_shows_mean_ci_worst_cvar_and_reliability_per_group(
 def test_json_rows_are_the_library_summary(leaderboard: Path) -> None:
     out = rel_json(leaderboard, "--by", "model,task", "--alpha", "0.3", "--tau", "0.85",
                    "--resamples", "500", "--seed", "7")
-    expected = reliability.summary(
-        GPT4O_T3 + HAIKU_T3 + [1.0, 0.9, 0.8, 1.0],
-        groups={"model": ["gpt-4o"] * 10 + ["haiku"] * 10 + ["gpt-4o"] * 4,
-                "task": ["T3"] * 20 + ["T4"] * 4},
-        alpha=0.3, tau=0.85, n_resamples=500, seed=7).table()
+    with pytest.warns(al.DegenerateDataWarning, match=r"fewer than 20 runs in 3 group\(s\)"):
+        expected = reliability.summary(
+            GPT4O_T3 + HAIKU_T3 + [1.0, 0.9, 0.8, 1.0],
+            groups={"model": ["gpt-4o"] * 10 + ["haiku"] * 10 + ["gpt-4o"] * 4,
+                    "task": ["T3"] * 20 + ["T4"] * 4},
+            alpha=0.3, tau=0.85, n_resamples=500, seed=7).table()
     assert [g["labels"] for g in out["groups"]] == [
         {"model": "gpt-4o", "task": "T3"}, {"model": "gpt-4o", "task": "T4"},
         {"model": "haiku", "task": "T3"}]
@@ -102,7 +103,8 @@ def test_json_rows_are_the_library_summary(leaderboard: Path) -> None:
     assert out["settings"]["score_source"] == "the one score the runs record"
     assert len(out["settings"]["traces"]) == 24 and out["plot"] is None
     assert out["runs"][0]["labels"] == {"model": "gpt-4o", "task": "T3"}
-    assert out["notes"] == [] and out["warnings"] == []
+    assert out["notes"] == [] and out["ci_method"] == "BCa"
+    assert len(out["warnings"]) == 1 and "fewer than 20 runs" in out["warnings"][0]
 
 
 def test_the_same_seed_gives_the_same_intervals_and_another_seed_other_ones(
@@ -273,3 +275,22 @@ def test_a_non_finite_score_exits_2_naming_the_file(tmp_path: Path) -> None:
 def test_estimate_lists_reliability() -> None:
     result = invoke("estimate", "--help")
     assert result.exit_code == 0 and "reliability" in result.stdout
+
+
+def test_ci_method_reaches_the_estimator_and_an_unknown_one_exits_2(leaderboard: Path) -> None:
+    pct = rel_json(leaderboard, "--by", "model", "--ci-method", "percentile", "--resamples",
+                   "300")
+    with pytest.warns(al.DegenerateDataWarning, match="fewer than 20 runs"):
+        expected = reliability.summary(
+            [*GPT4O_T3, 1.0, 0.9, 0.8, 1.0, *HAIKU_T3],
+            groups=["gpt-4o"] * 14 + ["haiku"] * 10, n_resamples=300,
+            method="percentile").table()
+    assert pct["ci_method"] == "percentile"
+    for got, want in zip(pct["groups"], expected, strict=True):
+        assert (got["ci_low"], got["ci_high"]) == (want["ci_low"], want["ci_high"])
+    shown = invoke("estimate", "reliability", leaderboard, "--by", "model", "--ci-method",
+                   "percentile")
+    assert "Intervals: percentile bootstrap of the mean" in shown.stdout
+    err = bad(leaderboard, "--ci-method", "studentized")
+    assert "`method` must be one of 'percentile', 'basic', 'BCa'" in err
+    assert "found 'studentized'" in err

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentlog import IncompleteFaceError
+from agentlog import DegenerateDataWarning, IncompleteFaceError
 from agentlog.estimators import asv
+
+# Most tests pin statistics on a handful of trajectories, not coverage: the small-sample
+# coverage warning has its own tests below.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.* trajectories. below .*coverage study:agentlog.DegenerateDataWarning")
 
 
 def test_papers_004_four_corner_example() -> None:
@@ -230,3 +235,144 @@ def test_the_summary_records_a_hash_of_its_inputs_and_settings() -> None:
     assert a.inputs_hash != asv.summarize(f, trajectory=[1, 0], n_resamples=10).inputs_hash
     assert a.inputs_hash != asv.summarize(f, trajectory=[0, 1], n_resamples=11).inputs_hash
     assert a.to_dict()["inputs_hash"] == a.inputs_hash
+
+
+@pytest.mark.parametrize("call", ["summarize", "retry_disagreement", "auc_difference"])
+@pytest.mark.parametrize("level", [1.5, 0.0, 1.0, -0.2, float("nan"), "0.9"])
+def test_a_confidence_level_outside_0_1_is_refused_up_front(call: str, level: object) -> None:
+    f = asv.face([0.0, 1.0, 0.5], [1.0, 0.5, 0.2], [0.0, 1.0, 0.1], [1.0, 1.0, 0.3])
+    run = {
+        "summarize": lambda: asv.summarize(f, trajectory=[0, 1, 2], confidence_level=level),
+        "retry_disagreement": lambda: asv.retry_disagreement(
+            [[1.0, 2.0], [1.0, -1.0]], [[-1.0, -1.0], [1.0, 1.0]], trajectory=[0, 1],
+            confidence_level=level),
+        "auc_difference": lambda: asv.auc_difference(
+            [0.1, 0.5, 0.3], [0.2, 0.1, 0.4], [1, 0, 1], trajectory=[0, 1, 2],
+            confidence_level=level),
+    }[call]
+    with pytest.raises(ValueError, match=r"`confidence_level` must be a number in \(0, 1\), "
+                                         r"e.g. 0.95; found"):
+        run()
+
+
+def test_an_unknown_interval_method_is_named() -> None:
+    f = asv.face([0.0, 1.0], [1.0, 0.5], [0.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"`method` must be one of 'percentile', 'basic', "
+                                         r"'BCa'.*found 'student'"):
+        asv.summarize(f, trajectory=[0, 1], method="student")  # type: ignore[arg-type]
+    s = asv.summarize(f, trajectory=[0, 1], n_resamples=20)
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        s.interval("mean_interaction", method="t")  # type: ignore[arg-type]
+
+
+def test_bca_pieces_of_the_mean_interaction_are_the_jackknife_and_the_bias_correction() -> None:
+    """One transition per trajectory: the leave-one-trajectory-out mean Ω is the jackknife
+    of a mean, so â = Σd³/(6(Σd²)^{3/2}); the interval is the quantiles of the resamples at
+    the BCa levels; percentile and basic are the plain and reflected quantiles."""
+    from scipy.special import ndtr, ndtri
+
+    rng = np.random.default_rng(8)
+    n = 60
+    omega = rng.exponential(size=n)
+    f = asv.face(np.zeros(n), np.zeros(n), np.zeros(n), omega)
+    s = asv.summarize(f, trajectory=np.arange(n), n_resamples=4_000, seed=2)
+    assert s.method == "BCa"
+    d = omega - omega.mean()
+    a = (d ** 3).sum() / (6 * (d ** 2).sum() ** 1.5)
+    assert s.accelerations["mean_interaction"] == pytest.approx(a, rel=1e-9)
+    b = s.samples["mean_interaction"]
+    theta = s.values["mean_interaction"]
+    z0 = ndtri(((b < theta).mean() + (b <= theta).mean()) / 2)
+    levels = [ndtr(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (ndtri(0.025), ndtri(0.975))]
+    expected = np.quantile(b, levels)
+    assert s.interval("mean_interaction") == pytest.approx(tuple(expected), rel=1e-9)
+    pct = np.quantile(b, [0.025, 0.975])
+    assert s.interval("mean_interaction", method="percentile") == pytest.approx(tuple(pct),
+                                                                        rel=1e-12)
+    assert s.interval("mean_interaction", method="basic") == pytest.approx(
+        (2 * theta - pct[1], 2 * theta - pct[0]), rel=1e-12)
+    assert s.to_dict()["interval_method"] == "BCa"
+
+
+@pytest.mark.filterwarnings("default")
+def test_fewer_trajectories_than_the_coverage_threshold_warn() -> None:
+    limit = asv.MIN_TRAJECTORIES_FOR_COVERAGE["BCa"]
+    n = limit - 1
+    f = asv.face(np.zeros(n), np.zeros(n), np.zeros(n), np.arange(n, dtype=float))
+    with pytest.warns(DegenerateDataWarning, match=rf"{n} trajectories: below {limit} the 95% "
+                                                   r"BCa trajectory-block interval of the mean "
+                                                   r"Ω covered less than 92%"):
+        asv.summarize(f, trajectory=np.arange(n), n_resamples=20)
+    m = asv.MIN_TRAJECTORIES_FOR_COVERAGE["percentile"]
+    assert m > limit  # the study: percentile needs more trajectories than BCa
+    f = asv.face(np.zeros(limit), np.zeros(limit), np.zeros(limit), np.arange(limit * 1.0))
+    with pytest.warns(DegenerateDataWarning, match=rf"below {m} the 95% percentile"):
+        asv.summarize(f, trajectory=np.arange(limit), n_resamples=20, method="percentile")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asv.summarize(f, trajectory=np.arange(limit), n_resamples=20)  # BCa: silent
+
+
+def test_the_default_interval_of_the_mean_interaction_covers_as_the_readme_table_says() -> None:
+    """The README's study, skewed trajectory effects, T = 30 trajectories × 11 transitions:
+    BCa covered 0.922 (400 trials, 1,000 resamples). 150 fresh trials (400 resamples) must
+    agree within 3 Monte Carlo standard errors of the difference."""
+    trials, T, k = 150, 30, 11
+    rng = np.random.default_rng(99)
+    traj = np.repeat(np.arange(T), k)
+    hits = 0
+    for _ in range(trials):
+        omega = (rng.exponential(size=T) - 1.0)[traj] + 0.5 * rng.normal(size=T * k)
+        f = asv.face(np.zeros(T * k), np.zeros(T * k), np.zeros(T * k), omega)
+        s = asv.summarize(f, trajectory=traj, n_resamples=400, seed=int(rng.integers(2**31)))
+        low, high = s.interval("mean_interaction")
+        hits += int(low <= 0.0 <= high)
+    coverage = hits / trials
+    se = np.sqrt(0.922 * 0.078 * (1 / trials + 1 / 400))
+    assert abs(coverage - 0.922) <= 3 * se, coverage
+
+
+def test_retry_and_auc_intervals_take_a_method_with_jackknife_accelerations() -> None:
+    """One transition per trajectory: each leave-one-out retry rate is the jackknife of a
+    mean, so â is Σd³/(6(Σd²)^{3/2}) per column; the AUC's â is the brute-force jackknife's."""
+    rng = np.random.default_rng(12)
+    n = 40
+    a = rng.normal(size=(n, 2))
+    b = rng.normal(loc=0.3, size=(n, 2))
+    r = asv.retry_disagreement(a, b, trajectory=np.arange(n), n_resamples=500, seed=1)
+    assert r.method == "BCa"
+    sa, sb = np.sign(a), np.sign(b)
+    cross = (sa[:, :, None] * sb[:, None, :] < 0).mean(axis=(1, 2))
+    d = cross - cross.mean()
+    assert r.accelerations[0] == pytest.approx((d ** 3).sum() / (6 * (d ** 2).sum() ** 1.5))
+    pct = np.quantile(r.samples[:, 0], [0.025, 0.975])
+    assert r.interval("cross_channel", method="percentile") == pytest.approx(tuple(pct))
+    low, high = r.interval("cross_channel")
+    assert 0.0 <= low <= r.cross_channel <= high <= 1.0
+
+    post0, post1 = rng.normal(size=n), rng.normal(size=n)
+    success = rng.random(n) < 0.5
+    auc = asv.auc_difference(post0, post1, success, trajectory=np.arange(n),
+                             n_resamples=500, seed=1)
+    jack = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        jack.append(stats.mannwhitneyu(post1[keep][success[keep]], post1[keep][~success[keep]]
+                                       ).statistic / (success[keep].sum() * (~success[keep]).sum()))
+    u = (n - 1) * (np.mean(jack) - np.array(jack))
+    assert auc.accelerations[1] == pytest.approx((u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5),
+                                                 rel=1e-9)
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        asv.auc_difference(post0, post1, success, trajectory=np.arange(n), method="BCA")
+
+
+def test_bca_is_nan_with_a_warning_when_every_resample_lies_on_one_side() -> None:
+    """scipy's rule: an infinite bias correction has no BCa interval; say so, do not guess."""
+    from agentlog.estimators._bootstrap import bootstrap_interval
+
+    with pytest.warns(DegenerateDataWarning, match="the BCa interval cannot be computed"):
+        low, high = bootstrap_interval(np.array([1.0, 2.0, 3.0]), 0.5, confidence_level=0.95,
+                                       method="BCa", acceleration=0.0)
+    assert np.isnan(low) and np.isnan(high)

@@ -106,3 +106,81 @@ def test_the_target_identity_comes_from_run_meta_else_the_task(tmp_path: Path) -
     assert list(data.target) == ["opt-a", "task-1"]
     other = asv.from_trace(tmp_path, channels=("direct", "quote"), target_key="absent")
     assert list(other.target) == ["task-0", "task-1"]
+
+
+def record_study(folder: Path, *, reverse: bool = False) -> None:
+    """Twelve runs (system, task, seed) with one scored step each; the same content every
+    time it is recorded (only the random run ids and clocks differ)."""
+    rng = np.random.default_rng(7)
+    margins = rng.normal(size=(12, 4))
+    order = range(11, -1, -1) if reverse else range(12)
+    for i in order:
+        with al.record(folder / f"run{i:02d}.zst", seed=100 + i, task=f"task-{i % 4}",
+                       system="agent", meta={"replicate": i // 4}):
+            step(i)
+            ref = al.last_window("step")
+            assert ref is not None
+            for j, channel in enumerate(("direct", "quote")):
+                al.score("margin", float(margins[i, 2 * j]), channel=channel,
+                         transition=ref.id, state_hash=ref.entry_hash)
+                al.score("margin", float(margins[i, 2 * j + 1]), channel=channel,
+                         transition=ref.id, state_hash=ref.exit_hash)
+
+
+def test_re_recording_the_same_runs_gives_bit_identical_bootstrap_intervals(
+        tmp_path: Path) -> None:
+    """Blocks are keyed by what was recorded (system, task, seed and differing meta), never
+    by the random run id, and ordered by their keys: the intervals of a second recording
+    (run ids, clocks and the order in which the files were written all differ) are the
+    same to the bit."""
+    record_study(tmp_path / "a")
+    record_study(tmp_path / "b", reverse=True)
+    summaries = []
+    for folder in ("a", "b"):
+        data = asv.from_trace(tmp_path / folder, channels=("direct", "quote"))
+        f = data.face()
+        with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below"):
+            summaries.append(asv.summarize(f, trajectory=data.trajectory[f.kept],
+                                           n_resamples=500, seed=0))
+    a, b = summaries
+    assert len({t for t, _ in asv.from_trace(tmp_path / "a", channels=("direct", "quote")
+                                              ).transitions}) == 12  # distinct run ids
+    for name in a.values:
+        assert a.interval(name) == b.interval(name), name
+        assert np.array_equal(a.samples[name], b.samples[name]), name
+    assert a.inputs_hash == b.inputs_hash
+
+
+def test_the_default_trajectory_key_names_system_task_seed_and_replicate(
+        tmp_path: Path) -> None:
+    record_study(tmp_path)
+    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    assert data.trajectory[0] == "agent/task-0/seed=100"
+    assert len(set(data.trajectory)) == 12
+
+
+def test_runs_sharing_system_task_and_seed_are_told_apart_by_their_differing_meta(
+        tmp_path: Path) -> None:
+    """Paired rankings of one seed are two trajectories; an exact repeat is one block."""
+    for i, meta in enumerate(({"ranking": "agent", "k": 1}, {"ranking": "reversed", "k": 1},
+                              {"ranking": "agent", "k": 1})):
+        with al.record(tmp_path / f"r{i}.zst", seed=5, task="q", system="s", meta=meta):
+            step(i)
+            ref = al.last_window("step")
+            assert ref is not None
+            for channel in ("direct", "quote"):
+                for state in (ref.entry_hash, ref.exit_hash):
+                    al.score("margin", 0.1 * i, channel=channel, transition=ref.id,
+                             state_hash=state)
+    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    assert list(data.trajectory) == ["s/q/seed=5/ranking=agent", "s/q/seed=5/ranking=reversed",
+                                     "s/q/seed=5/ranking=agent"]
+
+
+def test_a_user_given_trajectory_key_groups_runs_into_blocks(tmp_path: Path) -> None:
+    record_study(tmp_path)
+    data = asv.from_trace(tmp_path, channels=("direct", "quote"), trajectory_key="replicate")
+    assert sorted(set(data.trajectory)) == ["0", "1", "2"]
+    with pytest.raises(ValueError, match=r"run 0 has no meta key 'episode' for "
+                                         r"`trajectory_key`; meta keys present: replicate"):
+        asv.from_trace(tmp_path, channels=("direct", "quote"), trajectory_key="episode")

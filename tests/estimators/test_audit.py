@@ -65,6 +65,32 @@ def test_audit_reports_every_metric_with_shared_bootstrap_draws() -> None:
     assert np.array_equal(res.bootstrap.samples, again.bootstrap.samples)  # bit-reproducible
 
 
+def test_audit_keeps_a_question_without_both_rankings_in_mae_and_direction_error() -> None:
+    """Question c ran under "pro" only: it leaves S but not MAE, direction error or the
+    worst-ranking MAE, and the result says how many questions each metric used."""
+    est = np.concatenate([EST, [0.9, 0.7]])
+    truth = np.concatenate([TRUTH, [0.0, 0.0]])
+    question = [*QUESTION, "c", "c"]
+    ranking = [*RANKING, "pro", "pro"]
+    res = cess.audit({"x": est}, truth, question=question, ranking=ranking, pro="pro",
+                     anti="anti", n_resamples=500, seed=0)
+    # MAE: a 0.5, b 0.1, c 0.8 -> 1.4 / 3 (without c it would be 0.3)
+    assert res.values["x"]["mae"] == pytest.approx(1.4 / 3, abs=1e-12)
+    assert res.values["x"]["mae"] == pytest.approx(cess.mae(est, truth, question=question))
+    # direction error: a 0.5, b 0.5, c 1.0 (truth neutral, both runs positive)
+    assert res.values["x"]["direction_error"] == pytest.approx(2.0 / 3, abs=1e-12)
+    assert res.values["x"]["worst_ranking_mae"] == pytest.approx((0.5 + 0.2 + 0.8) / 3)
+    assert res.values["x"]["ranking_sensitivity"] == pytest.approx(0.6, abs=1e-12)
+    assert res.n_questions == 3
+    assert res.questions_used == {"mae": 3, "ranking_sensitivity": 2, "direction_error": 3,
+                                  "worst_ranking_mae": 3}
+    low, high = res.interval("x", "ranking_sensitivity")
+    # every resample of S averages copies of a's 1.0 and b's 0.2
+    assert 0.2 - 1e-12 <= low <= 0.6 <= high <= 1.0 + 1e-12
+    low, high = res.interval("x", "mae")
+    assert 0.1 - 1e-12 <= low <= 1.4 / 3 <= high <= 0.8 + 1e-12
+
+
 def test_audit_validates_its_inputs() -> None:
     with pytest.raises(ValueError, match="`estimates` is empty"):
         cess.audit({}, TRUTH, question=QUESTION)

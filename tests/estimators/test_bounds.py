@@ -268,6 +268,33 @@ def test_unbounded_channel_or_score_constants_cost_nothing_on_exact_paths() -> N
     assert "L_C is unbounded" in changed.explanation
 
 
+@pytest.mark.parametrize(("kwargs", "absent"), [
+    ({"L_C": INF, "L_M": (0.0, 0.0), "eps_in": (0.1, 0.1)}, "a constant window (L_M = 0)"),
+    ({"L_s": INF, "L_M": (0.0, 0.0), "eps_in": (0.1, 0.1)}, "a constant window (L_M = 0)"),
+    ({"L_s": INF, "L_C": INF, "L_M": (0.0, INF), "eps_in": (0.1, 0.1),
+      "entry_matched": (False, True)}, "a constant window and a matched entry"),
+])
+def test_an_absent_term_costs_nothing_even_behind_an_unbounded_amplifier(
+        kwargs: dict[str, object], absent: str) -> None:
+    """0·∞ = 0 where the term is absent: nothing reaches the unbounded stage."""
+    r = bounds.nuisance_radius(**kwargs)  # type: ignore[arg-type]
+    assert r.value == 0.0, absent
+    assert all(v == 0.0 for v in r.contributions.values()), absent
+    assert "no finite radius" not in r.explanation
+
+
+def test_no_slack_is_charged_nothing_while_the_entry_term_keeps_its_unbounded_channel() -> None:
+    """ξ = 0 is an absent slack: slack_A contributes 0, the measured entry term stays ∞."""
+    r = bounds.nuisance_radius(L_C=INF, L_M=(1.0, 1.0), eps_in=(0.1, 0.1), xi=(0.0, 0.0),
+                               entry_matched=(False, True))
+    assert r.contributions["slack_A"] == 0.0
+    assert r.contributions["entry_A"] == INF
+    assert r.value == INF
+    finite = bounds.nuisance_radius(L_C=2.0, L_M=(0.0, 1.0), eps_in=(0.3, 0.1),
+                                    xi=(0.0, 0.05), entry_matched=(False, True))
+    assert finite.value == 0.0
+
+
 def test_infinite_radii_are_reported_per_readout() -> None:
     r = bounds.nuisance_radius(L_M=(np.array([INF, 1.0, 1.0]), 1.0), eps_in=(0.1, 0.1))
     np.testing.assert_array_equal(r.finite, [False, True, True])

@@ -167,6 +167,13 @@ def test_a_point_estimate_under_limited_support_warns_and_carries_the_interval()
         ({"anchor": "zero"}, r"`anchor` must be 'prediction'"),
         ({"m_bar": [0.1, 0.2]}, r"`m_bar` must be a scalar or have shape \(1,\)"),
         ({"y": np.zeros((1, 3, 1))}, r"`y` must have shape \(n_trajectories, K\) or \(K,\)"),
+        ({"y": [[0.8, -1.4, 0.8]]}, r"`y` must lie in `bounds` \[-1.0, 1.0\].*found -1.4 at "
+                                    r"trajectory 0, round 2"),
+        ({"y": [[0.8, -0.4, 1.5]], "bounds": (0.0, 2.0)}, r"`y` must lie in `bounds` \[0.0, "
+                                                          r"2.0\].*found -0.4 at trajectory 0, "
+                                                          r"round 2"),
+        ({"s": [[1.0, 0.8, 0.9]]}, r"`s` must be non-increasing along the rounds .*found s = "
+                                   r"0.8 at round 2 and 0.9 at round 3 of trajectory 0"),
     ],
 )
 def test_bad_input_raises_naming_the_parameter(change: dict[str, object], message: str) -> None:
@@ -188,6 +195,50 @@ def test_a_trajectory_that_opened_nothing_warns_and_falls_back_to_the_prediction
         r = cess.estimate([[NAN, NAN]], [[NAN, NAN]], [[NAN, NAN]], [[NAN, NAN]], 0.2, 5,
                           budget=2)
     assert np.isnan(r.opened_mean[0]) and r.dr_raw[0] == 0.2
+
+
+def test_the_opened_anchor_of_a_trajectory_that_opened_nothing_is_the_prediction() -> None:
+    """The warning's fallback is what happens: eq. 12 with no ō gives m̄, not NaN."""
+    y = [[0.5, NAN], [NAN, NAN]]
+    p = [[0.2, NAN], [NAN, NAN]]
+    m = [[0.1, NAN], [NAN, NAN]]
+    with pytest.warns(DegenerateDataWarning, match="the opened anchor of eq. 12 falls back "
+                                                   "to m̄ there"):
+        r = cess.estimate(y, p, [[1.0, NAN], [NAN, NAN]], m, 0.2, 5, budget=2, lam=0.5,
+                          anchor="opened")
+    assert r.estimate[1] == 0.2
+    # the row that opened something still anchors on its Opened Mean: Π[ō + λ(Π[raw] − ō)]
+    raw = 0.2 + (0.5 - 0.1) / (5 * 0.2) / 2
+    assert r.estimate[0] == pytest.approx(0.5 + 0.5 * (raw - 0.5), abs=1e-12)
+
+
+def test_the_opened_anchor_with_rho_gives_the_support_interval_of_the_fallback() -> None:
+    """With ``rho=`` the empty trajectory's interval is built around m̄ (no `theta_plus`
+    error the caller never passed)."""
+    with pytest.warns(DegenerateDataWarning, match="opened no document"):
+        r = cess.estimate([[NAN]], [[NAN]], [[NAN]], [[NAN]], 0.2, 5, budget=1,
+                          anchor="opened", rho=0.0)
+    assert r.estimate[0] == r.support_low[0] == r.support_high[0] == 0.2
+
+
+@pytest.mark.parametrize(
+    ("vectors", "message"),
+    [
+        ([(["a", "b"], [0.5, 0.5]), (["a", "b", "c"], [1.0, 1.0, 1.0])],
+         r"`vectors` item 1: a logged probability vector must sum to 1 within 1e-06; found "
+         r"sum 3.0"),
+        ([(["a", "b"], [1.5, -0.5])], r"`vectors` item 0: probabilities must be non-negative; "
+                                       r"found -0.5 for id 'b'"),
+        ([(["a", "b"], [1.0, NAN])], r"`vectors` item 0: probabilities must be finite; found "
+                                      r"nan for id 'b'. A NaN is not an unreachable candidate"),
+        ([(["a", "b"], [1.0])], r"`vectors` item 0: each logged vector must have one "
+                                 r"probability per id"),
+    ],
+)
+def test_support_from_vectors_refuses_what_select_would_not_log(
+        vectors: list[tuple[list[str], list[float]]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        cess.support_from_vectors(vectors)
 
 
 def test_the_result_records_a_hash_of_its_inputs() -> None:

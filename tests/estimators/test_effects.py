@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agentlog import DegenerateDataWarning
 from agentlog.estimators import cess
 
 
@@ -57,6 +58,23 @@ def test_icc_1k_matches_the_one_way_anova_by_hand() -> None:
     assert cess.icc_1k(values, target=target, repeat=repeat) == pytest.approx((msb - msw) / msb)
 
 
+def test_icc_warns_and_returns_nan_when_the_targets_do_not_differ() -> None:
+    """MSB = 0: (MSB − MSW)/MSB is 0/0; the NaN comes with a warning saying why."""
+    with pytest.warns(DegenerateDataWarning, match=r"ICC\(1,k\) is undefined: the 2 targets "
+                                                   r"have identical means .*\(MSB = 0\)"):
+        icc = cess.icc_1k([1.0, 3.0, 3.0, 1.0], target=[0, 0, 1, 1], repeat=[0, 1, 0, 1])
+    assert np.isnan(icc)
+
+
+def test_policy_effects_of_one_cluster_warn_that_the_interval_has_no_width() -> None:
+    with pytest.warns(DegenerateDataWarning, match=r"all 3 block\(s\) are in one cluster: .*"
+                                                   r"zero width"):
+        fx = cess.policy_effects([0.0, 0.1, 0.2], [0.3, 0.5, 0.4], [0.1, 0.1, 0.0],
+                                 [0.5, 0.6, 0.7], cluster=["t", "t", "t"], n_resamples=50)
+    low, high = fx.confidence_interval("selection")
+    assert low == high == pytest.approx(fx.selection)
+
+
 def test_icc_needs_a_balanced_design() -> None:
     with pytest.raises(ValueError, match="balanced design"):
         cess.icc_1k([1.0, 2.0, 3.0], target=[0, 0, 1], repeat=[0, 1, 0])
@@ -75,7 +93,9 @@ def test_effects_and_audits_record_a_hash_of_their_inputs() -> None:
     args = ([0.0, 1.0], [1.0, 2.0], [0.0, 1.0], [2.0, 3.0])
     a = cess.policy_effects(*args, n_resamples=10)
     assert a.inputs_hash == cess.policy_effects(*args, n_resamples=10).inputs_hash
-    assert a.inputs_hash != cess.policy_effects(*args, cluster=[0, 0], n_resamples=10).inputs_hash
+    with pytest.warns(DegenerateDataWarning, match="one cluster"):
+        one = cess.policy_effects(*args, cluster=[0, 0], n_resamples=10)
+    assert a.inputs_hash != one.inputs_hash
     audit = cess.audit({"m": [0.1, 0.2]}, [0.0, 0.0], question=["x", "y"], n_resamples=10)
     other = cess.audit({"m": [0.1, 0.3]}, [0.0, 0.0], question=["x", "y"], n_resamples=10)
     assert len(audit.inputs_hash) == 64 and audit.inputs_hash != other.inputs_hash
