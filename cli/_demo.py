@@ -191,10 +191,9 @@ def summarize_cess_demo(
     |first ranking − second ranking| per question and averages over questions.
     """
     # Both imported here: the example registers its windows by name (see run_demo), and
-    # the estimators are not needed to start the CLI. (mypy sees examples/ and estimators/
-    # as top-level packages, hence the ignores.)
-    from agentlog.estimators import cess  # type: ignore[import-not-found,unused-ignore]
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+    # the estimators are not needed to start the CLI.
+    from agentlog.estimators import cess
+    from agentlog.examples.deep_research import (
         make_pool,
     )
 
@@ -237,7 +236,7 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
     Trajectory = run, empirical weighting, ``ASV_RESAMPLES`` trajectory-block draws
     (seed 0). The calibration verdict is Remark 2 applied to the mean gains.
     """
-    from agentlog.estimators import asv  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import asv
 
     data = asv.from_trace(list(paths), channels=ASV_CHANNELS, window=ASV_WINDOW,
                           score=ASV_SCORE)
@@ -288,8 +287,8 @@ def summarize_certify_demo(out: Path, tasks: Sequence[str], *, seeds: int) -> di
     out/variants --plan out/plan.toml`` computes it: admissibility from the plan and the
     sealed retrieval entries before any score is read, then eq. 4 per pair.
     """
-    from agentlog.estimators import certify  # type: ignore[import-not-found,unused-ignore]
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import certify
+    from agentlog.examples.deep_research import (
         Policy,
         run_study,
     )
@@ -329,8 +328,7 @@ def run_demo(
                        "write the demo traces into")
     # Imported here, not at module level: the example registers its windows ("retrieval",
     # ...) by name, and other commands must not register them in the user's process.
-    # (mypy sees examples/ as a top-level package, hence the ignore.)
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.examples.deep_research import (
         run_study,
         task_ids,
     )

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import agentlog as al
-from agentlog.estimators.asv import (  # type: ignore[import-not-found,unused-ignore]
+from agentlog.estimators.asv import (
     cyclic_layouts,
 )
 
