@@ -2,7 +2,7 @@
 
 Example:
     >>> import agentlog as al
-    >>> with al.record("/tmp/doc-run.zst", system="demo", seed=7, task="q-1") as run:
+    >>> with al.record("doc-run.zst", system="demo", seed=7, task="q-1") as run:
     ...     go = al.proceed(0.5, name="stop")
 """
 

@@ -13,13 +13,13 @@ Example:
     >>> @al.window("step")
     ... def step(x: int) -> int:
     ...     return x + 1
-    >>> with al.record("/tmp/agentlog-asv-doc.zst", seed=1, task="t"):
+    >>> with al.record("agentlog-asv-doc.zst", seed=1, task="t"):
     ...     _ = step(1)
     ...     ref = al.last_window("step")
     ...     for ch, (b, a) in {"direct": (0.1, 0.5), "quote": (0.2, 0.1)}.items():
     ...         al.score("margin", b, channel=ch, transition=ref.id, state_hash=ref.entry_hash)
     ...         al.score("margin", a, channel=ch, transition=ref.id, state_hash=ref.exit_hash)
-    >>> data = asv.from_trace("/tmp/agentlog-asv-doc.zst", channels=("direct", "quote"))
+    >>> data = asv.from_trace("agentlog-asv-doc.zst", channels=("direct", "quote"))
     >>> [round(float(g), 12) for g in data.face().interaction]
     [-0.5]
 """
