@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,15 +42,3 @@ def test_no_example_writes_to_a_fixed_path_in_the_system_temporary_folder() -> N
                     offenders.append(f"{test.name}: {example.source.strip()}")
     assert offenders == []
 
-
-def test_the_readme_recording_example_runs(tmp_path: Path) -> None:
-    """The first Python block of README.md records, reads and verifies a run (in a child
-    interpreter, as a user would run it)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = text.index("```python\n") + len("```python\n")
-    script = tmp_path / "readme_example.py"
-    script.write_text(text[start:text.index("```", start)])
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "runs" / "q-001.zst").exists()
