@@ -6,9 +6,9 @@ Example:
     ... def retrieve(question: str) -> list[str]:
     ...     i = al.select([0.7, 0.3], candidates=["d1", "d2"], name="doc")
     ...     return [["d1", "d2"][i]]
-    >>> with al.record("/tmp/agentlog-doctest.zst", system="demo", seed=7, task="q-1"):
+    >>> with al.record("agentlog-doctest.zst", system="demo", seed=7, task="q-1"):
     ...     docs = retrieve("what is x?")
-    >>> trace = al.read("/tmp/agentlog-doctest.zst")
+    >>> trace = al.read("agentlog-doctest.zst")
     >>> [w.name for w in trace.windows()]
     ['retrieval']
 

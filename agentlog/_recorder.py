@@ -2,13 +2,14 @@
 
 Example:
     >>> import agentlog as al
-    >>> with al.record("/tmp/doc-run.zst", system="demo", seed=7, task="q-1") as run:
+    >>> with al.record("doc-run.zst", system="demo", seed=7, task="q-1") as run:
     ...     go = al.proceed(0.5, name="stop")
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import uuid
@@ -254,7 +255,16 @@ def score(
 ) -> None:
     """Record a readout of the current window (or of the run outside any window).
 
-    No-op without an active recorder.
+    While a run is recorded the value must be a finite real number: NaN and ±inf are
+    refused with a ``ValueError`` (nothing is written), because one of them would
+    silently turn every mean, interval and ranking computed from the trace into NaN.
+    Score a failed evaluation as a number your estimator understands (e.g. 0.0) or not
+    at all. No-op without an active recorder (nothing is checked either: no recorder, no
+    cost).
+
+    Raises:
+        TypeError: ``value`` is not a real number.
+        ValueError: ``value`` is NaN or infinite.
     """
     run = current_run_var.get()
     if run is None:
@@ -265,6 +275,12 @@ def score(
         raise TypeError(
             f"`value` of score {name!r} must be a real number; found {type(value).__name__}"
         ) from None
+    if not math.isfinite(v):
+        raise ValueError(
+            f"`value` of score {name!r} must be finite; found {v}. A NaN or infinite score "
+            "would make every estimate over it NaN: record a number (e.g. 0.0 for a failed "
+            "evaluation) or skip the score."
+        )
     window = window_in(run)
     run.writer.put(
         Score(

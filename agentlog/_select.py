@@ -138,6 +138,8 @@ def select(
             "entries; pass one id per probability"
         )
     if run is None:
+        if _state.active_runs:
+            _state.warn_runless_thread(f"select {name!r}")
         with np.errstate(divide="ignore"):
             return int(np.argmax(np.log(p) + _fallback_rng.gumbel(size=n)))
     pool = _noise.pool(candidates, n)
@@ -225,6 +227,8 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
         raise ValueError(f"`p_continue` of proceed {name!r} must be in [0, 1]; found {p}")
     run = current_run_var.get() if _state.active_runs else None
     if run is None:
+        if _state.active_runs:
+            _state.warn_runless_thread(f"proceed {name!r}")
         return bool(_fallback_rng.random() < p)
     step = run.next_step(name)
     steer = current_steer_var.get()

@@ -12,9 +12,12 @@ import hashlib
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._errors import InstrumentationWarning
 
 if TYPE_CHECKING:
     from ._writer import TraceWriter
@@ -58,6 +61,7 @@ class Run:
         "durability",
         "index",
         "last_exit",
+        "link_exit",
         "lock",
         "meta",
         "parent_run",
@@ -107,6 +111,10 @@ class Run:
         self._steps: dict[str, itertools.count[int]] = {}
         # window name -> (window id, entry hash, exit hash) of its latest successful exit
         self.last_exit: dict[str, tuple[int, bytes, bytes]] = {}
+        # generator window name -> (window id, hash of its list of yields): what an
+        # ``after=`` successor links to, because a consumer receives the yields, not the
+        # sealed ``{"yields": ..., "return": ...}`` exit (see ``_window.py``).
+        self.link_exit: dict[str, tuple[int, bytes]] = {}
         self.redact = redact
         self.durability = durability
         self.tracer = tracer
@@ -204,6 +212,31 @@ current_window_var: ContextVar[WindowState | None] = ContextVar("agentlog_window
 # Number of runs open anywhere in the process. Decorated calls test this plain global
 # first: with no recorder at all they skip even the ContextVar lookup.
 active_runs = 0
+
+
+_thread_warned = False
+
+
+def warn_runless_thread(what: str) -> None:
+    """Warn once per process that ``what`` ran outside every run while one is recorded.
+
+    Called only when ``active_runs`` is non-zero and this context has no run: the typical
+    cause is a plain ``ThreadPoolExecutor``, whose threads do not inherit context
+    variables, so the call would vanish from the trace without a word.
+    """
+    global _thread_warned
+    thread = threading.current_thread()
+    if _thread_warned or thread is threading.main_thread():
+        return
+    _thread_warned = True  # set first: a warning filter that raises must not re-enter
+    warnings.warn(
+        f"{what} ran in thread {thread.name!r}, which sees no agentlog run, while a run is "
+        "being recorded in this process: it was not recorded. Submit the work with "
+        "agentlog.context.copy_context_executor() (or contextvars.copy_context().run) so "
+        "that the thread records into the run. This warning is shown once per process.",
+        InstrumentationWarning,
+        stacklevel=3,
+    )
 
 
 def current_run() -> Run | None:

@@ -19,9 +19,9 @@ Checks, per file:
 
 Example:
     >>> import agentlog as al
-    >>> with al.record("/tmp/agentlog-verify-doc.zst", seed=1):
+    >>> with al.record("agentlog-verify-doc.zst", seed=1):
     ...     _ = al.proceed(0.5, name="stop")
-    >>> al.verify("/tmp/agentlog-verify-doc.zst").ok
+    >>> al.verify("agentlog-verify-doc.zst").ok
     True
 """
 

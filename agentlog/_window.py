@@ -15,14 +15,28 @@ from it.
 
 ``after="retrieval"`` declares that this window's entry must equal the latest exit of
 the ``retrieval`` window in the same run ("the exit hash is the next entry hash"). The
-value compared is the ``entry=`` projection when one is given, else the sole argument
-when the function takes exactly one, else the whole argument map. A mismatch, or a
-missing predecessor, is recorded and reported by ``agentlog verify`` as a bypass.
+link rule, on each side:
+
+* this window's side: the ``entry=`` projection when one is given, else the argument of
+  its **first parameter** (after ``self``/``cls``): ``retrieve(queries, budget=4)`` with
+  ``after="plan"`` links ``queries`` to plan's exit, whatever ``budget`` is. A window
+  with no parameter, or whose first parameter is secret, cannot carry the link and is
+  refused at decoration time (pass ``entry=``);
+* the predecessor's side: its exit (the ``exit=`` projection when one is given). For a
+  generator predecessor without ``exit=`` it is the **list of its yields**, what a
+  consumer writing ``list(gen(...))`` passes on.
+
+A mismatch, or a missing predecessor, is recorded and reported by ``agentlog verify``
+as a bypass.
 
 Sync functions, coroutines, generators and async generators are supported. A generator
 window stays open across its yields without leaking into the caller's context, and
-closes on exhaustion (exit = ``{"yields": [...], "return": value}``), on ``close()`` or
-garbage collection (status closed), or on an exception (the failure exit ⊥).
+closes on exhaustion (exit = ``{"return": value, "yields": [...]}``), on ``close()`` or
+garbage collection (status closed, exit = ``{"closed": True, "yields": [...]}``: the
+items yielded so far), or on an exception (the failure exit ⊥). An ``exit=`` projection
+of a generator window receives that map.
+
+``@al.window`` and ``@al.tool`` also work bare: the name is then the function's name.
 
 Example:
     >>> import agentlog as al
@@ -42,7 +56,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -88,7 +102,6 @@ def _warn_once(key: str, message: str) -> None:
 
 class _Spec:
     __slots__ = (
-        "_single",
         "after",
         "binder",
         "entry",
@@ -96,6 +109,7 @@ class _Spec:
         "exit",
         "fn",
         "forbid",
+        "link_param",
         "n_positional",
         "name",
         "name_key",
@@ -121,7 +135,7 @@ class _Spec:
         self.after = after
         self.forbid = forbid
         self.binder = ArgumentBinder(fn, secret=secret)
-        self._single = len(self.binder.parameters) == 1
+        self.link_param = _link_parameter(name, fn, self.binder, entry, after)
         self.name_key = receipt_key(name)
         # Parameter names when every argument is passed positionally, there are no
         # secrets and no self/cls: then the bound map is just zip(names, args).
@@ -130,6 +144,43 @@ class _Spec:
         self.tails = self.binder.default_tails()
         self.entry_struct = self.binder.entry_struct()
         self.span_name = f"agentlog.window.{name}"
+
+
+def _link_parameter(name: str, fn: Callable[..., Any], binder: ArgumentBinder,
+                    entry: Callable[..., Any] | None, after: str | None) -> str | None:
+    """The parameter whose argument an ``after=`` link compares, refusing impossible links.
+
+    A link that can never hold would report a bypass on every run; it is refused here,
+    when the fix is one keyword away, rather than discovered by ``verify`` later.
+    """
+    if after is None or entry is not None:
+        return None
+    if not binder.parameters:
+        raise TypeError(
+            f"@window({name!r}, after={after!r}) decorates {fn.__qualname__}(), which takes "
+            f"no argument, so nothing can carry {after!r}'s exit into it and every run would "
+            f"be a bypass. Pass the predecessor's exit as an argument, or give "
+            f"entry=lambda: ... to name the value that must equal it."
+        )
+    first = binder.parameters[0].name
+    if first in binder.secrets:
+        raise TypeError(
+            f"@window({name!r}, after={after!r}): the link compares the first parameter, "
+            f"{first!r}, which is secret and never written, so the link could never hold. "
+            f"Give entry=lambda {', '.join(p.name for p in binder.parameters)}: <the value "
+            f"that must equal {after!r}'s exit>."
+        )
+    return first
+
+
+def _link_hash(run: Run, value: Any, what: str) -> bytes | None:
+    """The hash a link compares: ``value`` sealed as an artifact of ``run`` would be."""
+    if run.redact is not None:
+        value = _redacted(run.redact, value)
+    try:
+        return _sha256(encode(value, what=what)).digest()
+    except ArtifactEncodingError:  # recorded as an unlinkable entry: verify says bypass
+        return None
 
 
 def _failure_payload(exc: BaseException) -> dict[str, str]:
@@ -153,6 +204,7 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     else:
         bound = spec.binder.bind(args, kwargs)
     args_hash: bytes | None = None
+    arguments = bound
     if spec.entry is None:
         if run.redact is None:
             data = encode_arguments(bound, window=spec.name)
@@ -179,12 +231,18 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             args_hash = None
     link_hash = expected = None
     if spec.after is not None:
-        if spec.entry is None and spec._single and run.redact is None:
-            link_hash = _sha256(encode(next(iter(bound.values())), what="entry")).digest()
-        else:
+        if spec.link_param is None:  # the entry= projection is the link
             link_hash = entry_hash
+        else:
+            param = spec.link_param
+            link_hash = None if param not in arguments else _link_hash(
+                run, arguments[param], f"window {spec.name!r} argument {param!r}")
         predecessor = run.last_exit.get(spec.after)
-        expected = None if predecessor is None else predecessor[2]
+        if predecessor is not None:
+            expected = predecessor[2]
+            yielded = run.link_exit.get(spec.after)
+            if yielded is not None and yielded[0] == predecessor[0]:
+                expected = yielded[1]  # a generator predecessor links by its yields
     st.entry_hash = entry_hash
     # Positional construction: keyword construction of a Struct costs ~5x more here.
     run.writer.put(
@@ -516,6 +574,19 @@ def _wrap_coroutine(spec: _Spec) -> Callable[..., Any]:
     return wrapper
 
 
+def _note_yields(spec: _Spec, st: WindowState, yields: list[Any]) -> None:
+    """Keep the hash of a finished generator window's yields for its ``after=`` successors.
+
+    Without an ``exit=`` projection the successor's link compares the list of yields (what
+    ``list(gen(...))`` hands on); with one, the projection is the exit and the link.
+    """
+    if spec.exit is not None:
+        return
+    link = _link_hash(st.run, yields, f"window {spec.name!r} yields")
+    if link is not None:
+        st.run.link_exit[spec.name] = (st.id, link)
+
+
 def _wrap_generator(spec: _Spec) -> Callable[..., Any]:
     fn = spec.fn
 
@@ -536,6 +607,7 @@ def _wrap_generator(spec: _Spec) -> Callable[..., Any]:
             except StopIteration as stop:
                 _leave(st, token, EXIT_OK, _exit_payload(spec, {"yields": yields,
                                                                  "return": stop.value}))
+                _note_yields(spec, st, yields)
                 return stop.value
             except BaseException as exc:
                 _leave_failed(st, token, exc)
@@ -581,6 +653,7 @@ def _wrap_async_generator(spec: _Spec) -> Callable[..., Any]:
                 item = await method(arg)
             except StopAsyncIteration:
                 _leave(st, token, EXIT_OK, _exit_payload(spec, {"yields": yields, "return": None}))
+                _note_yields(spec, st, yields)
                 return
             except BaseException as exc:
                 _leave_failed(st, token, exc)
@@ -605,6 +678,11 @@ def _wrap_async_generator(spec: _Spec) -> Callable[..., Any]:
     return wrapper
 
 
+@overload
+def window(name: F, /) -> F: ...
+
+
+@overload
 def window(
     name: str,
     *,
@@ -613,21 +691,48 @@ def window(
     after: str | None = None,
     forbid: Iterable[str] = (),
     secret: Iterable[str] = (),
-) -> Callable[[F], F]:
+) -> Callable[[F], F]: ...
+
+
+def window(
+    name: str | F,
+    *,
+    entry: Callable[..., Any] | None = None,
+    exit: Callable[[Any], Any] | None = None,
+    after: str | None = None,
+    forbid: Iterable[str] = (),
+    secret: Iterable[str] = (),
+) -> Callable[[F], F] | F:
     """Declare a comparison window.
 
     Args:
-        name: the window's name (the unit compared across systems).
+        name: the window's name (the unit compared across systems). Bare ``@al.window``
+            names the window after the function.
         entry: projection ψ_in, called with the function's arguments; its value is the
             sealed entry. Without it the entry is the map of effective arguments.
-        exit: projection ψ_out of the return value; its value is the sealed exit.
-        after: name of the declared predecessor window whose exit must equal this entry.
+        exit: projection ψ_out of the return value; its value is the sealed exit. A
+            generator window's return value is ``{"return": value, "yields": [...]}``
+            (``{"closed": True, "yields": [...]}`` when closed early).
+        after: name of the declared predecessor window whose exit must equal this
+            window's *link value*: the ``entry=`` projection when given, else the
+            argument of the first parameter (``retrieve(queries, budget=4)`` links
+            ``queries``). A generator predecessor's exit is, for the link, the list of
+            its yields (unless it has an ``exit=`` projection). A window with no
+            parameter or a secret first parameter is refused (``TypeError``): give
+            ``entry=``. A mismatch is reported by ``agentlog verify`` as a bypass.
         forbid: tool names that may not be called inside this window (and its children);
             a call raises ``SealedWindowError`` and is recorded as refused.
         secret: parameter names never written (also ``Annotated[str, al.Secret]``).
 
     With no active recorder the decorated function is just called.
+
+    Raises:
+        ValueError: ``name`` is not a non-empty string.
+        TypeError: the decorated object is not callable, or the ``after=`` link could
+            never hold (the message says which ``entry=`` to give).
     """
+    if callable(name):  # bare @al.window
+        return window(getattr(name, "__name__", ""))(name)
     if not isinstance(name, str) or not name:
         raise ValueError(f"`name` must be a non-empty str; found {name!r}")
     if isinstance(forbid, str):
@@ -636,11 +741,14 @@ def window(
         secret = (secret,)
     forbidden = frozenset(forbid)
     secrets = tuple(secret)
+    window_name = name
 
     def decorate(fn: F) -> F:
         if not callable(fn):
-            raise TypeError(f"@window({name!r}) decorates a function; found {type(fn).__name__}")
-        spec = _Spec(name, fn, entry, exit, after, forbidden, secrets)
+            raise TypeError(
+                f"@window({window_name!r}) decorates a function; found {type(fn).__name__}"
+            )
+        spec = _Spec(window_name, fn, entry, exit, after, forbidden, secrets)
         if inspect.isasyncgenfunction(fn):
             wrapped = _wrap_async_generator(spec)
         elif inspect.iscoroutinefunction(fn):
@@ -651,7 +759,7 @@ def window(
             wrapped = _wrap_function(spec)
         wrapped.__agentlog_window__ = spec  # type: ignore[attr-defined]
         with _registry_lock:
-            _registry[name] = fn
+            _registry[window_name] = fn
         return cast(F, wrapped)
 
     return decorate
@@ -708,47 +816,77 @@ def _tool_enter(
     return run, st, args_hash
 
 
-def tool(name: str, *, secret: Iterable[str] = ()) -> Callable[[F], F]:
+@overload
+def tool(name: F, /) -> F: ...
+
+
+@overload
+def tool(name: str, *, secret: Iterable[str] = ()) -> Callable[[F], F]: ...
+
+
+def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
     """Declare a tool. Each call is recorded as a ToolCall in the current window.
 
     Inside a window that forbids ``name`` (``window(..., forbid=(name,))``) a call raises
     ``SealedWindowError``: absence by construction. No-op without an active recorder.
+    Bare ``@al.tool`` names the tool after the function.
+
+    A call from a thread that does not see the run (a plain ``ThreadPoolExecutor``) is
+    not recorded; while a run is open the first such call warns
+    (``InstrumentationWarning``): use ``agentlog.context.copy_context_executor()``.
+
+    Raises:
+        ValueError: ``name`` is not a non-empty string.
     """
+    if callable(name):  # bare @al.tool
+        return tool(getattr(name, "__name__", ""))(name)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` of @tool must be a non-empty str; found {name!r}")
     if isinstance(secret, str):
         secret = (secret,)
+    tool_name = name
 
     def decorate(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"@tool({tool_name!r}) decorates a function; found "
+                            f"{type(fn).__name__}")
         binder = ArgumentBinder(fn, secret=secret)
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                if not _state.active_runs or current_run_var.get() is None:
+                if not _state.active_runs:
                     return await fn(*args, **kwargs)
-                run, st, args_hash = _tool_enter(name, binder, args, kwargs)
+                if current_run_var.get() is None:
+                    _state.warn_runless_thread(f"tool {tool_name!r}")
+                    return await fn(*args, **kwargs)
+                run, st, args_hash = _tool_enter(tool_name, binder, args, kwargs)
                 t0 = _perf()
                 try:
                     result = await fn(*args, **kwargs)
                 except BaseException as exc:
-                    _tool_record(run, st, name, t0, 1, args_hash, None, exc)
+                    _tool_record(run, st, tool_name, t0, 1, args_hash, None, exc)
                     raise
-                _tool_record(run, st, name, t0, 0, args_hash, result, None)
+                _tool_record(run, st, tool_name, t0, 0, args_hash, result, None)
                 return result
 
             return cast(F, awrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not _state.active_runs or current_run_var.get() is None:
+            if not _state.active_runs:
                 return fn(*args, **kwargs)
-            run, st, args_hash = _tool_enter(name, binder, args, kwargs)
+            if current_run_var.get() is None:
+                _state.warn_runless_thread(f"tool {tool_name!r}")
+                return fn(*args, **kwargs)
+            run, st, args_hash = _tool_enter(tool_name, binder, args, kwargs)
             t0 = _perf()
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:
-                _tool_record(run, st, name, t0, 1, args_hash, None, exc)
+                _tool_record(run, st, tool_name, t0, 1, args_hash, None, exc)
                 raise
-            _tool_record(run, st, name, t0, 0, args_hash, result, None)
+            _tool_record(run, st, tool_name, t0, 0, args_hash, result, None)
             return result
 
         return cast(F, wrapper)

@@ -4,7 +4,7 @@ Example::
 
     >>> from agentlog._records import Score
     >>> from agentlog._writer import TraceWriter
-    >>> w = TraceWriter("/tmp/agentlog-writer-doctest.zst")
+    >>> w = TraceWriter("agentlog-writer-doctest.zst")
     >>> w.put(Score(run=0, window=-1, name="f1", value=0.83))
     >>> w.close()
     >>> w.records_written

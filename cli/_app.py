@@ -9,7 +9,11 @@ unreadable file, a bad option). Every error names the file and what to do.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from agentlog import __version__
 
 from ._certify_cmd import certify_command
 from ._demo import demo_command
@@ -20,13 +24,39 @@ from ._inspect import inspect_command
 from ._validity_card import validity_card_command
 from ._verify_cmd import verify_command
 
+# Output cites the papers behind each estimator by short keys; --help says which.
+REFERENCES = (
+    "Papers cited in the output: "
+    "[LBC] What Can a Leaderboard Certify? (arXiv:2609.32318); "
+    "[DMC] The Double Measurement Confound in Agent Benchmarks (arXiv:2609.09218); "
+    "[SSC] Search Shapes Conclusions; "
+    "[ASV] Agent Step Value."
+)
+
 app = typer.Typer(
     name="agentlog",
     help="Record, inspect and verify sealed traces of LLM agents.",
+    epilog=REFERENCES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agentlog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print agentlog's version and exit.")] = False,
+) -> None:
+    """Record, inspect and verify sealed traces of LLM agents."""
+
 app.command("demo")(demo_command)
 app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)

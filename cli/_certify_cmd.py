@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -41,11 +41,8 @@ from ._inspect import table
 from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, short_path, stdout
 from ._verify_cmd import load_traces
 
-# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
-# certification objects are typed Any here (as the estimators are in _estimate).
-Plan = Any
-Board = Any
-CertifyData = Any
+if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
+    from agentlog.estimators.certify import Board, CertifyData, Plan
 
 PLAN_HINT = "see examples/plans/deep_research.toml for a complete plan"
 DECISIONS = {  # decision -> (label, colour)
@@ -65,7 +62,7 @@ SAMPLING = {  # plan.sampling -> how the header and the footnote name the sampli
 
 def certify_module() -> Any:
     """``agentlog.estimators.certify``, imported on first use (not needed to start the CLI)."""
-    from agentlog.estimators import certify  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import certify
 
     return certify
 
@@ -100,7 +97,8 @@ def load_plan(path: Path | None) -> Plan:
         raise BadInput(f"{path}: no such plan file; pass a TOML certification plan ({PLAN_HINT})")
     certify = certify_module()
     try:
-        return certify.Plan.from_toml(path)
+        plan: Plan = certify.Plan.from_toml(path)
+        return plan
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path}: is not a text (UTF-8 TOML) file ({exc.reason}); pass a TOML "
                        f"certification plan ({PLAN_HINT})") from exc

@@ -16,6 +16,8 @@ bundled plan); ``render_demo`` draws it section by section, so that new sections
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -174,6 +176,69 @@ def summarize_study(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def pool_tables(
+    tasks: Sequence[str], *, pool_seed: int = DEMO_POOL_SEED, n_candidates: int = DEMO_CANDIDATES,
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
+    """``(outcomes Y, predictions m)`` of every candidate of every question's pool.
+
+    Keyed by ``(task, candidate id)``, from the generated pools (``make_pool``), so each
+    run's pool is its question's whole pool and θ* is known.
+    """
+    # Imported here: the example registers its windows by name (see run_demo).
+    from agentlog.examples.deep_research import make_pool
+
+    outcomes: dict[tuple[str, str], float] = {}
+    predictions: dict[tuple[str, str], float] = {}
+    for task in tasks:
+        pool = make_pool(task, n_candidates, seed=pool_seed)
+        for cid, y, m in zip(pool.ids, pool.y, pool.prediction, strict=True):
+            outcomes[(task, cid)] = float(y)
+            predictions[(task, cid)] = float(m)
+    return outcomes, predictions
+
+
+def write_pool_tables(out: Path, tasks: Sequence[str]) -> dict[str, str]:
+    """Write ``out/outcomes.csv`` (task, candidate_id, y) and ``out/predictions.csv``
+    (task, candidate_id, m): the tables ``agentlog estimate cess --outcomes/--predictions``
+    and ``cess.from_trace(outcomes=..., predictions=...)`` read."""
+    outcomes, predictions = pool_tables(tasks)
+    paths = {}
+    for name, column, values in (("outcomes", "y", outcomes), ("predictions", "m", predictions)):
+        path = out / f"{name}.csv"
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["task", "candidate_id", column])
+            writer.writerows([task, cid, repr(v)] for (task, cid), v in values.items())
+        paths[name] = str(path)
+    return paths
+
+
+def prepare_out(out: Path) -> None:
+    """Make sure the demo can write into ``out`` before recording anything.
+
+    An unwritable folder would otherwise surface as one instrumentation warning per trace
+    and then a misleading "no such file" from reading them back.
+    """
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder; pass --out with a folder to "
+                       "write the demo traces into")
+    probe = out / ".agentlog-demo-probe"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise BadInput(f"{out}: cannot write the demo traces there ({reason}); pass --out "
+                       "with a folder you can create and write to") from None
+
+
+def can_plot() -> bool:
+    """Whether matplotlib is installed (``pip install 'agentlog[plot]'``): the demo
+    suggests ``--plot`` only then."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def summarize_cess_demo(
     paths: Sequence[Path],
     tasks: Sequence[str],
@@ -190,21 +255,11 @@ def summarize_cess_demo(
     ([SSC] eq. 16) averages each (question, ranking)'s runs first, then takes
     |first ranking − second ranking| per question and averages over questions.
     """
-    # Both imported here: the example registers its windows by name (see run_demo), and
-    # the estimators are not needed to start the CLI. (mypy sees examples/ and estimators/
-    # as top-level packages, hence the ignores.)
-    from agentlog.estimators import cess  # type: ignore[import-not-found,unused-ignore]
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
-        make_pool,
-    )
+    # Imported here: the estimators are not needed to start the CLI.
+    from agentlog.estimators import cess
 
-    outcomes: dict[tuple[str, str], float] = {}
-    predictions: dict[tuple[str, str], float] = {}
-    for task in tasks:
-        pool = make_pool(task, n_candidates, seed=pool_seed)
-        for cid, y, m in zip(pool.ids, pool.y, pool.prediction, strict=True):
-            outcomes[(task, cid)] = y
-            predictions[(task, cid)] = m
+    outcomes, predictions = pool_tables(tasks, pool_seed=pool_seed,
+                                        n_candidates=n_candidates)
     data = cess.from_trace(list(paths), outcomes=outcomes, predictions=predictions,
                            budget=budget)
     res = data.estimate(lam=DEMO_LAM, order=DEMO_ORDER)
@@ -237,7 +292,7 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
     Trajectory = run, empirical weighting, ``ASV_RESAMPLES`` trajectory-block draws
     (seed 0). The calibration verdict is Remark 2 applied to the mean gains.
     """
-    from agentlog.estimators import asv  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import asv
 
     data = asv.from_trace(list(paths), channels=ASV_CHANNELS, window=ASV_WINDOW,
                           score=ASV_SCORE)
@@ -288,8 +343,8 @@ def summarize_certify_demo(out: Path, tasks: Sequence[str], *, seeds: int) -> di
     out/variants --plan out/plan.toml`` computes it: admissibility from the plan and the
     sealed retrieval entries before any score is read, then eq. 4 per pair.
     """
-    from agentlog.estimators import certify  # type: ignore[import-not-found,unused-ignore]
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import certify
+    from agentlog.examples.deep_research import (
         Policy,
         run_study,
     )
@@ -323,14 +378,15 @@ def run_demo(
     seeds: int = 3,
     rankings: Sequence[str] = DEFAULT_RANKINGS,
 ) -> dict[str, Any]:
-    """Record ``tasks x rankings x seeds`` runs of the bundled agent into ``out``; summarise."""
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder; pass --out with a folder to "
-                       "write the demo traces into")
+    """Record ``tasks x rankings x seeds`` runs of the bundled agent into ``out``; summarise.
+
+    Besides the traces, ``out`` receives ``outcomes.csv`` and ``predictions.csv`` (the pool
+    tables CESS reads), ``plan.toml`` and ``variants/`` (the certified leaderboard).
+    """
+    prepare_out(out)
     # Imported here, not at module level: the example registers its windows ("retrieval",
     # ...) by name, and other commands must not register them in the user's process.
-    # (mypy sees examples/ as a top-level package, hence the ignore.)
-    from agentlog.examples.deep_research import (  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.examples.deep_research import (
         run_study,
         task_ids,
     )
@@ -345,18 +401,25 @@ def run_demo(
     summary["asv"] = summarize_asv_demo(paths)
     summary["reliability"] = summarize_reliability_demo(paths)
     summary["certify"] = summarize_certify_demo(out, task_list, seeds=seeds)
+    summary["tables"] = write_pool_tables(out, task_list)
     first = short_path(paths[0])
     # The study's own traces lie at the top of `out`; the variants below it, in `variants/`.
     study = f"{short_path(out)}/*.zst"
     summary["out"] = str(out)
     summary["design"] = {"tasks": tasks, "seeds": seeds, "rankings": list(rankings)}
+    tables = summary["tables"]
+    # --plot needs matplotlib, an extra: suggest only what runs in this environment.
+    plot = " --plot ranks.png" if can_plot() else ""
     summary["next"] = [f"agentlog inspect {first}", f"agentlog verify {short_path(out)}",
+                       f"agentlog estimate cess {study} --outcomes "
+                       f"{short_path(tables['outcomes'])} --predictions "
+                       f"{short_path(tables['predictions'])}",
                        f"agentlog estimate asv {study} --channels {','.join(ASV_CHANNELS)}",
                        f"agentlog estimate reliability {study} --by "
                        f"{','.join(RELIABILITY_BY)} --score {RELIABILITY_SCORE} "
                        f"--lower-is-better --tau {RELIABILITY_TAU:g}",
                        f"agentlog certify {short_path(summary['certify']['traces'])} --plan "
-                       f"{short_path(summary['certify']['plan']['path'])} --plot ranks.png"]
+                       f"{short_path(summary['certify']['plan']['path'])}{plot}"]
     return summary
 
 
@@ -386,7 +449,9 @@ def _render_rankings(summary: dict[str, Any], console: Console) -> None:
                   fmt_num(r["opened_mean"], 3), fmt_num(r["theta_star"], 3),
                   f"{r['bias']:+.3f}", fmt_num(r["mae"], 3))
     console.print(t)
-    console.print("[dim]θ* is the same pool under every ranking; the gap between the rows is "
+    console.print("[dim]Opened Mean: the mean evidence score of the documents a run opened. "
+                  "θ* (the pool target): the mean evidence score over the question's whole "
+                  "candidate pool, the same under every ranking; the gap between the rows is "
                   "selection bias: the agent's ranking sorts by relevance, which correlates "
                   "with the evidence score.[/]")
 
@@ -406,10 +471,13 @@ def _render_cess(summary: dict[str, Any], console: Console) -> None:
         t.add_row(f"ranking sensitivity S ({escape(a)} vs {escape(b)})",
                   *(f"{c['sensitivity'][key]:.3f}" for key, _ in CESS_METHODS))
     console.print(t)
-    console.print(f"[dim]CESS = {escape(c['formula'])}: clip the raw correction, then shrink "
-                  f"it toward the pool prediction with λ = {c['lam']:g}, fixed before any "
-                  "outcome is seen. S (eq. 16) averages each question's runs per ranking, "
-                  "then |difference| per question, then over questions.[/]")
+    console.print("[dim]raw DR: the doubly robust estimate of θ* from the logged probability "
+                  "of every selection and of reaching every round (eq. 6). CESS (Causal "
+                  f"Evidence Selection Correction) = {escape(c['formula'])}: clip (Π) the raw "
+                  "correction to the score scale, then shrink it toward the pool prediction "
+                  f"m̄ with λ = {c['lam']:g}, fixed before any outcome is seen. S (eq. 16) "
+                  "averages each question's runs per ranking, then |difference| per "
+                  "question, then over questions.[/]")
     console.print(f"[dim]{escape(c['note'])}[/]")
 
 
@@ -432,11 +500,13 @@ def _render_asv(summary: dict[str, Any], console: Console) -> None:
         return f"{x:.1%}"
 
     cal = a["calibration"]
-    console.print(f"[bold]ASV of the {escape(a['window'])} step, {escape(c0)} vs {escape(c1)} "
-                  f"([ASV])[/]: {a['n_transitions']} transitions, "
+    console.print(f"[bold]ASV (Agent Step Value) of the {escape(a['window'])} step, "
+                  f"{escape(c0)} vs {escape(c1)} ([ASV])[/]: {a['n_transitions']} transitions, "
                   f"{a['n_trajectories']} trajectories, {a['layouts'][c0]} cyclic layouts "
                   "reduced within each channel")
-    console.print(f"  mean Ω = G^{escape(c1)} − G^{escape(c0)}: {ci('mean_interaction')}")
+    console.print(f"  mean Ω = G^{escape(c1)} − G^{escape(c0)} (the interaction: how much the "
+                  f"step's gain G changes between the two evaluation channels): "
+                  f"{ci('mean_interaction')}")
     console.print(f"  mean gains: {escape(c0)} {ci('mean_gain0')}, {escape(c1)} "
                   f"{ci('mean_gain1')}")
     console.print(f"  sign disagreement: {ci('mean_sign_disagreement', pct)} of transitions "
@@ -447,8 +517,9 @@ def _render_asv(summary: dict[str, Any], console: Console) -> None:
         verdict = ("the sign of the mean Ω does not (both mean gains have the same sign; "
                    f"rescaling {escape(c1)} by α1/α0 = {cal['witness'][1]:.3g} reverses it)"
                    if cal["witness"] else "the sign of the mean Ω does not")
-    console.print(f"  calibration (Remark 2): gain signs and sign disagreement survive any "
-                  f"positive-affine recalibration of either channel; {verdict}")
+    console.print("  calibration ([ASV] Remark 2, calibration invariance): gain signs and sign "
+                  "disagreement survive any positive-affine recalibration of either channel; "
+                  f"{verdict}")
     console.print(f"[dim]Intervals: {a['confidence_level']:.0%} trajectory-block bootstrap, "
                   f"{a['n_resamples']:,} draws in the demo (agentlog estimate asv uses "
                   "10,000).[/]")
@@ -461,7 +532,9 @@ def _render_reliability(summary: dict[str, Any], console: Console) -> None:
     if not r:
         return
     console.print(f"[bold]Reliability beyond the mean ([DMC])[/]: each run's error "
-                  f"|Opened Mean − θ*| per {escape(', '.join(r['by']))}, lower is better")
+                  f"|Opened Mean − θ*| per {escape(', '.join(r['by']))}, lower is better; "
+                  f"worst = the largest error over the runs, CVaR@{r['alpha']:g} (conditional "
+                  f"value at risk) = the mean of the worst {r['alpha']:.0%} of runs")
     names = [escape(group_name(g["labels"])) for g in r["groups"]]
     width = max(len(n) for n in names)
     for name, g in zip(names, r["groups"], strict=True):
@@ -476,9 +549,8 @@ def _render_reliability(summary: dict[str, Any], console: Console) -> None:
             console.print(f"  The mean and the tail disagree: {names[by_mean]} has the lower "
                           f"mean error, {names[by_tail]} the lower CVaR@{r['alpha']:g}; a "
                           "mean-only report would hide it.")
-    console.print(f"[dim]worst = the largest error over the runs; CVaR@{r['alpha']:g} = the "
-                  f"mean of the worst {r['alpha']:.0%} of runs; {r['confidence_level']:.0%} "
-                  f"bootstrap CI of the mean, {r['n_resamples']:,} draws (seed {r['seed']}).[/]")
+    console.print(f"[dim]{r['confidence_level']:.0%} bootstrap CI of the mean, "
+                  f"{r['n_resamples']:,} draws (seed {r['seed']}).[/]")
     for w in [*r["notes"], *r["warnings"]]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 
@@ -511,7 +583,10 @@ def _render_certify(summary: dict[str, Any], console: Console) -> None:
     decided = [p for p in pairs if p["decision"] in
                ("certified", "undecided-sampling", "undecided-attribution")]
     if decided:
-        console.print("  admissible pairs, |Δ̂| against q + ε̂_out + r (eq. 4):")
+        console.print("  admissible pairs (the plan allows comparing them), certified when the "
+                      "score gap |Δ̂| exceeds q (sampling radius) + ε̂_out (estimated "
+                      "difference of the conditions outside the window) + r (attribution "
+                      "radius) (eq. 4):")
         names = [f"{p['better']} ≻ {p['worse']}" if p["better"] is not None
                  else f"{p['a']} vs {p['b']}" for p in decided]
         name_width = max(len(n) for n in names)
@@ -541,9 +616,10 @@ def _render_certify(summary: dict[str, Any], console: Console) -> None:
         console.print(f"  [magenta]not decided[/]: {len(short)} pair(s) with fewer than "
                       f"{b['plan']['min_common_tasks']} common questions; run the demo with "
                       f"--tasks {max(b['plan']['min_common_tasks'], DEFAULT_TASKS)}")
-    console.print("  ladder (Table 2): " + " → ".join(
+    console.print("  conventional ladder ([LBC] Table 2): " + " → ".join(
         f"{r['rule']} {r['decided']}/{r['out_of']}" for r in b["ladder"])
-        + " pairs ordered (R0 a sorted table … R5 the certificate)")
+        + " pairs ordered (R0 a sorted table, R1 a paired t-test, R2 cluster-robust, "
+        "R3 + Bonferroni, R4 + admissibility, R5 the certificate)")
     top = rows[0]["system"]
     if top in refused_everywhere(pairs):
         lo, hi = rows[0]["rank"]
@@ -554,9 +630,12 @@ def _render_certify(summary: dict[str, Any], console: Console) -> None:
                              "one backbone): ε̂_out = 0 and r = 0, so certification rests on "
                              "the sampling radius q alone" if exact else
                              "q: the sampling radius; ε̂_out + r: the nuisance radius (eq. 3)")
-                  + f" ({'CR1' if b.get('sampling') == 'cr1' else 'CR2, Bell–McCaffrey df'}"
-                  f" over questions, Bonferroni over {b['family_size']} pairs). Rank: "
-                  "the certified interval (● pinned).[/]")
+                  + " (" + ("CR1 cluster-robust standard errors" if b.get("sampling") == "cr1"
+                          else "CR2 (bias-reduced) cluster-robust standard errors with "
+                               "Bell–McCaffrey degrees of freedom")
+                  + " over questions, Bonferroni over "
+                  f"{b['family_size']} pairs). Rank: the certified interval"
+                  + (" (● pinned)" if any(row["pinned"] for row in rows) else "") + ".[/]")
 
 
 def _render_next(summary: dict[str, Any], console: Console) -> None:

@@ -16,7 +16,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -29,10 +29,8 @@ from ._inspect import table
 from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, pyplot, stdout
 from ._verify_cmd import load_traces
 
-# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
-# estimator objects are typed Any here (as the example agent is in _demo).
-CessData = Any
-CessResult = Any
+if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
+    from agentlog.estimators.cess import CessData, CessResult
 
 estimate_app = typer.Typer(
     name="estimate",
@@ -75,7 +73,7 @@ def _finite(x: float) -> float | None:
 
 def cess_module() -> Any:
     """``agentlog.estimators.cess``, imported on first use (it is not needed to start the CLI)."""
-    from agentlog.estimators import cess  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import cess
 
     return cess
 
@@ -325,8 +323,9 @@ def cess_command(
     stop = stop_stream or None
 
     def build(kk: int) -> CessData:
-        return cess.from_trace(loaded, outcomes=y, predictions=m, stream=stream,
-                               stop_stream=stop, budget=kk)
+        data: CessData = cess.from_trace(loaded, outcomes=y, predictions=m, stream=stream,
+                                         stop_stream=stop, budget=kk)
+        return data
 
     kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}
     with warnings.catch_warnings(record=True) as records:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -31,11 +31,8 @@ from ._inspect import table
 from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout
 from ._verify_cmd import load_traces
 
-# mypy sees estimators/ as a top-level package rather than agentlog.estimators, so the
-# estimator objects are typed Any here (as in _estimate).
-AsvData = Any
-AsvFace = Any
-AsvSummary = Any
+if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
+    from agentlog.estimators.asv import AsvData, AsvFace, AsvSummary
 
 WEIGHTINGS = ("empirical", "equal-target")
 CI_METHODS = ("BCa", "percentile", "basic")  # scipy.stats.bootstrap's names; BCa the default
@@ -59,7 +56,7 @@ RETRY = (("cross_channel", "cross-channel (every wave pairing)"),
 
 def asv_module() -> Any:
     """``agentlog.estimators.asv``, imported on first use (not needed to start the CLI)."""
-    from agentlog.estimators import asv  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import asv
 
     return asv
 

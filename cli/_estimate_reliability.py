@@ -59,8 +59,7 @@ CONFIDENCE_LEVEL = 0.95
 
 def reliability_module() -> Any:
     """``agentlog.estimators.reliability``, imported on first use (not needed to start the CLI)."""
-    # mypy sees estimators/ as a top-level package rather than agentlog.estimators.
-    from agentlog.estimators import reliability  # type: ignore[import-not-found,unused-ignore]
+    from agentlog.estimators import reliability
 
     return reliability
 

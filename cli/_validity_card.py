@@ -1,7 +1,8 @@
 """``agentlog validity-card``: what a benchmark score licenses ([DMC] §4.4, §5.5).
 
 Builds ``reliability.validity_card`` from recorded traces: the decision-ownership map
-(``select(..., owner=)``), the replay check (every trace verifies), the non-degeneracy of
+(``select(..., owner=)``), the replay gate (a trace that does not verify fails it; traces
+that verify leave it not probed until a replay has been run), the non-degeneracy of
 model-owned decisions against a per-run score, and, when ``--scorer`` names a scorer, the
 probe battery (correct, empty, fabricated, duplicate-laden, contradictory metadata) on the
 probe tasks of ``--probes`` (default: the toy tasks of ``agentlog.examples.scorers``).
@@ -116,6 +117,11 @@ def render_card(card: Any, out: dict[str, Any], console: Console) -> None:
     if s["score"] is None:
         console.print("[dim]Non-degeneracy was not tested: pass --decision NAME (and --score "
                       "NAME) to test a model-owned decision against a per-run outcome.[/]")
+    replay = next((c for c in card.cells if c.item.startswith("replay:")), None)
+    if replay is not None and replay.status == "not probed":
+        console.print("[dim]The replay gate is not probed: verifying the traces shows the "
+                      "recorded draws regenerate, not that the runs re-execute; model "
+                      "capability stays unlicensed until a replay has been run.[/]")
 
 
 def validity_card_command(

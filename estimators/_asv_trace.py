@@ -13,13 +13,13 @@ Example:
     >>> @al.window("step")
     ... def step(x: int) -> int:
     ...     return x + 1
-    >>> with al.record("/tmp/agentlog-asv-doc.zst", seed=1, task="t"):
+    >>> with al.record("agentlog-asv-doc.zst", seed=1, task="t"):
     ...     _ = step(1)
     ...     ref = al.last_window("step")
     ...     for ch, (b, a) in {"direct": (0.1, 0.5), "quote": (0.2, 0.1)}.items():
     ...         al.score("margin", b, channel=ch, transition=ref.id, state_hash=ref.entry_hash)
     ...         al.score("margin", a, channel=ch, transition=ref.id, state_hash=ref.exit_hash)
-    >>> data = asv.from_trace("/tmp/agentlog-asv-doc.zst", channels=("direct", "quote"))
+    >>> data = asv.from_trace("agentlog-asv-doc.zst", channels=("direct", "quote"))
     >>> [round(float(g), 12) for g in data.face().interaction]
     [-0.5]
 """
@@ -69,6 +69,10 @@ class AsvData:
 
     def face(self, *, wave: int | None = None, complete_only: bool = False) -> AsvFace:
         """The face of one wave (default: the first), see ``asv.face``."""
+        if not self.waves:
+            raise ValueError(f"no channel scores on the {len(self.transitions)} transitions "
+                             f"of windows {sorted(set(self.window_names))}; pick the window "
+                             "the channels score (window=)")
         w = self.waves[0] if wave is None else wave
         if w not in self.corners:
             raise ValueError(f"no scores for wave {w}; waves present: {self.waves}")
@@ -134,6 +138,28 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else _canonical(value).decode()
 
 
+def _default_window(traces: Sequence[Trace], channels: tuple[str, str]) -> str | None:
+    """The one window whose transitions carry scores on both channels.
+
+    Taking every window instead would mix transitions that only one channel (or no
+    channel) scored into the face, which is then incomplete. None when no window is
+    scored on both: the caller's own checks then say what is missing.
+    """
+    scored: dict[str, set[str]] = {}
+    for trace in traces:
+        for run in trace.runs:
+            names = {w.window: w.name for w in run.windows}
+            for rec in run.records:
+                if (isinstance(rec, Score) and rec.channel in channels
+                        and rec.transition in names):
+                    scored.setdefault(names[rec.transition], set()).add(rec.channel)
+    both = sorted(name for name, chans in scored.items() if len(chans) == 2)
+    if len(both) > 1:
+        raise ValueError(f"channels {channels[0]!r} and {channels[1]!r} both score the "
+                         f"transitions of windows {both}; pass window= to pick one")
+    return both[0] if both else None
+
+
 def from_trace(
     source: Trace | str | os.PathLike[str] | Sequence[Any],
     *,
@@ -149,7 +175,9 @@ def from_trace(
         source: a Trace, a trace path, a folder (every ``*.zst`` below it), or a list of
             them.
         channels: ``(ρ0, ρ1)``, e.g. ``("direct", "quote")``.
-        window: only transitions of windows with this name.
+        window: only transitions of windows with this name. Default: the one window
+            whose transitions both channels score (what ``agentlog estimate asv`` picks);
+            when several are, a ``ValueError`` names them and asks for ``window=``.
         score: only Score records with this name (default: every channel score).
         target_key: the run meta key naming the transition's target identity ([ASV]
             weights targets equally under ``weighting="equal-target"``); runs without it
@@ -175,7 +203,10 @@ def from_trace(
     layouts: dict[str, set[int]] = {c: set() for c in channels}
     runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
     seen_channels: set[str] = set()
-    for trace in read_traces(source, name="source"):
+    traces = read_traces(source, name="source")
+    if window is None:
+        window = _default_window(traces, channels)
+    for trace in traces:
         for run in trace.runs:
             if run.start is None:
                 continue

@@ -38,7 +38,10 @@ item is never read as passing.
     action was ever chosen; otherwise a seeded Monte Carlo permutation test (9,999
     permutations of Y across runs) of the between-action statistic ``Σ_a n_a Ȳ_a²``
     (equivalent to the one-way ANOVA F under permutation), ``p = (1 + #{T* ≥ T})/(1 + R)``;
-    pass iff ``p ≤ level`` (0.05).
+    pass iff ``p ≤ level`` (0.05). Only actions chosen in two or more runs enter the test
+    (a run whose action was seen once carries no within-action information); with fewer
+    than two such actions, or when they cover fewer than half of the runs, the cell is
+    not probed.
 
 (d) **Licensed claim**, the strongest reading the lattice of §5.5 permits:
 
@@ -46,9 +49,9 @@ item is never read as passing.
     * scorer not criterion-sensitive (a shape scorer) → **self-report compliance**;
     * criterion-sensitive, ``scorer_basis="specification"`` → **specification compliance**;
     * criterion-sensitive outcome scorer, and the model owns the claimed decisions, they
-      are non-degenerate (ownership is necessary, not sufficient: §4.1) and the run
-      replays (every trace verifies: seals, and every draw regenerated from its seed) →
-      **model capability**;
+      are non-degenerate (ownership is necessary, not sufficient: §4.1) and the runs
+      replay (every trace verifies *and* a re-execution was run and matched: verification
+      alone leaves the gate not probed) → **model capability**;
     * otherwise (an outcome scorer over an uncontrolled scaffold) → **system performance**.
 
     ``model capability`` also licenses ``system performance``; the other claims license
@@ -635,37 +638,75 @@ def non_degeneracy(
                     "decision is degenerate and no sample size repairs it")
         return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
                              int(n_permutations), cell)
-    replicated = int((counts >= 2).sum())
-    if replicated < 2:
+    replicated = counts >= 2
+    n_rep = int(replicated.sum())
+    once = k - n_rep
+    seen = (f"{k} actions: {n_rep} seen in two or more runs, {once} seen once"
+            if once else f"{k} actions")
+    if n_rep < 2:
         # With (almost) every action seen once, E[Y|A] cannot be compared: the permutation
         # statistic is then nearly constant and its p-value says nothing either way.
-        cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({k} actions), but only {replicated} "
+        cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({seen}), but only {n_rep} "
                     "action(s) occur in two or more runs; comparing E[Y|A] needs at least "
                     "two replicated actions (record more runs, or a coarser decision)")
         return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
                              int(n_permutations), cell)
-    onehot = np.zeros((n, k))
-    onehot[np.arange(n), code] = 1.0
-    observed = float((means * means * counts).sum())
+    # The test compares the replicated actions only: a run whose action was seen once
+    # carries no within-action information, and a verdict resting on such runs would
+    # read noise as a difference of E[Y|A].
+    keep = replicated[code]
+    m = int(keep.sum())
+    if 2 * m < n:
+        # Most runs chose an action no other run chose: a verdict from the few that did
+        # would speak for a minority of the data, so the decision is not probed.
+        cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({seen}), but only {m} of {n} runs chose "
+                    "an action another run also chose; a test of E[Y|A] would rest on a "
+                    "minority of the runs (record more runs, or a coarser decision)")
+        return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
+                             int(n_permutations), cell)
+    rep_index = np.cumsum(replicated) - 1
+    sub_code = rep_index[code[keep]]
+    sub_y = y[keep]
+    sub_counts = counts[replicated]
+    onehot = np.zeros((m, n_rep))
+    onehot[np.arange(m), sub_code] = 1.0
+    sub_means = means[replicated]
+    observed = float((sub_means * sub_means * sub_counts).sum())
     rng = np.random.default_rng(seed)
     null = np.empty(n_permutations)
-    step = max(1, (1 << 22) // n)
+    step = max(1, (1 << 22) // m)
     for lo in range(0, n_permutations, step):
         hi = min(n_permutations, lo + step)
-        perm = rng.permuted(np.broadcast_to(y, (hi - lo, n)), axis=1)
+        perm = rng.permuted(np.broadcast_to(sub_y, (hi - lo, m)), axis=1)
         sums = perm @ onehot
-        null[lo:hi] = (sums * sums / counts).sum(axis=1)
+        null[lo:hi] = (sums * sums / sub_counts).sum(axis=1)
     gamma = abs(observed) * np.finfo(np.float64).eps * 100
     pvalue = float((1 + np.count_nonzero(null >= observed - gamma)) / (1 + n_permutations))
-    shown = ", ".join(f"{a!r}: {m:.3f} (n={c})" for a, m, c in zip(levels, means.tolist(),
-                                                                    counts.tolist(),
-                                                                    strict=True))
     verdict = PASS if pvalue <= level else FAIL
     relation = "≤" if verdict == PASS else ">"
-    cell = Cell(item, verdict, f"Var(A) > 0 ({k} actions); E[Y|A] = {{{shown}}}; "
-                f"permutation p = {pvalue:.4f} {relation} {level}")
+    over = f" over the {m} runs of replicated actions" if once else ""
+    cell = Cell(item, verdict, f"Var(A) > 0 ({seen}); E[Y|A] = "
+                f"{{{_summarize_actions(levels, means, counts)}}}; permutation p = "
+                f"{pvalue:.4f} {relation} {level}{over}")
     return NonDegeneracy(name, tuple(levels), counts, means, pvalue, float(level),
                          int(n_permutations), cell)
+
+
+SHOWN_ACTIONS = 5  # E[Y|A] entries a cell or a Markdown row shows; to_dict keeps them all
+
+
+def _summarize_actions(levels: Sequence[Any], means: NDArray[np.float64],
+                       counts: NDArray[np.intp]) -> str:
+    """E[Y|A] of the most frequent replicated actions, then how many are not shown."""
+    order = sorted((i for i in range(len(levels)) if counts[i] >= 2),
+                   key=lambda i: (-int(counts[i]), repr(levels[i])))
+    shown = ", ".join(f"{levels[i]!r}: {means[i]:.3f} (n={int(counts[i])})"
+                      for i in order[:SHOWN_ACTIONS])
+    rest = len(order) - SHOWN_ACTIONS
+    once = int((counts == 1).sum())
+    extra = [f"{rest} more replicated"] if rest > 0 else []
+    extra += [f"{once} seen once"] if once else []
+    return shown + (f", … ({', '.join(extra)})" if extra else "")
 
 
 @dataclass(frozen=True)
@@ -730,9 +771,22 @@ def decision_outcomes(traces: TracesLike, *, decision: str, score: str) -> Decis
 # ------------------------------------------------------------- replay and the lattice
 
 
-def replay_check(traces: TracesLike) -> Cell:
-    """Pass iff every trace verifies (``agentlog.verify``): seals and receipts hold, every
-    draw regenerates from its seed and every choice is ``argmax(log p + g)``."""
+REPLAY_ITEM = "replay: runs re-execute"
+
+
+def replay_check(traces: TracesLike, *, replayed: Cell | None = None) -> Cell:
+    """The replay gate of "model capability" ([DMC] §5.5): the runs re-execute.
+
+    A trace that does not verify (``agentlog.verify``: seals, receipts, every draw
+    regenerated from its seed, every choice ``argmax(log p + g)``) fails the gate. Traces
+    that verify are necessary, not sufficient: without ``replayed``, the result of an
+    actual re-execution (the replay engine's cell), the gate is **not probed**, so it
+    never licenses "model capability" on verification alone.
+
+    Args:
+        traces: the recorded runs.
+        replayed: the outcome of re-executing them, when a replay has been run.
+    """
     loaded = read_traces(traces)
     problems = []
     for trace in loaded:
@@ -740,11 +794,15 @@ def replay_check(traces: TracesLike) -> Cell:
         if not report.ok:
             problems.append(f"{trace.path}: {report.problems[0]}")
     if problems:
-        return Cell("replay: traces verify", FAIL,
+        return Cell(REPLAY_ITEM, FAIL,
                     f"{len(problems)}/{len(loaded)} trace(s) do not verify, e.g. {problems[0]}")
-    return Cell("replay: traces verify", PASS,
-                f"all {len(loaded)} trace(s) verify: recorded choices regenerate from their "
-                "seeds (a full re-execution is not probed)")
+    verified = (f"all {len(loaded)} trace(s) verify (recorded choices regenerate from their "
+                "seeds)")
+    if replayed is None:
+        return Cell(REPLAY_ITEM, NOT_PROBED,
+                    f"{verified}, but no run has been re-executed: a replay must be run "
+                    "before the runs count as replaying")
+    return Cell(REPLAY_ITEM, replayed.status, f"{verified}; re-execution: {replayed.detail}")
 
 
 def licensed_claim(
@@ -840,9 +898,9 @@ class ValidityCard:
         if self.ownership is not None:
             lines += ["", "## Decision ownership", "", self.ownership.to_markdown()]
         if self.nondegeneracy:
-            rows = [[r.decision, ", ".join(f"{a!r}: {m:.3f} (n={c})" for a, m, c in
-                                           zip(r.actions, r.means.tolist(), r.counts.tolist(),
-                                               strict=True)),
+            rows = [[r.decision, _summarize_actions(r.actions, r.means, r.counts)
+                     if (r.counts >= 2).any() else
+                     f"{len(r.actions)} action(s), none seen in two or more runs",
                      "—" if math.isnan(r.pvalue) else f"{r.pvalue:.4f}", r.status]
                     for r in self.nondegeneracy]
             lines += ["", "## Non-degeneracy", "",
@@ -883,6 +941,7 @@ def validity_card(
     level: float = 0.05,
     n_permutations: int = 9999,
     seed: int = 0,
+    replay: Cell | None = None,
 ) -> ValidityCard:
     """Build the validity card of a benchmark configuration ([DMC] §4.4, §5.5).
 
@@ -901,6 +960,9 @@ def validity_card(
             (it checks a specification, like BFCL's AST track): the battery cannot tell
             these apart, so it is declared.
         level, n_permutations, seed: of the non-degeneracy test.
+        replay: the outcome of re-executing the runs (the replay engine supplies it).
+            Without it the replay gate is not probed even when every trace verifies, so
+            "model capability" is not licensed (see ``replay_check``).
 
     Returns:
         A ``ValidityCard``; every cell is pass, fail or not probed.
@@ -924,11 +986,11 @@ def validity_card(
     if loaded is not None:
         ownership = ownership_map(loaded)
         own_cells = ownership.check(claimed_decisions)
-        replay = replay_check(loaded)
+        replay_cell = replay_check(loaded, replayed=replay)
     else:
         own_cells = (Cell("ownership: model owns the claimed decisions", NOT_PROBED,
                           "no traces"),)
-        replay = Cell("replay: traces verify", NOT_PROBED, "no traces")
+        replay_cell = Cell(REPLAY_ITEM, NOT_PROBED, "no traces")
     cells += own_cells
     results: list[NonDegeneracy] = []
     if isinstance(decision_scores, str):
@@ -957,16 +1019,17 @@ def validity_card(
                  "non-degenerate" if tested else "no decision outcomes given "
                  "(`decision_scores`)")
     cells.append(Cell("non-degeneracy: tested decisions", nd_status, nd_detail))
-    cells.append(replay)
+    cells.append(replay_cell)
     licensed, reason = licensed_claim(scorer=scorer_status, ownership=own_cells[0].status,
-                                      nondegeneracy=nd_status, replay=replay.status,
+                                      nondegeneracy=nd_status, replay=replay_cell.status,
                                       scorer_basis=scorer_basis)
     if claim is None:
         cells.append(Cell("claim: asserted claim licensed", NOT_PROBED, "no claim asserted"))
     else:
         ok = claim in _LICENSES[licensed]
         cells.append(Cell(f"claim: {claim}", PASS if ok else FAIL,
-                          f"licensed: {licensed}" + ("" if ok else f"; {claim} is not")))
+                          f"licensed: {licensed}" + ("" if ok else
+                                                     f"; {claim} is not licensed")))
     return ValidityCard(
         licensed_claim=licensed, reason=reason, asserted_claim=claim,
         scorer_basis=scorer_basis, cells=tuple(cells), probe=probe, ownership=ownership,

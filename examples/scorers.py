@@ -27,8 +27,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-# mypy sees estimators/ as a top-level package rather than agentlog.estimators.
-from agentlog.estimators.reliability import (  # type: ignore[import-not-found,unused-ignore]
+from agentlog.estimators.reliability import (
     ProbeTask,
     Submission,
     record_f1,

@@ -15,8 +15,8 @@ quote channel in four cyclic layouts ([ASV]'s target-option margin), for ASV.
 Example:
     >>> import agentlog as al
     >>> from agentlog.examples.deep_research import run_agent
-    >>> episode = run_agent("q0", ranking="agent", seed=1, path="/tmp/dr-q0.zst")
-    >>> al.verify("/tmp/dr-q0.zst").ok
+    >>> episode = run_agent("q0", ranking="agent", seed=1, path="dr-q0.zst")
+    >>> al.verify("dr-q0.zst").ok
     True
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import agentlog as al
-from agentlog.estimators.asv import (  # type: ignore[import-not-found,unused-ignore]
+from agentlog.estimators.asv import (
     cyclic_layouts,
 )
 

@@ -60,7 +60,9 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     assert low <= a["statistics"]["mean_interaction"]["value"] <= high
     assert a["calibration"]["sign_disagreement"] == "invariant"
     # The study's traces lie at the top of --out, the certified variants below it.
-    assert summary["next"][2] == f"agentlog estimate asv {out}/*.zst --channels direct,quote"
+    assert summary["next"][2] == (f"agentlog estimate cess {out}/*.zst --outcomes "
+                                  f"{out}/outcomes.csv --predictions {out}/predictions.csv")
+    assert summary["next"][3] == f"agentlog estimate asv {out}/*.zst --channels direct,quote"
     r = summary["reliability"]
     assert (r["score"], r["by"], r["direction"], r["alpha"], r["tau"], r["n_resamples"]) == (
         "abs_error", ["ranking"], "lower is better", 0.2, 0.25, 2000)
@@ -70,9 +72,9 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
         assert g["mean"] <= g["cvar"] <= g["worst"]  # errors: the tail is the large end
         assert g["mean"] == pytest.approx(rows[g["labels"]["ranking"]]["mae"], abs=1e-12)
     assert r["counts"] == {"runs": 8, "scored": 8, "without_score": 0, "groups": 2}
-    assert summary["next"][3] == (f"agentlog estimate reliability {out}/*.zst --by ranking "
+    assert summary["next"][4] == (f"agentlog estimate reliability {out}/*.zst --by ranking "
                                   "--score abs_error --lower-is-better --tau 0.25")
-    assert summary["next"][4] == (f"agentlog certify {out / 'variants'} --plan "
+    assert summary["next"][5] == (f"agentlog certify {out / 'variants'} --plan "
                                   f"{out / 'plan.toml'} --plot ranks.png")
     c = summary["certify"]
     assert c["design"] == {"tasks": 2, "seeds": 2, "ranking": "agent"}
@@ -91,10 +93,12 @@ def test_demo_prints_the_tables_and_the_next_commands(tmp_path: Path) -> None:
     for text in ("Traces", "2 ok", "Opened Mean vs the pool target", "agent", "reversed",
                  "selection bias", "Opened Mean vs CESS against θ*", "MAE · agent",
                  "MAE · reversed", "ranking sensitivity S (agent vs reversed)", "raw DR",
-                 "λ = 0.5", "eq. 13", "clip the raw correction", "not a policy effect",
-                 "ASV of the retrieval step, direct vs quote ([ASV]): 2 transitions",
-                 "mean Ω = G^quote − G^direct:", "mean gains: direct", "sign disagreement:",
-                 "calibration (Remark 2): gain signs and sign disagreement survive",
+                 "λ = 0.5", "eq. 13", "clip (Π) the raw correction", "not a policy effect",
+                 "ASV (Agent Step Value) of the retrieval step, direct vs quote ([ASV]): "
+                 "2 transitions", "mean Ω = G^quote − G^direct (the interaction",
+                 "mean gains: direct", "sign disagreement:",
+                 "calibration ([ASV] Remark 2, calibration invariance): gain signs and sign "
+                 "disagreement survive",
                  "2,000 draws in the demo",
                  "Reliability beyond the mean ([DMC]): each run's error |Opened Mean − "
                  "θ*| per ranking, lower is better", "agent     1 runs: mean ",
@@ -224,3 +228,71 @@ def test_python_dash_m_agentlog_cli_runs_the_same_app(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "agentlog.cli", "verify", tmp_path / "none.zst"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and "none.zst: no such file" in done.stdout
+
+
+def test_the_demo_says_what_each_term_means_where_it_first_uses_it(tmp_path: Path) -> None:
+    result = invoke("demo", "--out", tmp_path / "demo", "--tasks", "10", "--seeds", "1")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    for term, meaning in (
+        ("θ*", "θ* (the pool target): the mean evidence score over the question's whole "
+               "candidate pool"),
+        ("raw DR", "raw DR: the doubly robust estimate"),
+        ("CESS", "CESS (Causal Evidence Selection Correction)"),
+        ("ASV", "ASV (Agent Step Value)"),
+        ("Ω", "(the interaction: how much the step's gain G changes"),
+        ("Remark 2", "Remark 2, calibration invariance"),
+        ("CVaR", "CVaR@0.2 (conditional value at risk) = the mean of the worst 20% of runs"),
+        ("ε̂_out", "ε̂_out (estimated difference of the conditions outside the window)"),
+        ("R0", "R0 a sorted table, R1 a paired t-test"),
+        ("CR2", "CR2 (bias-reduced) cluster-robust standard errors"),
+    ):
+        assert meaning in text, term
+        # explained where it is first used: in that line, or under the table it heads
+        assert text.index(meaning) - text.index(term) < 1_200, term
+
+
+def test_the_demo_writes_the_pool_tables_its_cess_suggestion_reads(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    summary = run_demo(out, tasks=2, seeds=1)
+    assert summary["tables"] == {"outcomes": str(out / "outcomes.csv"),
+                                 "predictions": str(out / "predictions.csv")}
+    header = (out / "outcomes.csv").read_text().splitlines()[0]
+    assert header == "task,candidate_id,y"
+    (suggestion,) = [c for c in summary["next"] if c.startswith("agentlog estimate cess")]
+    args = suggestion.split()[1:]
+    traces = sorted(str(p) for p in out.glob("*.zst"))
+    study = [a for a in args if a.endswith("*.zst")]
+    assert len(study) == 1
+    args = [a for a in args if not a.endswith("*.zst")]
+    result = invoke(*args[:2], *traces, *args[2:], "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["runs"]) == 2 * 2  # 2 questions x 2 rankings
+
+
+def test_the_demo_suggests_plot_only_when_matplotlib_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlog.cli import _demo
+
+    monkeypatch.setattr(_demo, "can_plot", lambda: False)
+    summary = run_demo(tmp_path / "demo", tasks=1, seeds=1)
+    assert not any("--plot" in c for c in summary["next"])
+    monkeypatch.setattr(_demo, "can_plot", lambda: True)
+    summary = run_demo(tmp_path / "demo2", tasks=1, seeds=1)
+    assert any(c.endswith("--plot ranks.png") for c in summary["next"])
+
+
+def test_demo_into_an_unwritable_folder_exits_2_with_one_message(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for out in (blocker / "demo", Path("/proc/agentlog-forbidden")):
+        if out.is_relative_to("/proc") and not Path("/proc").is_dir():
+            continue
+        result = invoke("demo", "--out", out)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert f"{out}: cannot write the demo traces there" in lines[0]
+        assert "pass --out with a folder you can create and write to" in lines[0]
+        assert "Warning" not in result.output and "no such file" not in result.output

@@ -31,3 +31,29 @@ def test_the_exception_tree_matches_the_style_guide() -> None:
     for err in (al.TraceFormatError, al.SealedWindowError, al.ReplayError,
                 al.IncompleteFaceError, al.AdapterError, al.MissingDependencyError):
         assert issubclass(err, al.AgentlogError)
+
+
+def test_estimator_modules_load_on_attribute_access() -> None:
+    """``agentlog.estimators.cess`` works after a bare ``import agentlog.estimators``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentlog.estimators as e;"
+        "before = 'agentlog.estimators.cess' in sys.modules;"
+        "print(before, e.cess.__name__, callable(e.reliability.summary),"
+        " set(e.__all__) <= set(dir(e)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "agentlog.estimators.cess", "True", "True"]
+
+
+def test_an_unknown_estimator_is_an_attribute_error_naming_the_known_ones() -> None:
+    import pytest
+
+    import agentlog.estimators as est
+
+    with pytest.raises(AttributeError,
+                       match=r"has no attribute 'nonexistent'; its estimators are \['asv'"):
+        est.nonexistent  # noqa: B018

@@ -105,3 +105,16 @@ def test_without_a_recorder_generators_and_coroutines_are_untouched() -> None:
 
     assert list(gen(3)) == [0, 1, 2]
     assert asyncio.run(coro(2)) == 6
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_score_is_refused_and_nothing_is_written(
+    trace_path: Path, bad: float
+) -> None:
+    with al.record(trace_path, seed=1):
+        al.score("accuracy", 0.25)
+        with pytest.raises(ValueError, match=r"`value` of score 'accuracy' must be finite; "
+                           r"found (nan|inf|-inf)\. .*record a number"):
+            al.score("accuracy", bad)
+    assert [s.value for s in al.read(trace_path).scores()] == [0.25]
+    al.score("accuracy", bad)  # without a recorder: the documented no-op

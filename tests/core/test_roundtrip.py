@@ -114,10 +114,14 @@ def test_selections_continuations_scores_and_llm_calls_read_back_equal(
     ids = [f"c{i}" for i in range(len(p))]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.zst"
-        with al.record(path, seed=seed):
+        with al.record(path, seed=seed) as run:
             choice = al.select(p, candidates=ids, name="doc", normalize=True)
             decision = al.proceed(p_continue, name="stop")
-            al.score("metric", value, channel="direct", layout=2, wave=1)
+            if math.isfinite(value):
+                al.score("metric", value, channel="direct", layout=2, wave=1)
+            else:  # al.score refuses it; the format still carries one (older writers)
+                run.writer.put(Score(run=run.index, window=-1, name="metric", value=value,
+                                     channel="direct", layout=2, wave=1))
             log_llm_call(provider="p", model="m", request={"x": weights}, response={"y": 1},
                          input_tokens=3, output_tokens=4, cost=0.5)
         trace = al.read(path)

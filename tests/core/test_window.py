@@ -6,7 +6,7 @@ import asyncio
 import gc
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -471,3 +471,188 @@ def test_verify_reports_a_run_end_whose_counts_differ_from_the_records(tmp_path:
     report = al.verify(forged)
     assert [p.kind for p in report.problems] == ["counts"]
     assert "(1, 5, 0)" in report.problems[0].message
+
+
+# ------------------------------------------- newcomer traps: the after= link, bare forms
+
+
+@al.window("plan")
+def plan(question: str) -> list[str]:
+    return [question, f"{question} (history)"]
+
+
+@al.window("retrieve_many", after="plan")
+def retrieve_many(queries: list[str], budget: int = 4) -> list[str]:
+    return [f"{q}#{i}" for q in queries for i in range(budget)]
+
+
+def test_a_multi_parameter_window_links_its_first_argument_and_verifies(
+    trace_path: Path,
+) -> None:
+    with al.record(trace_path, seed=1):
+        retrieve_many(plan("q"), budget=2)  # budget does not take part in the link
+        retrieve_many(plan("r"), 3)
+    enters = [e for e in of_type(al.read(trace_path), WindowEnter) if e.after == "plan"]
+    assert len(enters) == 2
+    assert all(e.link_hash == e.expected_hash is not None for e in enters)
+    assert enters[0].link_hash == sha(encode(["q", "q (history)"]))
+    assert al.verify(trace_path).ok
+
+
+def test_a_multi_parameter_window_whose_first_argument_is_not_the_exit_is_a_bypass(
+    trace_path: Path,
+) -> None:
+    with al.record(trace_path, seed=1):
+        plan("q")
+        retrieve_many(["forged"], budget=2)
+    assert [p.kind for p in al.verify(trace_path).problems] == ["bypass"]
+
+
+def test_a_link_that_could_never_hold_is_refused_at_decoration_with_the_fix() -> None:
+    def nothing() -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"takes no argument.*entry=lambda"):
+        al.window("w", after="plan")(nothing)
+
+    def login(token: Annotated[str, al.Secret], user: str) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"first parameter, 'token', which is secret.*"
+                       r"entry=lambda token, user:"):
+        al.window("w", after="plan")(login)
+    al.window("w", after="plan", entry=lambda token, user: user)(login)  # the fix works
+
+
+def test_help_of_window_states_the_link_rule() -> None:
+    doc = al.window.__doc__ or ""
+    assert "first parameter" in doc and "list of" in doc and "yields" in doc
+
+
+def test_the_link_holds_under_a_redact_hook(trace_path: Path) -> None:
+    def redact(payload: Any) -> Any:
+        return payload  # a hook that rewrites nothing must not break the link
+
+    with al.record(trace_path, seed=1, redact=redact):
+        synthesize(retrieve("q"))
+        retrieve_many(plan("q"), 2)
+    assert al.verify(trace_path).ok
+
+
+def test_a_generator_predecessor_links_by_the_list_of_its_yields(trace_path: Path) -> None:
+    @al.window("gen_plan")
+    def gen_plan(question: str):  # type: ignore[no-untyped-def]
+        yield question
+        yield f"{question}!"
+        return "planned"
+
+    @al.window("after_gen", after="gen_plan")
+    def after_gen(queries: list[str], budget: int = 1) -> int:
+        return len(queries) * budget
+
+    @al.window("agen_plan")
+    async def agen_plan(question: str):  # type: ignore[no-untyped-def]
+        yield question
+
+    @al.window("after_agen", after="agen_plan")
+    def after_agen(queries: list[str]) -> int:
+        return len(queries)
+
+    async def consume() -> list[str]:
+        return [q async for q in agen_plan("a")]
+
+    with al.record(trace_path, seed=1):
+        after_gen(list(gen_plan("q")))
+        after_agen(asyncio.run(consume()))
+    trace = al.read(trace_path)
+    exits = {e.name: e for e in of_type(trace, WindowExit)}
+    # the sealed exit keeps the documented shape; only the link reads the yields
+    assert exits["gen_plan"].exit == encode({"return": "planned", "yields": ["q", "q!"]})
+    assert al.verify(trace_path).ok
+
+    with al.record(trace_path, seed=1):
+        after_gen(list(gen_plan("q"))[:1])  # a consumer that drops a yield bypasses
+    assert [p.kind for p in al.verify(trace_path).problems] == ["bypass"]
+
+
+def test_a_generator_predecessor_with_an_exit_projection_links_by_the_projection(
+    trace_path: Path,
+) -> None:
+    @al.window("gen_last", exit=lambda r: r["yields"][-1])
+    def gen_last():  # type: ignore[no-untyped-def]
+        yield "a"
+        yield "b"
+
+    @al.window("takes_last", after="gen_last")
+    def takes_last(item: str) -> str:
+        return item
+
+    with al.record(trace_path, seed=1):
+        takes_last(list(gen_last())[-1])
+    assert al.verify(trace_path).ok
+
+
+def test_bare_tool_and_bare_window_are_named_after_the_function(trace_path: Path) -> None:
+    @al.tool
+    def lookup(q: str) -> str:
+        return q.upper()
+
+    @al.window
+    def research(q: str) -> str:
+        return lookup(q)
+
+    assert research("x") == "X"  # without a recorder: the plain calls
+    with al.record(trace_path, seed=1):
+        assert research("q") == "Q"
+    trace = al.read(trace_path)
+    assert [e.name for e in of_type(trace, WindowEnter)] == ["research"]
+    (call,) = of_type(trace, ToolCall)
+    assert call.name == "lookup" and call.status == 0
+    with pytest.raises(ValueError, match="non-empty str; found ''"):
+        al.tool("")
+
+
+def test_a_plain_thread_pool_inside_a_run_warns_once_and_the_copying_executor_does_not(
+    trace_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentlog import _state
+    from agentlog.context import copy_context_executor
+
+    monkeypatch.setattr(_state, "_thread_warned", False)
+
+    @al.tool("fetch")
+    def fetch(i: int) -> int:
+        return i
+
+    with al.record(trace_path, seed=1):
+        with copy_context_executor(max_workers=2) as pool:
+            assert list(pool.map(fetch, range(3))) == [0, 1, 2]  # recorded, no warning
+        with ThreadPoolExecutor(max_workers=1) as plain:
+            with pytest.warns(al.InstrumentationWarning,
+                              match=r"tool 'fetch' ran in thread .*copy_context_executor"):
+                assert plain.submit(fetch, 7).result() == 7
+            # once per process: further calls (tools or selects) stay silent
+            assert plain.submit(fetch, 8).result() == 8
+            assert plain.submit(al.select, [1.0], name="doc").result() == 0
+    assert len(of_type(al.read(trace_path), ToolCall)) == 3
+
+
+def test_a_select_in_a_plain_thread_inside_a_run_warns(
+    trace_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentlog import _state
+
+    monkeypatch.setattr(_state, "_thread_warned", False)
+    with (
+        al.record(trace_path, seed=1),
+        ThreadPoolExecutor(max_workers=1) as plain,
+        pytest.warns(al.InstrumentationWarning, match=r"select 'doc' ran in thread"),
+    ):
+        plain.submit(al.select, [0.5, 0.5], name="doc").result()
+    with ThreadPoolExecutor(max_workers=1) as plain:  # no run anywhere: nothing to warn
+        monkeypatch.setattr(_state, "_thread_warned", False)
+        plain.submit(al.select, [0.5, 0.5], name="doc").result()

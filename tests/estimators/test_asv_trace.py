@@ -184,3 +184,62 @@ def test_a_user_given_trajectory_key_groups_runs_into_blocks(tmp_path: Path) -> 
     with pytest.raises(ValueError, match=r"run 0 has no meta key 'episode' for "
                                          r"`trajectory_key`; meta keys present: replicate"):
         asv.from_trace(tmp_path, channels=("direct", "quote"), trajectory_key="episode")
+
+
+def test_without_window_the_face_is_that_of_the_window_both_channels_score(
+    tmp_path: Path,
+) -> None:
+    """The Python default matches `agentlog estimate asv`: an unscored window (a planner, a
+    synthesis) in the same runs no longer makes ``face()`` incomplete."""
+    from tests.cli._cli import invoke
+
+    @al.window("plan")
+    def plan(q: str) -> str:
+        return q
+
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1, task="t1"):
+        for i in range(3):
+            plan("q")
+            step(i)
+            ref = al.last_window("step")
+            assert ref is not None
+            for channel, (b, a) in {"direct": (0.0, 1.0), "quote": (0.5, 0.1)}.items():
+                al.score("margin", b, channel=channel, transition=ref.id,
+                         state_hash=ref.entry_hash)
+                al.score("margin", a + i, channel=channel, transition=ref.id,
+                         state_hash=ref.exit_hash)
+    data = asv.from_trace(path, channels=("direct", "quote"))
+    assert set(data.window_names) == {"step"}
+    np.testing.assert_allclose(data.face().interaction, [-1.4, -1.4, -1.4], atol=1e-12)
+    result = invoke("estimate", "asv", path, "--channels", "direct,quote", "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert json.loads(result.stdout)["settings"]["window"] == "step"
+    with pytest.raises(ValueError, match=r"no channel scores on the 3 transitions of "
+                                         r"windows \['plan'\]; pick the window"):
+        asv.from_trace(path, channels=("direct", "quote"), window="plan").face()
+
+
+def test_without_window_two_scored_windows_are_refused_naming_them(tmp_path: Path) -> None:
+    @al.window("other")
+    def other(x: int) -> int:
+        return x
+
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1, task="t1"):
+        for fn, name in ((step, "step"), (other, "other")):
+            fn(1)
+            ref = al.last_window(name)
+            assert ref is not None
+            for channel in ("direct", "quote"):
+                al.score("m", 0.0, channel=channel, transition=ref.id,
+                         state_hash=ref.entry_hash)
+                al.score("m", 1.0, channel=channel, transition=ref.id,
+                         state_hash=ref.exit_hash)
+    with pytest.raises(ValueError, match=r"both score the transitions of windows \['other', "
+                                         r"'step'\]; pass window= to pick one"):
+        asv.from_trace(path, channels=("direct", "quote"))
+    assert asv.from_trace(path, channels=("direct", "quote"), window="other").window_names == [
+        "other"]

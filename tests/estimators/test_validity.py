@@ -242,13 +242,15 @@ def test_licensed_claim_follows_the_papers_lattice(scorer: str, ownership: str, 
 def test_full_card_licenses_model_capability_only_when_every_gate_passes(
         tmp_path: Path) -> None:
     paths = record_dedup_runs(tmp_path, n_runs=40)
+    replayed = reliability.Cell("replay", "pass", "40 runs re-executed, every exit matched")
     card = reliability.validity_card(scorer=scorers.ground_truth_scorer,
                                      probes=scorers.probe_tasks(), traces=paths,
-                                     decision_scores="f1")
+                                     decision_scores="f1", replay=replayed)
     assert card.licensed_claim == "model capability"
     assert card.cell("claim: model capability").status == "pass"
     assert card.cell("non-degeneracy: dedup").status == "pass"
-    assert card.cell("replay: traces verify").status == "pass"
+    assert card.cell("replay: runs re-execute").status == "pass"
+    assert "40 runs re-executed" in card.cell("replay: runs re-execute").detail
     scaffold = record_dedup_runs(tmp_path, n_runs=40, owner="scaffold", prefix="s")
     card = reliability.validity_card(scorer=scorers.ground_truth_scorer,
                                      probes=scorers.probe_tasks(), traces=scaffold,
@@ -364,3 +366,51 @@ def test_non_degeneracy_is_not_probed_when_actions_are_not_replicated() -> None:
                                      name="doc")
     assert res.cell.status == "not probed"
     assert "only 1 action(s) occur in two or more runs" in res.cell.detail
+
+
+def test_traces_that_verify_leave_the_replay_gate_not_probed_until_a_replay_ran(
+        tmp_path: Path) -> None:
+    """Verification alone never licenses "model capability": the gate needs a replay."""
+    paths = record_dedup_runs(tmp_path, n_runs=40)
+    card = reliability.validity_card(scorer=scorers.ground_truth_scorer,
+                                     probes=scorers.probe_tasks(), traces=paths,
+                                     decision_scores="f1")
+    cell = card.cell("replay: runs re-execute")
+    assert cell.status == "not probed"
+    assert "all 40 trace(s) verify" in cell.detail and "no run has been re-executed" in \
+        cell.detail
+    assert card.licensed_claim == "system performance"
+    assert "replay not probed" in card.reason
+    claim = card.cell("claim: model capability")
+    assert claim.status == "fail"
+    assert claim.detail == "licensed: system performance; model capability is not licensed"
+    failed = reliability.Cell("replay", "fail", "run 3 diverged at window 'dedup'")
+    cell = reliability.replay_check(paths, replayed=failed)
+    assert cell.status == "fail" and cell.detail.endswith("run 3 diverged at window 'dedup'")
+
+
+def test_non_degeneracy_tests_only_replicated_actions_and_summarises_them() -> None:
+    """Singleton actions are set aside: the verdict is the one the replicated runs give,
+    and the cell lists the most frequent actions, not all of them."""
+    rng = np.random.default_rng(5)
+    a = [str(x) for x in rng.choice(["dedup", "keep"], size=40)]
+    y = [1.0 if x == "dedup" else 0.5 for x in a] + rng.normal(0, 0.05, 40)
+    singles = [f"once-{i}" for i in range(30)]
+    noise = rng.random(30) * 10  # large outcomes on actions seen once each
+    mixed = reliability.non_degeneracy(a + singles, np.concatenate([y, noise]), seed=1)
+    alone = reliability.non_degeneracy(a, y, seed=1)
+    assert mixed.status == alone.status == "pass"
+    assert mixed.pvalue == alone.pvalue  # the same permutation test on the same 40 runs
+    detail = mixed.cell.detail
+    assert "32 actions: 2 seen in two or more runs, 30 seen once" in detail
+    assert "… (30 seen once)" in detail and "once-7" not in detail
+    assert "over the 40 runs of replicated actions" in detail
+    assert len(mixed.to_dict()["actions"]) == 32  # JSON keeps every action
+    # when most runs chose an action nobody else chose, the data cannot support a verdict
+    sparse = reliability.non_degeneracy(a + [f"once-{i}" for i in range(41)],
+                                        np.concatenate([y, rng.random(41)]), seed=1)
+    assert sparse.status == "not probed" and math.isnan(sparse.pvalue)
+    assert "only 40 of 81 runs chose an action another run also chose" in sparse.cell.detail
+    many = reliability.non_degeneracy([f"a{i % 8}" for i in range(80)],
+                                      [float(i % 8) for i in range(80)], n_permutations=99)
+    assert "… (3 more replicated)" in many.cell.detail

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -77,8 +78,9 @@ def test_the_development_install_gives_the_same_imports() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd="/")
     files = json.loads(out.stdout)
-    assert files["agentlog.replay"] == str(ROOT / "replay" / "__init__.py")
-    assert files["agentlog.cli"] == str(ROOT / "cli" / "__init__.py")
+    # through agentlog/replay -> ../replay (see the source-tree test below): the same file
+    assert Path(files["agentlog.replay"]).resolve() == ROOT / "replay" / "__init__.py"
+    assert Path(files["agentlog.cli"]).resolve() == ROOT / "cli" / "__init__.py"
     spec = subprocess.run([sys.executable, "-c", "import importlib.util as u;"
                            "print(u.find_spec('replay'), u.find_spec('cli'))"],
                           capture_output=True, text=True, check=True, cwd="/")
@@ -102,3 +104,61 @@ def test_the_console_script_runs() -> None:
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
     for command in ("demo", "inspect", "verify"):
         assert command in out.stdout
+
+
+def _package_dirs() -> dict[str, str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+    return {pkg: folder for pkg, folder in mapping.items() if pkg != "agentlog"}
+
+
+def test_the_source_tree_mirrors_every_installed_subpackage() -> None:
+    """agentlog/<sub> links to the sibling folder setuptools installs as agentlog.<sub>.
+
+    It is what makes the source tree import from the repository root exactly as the
+    wheel does, and what lets strict mypy (``files = ["agentlog"]``) check calls from
+    ``cli/`` and ``examples/`` into ``agentlog.estimators``.
+    """
+    mapping = _package_dirs()
+    assert mapping, "pyproject.toml maps no subpackage"
+    for pkg, folder in mapping.items():
+        link = ROOT / pkg.replace(".", "/")
+        assert link.is_symlink(), f"{link} should be a symlink to ../{folder}"
+        assert link.resolve() == (ROOT / folder).resolve(), (pkg, link.resolve())
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert config["tool"]["mypy"]["files"] == ["agentlog"]
+
+
+def test_the_repository_root_imports_like_the_installed_package() -> None:
+    """From a clone's root the source folder agentlog/ shadows any installed copy; it
+    must still provide every agentlog.* subpackage (the README's snippets run there)."""
+    mods = ["agentlog.estimators.cess", "agentlog.estimators.asv", *SUBPACKAGES]
+    code = (
+        "import importlib, json, sys;"
+        # drop the development install's finder: only the source tree may answer
+        "sys.meta_path[:] = [f for f in sys.meta_path"
+        " if 'editable' not in getattr(f, '__module__', '')];"
+        "from agentlog.estimators import cess;"
+        "import agentlog.estimators as est;"
+        f"mods={mods!r};"
+        "files={m: importlib.import_module(m).__file__ for m in mods};"
+        "print(json.dumps({'files': files, 'lazy': est.asv.__name__,"
+        " 'from_trace': callable(cess.from_trace)}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    info = json.loads(out.stdout)
+    assert info["lazy"] == "agentlog.estimators.asv" and info["from_trace"]
+    for module, path in info["files"].items():
+        assert Path(path).resolve().is_relative_to(ROOT), (module, path)
+
+
+def test_the_console_script_prints_its_version() -> None:
+    exe = Path(sys.executable).with_name("agentlog")
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True)
+    import agentlog
+
+    assert out.stdout == f"agentlog {agentlog.__version__}\n"
+    helped = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    for key in ("[LBC]", "[DMC]", "[SSC]", "[ASV]"):  # every key the output cites, defined
+        assert key in helped.stdout

@@ -1,0 +1,127 @@
+"""Every README snippet runs as written, from a fresh folder, after the README's install.
+
+The README's first command installs agentlog and runs ``agentlog demo``; the snippets that
+follow read what the demo wrote. Each Python block runs in its own interpreter, in order,
+in one temporary folder (as a user pasting them into files would run them). Nothing in
+the README, the package's files or the command line's output may point outside the
+repository.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli._cli import invoke
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+OUTSIDE = ("../shared", "papers/00", "DESIGN.md", "/work/")
+BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def blocks(kind: str) -> list[str]:
+    return [body for lang, body in BLOCK.findall(README.read_text()) if lang == kind]
+
+
+def agentlog_exe() -> str:
+    return str(Path(sys.executable).with_name("agentlog"))
+
+
+@pytest.fixture(scope="module")
+def demo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh folder where the README's first command has run ``agentlog demo``."""
+    first = blocks("bash")[0].strip()
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install -q . &&"), first
+    demo = first.rsplit("&&", 1)[1].strip()
+    assert demo == ".venv/bin/agentlog demo", demo
+    folder = tmp_path_factory.mktemp("readme")
+    done = subprocess.run([agentlog_exe(), "demo"], cwd=folder, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (folder / "demo-output.txt").write_text(done.stdout)
+    return folder
+
+
+def test_the_readme_has_the_snippets_this_test_runs() -> None:
+    python = blocks("python")
+    assert len(python) >= 5
+    assert any("cess.from_trace" in b for b in python)
+    assert any(".face()" in b and "asv.summarize(" in b and "trajectory=" in b
+               for b in python)
+    # every fenced block says what it is: run (python, bash) or shown (text)
+    kinds = {lang for lang, _ in BLOCK.findall(README.read_text())}
+    assert kinds <= {"python", "bash", "text"}, kinds
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_every_python_snippet_runs_as_written(demo_folder: Path, index: int) -> None:
+    script = demo_folder / f"snippet_{index}.py"
+    script.write_text(blocks("python")[index])
+    done = subprocess.run([sys.executable, str(script)], cwd=demo_folder,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"README snippet {index} failed:\n{done.stderr}"
+    assert "Warning" not in done.stderr, done.stderr
+
+
+def test_the_demo_then_every_suggested_command_runs(
+    demo_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's "Next:" line is made of commands that work in this environment."""
+    monkeypatch.chdir(demo_folder)
+    text = (demo_folder / "demo-output.txt").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("Next: "))
+    commands = [c.strip() for c in line.removeprefix("Next: ").split("  ·  ")]
+    assert len(commands) >= 5
+    for command in commands:
+        args = command.split()
+        assert args[0] == "agentlog"
+        # the shell would expand the globs; paths are relative to the demo's folder
+        expanded = [str(p) for a in args[1:] for p in (sorted(Path().glob(a)) if "*" in a
+                                                       else [a])]
+        result = invoke(*expanded)  # in-process: the same app, no interpreter start-up
+        assert result.exit_code == 0, f"{command}: {result.output[-2000:]}"
+
+
+def _package_files() -> list[Path]:
+    out = []
+    for folder in ("agentlog", "replay", "estimators", "adapters", "cli", "examples"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".toml", ".md", ".txt") and \
+                    "__pycache__" not in path.parts:
+                out.append(path)
+    return out
+
+
+def test_nothing_in_the_readme_the_package_or_the_cli_points_outside_the_repository(
+    demo_folder: Path,
+) -> None:
+    texts = {"README.md": README.read_text(),
+             "demo output": (demo_folder / "demo-output.txt").read_text()}
+    for path in _package_files():
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    commands = [[], ["demo"], ["inspect"], ["verify"], ["validity-card"], ["certify"],
+                ["estimate"], ["estimate", "cess"], ["estimate", "asv"],
+                ["estimate", "reliability"]]
+    for command in commands:
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0, (command, result.output)
+        texts[f"agentlog {' '.join(command)} --help"] = result.stdout
+    hits = [f"{where}: {word}" for where, text in texts.items() for word in OUTSIDE
+            if word in text]
+    assert hits == []
+
+
+def test_every_key_the_output_cites_is_defined_in_the_readme(demo_folder: Path) -> None:
+    readme = README.read_text()
+    references = readme[readme.index("## References"):]
+    output = (demo_folder / "demo-output.txt").read_text()
+    for key in sorted(set(re.findall(r"\[(LBC|DMC|SSC|ASV)\]", output))):
+        assert f"**[{key}]**" in references, key
+    glossary = readme[readme.index("## Glossary"):readme.index("## References")]
+    for term in ("θ*", "CESS", "Ω", "CVaR", "ε̂_out", "CR1", "R0–R5", "Remark 2"):
+        assert f"**{term}" in glossary, term
