@@ -17,7 +17,8 @@ def demo(out: Path, *extra: str) -> tuple[dict[str, Any], list[str]]:
     printed = invoke("demo", "--out", out / "text", "--tasks", "3", "--seeds", "2", *extra)
     assert printed.exit_code == 0, printed.output
     lines = printed.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("ASV (Agent Step Value) of the"))
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("ASV (Agent Step Value) of the"))
     return json.loads(as_json.stdout), lines[start:start + 4]
 
 
