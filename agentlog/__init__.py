@@ -6,7 +6,7 @@ Example:
     ... def retrieve(question: str) -> list[str]:
     ...     i = al.select([0.7, 0.3], candidates=["d1", "d2"], name="doc")
     ...     return [["d1", "d2"][i]]
-    >>> with al.record("/tmp/agentlog-doctest.zst", system="demo", seed=7, task="q-1"):
+    >>> with al.record("/tmp/agentlog-doctest.zst", mode="w", system="demo", seed=7, task="q-1"):
     ...     docs = retrieve("what is x?")
     >>> trace = al.read("/tmp/agentlog-doctest.zst")
     >>> [w.name for w in trace.windows()]
@@ -30,6 +30,7 @@ from ._errors import (
     ReplayError,
     SealedWindowError,
     TraceFormatError,
+    TracePathError,
 )
 from ._reader import Trace, read
 from ._recorder import flush, record, score
@@ -56,6 +57,7 @@ __all__ = [
     "Secret",
     "Trace",
     "TraceFormatError",
+    "TracePathError",
     "VerifyReport",
     "WindowRef",
     "WindowState",

@@ -5,7 +5,7 @@ Example::
     >>> from agentlog._records import Score
     >>> from agentlog._writer import TraceWriter
     >>> from agentlog._reader import read
-    >>> with TraceWriter("/tmp/agentlog-reader-doctest.zst") as w:
+    >>> with TraceWriter("/tmp/agentlog-reader-doctest.zst", mode="w") as w:
     ...     w.put(Score(run=0, window=-1, name="f1", value=0.83))
     >>> trace = read("/tmp/agentlog-reader-doctest.zst")
     >>> [(s.name, s.value) for s in trace.scores()], trace.truncated

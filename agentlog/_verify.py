@@ -19,7 +19,7 @@ Checks, per file:
 
 Example:
     >>> import agentlog as al
-    >>> with al.record("/tmp/agentlog-verify-doc.zst", seed=1):
+    >>> with al.record("/tmp/agentlog-verify-doc.zst", mode="w", seed=1):
     ...     _ = al.proceed(0.5, name="stop")
     >>> al.verify("/tmp/agentlog-verify-doc.zst").ok
     True

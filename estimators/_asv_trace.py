@@ -13,7 +13,7 @@ Example:
     >>> @al.window("step")
     ... def step(x: int) -> int:
     ...     return x + 1
-    >>> with al.record("/tmp/agentlog-asv-doc.zst", seed=1, task="t"):
+    >>> with al.record("/tmp/agentlog-asv-doc.zst", mode="w", seed=1, task="t"):
     ...     _ = step(1)
     ...     ref = al.last_window("step")
     ...     for ch, (b, a) in {"direct": (0.1, 0.5), "quote": (0.2, 0.1)}.items():

@@ -11,7 +11,8 @@ from tables keyed by candidate id (or by ``(task, candidate_id)``).
 Example:
     >>> import agentlog as al
     >>> from agentlog.estimators import cess
-    >>> with al.record("/tmp/agentlog-cess-trace-doctest.zst", system="s", seed=1, task="q"):
+    >>> with al.record("/tmp/agentlog-cess-trace-doctest.zst", mode="w", system="s", seed=1,
+    ...                task="q"):
     ...     i = al.select([0.5, 0.25, 0.25], candidates=["a", "b", "c"], name="doc")
     >>> data = cess.from_trace("/tmp/agentlog-cess-trace-doctest.zst",
     ...                        outcomes={"a": 0.4, "b": -0.2, "c": 0.1},
