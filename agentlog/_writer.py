@@ -122,9 +122,12 @@ FULL_TIMEOUT = 1.0
 MAX_QUEUE_BYTES = 64 * 1024 * 1024
 
 # Before anything is encoded the writer does not know how large records are: it wakes
-# after this many and guesses this many bytes each, then learns from every frame.
-_FIRST_WAKE = 256
+# after this many, and producers wait (bounded) at twice as many until a pool thread has
+# measured them; from then on it learns from every frame.
+_FIRST_WAKE = 64
 _GUESS_RECORD_BYTES = 1024
+# What a queued record costs in memory beyond its encoded size (the Python objects).
+_RECORD_OVERHEAD = 512
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
 _SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
@@ -350,6 +353,8 @@ class TraceWriter:
 
     def _put_slow(self, record: Any) -> None:
         q = self._queue
+        if not self._learned and len(q) >= 2 * self._wake_at and self._started:
+            self._await_learning()
         if len(q) >= self._limit and not self._room():
             self.dropped += 1
             return
@@ -382,6 +387,15 @@ class TraceWriter:
             time.sleep(delay)  # polling, not a lock: see agentlog._writer_pool
             delay = min(2 * delay, 0.02)
         return True
+
+    def _await_learning(self) -> None:
+        """Wait (bounded) until a pool thread has measured the first records' size."""
+        _pool.service().want(self)
+        deadline = time.monotonic() + self.full_timeout
+        delay = 0.0002
+        while not self._learned and not self._stalled and time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(2 * delay, 0.01)
 
     def put_blob(self, hash: bytes, data: bytes, kind: str = "artifact") -> None:
         """Enqueue a ``Blob`` the first time this writer sees ``hash`` (content-addressed)."""
@@ -624,7 +638,7 @@ class TraceWriter:
             )
 
     def _set_bounds(self, record_bytes: float, wake_at: int) -> None:
-        limit = max(16, int(self.max_queue_bytes / max(record_bytes, 8.0)))
+        limit = max(16, int(self.max_queue_bytes / (record_bytes + _RECORD_OVERHEAD)))
         half = limit // 2  # a frame never needs more than half the queue
         self._chunk_records = min(self._chunk_records, half)
         self._wake_at = max(1, min(wake_at, half))

@@ -83,8 +83,11 @@ class _Service:
 
     def ensure_threads(self, n_writers: int) -> None:
         with self.start_lock:
-            # Frames fall due at the open writers' intervals: scan as often as the smallest.
-            self.tick = max(0.001, min([w.frame_interval for w in writers()], default=1.0))
+            # Frames fall due at the open writers' intervals: scan as often as the smallest
+            # (and at least once a second), starting now for a writer that just opened.
+            self.tick = max(0.001, min([1.0, *(w.frame_interval for w in writers())]))
+            self.next_scan = min(self.next_scan, time.monotonic() + self.tick)
+            self.wake()  # threads sleeping until the old next scan recompute it
             self.threads = [t for t in self.threads if t.is_alive()]
             while len(self.threads) < min(POOL_SIZE, max(1, n_writers)):
                 t = threading.Thread(target=self._loop, name=f"agentlog-writer-{len(self.threads)}",
