@@ -22,16 +22,10 @@ from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
 from ._records import LLMCall, RunEnd, RunStart, Score
+from ._shared_writers import flush_all, release_writer, shared_writer
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
-from ._writer import (
-    CLOSE_TIMEOUT,
-    FLUSH_TIMEOUT,
-    MAX_QUEUE_BYTES,
-    flush_all,
-    release_writer,
-    shared_writer,
-)
+from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES
 
 INLINE_MAX = 2048  # artifacts larger than this are stored once as content-addressed Blobs
 

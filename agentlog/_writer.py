@@ -18,33 +18,16 @@ cut every ``frame_records`` records (fewer when records are large) or ``frame_in
 seconds, whichever comes first, on ``flush()``, on ``cut_frame()``, at ``close()``, at
 interpreter exit (``atexit``) and on SIGTERM.
 
-Durability (``durability=``):
-
-* ``"frame"`` (default): records reach the OS when their frame is written, about
-  ``frame_interval`` seconds (default 1 s) after ``put`` at the latest. A crash of the
-  process (SIGKILL, segfault, OOM kill) loses at most the records of the last second.
-* ``"window"``: ``cut_frame()`` (called by a recorder at every window exit) returns
-  only once the window's frame is handed to the OS, so a window that has returned
-  survives a crash of the process. The wait is bounded by ``window_timeout``.
-* ``"fsync"``: as ``"window"``, and the file is ``fsync``ed before ``cut_frame()``
-  returns, so a returned window also survives a power loss.
-
-Which file (``mode=``, see ``agentlog._trace_file``): ``"x"`` (default) creates a new
-trace and refuses an existing non-empty file that this process did not record to;
-``"a"`` appends runs to a valid trace; ``"w"`` replaces the file. FIFOs, devices and
-directories are refused; an exclusive lock keeps a second writer (another process, a
-hard link) out. Missing parent directories are created.
-
-Bounds (the host never waits on us for long, memory never grows without limit):
-
-* the queue holds about ``max_queue_bytes`` (default 64 MiB, estimated from the encoded
-  size of recent records). When it is full, ``put`` waits for room up to
-  ``full_timeout`` (default 1 s) with ``on_full="block"`` (default), or not at all
-  with ``on_full="drop"``; a record that finds no room is dropped and counted.
-* ``flush()`` waits at most ``timeout`` (default ``FLUSH_TIMEOUT``, 10 s), ``close()``
-  at most ``close_timeout`` (default ``CLOSE_TIMEOUT``, 10 s), a window exit with
-  ``durability="window"`` at most ``window_timeout`` (default 5 s; after one timeout,
-  windows stop waiting until the writer catches up).
+Durability: ``"frame"`` (default) writes a frame about every ``frame_interval`` seconds
+(a crash of the process loses at most that); with ``"window"`` ``cut_frame()`` (called
+at every window exit) returns once the window's frame is handed to the OS, with
+``"fsync"`` once it is synced. Which file (``mode=``, FIFOs, the lock): see
+``agentlog._trace_file``. Bounds: the queue holds about ``max_queue_bytes`` (estimated
+from the encoded size of recent records; when full, ``put`` waits up to
+``full_timeout`` with ``on_full="block"``, then drops and counts); ``flush()``,
+``close()`` and a window-durable ``cut_frame()`` wait at most ``FLUSH_TIMEOUT``,
+``close_timeout`` and ``window_timeout`` (after one timeout, cuts stop waiting until
+the writer catches up).
 
 Failure policy: recording must never break the host program. When the file cannot be
 written (disk full, I/O error, the file was deleted with its directory), the writer
@@ -94,19 +77,11 @@ from agentlog._trace_format import (
     FrameEncoder,
 )
 
-__all__ = [
-    "CLOSE_TIMEOUT",
-    "FLUSH_TIMEOUT",
-    "MAX_QUEUE_BYTES",
-    "TraceWriter",
-    "flush_all",
-    "release_writer",
-    "shared_writer",
-]
+__all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_QUEUE_BYTES", "TraceWriter"]
 
 Durability = Literal["frame", "window", "fsync"]
 OnFull = Literal["block", "drop"]
-_DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
+DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
 
 # Frames of large records (selections over big pools) are cut to about this much
 # msgpack content instead of ``frame_records`` records: reading a frame that fits
@@ -213,7 +188,7 @@ def _trace_writer_iv(frame_records: int, frame_interval: float, durability: str,
     if isinstance(frame_records, bool) or not isinstance(frame_records, int) or frame_records < 1:
         raise ValueError(f"`frame_records` must be an int >= 1; found {frame_records!r}")
     _positive("frame_interval", frame_interval)
-    if durability not in _DURABILITY_RANK:
+    if durability not in DURABILITY_RANK:
         raise ValueError(
             f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
         )
@@ -886,78 +861,3 @@ class TraceWriter:
             f"writing failed ({exc}); the file keeps the {self.records_written} records "
             "written before and the rest is dropped"
         )
-
-
-# -- sharing one writer per file in a process ----------------------------------------------
-
-_registry_lock = threading.RLock()
-# (device, inode) of the file -> (writer, references). An entry stays until its writer
-# has closed the file, so a record() opening meanwhile waits for the close instead of
-# opening a second writer that would truncate the file under the first.
-_shared: dict[tuple[int, int], tuple[TraceWriter, int]] = {}
-
-
-def _file_key(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def flush_all(timeout: float = FLUSH_TIMEOUT) -> bool:
-    """Flush every open writer of this process within ``timeout`` in all; False if not."""
-    deadline = time.monotonic() + timeout
-    return all([w.flush(max(0.0, deadline - time.monotonic())) for w in _pool.writers()])
-
-
-def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
-    """Return the open writer of the file at ``path`` in this process, or open one.
-
-    Runs that write the same file (by device and inode: a hard link or another spelling
-    of the path is the same file) share one writer; each call must be paired with
-    ``release_writer``. The first opener's options win (``mode`` only matters to the
-    writer that opens the file), except that a stronger ``durability`` from any user
-    upgrades the shared writer.
-
-    Raises:
-        TracePathError: as ``TraceWriter``.
-    """
-    name = os.fspath(path)
-    while True:
-        with _registry_lock:
-            key = _file_key(name)
-            entry = _shared.get(key) if key is not None else None
-            if entry is None or entry[0]._done.is_set():
-                if entry is not None and key is not None:
-                    del _shared[key]
-                writer = TraceWriter(name, **opts)
-                if not writer.failed and writer._key is not None:
-                    _shared[writer._key] = (writer, 1)
-                return writer
-            writer, refs = entry
-            if not writer.closed:
-                _shared[key] = (writer, refs + 1)  # type: ignore[index]
-                wanted = opts.get("durability", "frame")
-                if _DURABILITY_RANK.get(wanted, 0) > _DURABILITY_RANK[writer.durability]:
-                    writer.durability = wanted
-                return writer
-        # The last run on this file is closing it: wait (bounded) and open it again.
-        if not writer._done.wait(writer.close_timeout):
-            with _registry_lock:
-                if key is not None and _shared.get(key, (None, 0))[0] is writer:
-                    del _shared[key]  # stuck: the lock it holds will refuse the new writer
-
-
-def release_writer(writer: TraceWriter) -> None:
-    """Give back a writer from ``shared_writer``; the last release closes it."""
-    key = writer._key
-    with _registry_lock:
-        entry = _shared.get(key) if key is not None else None
-        if entry is not None and entry[0] is writer and entry[1] > 1:
-            _shared[key] = (writer, entry[1] - 1)  # type: ignore[index]
-            return
-    writer.close()
-    with _registry_lock:
-        if key is not None and _shared.get(key, (None, 0))[0] is writer and writer._done.is_set():
-            del _shared[key]

@@ -17,7 +17,8 @@ import agentlog._writer as writer_mod
 from agentlog._errors import InstrumentationWarning, TracePathError
 from agentlog._reader import iter_frames, read
 from agentlog._records import Blob, Score, Selection
-from agentlog._writer import TraceWriter, flush_all, release_writer, shared_writer
+from agentlog._shared_writers import flush_all, release_writer, shared_writer
+from agentlog._writer import TraceWriter
 
 
 def score(i: int, name: str = "f1") -> Score:
