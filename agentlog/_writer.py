@@ -371,6 +371,7 @@ class TraceWriter:
         while not self._learned and not self._stalled and time.monotonic() < deadline:
             time.sleep(delay)
             delay = min(2 * delay, 0.01)
+        self._learned = True  # measured, or keep the guess: producers wait here once
 
     def put_blob(self, hash: bytes, data: bytes, kind: str = "artifact") -> None:
         """Enqueue a ``Blob`` the first time this writer sees ``hash`` (content-addressed)."""

@@ -236,3 +236,17 @@ def test_a_thousand_open_runs_on_a_thousand_files_share_a_few_writer_threads(
     for i in (0, 499, 999):
         trace = read(tmp_path / f"{i}.zst")
         assert [s.value for s in of_type(trace, Score)] == [float(i)]
+
+
+def test_producers_wait_for_the_first_size_measurement_at_most_once(
+    tmp_path: Path, stalled: threading.Event
+) -> None:
+    w = TraceWriter(tmp_path / "t.zst", full_timeout=0.05, frame_interval=3600)
+    w.put({"not": "a record"})  # type: ignore[arg-type]  # cannot be measured
+    for i in range(1000):  # the first put past 128 queued waits 0.05 s, no other put does
+        w.put(score(i))
+    assert w._learned
+    stalled.set()
+    with pytest.warns(al.InstrumentationWarning, match="not trace records"):
+        w.close()
+    assert w.records_written == 1000
