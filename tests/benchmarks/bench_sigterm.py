@@ -49,7 +49,7 @@ def main() -> None:
                                                                     in_event_set=j[2], sig=sig)),
                             jobs))
     print(f"{'durability':<10} {'trials':>6} {'hangs':>5} {'exit':>14} {'windows returned':>17} "
-          f"{'lost':>5} {'SIGTERM->exit median / max':>28}")
+          f"{'lost':>5} {'signal->exit median / max':>28}")
     for dur in durabilities:
         rows = [t for d_, _, t in results if d_ == dur]
         codes = collections.Counter(t.returncode for t in rows)
