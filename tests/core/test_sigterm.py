@@ -42,16 +42,16 @@ def test_a_sigterm_inside_the_main_threads_event_set_does_not_deadlock(
 def test_sigterm_at_random_moments_never_hangs_and_loses_no_returned_window(
     tmp_path: Path, durability: str
 ) -> None:
-    trials = [child.trial(tmp_path, durability, seed=s) for s in range(3)]
-    assert [t.hung for t in trials] == [False] * 3
+    trials = [child.trial(tmp_path, durability, seed=s) for s in range(2)]
+    assert [t.hung for t in trials] == [False, False]
     assert {t.returncode for t in trials} == {-signal.SIGTERM}
-    assert [t.lost for t in trials] == [0, 0, 0]
+    assert [t.lost for t in trials] == [0, 0]
 
 
 @pytest.mark.parametrize("durability", ["window", "fsync"])
 def test_with_durability_window_sigkill_loses_no_window_that_had_returned(
     tmp_path: Path, durability: str
 ) -> None:
-    trials = [child.trial(tmp_path, durability, seed=s, sig=signal.SIGKILL) for s in range(3)]
+    trials = [child.trial(tmp_path, durability, seed=s, sig=signal.SIGKILL) for s in range(2)]
     assert {t.returncode for t in trials} == {-signal.SIGKILL}
-    assert [t.lost for t in trials] == [0, 0, 0]
+    assert [t.lost for t in trials] == [0, 0]
