@@ -30,6 +30,7 @@ from ._errors import (
     ReplayError,
     SealedWindowError,
     TraceFormatError,
+    TracePathError,
 )
 from ._reader import Trace, read
 from ._recorder import flush, record, score
@@ -56,6 +57,7 @@ __all__ = [
     "Secret",
     "Trace",
     "TraceFormatError",
+    "TracePathError",
     "VerifyReport",
     "WindowRef",
     "WindowState",

@@ -4,6 +4,9 @@ The tree::
 
     AgentlogError
     ├── TraceFormatError          a trace file is not what its format promises (with byte offset)
+    ├── TracePathError            a path cannot be recorded to: not a regular file, held by
+    │                             another writer, or an existing trace ``mode=`` protects
+    │                             (also a ValueError)
     ├── SealedWindowError         a tool was called inside a window that forbids it
     ├── ArtifactEncodingError     an entry/exit artifact has no canonical encoding
     │                             (also a TypeError)
@@ -46,6 +49,10 @@ class TraceFormatError(AgentlogError):
         super().__init__(full)
         self.path = path
         self.offset = offset
+
+
+class TracePathError(AgentlogError, ValueError):
+    """``record()`` refused a path: nothing was written and the file is untouched."""
 
 
 class SealedWindowError(AgentlogError):

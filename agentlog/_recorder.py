@@ -8,13 +8,11 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import threading
 import uuid
 import warnings
-import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal
@@ -25,25 +23,14 @@ from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
 from ._records import LLMCall, RunEnd, RunStart, Score
+from ._shared_writers import flush_all, release_writer, shared_writer
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
-from ._writer import TraceWriter, release_writer, shared_writer
+from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES
 
 INLINE_MAX = 2048  # artifacts larger than this are stored once as content-addressed Blobs
 
-_run_counters: weakref.WeakKeyDictionary[TraceWriter, itertools.count[int]] = (
-    weakref.WeakKeyDictionary()
-)
-_counter_lock = threading.Lock()
 _active_lock = threading.Lock()
-
-
-def _next_run_index(writer: TraceWriter) -> int:
-    with _counter_lock:
-        counter = _run_counters.get(writer)
-        if counter is None:
-            counter = _run_counters[writer] = itertools.count()
-    return next(counter)
 
 
 def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -66,17 +53,41 @@ class record:
     the run they were started in. Another *process* does not inherit the run: open a
     ``record()`` in the child (with its own file).
 
+    Which file: runs of one process that name the same file (one after another or at
+    once) all go into it. A trace that existed before is never replaced or extended
+    silently: by default (``mode="x"``) a non-empty file this process did not record to
+    is refused with ``TracePathError``; ``mode="a"`` appends runs to it (after checking
+    its header and that it ends on a frame boundary; a frame torn by a crash is cut off
+    with a warning), ``mode="w"`` replaces it. FIFOs, devices and directories are
+    refused, and so is a file another process is recording to (an exclusive lock).
+
+    Durability: ``"frame"`` (default) writes a frame at least every ``frame_interval``
+    seconds, so a crash of the process loses at most the last second of records.
+    ``"window"`` makes each window's exit wait until its frame is handed to the OS, so
+    a window that has returned survives a crash of the process; ``"fsync"`` also syncs
+    the file, so it survives a power loss. Every wait is bounded (``close_timeout``;
+    5 s per window; ``al.flush(timeout=)``) and a full queue (``max_queue_bytes``) makes
+    records wait up to 1 s for room, then drops and counts them (``on_full="drop"``:
+    at once): recording never hangs the program or grows its memory without bound.
+
     Args:
-        path: trace file to create (an existing file is replaced).
+        path: trace file to write (see "Which file").
         system: name of the system under test (a leaderboard row).
         seed: run seed; keys every ``select``/``proceed`` draw.
         task: task id.
         meta: JSON-like metadata (str keys), e.g. ``{"backbone": "qwen3-8b", "cluster": "q7"}``.
         redact: ``redact(payload) -> payload``, applied to every artifact, score payload and
             model request before it is encoded.
-        durability: ``"frame"`` (default; a frame at least every ``frame_interval`` seconds)
-            or ``"window"`` (also a frame at every window exit: safer, larger files).
+        durability: ``"frame"`` (default), ``"window"`` or ``"fsync"`` (see above).
         frame_interval: seconds between frame cuts at most.
+        mode: ``"x"`` (default), ``"a"`` or ``"w"`` (see "Which file").
+        close_timeout: leaving the ``with`` block waits at most this many seconds for
+            the last frames to be written (warns and goes on after it).
+        max_queue_bytes: about how many bytes of records may wait to be written.
+        on_full: ``"block"`` (default: wait up to 1 s for room) or ``"drop"``.
+
+    Raises:
+        TracePathError: on entering, when ``path`` must not be recorded to (see above).
     """
 
     def __init__(
@@ -88,11 +99,22 @@ class record:
         task: str | None = None,
         meta: Mapping[str, Any] | None = None,
         redact: Callable[[Any], Any] | None = None,
-        durability: Literal["frame", "window"] = "frame",
+        durability: Literal["frame", "window", "fsync"] = "frame",
         frame_interval: float = 1.0,
+        mode: Literal["x", "a", "w"] = "x",
+        close_timeout: float = CLOSE_TIMEOUT,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
+        on_full: Literal["block", "drop"] = "block",
     ) -> None:
-        if durability not in ("frame", "window"):
-            raise ValueError(f"`durability` must be 'frame' or 'window'; found {durability!r}")
+        if durability not in ("frame", "window", "fsync"):
+            raise ValueError(
+                f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
+            )
+        if mode not in ("x", "a", "w"):
+            raise ValueError(
+                f"`mode` must be 'x' (new trace), 'a' (append runs) or 'w' (replace); "
+                f"found {mode!r}"
+            )
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"`seed` must be an int; found {type(seed).__name__}")
         if not 0 <= seed < 2**64:
@@ -107,6 +129,10 @@ class record:
         self.redact = redact
         self.durability = durability
         self.frame_interval = frame_interval
+        self.mode = mode
+        self.close_timeout = close_timeout
+        self.max_queue_bytes = max_queue_bytes
+        self.on_full = on_full
         self.run: Run | None = None
         self._tokens: tuple[Any, Any] | None = None
 
@@ -116,11 +142,13 @@ class record:
             raise RuntimeError("this record() is already open; create a new one per run")
         parent = current_run_var.get()
         writer = shared_writer(
-            self.path, frame_interval=self.frame_interval, durability=self.durability
+            self.path, frame_interval=self.frame_interval, durability=self.durability,
+            mode=self.mode, close_timeout=self.close_timeout,
+            max_queue_bytes=self.max_queue_bytes, on_full=self.on_full,
         )
         run = Run(
             run_id=uuid.uuid4().hex,
-            index=_next_run_index(writer),
+            index=writer.new_run_index(),
             path=self.path,
             system=self.system,
             seed=self.seed,
@@ -128,7 +156,9 @@ class record:
             meta=self.meta,
             writer=writer,
             redact=self.redact,
-            durability=self.durability,
+            # A window cuts a frame at its exit unless "frame"; the writer decides whether
+            # that cut waits (and syncs): see TraceWriter.cut_frame.
+            durability="frame" if self.durability == "frame" else "window",
             tracer=_tracer(),
             parent_run=parent.run_id if parent is not None else None,
         )
@@ -229,17 +259,15 @@ def store_artifact(run: Run, payload: Any, *, what: str) -> tuple[bytes, bytes |
     return h, data
 
 
-def flush(timeout: float | None = None) -> bool:
+def flush(timeout: float = FLUSH_TIMEOUT) -> bool:
     """Write every record enqueued so far (the current run's file, or every open file).
 
-    Blocks until the records are handed to the operating system (no fsync). Returns False
-    on timeout.
+    Blocks until the records are handed to the operating system (no fsync), at most
+    ``timeout`` seconds (default 10). Returns False on timeout.
     """
     run = current_run_var.get()
     if run is not None:
         return run.writer.flush(timeout)
-    from ._writer import flush_all
-
     return flush_all(timeout)
 
 

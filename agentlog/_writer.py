@@ -1,4 +1,4 @@
-"""The background trace writer: callers enqueue records, one thread writes frames.
+"""The trace writer: callers enqueue records, a shared pool of threads writes frames.
 
 Example::
 
@@ -10,55 +10,52 @@ Example::
     >>> w.records_written
     1
 
-The caller's side of ``put`` is a ``deque.append`` plus a length check; the
-writer thread drains the queue, encodes each batch in one msgspec call,
-compresses it into one zstd frame (``agentlog._trace_format``) and hands it to
-the OS with ``os.writev``. A frame is cut every ``frame_records`` records or
-``frame_interval`` seconds, whichever comes first, on ``flush()``, on
-``cut_frame()`` (what ``durability="window"`` asks of a recorder at each window
-exit), at ``close()``, at interpreter exit (``atexit``) and on SIGTERM.
+The caller's side of ``put`` is a length check plus a ``deque.append``; a pool thread
+(``agentlog._writer_pool``: at most four per process, however many files are open)
+drains the queue, encodes each batch in one msgspec call, compresses it into one zstd
+frame (``agentlog._trace_format``) and hands it to the OS with ``os.writev``. A frame is
+cut every ``frame_records`` records (fewer when records are large) or ``frame_interval``
+seconds, whichever comes first, on ``flush()``, on ``cut_frame()``, at ``close()``, at
+interpreter exit (``atexit``) and on SIGTERM.
 
-Durability: records reach the OS when their frame is written, never later than
-``frame_interval`` seconds (default 1 s) after ``put``. There is no fsync per
-record or frame; the OS page cache survives the process, so a crash of the
-process (SIGKILL, segfault, OOM kill) loses at most the records enqueued since
-the last frame was cut. A power loss can lose what the OS had not yet written
-back; call ``fsync()`` where that matters.
+Durability: ``"frame"`` (default) writes a frame about every ``frame_interval`` seconds
+(a crash of the process loses at most that); with ``"window"`` ``cut_frame()`` (called
+at every window exit) returns once the window's frame is handed to the OS, with
+``"fsync"`` once it is synced. Which file (``mode=``, FIFOs, the lock): see
+``agentlog._trace_file``. Bounds: the queue holds about ``max_queue_bytes`` (estimated
+from the encoded size of recent records; when full, ``put`` waits up to
+``full_timeout`` with ``on_full="block"``, then drops and counts); ``flush()``,
+``close()`` and a window-durable ``cut_frame()`` wait at most ``FLUSH_TIMEOUT``,
+``close_timeout`` and ``window_timeout`` (after one timeout, cuts stop waiting until
+the writer catches up).
 
-A writer always starts a new file: an existing file at ``path`` is truncated
-(append mode is not supported, because a file is one sealed sequence of frames
-with a single header). Missing parent directories are created. Two writers on
-one path in one process would interleave two files; recorders share one writer
-per path through ``shared_writer`` / ``release_writer``.
-
-Failure policy: recording must never break the host program. When the file
-cannot be opened or a write fails (disk full, I/O error), the writer emits one
-``InstrumentationWarning``, stops writing (the file keeps every complete frame
-written before the failure), and counts the records it could not write in
-``dropped``. ``put``, ``put_blob``, ``flush``, ``cut_frame`` and ``close`` never
-raise (a warnings filter that turns the warning into an error is the one
-exception: that is the user's choice). Warnings about failures found by the
-writer thread are emitted on the caller's thread, at the next ``flush()``,
-``cut_frame()``, ``fsync()`` or ``close()``.
+Failure policy: recording must never break the host program. When the file cannot be
+written (disk full, I/O error, the file was deleted with its directory), the writer
+emits one ``InstrumentationWarning``, stops writing (the file keeps every complete frame
+written before the failure), and counts the records it could not write in ``dropped``.
+``put``, ``put_blob``, ``flush``, ``cut_frame`` and ``close`` never raise (a warnings
+filter that turns the warning into an error is the one exception: that is the user's
+choice). Warnings about failures found by a pool thread are emitted on the caller's
+thread, at the next ``flush()``, ``cut_frame()``, ``fsync()`` or ``close()``. Only
+opening refuses, with ``TracePathError``, a path that must not be written to.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import math
 import os
-import signal
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, Literal, Protocol
 
 import msgspec
 
+from agentlog import _writer_pool as _pool
 from agentlog._errors import InstrumentationWarning
 from agentlog._records import (
     RECORD_TYPES,
@@ -72,17 +69,19 @@ from agentlog._records import (
     WindowExit,
 )
 from agentlog._state import receipt_genesis, receipt_key
+from agentlog._trace_file import Mode, open_trace, remember
 from agentlog._trace_format import (
-    FILE_HEADER,
     FRAME_HEADER_SIZE,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
     FrameEncoder,
 )
 
-__all__ = ["TraceWriter", "flush_all", "release_writer", "shared_writer"]
+__all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_QUEUE_BYTES", "TraceWriter"]
 
-Durability = Literal["frame", "window"]
+Durability = Literal["frame", "window", "fsync"]
+OnFull = Literal["block", "drop"]
+DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
 
 # Frames of large records (selections over big pools) are cut to about this much
 # msgpack content instead of ``frame_records`` records: reading a frame that fits
@@ -90,9 +89,20 @@ Durability = Literal["frame", "window"]
 # selections: 92k vs 36k records/s), and a crash tears less.
 FRAME_TARGET_CONTENT = 4 * 1024 * 1024
 
-# How long the SIGTERM handler waits for each writer before it lets the signal
-# take its course.
-SIGNAL_FLUSH_TIMEOUT = 10.0
+# The default bounds of every wait and of the queue (see the module docstring).
+FLUSH_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 10.0
+WINDOW_TIMEOUT = 5.0
+FULL_TIMEOUT = 1.0
+MAX_QUEUE_BYTES = 64 * 1024 * 1024
+
+# Before anything is encoded the writer does not know how large records are: it wakes
+# after this many, and producers wait (bounded) at twice as many until a pool thread has
+# measured them; from then on it learns from every frame.
+_FIRST_WAKE = 64
+_GUESS_RECORD_BYTES = 1024
+# What a queued record costs in memory beyond its encoded size (the Python objects).
+_RECORD_OVERHEAD = 512
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
 _SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
@@ -102,15 +112,15 @@ _TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATION
 _sha256 = hashlib.sha256
 _replace = msgspec.structs.replace
 
-# The OS calls the writer thread uses, as module attributes so tests can make a
-# write fail (disk full) without touching the os module everyone else uses.
+
+# The OS calls the pool threads use, as module attributes so tests can make a write
+# fail (disk full) or stall without touching the os module everyone else uses.
 def _writev_joined(fd: int, parts: list[bytes]) -> int:  # pragma: no cover - Windows
     return os.write(fd, b"".join(parts))
 
 
 _writev: Callable[[int, list[bytes]], int] = getattr(os, "writev", _writev_joined)
 _write: Callable[[int, memoryview], int] = os.write
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 
 
 def _close_fd(fd: int) -> None:
@@ -127,10 +137,11 @@ class _Queue(Protocol):
 class _FlushMarker:
     """Placed in the queue by ``flush``; set once everything before it is written."""
 
-    __slots__ = ("event",)
+    __slots__ = ("event", "fsync")
 
-    def __init__(self) -> None:
+    def __init__(self, fsync: bool = False) -> None:
         self.event = threading.Event()
+        self.fsync = fsync
 
 
 class _CutMarker:
@@ -140,6 +151,7 @@ class _CutMarker:
 
 
 _CUT = _CutMarker()
+_MARKERS = frozenset((_FlushMarker, _CutMarker))
 
 
 class _DroppingQueue:
@@ -160,38 +172,70 @@ class _DroppingQueue:
         return 0
 
 
-def _trace_writer_iv(frame_records: int, frame_interval: float, durability: str) -> None:
+def _positive(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a finite number of seconds > 0; found {value!r}")
+    return float(value)
+
+
+def _trace_writer_iv(frame_records: int, frame_interval: float, durability: str, mode: str,
+                     on_full: str, max_queue_bytes: int) -> None:
     if isinstance(frame_records, bool) or not isinstance(frame_records, int) or frame_records < 1:
         raise ValueError(f"`frame_records` must be an int >= 1; found {frame_records!r}")
-    if (
-        isinstance(frame_interval, bool)
-        or not isinstance(frame_interval, int | float)
-        or not math.isfinite(frame_interval)
-        or frame_interval <= 0
-    ):
+    _positive("frame_interval", frame_interval)
+    if durability not in DURABILITY_RANK:
         raise ValueError(
-            f"`frame_interval` must be a finite number of seconds > 0; found {frame_interval!r}"
+            f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
         )
-    if durability not in ("frame", "window"):
-        raise ValueError(f"`durability` must be 'frame' or 'window'; found {durability!r}")
+    if mode not in ("x", "a", "w"):
+        raise ValueError(
+            f"`mode` must be 'x' (new trace), 'a' (append runs) or 'w' (replace); found {mode!r}"
+        )
+    if on_full not in ("block", "drop"):
+        raise ValueError(f"`on_full` must be 'block' or 'drop'; found {on_full!r}")
+    if (isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int)
+            or max_queue_bytes < 1 << 16):
+        raise ValueError(
+            f"`max_queue_bytes` must be an int >= 65536; found {max_queue_bytes!r}"
+        )
 
 
 class TraceWriter:
-    """Writes records to a new trace file from a background thread.
+    """Writes records to a trace file from the process's pool of writer threads.
 
     Args:
-        path: the trace file; created (with its parent directories) or truncated.
+        path: the trace file; created (with its parent directories) when missing.
+        mode: ``"x"`` (default): a new trace; an existing non-empty file this process
+            did not record to is refused. ``"a"``: append runs to an existing trace.
+            ``"w"``: replace the file.
         frame_records: cut a frame once this many records are queued.
         frame_interval: cut a frame at least this often (seconds) while records arrive.
-        durability: ``"frame"`` or ``"window"``; recorders call ``cut_frame()`` at
-            every window exit when it is ``"window"``. The writer itself only stores it.
+        durability: ``"frame"``, ``"window"`` or ``"fsync"`` (see the module docstring).
+        close_timeout: ``close()`` waits at most this long (seconds) for the last frames.
+        window_timeout: with ``durability="window"``/``"fsync"``, ``cut_frame()`` waits
+            at most this long (seconds) for the window's frame (default ``WINDOW_TIMEOUT``).
+        max_queue_bytes: about how many bytes of records may wait to be written.
+        on_full: ``"block"`` (wait up to ``full_timeout`` for room, then drop) or
+            ``"drop"`` (drop at once) when the queue is full; drops are counted.
+        full_timeout: the longest a ``put`` waits for room with ``on_full="block"``.
+
+    Raises:
+        TracePathError: ``path`` is a FIFO, device or directory, another writer holds
+            it, or it is an existing trace that ``mode`` protects (or that cannot be
+            appended to). Nothing is written then.
 
     Attributes:
         path: the file path, as given.
         records_written: records in frames handed to the OS.
         frames_written: frames handed to the OS.
-        bytes_written: bytes handed to the OS, file header included.
-        dropped: records that could not be written (open or write failure,
+        bytes_written: bytes handed to the OS by this writer, file header included
+            (with ``mode="a"``, what the file held before is not counted).
+        dropped: records that could not be written (open or write failure, full queue,
             unencodable record, ``put`` after ``close``).
     """
 
@@ -199,65 +243,135 @@ class TraceWriter:
         self,
         path: str | os.PathLike[str],
         *,
+        mode: Mode = "x",
         frame_records: int = 4096,
         frame_interval: float = 1.0,
         durability: Durability = "frame",
+        close_timeout: float = CLOSE_TIMEOUT,
+        window_timeout: float | None = None,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
+        on_full: OnFull = "block",
+        full_timeout: float = FULL_TIMEOUT,
     ) -> None:
-        _trace_writer_iv(frame_records, frame_interval, durability)
+        _trace_writer_iv(frame_records, frame_interval, durability, mode, on_full,
+                         max_queue_bytes)
         self.path = os.fspath(path)
+        self.mode: Mode = mode
         self.frame_records = frame_records
         self.frame_interval = float(frame_interval)
         self.durability: Durability = durability
+        self.close_timeout = _positive("close_timeout", close_timeout)
+        self.window_timeout = _positive(
+            "window_timeout", WINDOW_TIMEOUT if window_timeout is None else window_timeout)
+        self.full_timeout = _positive("full_timeout", full_timeout)
+        self.max_queue_bytes = max_queue_bytes
+        self.on_full: OnFull = on_full
         self.records_written = 0
         self.frames_written = 0
         self.bytes_written = 0
         self.dropped = 0
-        self._signalled = False  # put() asked for a cut because frame_records are queued
-        self._wake = threading.Event()
-        self._lock = threading.RLock()  # re-entrant: the SIGTERM handler may flush mid-flush
-        self._pending_marks = 0  # flush and cut markers in the queue
+        self._signalled = False  # put() asked for service because records piled up
+        self._wanted = False  # a pool thread should look at this writer (again)
+        self._busy = threading.Lock()  # held by the one pool thread servicing the writer
+        self._done = threading.Event()  # set by the pool once the file is closed
+        self._lock = threading.RLock()  # caller side only: markers versus close()
         self._closing = False
         self._closed = False
+        self._finished = False  # the pool has written the last frame and closed the file
         self._failed = False  # no more writes: the file keeps its complete frames
         self._problem: str | None = None  # first problem, waiting to be warned about
         self._warned = False
+        self._stalled = False  # a bounded wait expired: later waits are skipped
+        self._last_cut: _FlushMarker | None = None
         self._blob_hashes: dict[bytes, object] = {}
-        # Receipt chains, advanced by the writer thread in queue order (see _seal): run
+        # Receipt chains, advanced by the pool thread in queue order (see _seal): run
         # index -> [head, windows closed, selections, continuations]; (run, window id) ->
         # entry hash while the window is open.
         self._chains: dict[int, list[Any]] = {}
         self._open_entries: dict[tuple[int, int], bytes] = {}
         self._receipt_keys: dict[str, bytes] = {}
         self._fd = -1
-        self._thread: threading.Thread | None = None
+        self._key: tuple[int, int] | None = None
+        self._end = 0
+        self._next_run = 0
+        self._started = False
         self._deque: deque[Any] = deque()
         self._queue: _Queue = self._deque
+        # Queue bounds in records, from the bytes per record seen so far (pool-updated).
+        self._chunk_records = frame_records  # records per frame; fewer when they are large
+        self._learned = False
+        self._set_bounds(_GUESS_RECORD_BYTES, min(frame_records, _FIRST_WAKE))
+        self._next_due = time.monotonic() + self.frame_interval
         try:
-            parent = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(parent, exist_ok=True)
-            self._fd = os.open(self.path, _OPEN_FLAGS, 0o666)
-            self._write_all([FILE_HEADER])
+            opened = open_trace(self.path, mode)
         except OSError as exc:
             self._fail_open(exc)
             return
-        self.bytes_written = len(FILE_HEADER)
-        self._encoder = FrameEncoder()  # used by the writer thread only
-        self._chunk_records = frame_records  # records per frame; fewer when they are large
-        self._thread = threading.Thread(
-            target=self._run, name=f"agentlog-writer:{os.path.basename(self.path)}", daemon=True
-        )
-        _register(self)
-        self._thread.start()
+        self._fd = opened.fd
+        self._key = opened.key
+        self._next_run = opened.next_run
+        self._end = opened.end  # the file's size: where a torn frame is cut off
+        self.bytes_written = opened.end if opened.fresh else 0
+        self._encoder = FrameEncoder()  # used by one pool thread at a time
+        self._started = True
+        _pool.register(self)
 
     # -- caller side -----------------------------------------------------------------
 
     def put(self, record: Record) -> None:
-        """Enqueue one record. Thread-safe, never blocks, never raises."""
+        """Enqueue one record. Thread-safe, never raises; waits only when the queue is full."""
         q = self._queue
+        if len(q) < self._wake_before:
+            q.append(record)
+            return
+        self._put_slow(record)
+
+    def _put_slow(self, record: Any) -> None:
+        q = self._queue
+        if not self._learned and len(q) >= 2 * self._wake_at and self._started:
+            self._await_learning()
+        if len(q) >= self._limit and not self._room():
+            self.dropped += 1
+            return
         q.append(record)
-        if len(q) >= self.frame_records and not self._signalled:
+        if len(q) >= self._wake_at and not self._signalled:
             self._signalled = True
-            self._wake.set()
+            _pool.service().want(self)
+
+    def _room(self) -> bool:
+        """Wait (bounded) until the queue has room; False if the record must be dropped."""
+        if self.on_full == "drop" or self._stalled or not self._started:
+            self._note_problem(
+                f"the queue is full ({len(self._deque)} records, about "
+                f"{self.max_queue_bytes >> 20} MiB) and on_full={self.on_full!r}; records "
+                "are dropped until the writer catches up"
+            )
+            return False
+        _pool.service().want(self)
+        deadline = time.monotonic() + self.full_timeout
+        delay = 0.0005
+        while len(self._deque) >= self._limit:
+            if time.monotonic() >= deadline:
+                self._stalled = True
+                self._note_problem(
+                    f"the writer could not keep up: the queue stayed full ({len(self._deque)} "
+                    f"records) for full_timeout={self.full_timeout} s; records are dropped "
+                    "until it catches up"
+                )
+                return False
+            time.sleep(delay)  # polling, not a lock: see agentlog._writer_pool
+            delay = min(2 * delay, 0.02)
+        return True
+
+    def _await_learning(self) -> None:
+        """Wait (bounded) until a pool thread has measured the first records' size."""
+        _pool.service().want(self)
+        deadline = time.monotonic() + self.full_timeout
+        delay = 0.0002
+        while not self._learned and not self._stalled and time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(2 * delay, 0.01)
+        self._learned = True  # measured, or keep the guess: producers wait here once
 
     def put_blob(self, hash: bytes, data: bytes, kind: str = "artifact") -> None:
         """Enqueue a ``Blob`` the first time this writer sees ``hash`` (content-addressed)."""
@@ -266,47 +380,72 @@ class TraceWriter:
         if self._blob_hashes.setdefault(hash, token) is token:
             self.put(Blob(hash=hash, data=data, kind=kind))
 
-    def cut_frame(self) -> None:
-        """End a frame after the records enqueued so far; does not wait for the write.
-
-        The frame boundary lands exactly here even when several cuts are requested
-        before the writer thread catches up (``durability="window"`` relies on it).
-        """
+    def new_run_index(self) -> int:
+        """The next free run index in this file (after the runs it already holds)."""
         with self._lock:
-            if not self._closing:
-                self._pending_marks += 1
-                self._queue.append(_CUT)
-        self._wake.set()
+            index = self._next_run
+            self._next_run += 1
+        return index
+
+    def cut_frame(self) -> None:
+        """End a frame after the records enqueued so far.
+
+        With ``durability="frame"`` it does not wait. With ``"window"`` (``"fsync"``) it
+        returns once the frame is handed to the OS (and synced), at most
+        ``window_timeout`` seconds later; after a timeout it stops waiting until the
+        writer has caught up. The frame boundary lands exactly here even when several
+        cuts are requested before the writer catches up.
+        """
+        if self.durability == "frame":
+            with self._lock:
+                if not self._closing:
+                    self._queue.append(_CUT)
+            if self._started:
+                _pool.service().want(self)
+        else:
+            last = self._last_cut
+            wait = last is None or last.event.is_set()  # caught up since the last timeout
+            marker = self._enqueue_marker(fsync=self.durability == "fsync")
+            if marker is not None:
+                self._last_cut = marker
+                if wait and not marker.event.wait(self.window_timeout):
+                    self._note_problem(
+                        f"a window's frame was not written within window_timeout="
+                        f"{self.window_timeout} s (is the storage stalled?); windows stop "
+                        "waiting for their frames until the writer catches up"
+                    )
         if self._problem is not None:
             self._warn()
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def _enqueue_marker(self, fsync: bool = False) -> _FlushMarker | None:
+        """Queue a flush marker and wake the pool; None when the writer is closing."""
+        marker = _FlushMarker(fsync)
+        with self._lock:
+            if self._closing:
+                return None
+            self._queue.append(marker)
+        if self._started:
+            _pool.service().want(self)
+        return marker
+
+    def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Block until every record enqueued before this call is handed to the OS.
 
         No fsync (see ``fsync``). Records that cannot be written are counted in
         ``dropped`` rather than waited for. Returns False if ``timeout`` seconds
-        passed first.
+        (default ``FLUSH_TIMEOUT``) passed first.
         """
+        return self._flush(timeout, fsync=False)
+
+    def _flush(self, timeout: float, *, fsync: bool) -> bool:
         try:
-            marker = _FlushMarker()
-            with self._lock:
-                thread = self._thread
-                if self._closing or thread is None:
-                    waiting_for_close = True
-                else:
-                    waiting_for_close = False
-                    self._pending_marks += 1
-                    self._queue.append(marker)
-            if waiting_for_close:
-                # Closed, never opened, or a close() in progress that drains everything.
-                if thread is not None and thread is not threading.current_thread():
-                    thread.join(timeout)
-                    ok = not thread.is_alive()
-                else:
-                    ok = True
-            else:
-                self._wake.set()
+            marker = self._enqueue_marker(fsync)
+            if marker is not None:
                 ok = marker.event.wait(timeout)
+            elif self._started:  # closed or closing: the close drains everything
+                ok = self._done.wait(timeout)
+            else:
+                ok = True
         except Exception as exc:  # pragma: no cover - defensive: never break the host
             self._note_problem(f"flush failed: {type(exc).__name__}: {exc}")
             ok = False
@@ -314,44 +453,41 @@ class TraceWriter:
             self._warn()
         return ok
 
-    def fsync(self, timeout: float | None = None) -> bool:
-        """Flush, then ask the OS to put the file on stable storage. Returns success."""
-        ok = self.flush(timeout)
-        with self._lock:
-            if self._fd < 0 or self._failed:
-                return False
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                self._note_problem(f"fsync failed: {exc}")
-                ok = False
-        if self._problem is not None:
-            self._warn()
-        return ok
+    def fsync(self, timeout: float = FLUSH_TIMEOUT) -> bool:
+        """Flush, then have the OS put the file on stable storage. Returns success."""
+        ok = self._flush(timeout, fsync=True)
+        return ok and not self._failed and self._started
 
-    def close(self, timeout: float | None = None) -> None:
-        """Write everything enqueued, stop the thread and close the file. Idempotent."""
+    def _begin_close(self) -> None:
         with self._lock:
             already = self._closing
             self._closing = True
-            thread = self._thread
-        if not already and thread is not None:
-            self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():  # pragma: no cover - a write hung past the timeout
-                self._note_problem(f"close timed out after {timeout} s; the file may miss frames")
-                self._warn()
-                return
+        if not already and self._started:
+            _pool.service().want(self)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything enqueued, close the file. Idempotent; never raises.
+
+        Waits at most ``timeout`` seconds (default: the writer's ``close_timeout``). On a
+        timeout it warns, stops accepting records (they are counted as dropped) and
+        returns; a pool thread finishes the file if the storage recovers.
+        """
+        wait = self.close_timeout if timeout is None else timeout
+        self._begin_close()
+        if self._started and not self._done.wait(wait):
+            self._queue = _DroppingQueue(self)
+            self._note_problem(
+                f"close timed out after {wait} s with {len(self._deque)} records not yet "
+                "written (is the storage stalled?); the program continues, and the file "
+                "keeps the frames written so far"
+            )
+            self._warn()
+            return
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._queue = _DroppingQueue(self)
                 self._release_queue(self._deque)  # puts that raced with close
-                if self._fd >= 0:
-                    _close_fd(self._fd)
-                    self._fd = -1
-                _unregister(self)
         if self._problem is not None:
             self._warn()
 
@@ -364,6 +500,11 @@ class TraceWriter:
     def failed(self) -> bool:
         """True when the writer could not open or write the file and stopped writing."""
         return self._failed
+
+    @property
+    def pending(self) -> int:
+        """Records (and markers) waiting in the queue."""
+        return len(self._deque)
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -382,11 +523,9 @@ class TraceWriter:
 
     def _fail_open(self, exc: OSError) -> None:
         self._failed = True
-        self._closing = self._closed = True
+        self._closing = self._closed = self._finished = True
         self._queue = _DroppingQueue(self)
-        if self._fd >= 0:
-            _close_fd(self._fd)
-            self._fd = -1
+        self._done.set()
         self._note_problem(f"cannot open the trace file for writing: {exc}")
         self._warn(stacklevel=4)
 
@@ -409,65 +548,149 @@ class TraceWriter:
             stacklevel=stacklevel,
         )
 
-    # -- writer thread ---------------------------------------------------------------
+    def _orphan_after_fork(self) -> None:
+        """In a forked child: this copy owns no pool thread; it drops what it is given."""
+        self._lock = threading.RLock()
+        self._busy = threading.Lock()
+        self._done = threading.Event()
+        self._done.set()
+        self._closing = self._closed = self._finished = True
+        self._queue = _DroppingQueue(self)
+        self._deque = deque()
+        if self._fd >= 0:
+            _close_fd(self._fd)
+            self._fd = -1
 
-    def _run(self) -> None:
-        q = self._deque
-        wait = self._wake.wait
-        clear = self._wake.clear
-        interval = self.frame_interval
-        while True:
-            woken = wait(interval)
-            clear()
-            self._signalled = False
-            closing = self._closing
-            # Woken only because frame_records are queued: write whole frames and leave
-            # the rest for the next cut. A timeout, cut_frame(), flush() or close()
-            # writes everything.
-            whole_frames = woken and not closing
-            try:
-                self._drain(q, whole_frames)
-            except BaseException as exc:  # a bug must not leave flush() waiting forever
-                self._failed = True
-                self._note_problem(f"internal error in the writer thread: {exc!r}")
-                self._release_queue(q)
-            if closing:
-                return
+    # -- pool thread -----------------------------------------------------------------
 
-    def _drain(self, q: deque[Any], whole_frames: bool) -> None:
-        with self._lock:
-            n = len(q)
-            pending = self._pending_marks
-        if whole_frames and not pending:
-            n -= n % self.frame_records
-        if not n:
+    def _service(self, *, whole_frames: bool, deferred: list[Any] | None = None) -> None:
+        """Write what is queued (a pool thread holding ``_busy``).
+
+        ``whole_frames``: serviced because records piled up (or a marker came): records
+        after the last marker are written only in whole frames. Otherwise (a frame fell
+        due, close, SIGTERM) everything is written.
+        """
+        if self._finished:
+            self._release_queue(self._deque)
             return
+        self._signalled = False
+        closing = self._closing
+        whole = whole_frames and not closing
+        try:
+            if self._drain(self._deque, whole, deferred):
+                self._stalled = False
+                self._check_linked()
+        except BaseException as exc:  # a bug must not leave flush() waiting forever
+            self._failed = True
+            self._note_problem(f"internal error in the writer thread: {exc!r}")
+            self._release_queue(self._deque)
+        if not whole:
+            self._next_due = time.monotonic() + self.frame_interval
+        if closing:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._finished = True
+        if self._fd >= 0:
+            if self._key is not None and not self._failed:
+                remember(self._key, self._fd, self._next_run)
+            _close_fd(self._fd)
+            self._fd = -1
+        _pool.unregister(self)
+        self._done.set()
+
+    def _check_linked(self) -> None:
+        # A file whose directory was deleted keeps taking writes that no one can read.
+        try:
+            linked = os.fstat(self._fd).st_nlink > 0
+        except OSError:  # pragma: no cover
+            return
+        if not linked and not self._failed:
+            self._failed = True
+            self._note_problem(
+                f"the trace file was deleted while recording (was its directory removed?); "
+                f"the {self.records_written} records written so far went with it, and later "
+                "records are dropped"
+            )
+
+    def _set_bounds(self, record_bytes: float, wake_at: int) -> None:
+        limit = max(16, int(self.max_queue_bytes / (record_bytes + _RECORD_OVERHEAD)))
+        half = limit // 2  # a frame never needs more than half the queue
+        self._chunk_records = min(self._chunk_records, half)
+        self._wake_at = max(1, min(wake_at, half))
+        self._wake_before = self._wake_at - 1
+        self._limit = limit
+
+    def _learn(self, n_records: int, n_bytes: int) -> None:
+        """Update the queue bounds from an encoded batch (pool thread)."""
+        per = n_bytes / max(n_records, 1)
+        if not self._learned:
+            self._learned = True
+            self._chunk_records = max(1, min(self.frame_records,
+                                             int(FRAME_TARGET_CONTENT // max(per, 1.0))))
+        self._set_bounds(per, min(self.frame_records, self._chunk_records))
+
+    def _drain(self, q: deque[Any], whole_frames: bool, deferred: list[Any] | None) -> bool:
+        n = len(q)
+        if not n:
+            return False
         popleft = q.popleft
         batch = [popleft() for _ in range(n)]
-        if not pending:
-            self._write_batch(batch)
-            return
+        kinds = set(map(type, batch))
+        if not kinds & _MARKERS:
+            if whole_frames:
+                keep = n % self._chunk_records
+                if keep:
+                    q.extendleft(reversed(batch[-keep:]))
+                    del batch[-keep:]
+                    if not batch and not self._learned:
+                        self._peek(q, keep)
+            if not batch:
+                return False
+            self._write_batch(batch, kinds)
+            return True
         start = 0
-        markers = 0
+        wrote = False
         for i, item in enumerate(batch):
-            if item is _CUT or type(item) is _FlushMarker:
+            kind = type(item)
+            if kind is _CutMarker or kind is _FlushMarker:
                 if i > start:
                     self._write_batch(batch[start:i])
-                if type(item) is _FlushMarker:
-                    item.event.set()
-                markers += 1
+                    wrote = True
+                if kind is _FlushMarker:
+                    if item.fsync:
+                        self._sync()
+                    if deferred is None:
+                        item.event.set()
+                    else:
+                        deferred.append(item)
                 start = i + 1
-        with self._lock:
-            self._pending_marks -= markers
         tail = batch[start:]
         if whole_frames and tail:
             # Records after the last cut or flush wait for their own cut, as above.
-            keep = len(tail) % self.frame_records
+            keep = len(tail) % self._chunk_records
             if keep:
                 q.extendleft(reversed(tail[-keep:]))
                 del tail[-keep:]
         if tail:
             self._write_batch(tail)
+            wrote = True
+        return wrote
+
+    def _peek(self, q: deque[Any], n: int) -> None:
+        """Learn the record size from the first records without writing them (once)."""
+        sample = [q[i] for i in range(min(n, len(q)))]
+        with contextlib.suppress(Exception):
+            if all(type(r) in _RECORD_TYPES for r in sample):
+                self._learn(len(sample), len(self._encoder.encode_records(sample)))
+
+    def _sync(self) -> None:
+        if self._fd < 0 or self._failed:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._note_problem(f"fsync failed: {exc}")
 
     def _release_queue(self, q: deque[Any]) -> None:
         """Count what is left in ``q`` as dropped and wake every flush waiting in it."""
@@ -481,11 +704,13 @@ class TraceWriter:
             elif item is not _CUT:
                 self.dropped += 1
 
-    def _write_batch(self, batch: list[Any]) -> None:
+    def _write_batch(self, batch: list[Any], kinds: set[type] | None = None) -> None:
         if self._failed:
             self.dropped += len(batch)
             return
-        if not all(map(_RECORD_TYPES.__contains__, map(type, batch))):
+        if kinds is None:
+            kinds = set(map(type, batch))
+        if not kinds <= _RECORD_TYPES:
             batch = self._only_records(batch)
         self._seal(batch)
         start = 0
@@ -587,12 +812,15 @@ class TraceWriter:
         if len(content) > FRAME_TARGET_CONTENT and n > 1:
             # Large records: fewer per frame, from now on (one extra encode, once).
             step = self._chunk_records = max(1, n * FRAME_TARGET_CONTENT // len(content))
+            self._learned = True
+            self._learn(n, len(content))
             for start in range(0, n, step):
                 self._write_records(records[start:start + step])
             return
         small_again = 4 * len(content) < FRAME_TARGET_CONTENT
         if small_again and n == self._chunk_records < self.frame_records:
             self._chunk_records = min(self.frame_records, 2 * n)
+        self._learn(n, len(content))
         if len(content) > MAX_FRAME_CONTENT:
             self.dropped += 1
             self._note_problem(
@@ -613,6 +841,7 @@ class TraceWriter:
         self.records_written += len(records)
         self.frames_written += 1
         self.bytes_written += FRAME_HEADER_SIZE + len(payload)
+        self._end += FRAME_HEADER_SIZE + len(payload)
 
     def _write_all(self, parts: list[bytes]) -> None:
         total = sum(len(p) for p in parts)
@@ -628,138 +857,8 @@ class TraceWriter:
         self.dropped += n_records
         # Cut the torn frame off so the file stays a valid trace of its complete frames.
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, self.bytes_written)
+            os.ftruncate(self._fd, self._end)
         self._note_problem(
             f"writing failed ({exc}); the file keeps the {self.records_written} records "
             "written before and the rest is dropped"
         )
-
-
-# -- process-wide registry, exit and signal safety ---------------------------------------
-
-_registry_lock = threading.RLock()
-_open_writers: dict[int, TraceWriter] = {}
-_shared: dict[str, tuple[TraceWriter, int]] = {}
-_hooks_installed = False
-_sigterm_installed = False
-_previous_sigterm: Any = None
-
-
-def _register(writer: TraceWriter) -> None:
-    with _registry_lock:
-        _open_writers[id(writer)] = writer
-    _install_hooks()
-
-
-def _unregister(writer: TraceWriter) -> None:
-    with _registry_lock:
-        _open_writers.pop(id(writer), None)
-        for key, (shared, _) in list(_shared.items()):
-            if shared is writer:
-                del _shared[key]
-
-
-def _writers() -> list[TraceWriter]:
-    with _registry_lock:
-        return list(_open_writers.values())
-
-
-def flush_all(timeout: float | None = None) -> bool:
-    """Flush every open writer of this process; False if any timed out."""
-    return all([w.flush(timeout) for w in _writers()])
-
-
-def _close_all() -> None:
-    for writer in _writers():
-        with contextlib.suppress(Exception):  # exit must go on
-            writer.close()
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    for writer in _writers():
-        with contextlib.suppress(Exception):  # the signal must go on
-            writer.flush(SIGNAL_FLUSH_TIMEOUT)
-    previous = _previous_sigterm
-    if callable(previous):
-        previous(signum, frame)
-    elif previous == signal.SIG_DFL:
-        # Let the default action (terminate) happen, now that the frames are written.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _install_hooks() -> None:
-    global _hooks_installed, _sigterm_installed, _previous_sigterm
-    with _registry_lock:
-        if not _hooks_installed:
-            _hooks_installed = True
-            atexit.register(_close_all)
-            if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_after_fork_in_child)
-        if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            # A handler set outside Python (None) cannot be chained; an ignored SIGTERM
-            # stays ignored.
-            if previous is None or previous == signal.SIG_IGN:
-                _sigterm_installed = True
-                return
-            signal.signal(signal.SIGTERM, _on_sigterm)
-        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
-            return
-        _previous_sigterm = previous
-        _sigterm_installed = True
-
-
-def _after_fork_in_child() -> None:
-    """A forked child owns no writer thread: its copies of open writers drop records."""
-    global _registry_lock
-    _registry_lock = threading.RLock()
-    for writer in list(_open_writers.values()):
-        writer._lock = threading.RLock()
-        writer._closing = writer._closed = True
-        writer._thread = None
-        writer._queue = _DroppingQueue(writer)
-        writer._deque = deque()
-        if writer._fd >= 0:
-            _close_fd(writer._fd)
-            writer._fd = -1
-    _open_writers.clear()
-    _shared.clear()
-
-
-def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
-    """Return the open writer for ``path`` in this process, or open one with ``opts``.
-
-    Nested recorders that write the same file share one writer; each call must
-    be paired with ``release_writer``. The first opener's options win, except
-    that ``durability="window"`` from any user upgrades the shared writer.
-    """
-    key = os.path.realpath(os.fspath(path))
-    with _registry_lock:
-        entry = _shared.get(key)
-        if entry is not None and not entry[0].closed:
-            writer, refs = entry
-            _shared[key] = (writer, refs + 1)
-            if opts.get("durability") == "window":
-                writer.durability = "window"
-            return writer
-        writer = TraceWriter(path, **opts)
-        if not writer.failed:
-            _shared[key] = (writer, 1)
-        return writer
-
-
-def release_writer(writer: TraceWriter) -> None:
-    """Give back a writer from ``shared_writer``; the last release closes it."""
-    with _registry_lock:
-        for key, (shared, refs) in _shared.items():
-            if shared is writer:
-                if refs > 1:
-                    _shared[key] = (shared, refs - 1)
-                    return
-                del _shared[key]
-                break
-    writer.close()
-

@@ -465,7 +465,7 @@ def run_agent(
     }
     if replicate is not None:
         meta["replicate"] = replicate
-    with al.record(path, system=system, seed=seed, task=task_id, meta=meta):
+    with al.record(path, mode="w", system=system, seed=seed, task=task_id, meta=meta):
         return episode(Path(path))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -40,8 +41,15 @@ windowed = al.window("bench")(bare)
 
 
 def main() -> None:
-    n = 200_000
     folder = tempfile.mkdtemp(prefix="agentlog-bench-")
+    try:
+        measure(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the traces add up to a few hundred MB
+
+
+def measure(folder: str) -> None:
+    n = 200_000
     ref_bare = per_call_us(lambda: bare("q"), number=n)
     ref_noop = per_call_us(lambda: noop("q"), number=n)
     print(row("bare call", ref_bare))
@@ -60,6 +68,14 @@ def main() -> None:
     print(row("@window, recorder, no OTel SDK (entry+exit sealed)", on, ref_bare, "bare"))
     print(row("  same, caller's latency (writer drained between batches)", caller, ref_bare,
               "bare"))
+    # durability="window": each window's return waits until its frame is handed to the OS
+    # (a pool thread wakes, encodes, writes); "fsync" also waits for the disk.
+    for durability, number in (("window", 5_000), ("fsync", 300)):
+        with al.record(os.path.join(folder, f"d-{durability}.zst"), seed=1,
+                       durability=durability):  # type: ignore[arg-type]
+            cost = per_call_us(lambda: windowed("q"), number=number, repeat=3)
+        print(row(f"@window, durability={durability!r} (returns once written)", cost, on,
+                  "frame"))
 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult

@@ -168,7 +168,7 @@ def best_of(fn: Callable[[], float], repeat: int) -> float:
 
 def time_write(path: Path, records: list[Any], **opts: Any) -> tuple[float, float, int]:
     """Seconds for put() of every record, seconds until all are written, file bytes."""
-    w = TraceWriter(path, **opts)
+    w = TraceWriter(path, mode="w", **opts)
     put = w.put
     t0 = time.perf_counter()
     for r in records:
@@ -304,7 +304,7 @@ def main() -> int:
         # costs when windows are tiny) against the default frame cut.
         n_dur = 20_000
         p_dur = Path(d) / "dur.zst"
-        w = TraceWriter(p_dur, frame_interval=3600)
+        w = TraceWriter(p_dur, mode="w", frame_interval=3600)
         t0 = time.perf_counter()
         for r in small[:n_dur]:
             w.put(r)
@@ -317,7 +317,7 @@ def main() -> int:
               "flush() after each)")
         times = []
         for _ in range(5):
-            w = TraceWriter(p_dur, frame_interval=3600)
+            w = TraceWriter(p_dur, mode="w", frame_interval=3600)
             t0 = time.perf_counter()
             for r in small[:n_dur]:
                 w.put(r)

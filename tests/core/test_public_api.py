@@ -8,9 +8,9 @@ EXPECTED = [
     "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
     "MissingDependencyError", "ReplayDivergenceError", "ReplayError", "Run",
-    "SealedWindowError", "Secret", "Trace", "TraceFormatError", "VerifyReport", "WindowRef",
-    "WindowState", "__version__", "current_run", "current_window", "decode_arguments", "flush",
-    "last_window", "proceed",
+    "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
+    "WindowRef", "WindowState", "__version__", "current_run", "current_window",
+    "decode_arguments", "flush", "last_window", "proceed",
     "read", "record", "score", "select", "tool", "verify", "window",
 ]
 
@@ -28,7 +28,8 @@ def test_the_exception_tree_matches_the_style_guide() -> None:
     assert issubclass(al.CacheMiss, al.ReplayError)
     assert issubclass(al.ReplayDivergenceError, al.ReplayError)
     assert issubclass(al.MissingDependencyError, ImportError)
-    for err in (al.TraceFormatError, al.SealedWindowError, al.ReplayError,
+    assert issubclass(al.TracePathError, ValueError)
+    for err in (al.TraceFormatError, al.TracePathError, al.SealedWindowError, al.ReplayError,
                 al.IncompleteFaceError, al.AdapterError, al.MissingDependencyError):
         assert issubclass(err, al.AgentlogError)
 

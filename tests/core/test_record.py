@@ -64,7 +64,7 @@ def test_a_run_whose_body_raises_ends_with_its_error_recorded(trace_path: Path) 
 
 
 def test_record_validates_its_arguments(trace_path: Path) -> None:
-    with pytest.raises(ValueError, match="`durability` must be 'frame' or 'window'"):
+    with pytest.raises(ValueError, match="`durability` must be 'frame', 'window' or 'fsync'"):
         al.record(trace_path, durability="always")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="`seed` must be an int; found str"):
         al.record(trace_path, seed="7")  # type: ignore[arg-type]

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 import agentlog._writer as writer_mod
-from agentlog._errors import InstrumentationWarning
+from agentlog._errors import InstrumentationWarning, TracePathError
 from agentlog._reader import iter_frames, read
 from agentlog._records import Blob, Score, Selection
-from agentlog._writer import TraceWriter, flush_all, release_writer, shared_writer
+from agentlog._shared_writers import flush_all, release_writer, shared_writer
+from agentlog._writer import TraceWriter
 
 
 def score(i: int, name: str = "f1") -> Score:
@@ -68,9 +69,16 @@ def test_a_new_writer_creates_the_file_with_only_the_header(idle: TraceWriter, p
     assert idle.bytes_written == 8
 
 
-def test_an_existing_file_is_truncated_not_appended_to(path: Path) -> None:
+def test_an_existing_file_is_refused_by_default_and_left_untouched(path: Path) -> None:
     path.write_bytes(b"old content that is not a trace")
-    with TraceWriter(path) as w:
+    with pytest.raises(TracePathError, match=r"already holds 31 bytes .*pass mode='a'"):
+        TraceWriter(path)
+    assert path.read_bytes() == b"old content that is not a trace"
+
+
+def test_mode_w_replaces_an_existing_file(path: Path) -> None:
+    path.write_bytes(b"old content that is not a trace")
+    with TraceWriter(path, mode="w") as w:
         w.put(score(1))
     assert read(path).records == [score(1)]
 
@@ -265,7 +273,12 @@ def test_fsync_flushes_and_syncs(idle: TraceWriter, path: Path) -> None:
         ({"frame_records": 1.5}, r"`frame_records` must be an int >= 1; found 1.5"),
         ({"frame_interval": 0}, r"`frame_interval` must be a finite number of seconds > 0"),
         ({"frame_interval": float("nan")}, r"`frame_interval` must be a finite number"),
-        ({"durability": "disk"}, r"`durability` must be 'frame' or 'window'; found 'disk'"),
+        ({"durability": "disk"},
+         r"`durability` must be 'frame', 'window' or 'fsync'; found 'disk'"),
+        ({"mode": "r"}, r"`mode` must be 'x' \(new trace\), 'a' .*found 'r'"),
+        ({"on_full": "wait"}, r"`on_full` must be 'block' or 'drop'; found 'wait'"),
+        ({"max_queue_bytes": 10}, r"`max_queue_bytes` must be an int >= 65536; found 10"),
+        ({"close_timeout": 0}, r"`close_timeout` must be a finite number of seconds > 0"),
     ],
 )
 def test_invalid_options_raise_value_error_naming_the_parameter(
@@ -336,14 +349,11 @@ def test_shared_writer_on_an_unwritable_path_warns_and_is_not_kept(tmp_path: Pat
     assert w.dropped == 1
 
 
-def test_a_full_device_at_open_warns_once(tmp_path: Path) -> None:
+def test_a_device_is_refused_up_front(tmp_path: Path) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    with pytest.warns(InstrumentationWarning, match="No space left on device") as caught:
-        w = TraceWriter("/dev/full")
-        w.put(score(1))
-        w.close()
-    assert len(caught) == 1 and w.dropped == 1
+    with pytest.raises(TracePathError, match=r"expected a regular file .*found a device"):
+        TraceWriter("/dev/full", mode="w")
 
 
 def test_write_failure_warns_once_keeps_earlier_frames_and_drops_the_rest(

@@ -507,7 +507,7 @@ def test_runs_that_crashed_or_raised_are_left_out_with_a_warning(tmp_path: Path)
     # a killed process: the same run's records without its RunEnd
     crashed = tmp_path / "run00.zst"
     records = [r for r in al.read(crashed).records if not isinstance(r, RunEnd)]
-    with TraceWriter(crashed) as writer:
+    with TraceWriter(crashed, mode="w") as writer:
         for r in records:
             writer.put(r)
     # a run whose body raised

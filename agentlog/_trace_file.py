@@ -1,0 +1,231 @@
+"""Opening a trace file for writing: what may be written to, by whom, and where.
+
+* Only a regular file: a FIFO, a device or a directory is refused up front (a FIFO
+  with no reader would block ``open`` forever; it is opened non-blocking to check).
+* One writer per file: an exclusive ``flock`` on the open file, so a second process
+  (or a second writer in this process, e.g. through a hard link) gets a clear error
+  instead of two interleaved files. Writers in one process are keyed by the file's
+  device and inode, not by its name.
+* ``mode``: ``"x"`` (default) creates a new trace and refuses a non-empty file that
+  this process did not itself record to; ``"a"`` appends runs to an existing trace
+  after checking its header and that it ends on a frame boundary (a frame torn by a
+  crash is cut off, with a warning; anything else that is not a clean trace is
+  refused); ``"w"`` replaces the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+import warnings
+from typing import Literal
+
+from agentlog._errors import InstrumentationWarning, TraceFormatError, TracePathError
+from agentlog._records import RunStart
+from agentlog._trace_format import (
+    FILE_HEADER,
+    FILE_HEADER_SIZE,
+    FRAME_HEADER_SIZE,
+    FrameDecoder,
+    check_file_header,
+    parse_frame_header,
+)
+
+try:  # pragma: no cover - always there on POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["Mode", "OpenedTrace", "forget", "open_trace", "remember"]
+
+Mode = Literal["x", "a", "w"]
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
+
+# Files this process recorded to and closed: (device, inode) -> (size, mtime_ns, next run
+# index). Mode "x" lets this process add runs to its own file one after another, and an
+# unchanged file is not scanned again.
+_ours: dict[tuple[int, int], tuple[int, int, int]] = {}
+_ours_lock = threading.Lock()
+
+
+class OpenedTrace:
+    """An open, locked trace file positioned at its end."""
+
+    __slots__ = ("end", "fd", "fresh", "key", "next_run")
+
+    def __init__(self, fd: int, key: tuple[int, int], end: int, next_run: int,
+                 fresh: bool = False) -> None:
+        self.fd = fd
+        self.fresh = fresh  # the header was written now (a new or replaced file)
+        self.key = key
+        self.end = end  # bytes in the file, header included
+        self.next_run = next_run  # first free run index
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _refuse_special(path: str, mode: int) -> TracePathError:
+    return TracePathError(
+        f"cannot record to {path!r}: expected a regular file (or a path that does not exist "
+        f"yet), found {_kind(mode)}; pass the path of a .zst file to create"
+    )
+
+
+def open_trace(path: str, mode: Mode) -> OpenedTrace:
+    """Open ``path`` for writing a trace, locked, positioned at its end.
+
+    Raises:
+        TracePathError: not a regular file, locked by another writer, or an existing
+            trace ``mode`` does not allow touching (or that cannot be appended to).
+        OSError: the file cannot be created or written (the caller warns and drops).
+    """
+    with contextlib.suppress(FileNotFoundError):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse_special(path, st.st_mode)
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    fd = os.open(path, _FLAGS, 0o666)  # non-blocking: a FIFO swapped in meanwhile fails fast
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse_special(path, st.st_mode)
+        os.set_blocking(fd, True)
+        _lock(fd, path)
+        key = (st.st_dev, st.st_ino)
+        size = st.st_size
+        ours = _ours.get(key)
+        if mode == "w" or size == 0:
+            os.ftruncate(fd, 0)
+            _write_header(fd)
+            return OpenedTrace(fd, key, FILE_HEADER_SIZE, 0, fresh=True)
+        if mode == "x" and ours is None:
+            raise TracePathError(
+                f"cannot record to {path!r}: it already holds {size} bytes (runs recorded "
+                "earlier, or another file) and record() does not replace or extend an "
+                "existing trace unless asked; pass mode='a' to add runs to it, mode='w' to "
+                "replace it, or choose a new path"
+            )
+        if ours is not None and ours[:2] == (size, st.st_mtime_ns):
+            end, next_run = size, ours[2]  # the file as this process left it
+        else:
+            end, next_run = _scan_for_append(fd, path, size)
+        os.lseek(fd, end, os.SEEK_SET)
+        return OpenedTrace(fd, key, end, next_run)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+
+
+def remember(key: tuple[int, int], fd: int, next_run: int) -> None:
+    """Note, before closing ``fd``, the state this process leaves its trace file in."""
+    with contextlib.suppress(OSError):
+        st = os.fstat(fd)
+        with _ours_lock:
+            _ours[key] = (st.st_size, st.st_mtime_ns, next_run)
+
+
+def forget() -> None:
+    """Forget every file this process recorded to (tests; a forked child)."""
+    with _ours_lock:
+        _ours.clear()
+
+
+def _lock(fd: int, path: str) -> None:
+    if fcntl is None:  # pragma: no cover - Windows
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise TracePathError(
+            f"cannot record to {path!r}: another writer holds it (another process, or a "
+            "second open of the same file in this process, e.g. through a hard link); "
+            "two writers would interleave two files into one unreadable trace. Record each "
+            "process to its own file, or wait for the other writer to finish"
+        ) from None
+    except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
+        return
+
+
+def _write_header(fd: int) -> None:
+    view = memoryview(FILE_HEADER)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
+    """Check an existing trace end to end; return (end offset, next free run index)."""
+    rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        head = os.pread(rfd, FILE_HEADER_SIZE, 0)
+        try:
+            version = check_file_header(head, path=path)
+        except TraceFormatError as exc:
+            raise TracePathError(
+                f"cannot append to {path!r}: {exc}; pass "
+                "mode='w' to replace it or choose a new path"
+            ) from exc
+        if version is None:  # a header torn by a crash right after the file was created
+            _torn(path, 0, size)
+            os.ftruncate(fd, 0)
+            _write_header(fd)
+            return FILE_HEADER_SIZE, 0
+        decoder = FrameDecoder()
+        offset = FILE_HEADER_SIZE
+        next_run = 0
+        while offset < size:
+            raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
+            if len(raw) < FRAME_HEADER_SIZE:
+                break  # torn inside a frame header
+            try:
+                header = parse_frame_header(raw, path=path, offset=offset)
+            except TraceFormatError as exc:
+                raise _corrupt(path, offset, exc) from exc
+            payload = os.pread(rfd, header.payload_len, offset + FRAME_HEADER_SIZE)
+            if len(payload) < header.payload_len:
+                break  # torn inside a payload
+            try:
+                records = decoder.decode_payload(payload, header, path=path, offset=offset)
+            except TraceFormatError as exc:
+                raise _corrupt(path, offset, exc) from exc
+            for r in records:
+                if type(r) is RunStart and r.run >= next_run:
+                    next_run = r.run + 1
+            offset += FRAME_HEADER_SIZE + header.payload_len
+        if offset < size:
+            _torn(path, offset, size)
+            os.ftruncate(fd, offset)
+        return offset, next_run
+    finally:
+        os.close(rfd)
+
+
+def _torn(path: str, offset: int, size: int) -> None:
+    warnings.warn(
+        f"{path!r} ends with a frame torn by a crash (bytes {offset} to {size}, which no "
+        "reader can use); it was cut off before appending new runs",
+        InstrumentationWarning,
+        stacklevel=6,
+    )
+
+
+def _corrupt(path: str, offset: int, exc: TraceFormatError) -> TracePathError:
+    return TracePathError(
+        f"cannot append to {path!r}: the existing trace is corrupted at offset {offset} "
+        f"({exc}); appending would bury the damage. Check it "
+        "with `agentlog verify`, then pass mode='w' to replace it or choose a new path"
+    )

@@ -1,0 +1,277 @@
+"""The writer threads of a process, shared by every open trace writer, and the exit paths.
+
+A small pool (at most ``POOL_SIZE`` threads, started as writers open) services every
+open ``TraceWriter``: 1,000 runs recording to 1,000 files at once use 4 threads, not
+1,000. A writer is serviced by one pool thread at a time (its ``_busy`` lock), so its
+frames are written in queue order exactly as with a thread of its own; a writer whose
+storage stalls holds one pool thread, the others keep servicing the other files.
+
+Wake-ups go through a self-pipe: callers write a byte, pool threads wait in
+``select`` with a timeout (the next ``frame_interval`` due). Nothing here waits on a
+lock that a caller's thread may hold, which is what makes the SIGTERM handler safe:
+a Python signal handler runs on the main thread between two bytecodes, possibly while
+that thread is inside ``threading.Event.set()`` or holds a writer's lock, so the
+handler only sets a flag, writes to the pipe and waits (bounded) for a byte on an
+acknowledgement pipe, which a pool thread writes once every queued record is handed to
+the OS. Then the previous handler runs, or the default action (terminate) is taken.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import select
+import signal
+import threading
+import time
+from collections import deque
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlog._writer import TraceWriter
+
+__all__ = ["POOL_SIZE", "SIGNAL_FLUSH_TIMEOUT", "close_all", "register", "service", "unregister",
+           "writers"]
+
+# At most this many writer threads per process, however many files are open.
+POOL_SIZE = 4
+
+# How long the SIGTERM handler waits for the queued records to be written before it
+# lets the signal take its course.
+SIGNAL_FLUSH_TIMEOUT = 5.0
+
+# How long interpreter exit waits, in all, for open writers to finish.
+EXIT_TIMEOUT = 10.0
+
+# Open writers by id(writer). Mutated with single dict operations (atomic under the
+# GIL) so that pool threads can snapshot it without a lock a caller might hold.
+_open_writers: dict[int, TraceWriter] = {}
+
+
+def writers() -> list[TraceWriter]:
+    """The open writers of this process (a snapshot)."""
+    return list(_open_writers.values())
+
+
+class _Service:
+    """The pool threads and their wake-up pipes."""
+
+    def __init__(self) -> None:
+        self.rfd, self.wfd = os.pipe()
+        self.ack_r, self.ack_w = os.pipe()
+        for fd in (self.rfd, self.wfd, self.ack_r, self.ack_w):
+            os.set_blocking(fd, False)
+        self.ready: deque[TraceWriter] = deque()
+        self.threads: list[threading.Thread] = []
+        self.start_lock = threading.Lock()  # taken by callers only, never by pool threads
+        self.scan_lock = threading.Lock()  # one pool thread at a time scans for due frames
+        self.signal_pending = False
+        self.tick = 1.0  # how often frames fall due: the smallest frame_interval seen
+        self.next_scan = 0.0
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):  # a full pipe: a wake-up is pending anyway
+            os.write(self.wfd, b"\0")
+
+    def want(self, writer: TraceWriter) -> None:
+        """Ask a pool thread to service ``writer`` (lock-free, safe from any thread)."""
+        writer._wanted = True
+        self.ready.append(writer)
+        self.wake()
+
+    def ensure_threads(self, n_writers: int) -> None:
+        with self.start_lock:
+            # Frames fall due at the open writers' intervals: scan as often as the smallest
+            # (and at least once a second), starting now for a writer that just opened.
+            self.tick = max(0.001, min([1.0, *(w.frame_interval for w in writers())]))
+            self.next_scan = min(self.next_scan, time.monotonic() + self.tick)
+            self.wake()  # threads sleeping until the old next scan recompute it
+            self.threads = [t for t in self.threads if t.is_alive()]
+            while len(self.threads) < min(POOL_SIZE, max(1, n_writers)):
+                t = threading.Thread(target=self._loop, name=f"agentlog-writer-{len(self.threads)}",
+                                     daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def _loop(self) -> None:
+        while True:
+            timeout = max(0.0, self.next_scan - time.monotonic())
+            try:
+                readable, _, _ = select.select([self.rfd], [], [], timeout)
+            except (OSError, ValueError):  # pragma: no cover - closed after fork
+                return
+            if readable:
+                with contextlib.suppress(OSError):
+                    os.read(self.rfd, 65536)
+            try:
+                self._step()
+            except BaseException:  # pragma: no cover - a pool thread must survive
+                time.sleep(0.01)
+
+    def _step(self) -> None:
+        if self.signal_pending:
+            self._signal_flush()
+        ready = self.ready
+        while True:
+            try:
+                writer = ready.popleft()
+            except IndexError:
+                break
+            _service_writer(writer, whole_frames=True)
+        now = time.monotonic()
+        if now >= self.next_scan and self.scan_lock.acquire(blocking=False):
+            try:
+                self.next_scan = now + self.tick
+                for writer in writers():
+                    if writer._deque and now >= writer._next_due:
+                        _service_writer(writer, whole_frames=False)
+            finally:
+                self.scan_lock.release()
+
+    def _signal_flush(self) -> None:
+        self.signal_pending = False
+        deadline = time.monotonic() + SIGNAL_FLUSH_TIMEOUT
+        deferred: list[Any] = []  # flush markers, woken after the acknowledgement
+        for writer in writers():
+            left = deadline - time.monotonic()
+            if left <= 0 or not writer._busy.acquire(timeout=left):
+                continue  # a pool thread stuck on this file's storage: do not wait longer
+            try:
+                writer._service(whole_frames=False, deferred=deferred)
+            except BaseException:  # pragma: no cover - the signal must go on
+                pass
+            finally:
+                writer._busy.release()
+        with contextlib.suppress(OSError):
+            os.write(self.ack_w, b"\0")
+        for marker in deferred:
+            marker.event.set()
+
+
+def _service_writer(writer: TraceWriter, *, whole_frames: bool) -> None:
+    while True:
+        if not writer._busy.acquire(blocking=False):
+            return  # another pool thread has it and will look at _wanted again
+        try:
+            writer._wanted = False
+            writer._service(whole_frames=whole_frames)
+        finally:
+            writer._busy.release()
+        if not writer._wanted:
+            return
+
+
+_service: _Service | None = None
+_service_lock = threading.Lock()
+
+
+def service() -> _Service:
+    """The process's pool, created on first use."""
+    global _service
+    svc = _service
+    if svc is None:
+        with _service_lock:
+            if _service is None:
+                _service = _Service()
+            svc = _service
+    return svc
+
+
+def register(writer: TraceWriter) -> None:
+    _open_writers[id(writer)] = writer
+    _install_hooks()
+    service().ensure_threads(len(_open_writers))
+
+
+def unregister(writer: TraceWriter) -> None:
+    _open_writers.pop(id(writer), None)
+
+
+def close_all(timeout: float = EXIT_TIMEOUT) -> None:
+    """Close every open writer, waiting at most ``timeout`` seconds in all (at exit)."""
+    open_now = writers()
+    for writer in open_now:
+        with contextlib.suppress(Exception):
+            writer._begin_close()
+    deadline = time.monotonic() + timeout
+    for writer in open_now:
+        with contextlib.suppress(Exception):  # exit must go on
+            writer.close(max(0.0, deadline - time.monotonic()))
+
+
+# -- SIGTERM -------------------------------------------------------------------------------
+
+_hooks_lock = threading.Lock()
+_hooks_installed = False
+_sigterm_installed = False
+_previous_sigterm: Any = None
+
+
+def _flush_for_signal() -> None:
+    """Have a pool thread write every queued record; wait for it, bounded. Lock-free."""
+    svc = _service
+    if svc is None or not _open_writers:
+        return
+    with contextlib.suppress(OSError):
+        while os.read(svc.ack_r, 65536):  # stale acknowledgements of an earlier signal
+            pass
+    svc.signal_pending = True
+    svc.wake()
+    with contextlib.suppress(OSError, ValueError):
+        readable, _, _ = select.select([svc.ack_r], [], [], SIGNAL_FLUSH_TIMEOUT)
+        if readable:
+            os.read(svc.ack_r, 65536)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    with contextlib.suppress(Exception):  # the signal must go on
+        _flush_for_signal()
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_DFL:
+        # Let the default action (terminate) happen, now that the frames are written.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_hooks() -> None:
+    global _hooks_installed, _sigterm_installed, _previous_sigterm
+    with _hooks_lock:
+        if not _hooks_installed:
+            _hooks_installed = True
+            atexit.register(close_all)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork_in_child)
+        if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            # A handler set outside Python (None) cannot be chained; an ignored SIGTERM
+            # stays ignored.
+            if previous is None or previous == signal.SIG_IGN:
+                _sigterm_installed = True
+                return
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            return
+        _previous_sigterm = previous
+        _sigterm_installed = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child owns no pool thread: its copies of open writers drop records."""
+    global _service, _service_lock, _hooks_lock
+    _service_lock = threading.Lock()
+    _hooks_lock = threading.Lock()
+    old = _service
+    _service = None
+    if old is not None:
+        for fd in (old.rfd, old.wfd, old.ack_r, old.ack_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    for writer in writers():
+        writer._orphan_after_fork()
+    _open_writers.clear()
