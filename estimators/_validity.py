@@ -84,7 +84,7 @@ from numpy.typing import ArrayLike, NDArray
 from agentlog._reader import Trace, read_traces
 from agentlog._verify import verify
 
-from ._reliability import record_f1
+from ._record_f1 import record_f1
 
 Status = Literal["pass", "fail", "not probed"]
 PASS: Status = "pass"

@@ -26,21 +26,17 @@ Example:
     0.31
 """
 
-from ._bounds import (
+from ._composition import (
     CompositionBound,
-    GroupCoverage,
-    NuisanceRadius,
     PropagatedBound,
-    SensitivityFit,
-    UpperCertificate,
     UtilityBound,
     composition_bound,
-    fit_sensitivity,
-    nuisance_radius,
     propagated_bound,
-    upper_certificate,
     utility_bound,
 )
+from ._nuisance import NuisanceRadius, nuisance_radius
+from ._sensitivity import GroupCoverage, SensitivityFit, fit_sensitivity
+from ._upper_certificate import UpperCertificate, upper_certificate
 
 __all__ = [
     "CompositionBound",

@@ -21,18 +21,15 @@ Example:
     0.15
 """
 
-from ._distance import (
+from ._contextwise import ContextwiseCmResult, contextwise_cm
+from ._controllability import (
     BranchKernel,
-    ContextwiseCmResult,
     ControllabilityResult,
-    FgwResult,
-    contextwise_cm,
     controllability_distance,
     controllability_operator,
-    fgw_discrepancy,
-    wasserstein,
-    wasserstein_many,
 )
+from ._fgw import FgwResult, fgw_discrepancy
+from ._wasserstein import wasserstein, wasserstein_many
 
 __all__ = [
     "BranchKernel",

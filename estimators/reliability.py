@@ -29,24 +29,12 @@ Example:
     0.4
 """
 
-from ._reliability import (
-    EXACT_LIMIT,
-    MIN_RUNS_FOR_COVERAGE,
-    CliffsDeltaResult,
-    ConfidenceInterval,
-    DegradationCurve,
-    GroupedReliability,
-    PassHatK,
-    RecordF1,
-    ReliabilityGap,
-    ReliabilitySummary,
-    cliffs_delta,
-    degradation_curve,
-    pass_hat_k,
-    record_f1,
-    reliability_gap,
-    summary,
-)
+from ._cell_bootstrap import ConfidenceInterval
+from ._cliffs_delta import EXACT_LIMIT, CliffsDeltaResult, cliffs_delta
+from ._degradation import DegradationCurve, ReliabilityGap, degradation_curve, reliability_gap
+from ._pass_hat_k import PassHatK, pass_hat_k
+from ._record_f1 import RecordF1, record_f1
+from ._reliability import MIN_RUNS_FOR_COVERAGE, GroupedReliability, ReliabilitySummary, summary
 from ._validity import (
     CLAIMS,
     VARIANTS,

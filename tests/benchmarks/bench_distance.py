@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import timed
 
-from agentlog.estimators import _distance, distance
+from agentlog.estimators import _controllability, _wasserstein, distance
 
 
 def random_kernel(rng: np.random.Generator, n: int, n_labels: int,
@@ -97,14 +97,14 @@ def bench_fixed_point(n: int, max_branches: int, repeat: int, target: float | No
     t = timed(run, repeat)
     r = run()
     # the reference: each transport problem of one step at the fixed point, by ot.emd2
-    DL, DZ = _distance._operator_iv(a, b, gamma, beta, None, None)
-    op = _distance._compile(a, b, gamma, beta, DL, DZ)
+    DL, DZ = _controllability._operator_iv(a, b, gamma, beta, None, None)
+    op = _controllability._compile(a, b, gamma, beta, DL, DZ)
     op(r.distance)  # fills the shared cost buffer with the lifted costs at d†
     problems = [(pa, pb, M.copy()) for _, pa, pb, M in op.lp]
     t0 = time.perf_counter()
     values = [ot.emd2(pa, pb, M) for pa, pb, M in problems]
     per_emd2 = (time.perf_counter() - t0) / len(problems)
-    ours = [_distance._emd_solver()(pa, pb, M)[1] for pa, pb, M in problems]
+    ours = [_wasserstein._emd_solver()(pa, pb, M)[1] for pa, pb, M in problems]
     assert np.allclose(values, ours, rtol=1e-12, atol=1e-15), "solvers disagree"
     reference = per_emd2 * r.n_transport
     ok = target is None or t[0] <= target

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from agentlog import DegenerateDataWarning
-from agentlog.estimators import _bounds, bounds
+from agentlog.estimators import _nuisance, bounds
 
 INF = math.inf
 
@@ -34,7 +34,7 @@ def test_public_names_are_exactly_the_documented_ones_in_sorted_order() -> None:
     ]
 
 
-@pytest.mark.parametrize("module", [bounds, _bounds])
+@pytest.mark.parametrize("module", [bounds, _nuisance])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.attempted > 0

@@ -16,7 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
-from agentlog.estimators import _distance, distance
+from agentlog.estimators import (
+    _contextwise,
+    _controllability,
+    _fgw,
+    _wasserstein,
+    distance,
+)
 from agentlog.estimators.distance import BranchKernel
 
 # ----------------------------------------------------------------------- public surface
@@ -31,7 +37,7 @@ def test_public_names_are_exactly_the_documented_ones_in_sorted_order() -> None:
     ]
 
 
-@pytest.mark.parametrize("module", [distance, _distance])
+@pytest.mark.parametrize("module", [distance, _wasserstein, _controllability])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.attempted > 0
@@ -152,7 +158,7 @@ def test_wasserstein_many_rejects_bad_problems_naming_the_index() -> None:
 
 
 def test_the_fast_network_simplex_matches_the_public_ot_emd() -> None:
-    solve = _distance._emd_solver()
+    solve = _wasserstein._emd_solver()
     rng = np.random.default_rng(5)
     for _ in range(200):
         n, m = rng.integers(2, 8, 2)
@@ -172,7 +178,8 @@ def test_every_function_gives_the_same_numbers_on_the_public_pot_path(
     exits = [rng.random((2, 3)) for _ in range(3)]
     fast = (distance.controllability_distance(a, b, gamma=0.9, beta=0.5).distance,
             distance.wasserstein_many(costs), distance.contextwise_cm(exits, 0.1).value)
-    monkeypatch.setattr(_distance, "_emd_solver", lambda: _distance._emd_public)
+    for module in (_wasserstein, _controllability, _contextwise, _fgw):
+        monkeypatch.setattr(module, "_emd_solver", lambda: _wasserstein._emd_public)
     public = (distance.controllability_distance(a, b, gamma=0.9, beta=0.5).distance,
               distance.wasserstein_many(costs), distance.contextwise_cm(exits, 0.1).value)
     for x, y in zip(fast, public, strict=True):
