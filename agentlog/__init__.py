@@ -31,6 +31,7 @@ from ._errors import (
     SealedWindowError,
     TraceFormatError,
 )
+from ._llm import llm_call
 from ._reader import Trace, read
 from ._recorder import flush, record, score
 from ._select import proceed, select
@@ -65,6 +66,7 @@ __all__ = [
     "decode_arguments",
     "flush",
     "last_window",
+    "llm_call",
     "proceed",
     "read",
     "record",
