@@ -19,7 +19,7 @@ Example:
     >>> a = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 5})
     >>> b = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 60})
     >>> a.hex == b.hex, a.canonical["request"]
-    (True, {'model': 'm', 'messages': []})
+    (True, {'messages': [], 'model': 'm'})
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _json = msgspec.json.Encoder(order="sorted")
+_json_dec = msgspec.json.Decoder()
 
 # Fields no provider's content depends on: transport, credentials, provenance, streaming.
 _TRANSPORT = ("timeout", "max_retries", "idempotency_key")
@@ -95,34 +96,64 @@ class RequestFields:
                  "exclude": sorted(self.exclude), "message_lists": sorted(self.message_lists),
                  "message_exclude": sorted(self.message_exclude), "unknown": "include",
                  "absent": ["top-level None", "NotGiven", "Omit"], "base_url": "rstrip('/')",
-                 "numbers": "integral floats as ints"}
+                 "numbers": "top-level integral floats as ints",
+                 "in messages": "sentinels and non-finite numbers as null"}
         return hashlib.sha256(_json.encode(rules)).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
 class CacheKey:
-    """The exact-input key of one model request.
+    """The exact-input key of one model request (immutable).
 
     Attributes:
         hex: SHA-256 of the canonical encoding, hexadecimal.
         digest: the same 32 bytes (what an ``LLMCall`` record stores as ``cache_key``).
         canonical: the dict that was hashed: ``provider``, ``version``, ``draw``, ``channel``
-            and ``request`` (only the fields the key rules keep).
+            and ``request`` (only the fields the key rules keep), as JSON values; treat it
+            as read-only.
+        encoded: the canonical encoding itself (sorted-key JSON, UTF-8).
         provider: provider id.
         version: version of the field list used.
+        model: the request's model name, when it has one.
     """
 
-    hex: str
+    __slots__ = ("_canonical", "digest", "encoded", "hex", "model", "provider", "version")
+
+    _canonical: dict[str, Any] | None
     digest: bytes
-    canonical: dict[str, Any]
+    encoded: bytes
+    hex: str
+    model: str | None
     provider: str
     version: int
 
+    def __init__(self, *, encoded: bytes, provider: str, version: int,
+                 model: str | None) -> None:
+        digest = hashlib.sha256(encoded).digest()
+        for name, value in (("encoded", encoded), ("digest", digest), ("hex", digest.hex()),
+                            ("provider", provider), ("version", version), ("model", model),
+                            ("_canonical", None)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"CacheKey is immutable; cannot set {name!r}")
+
     @property
-    def model(self) -> str | None:
-        """The request's model name, when it has one."""
-        model = self.canonical["request"].get("model")
-        return model if isinstance(model, str) else None
+    def canonical(self) -> dict[str, Any]:
+        """The canonical request, decoded from ``encoded`` on first use."""
+        value = self._canonical
+        if value is None:
+            value = _json_dec.decode(self.encoded)
+            object.__setattr__(self, "_canonical", value)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CacheKey) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"CacheKey({self.provider} v{self.version}, model={self.model!r}, {self.hex[:16]})"
 
 
 _lock = threading.Lock()
@@ -215,6 +246,21 @@ def _plain(value: Any, where: str) -> Any:
                      "numbers (or exclude the field from the key rules)")
 
 
+def _key_hook(value: Any) -> Any:
+    # Only reached, inside message lists, for what msgspec cannot encode itself.
+    if _sentinel(value):
+        return None
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    dump = getattr(value, "model_dump", None)
+    if dump is not None and not isinstance(value, type):
+        return dump(mode="json", exclude_none=True)
+    raise TypeError(f"no canonical JSON form for a value of type {type(value).__qualname__}")
+
+
+_json_key = msgspec.json.Encoder(order="sorted", enc_hook=_key_hook)
+
+
 def _request_part(rules: RequestFields, request: Mapping[str, Any]) -> dict[str, Any]:
     exclude: frozenset[str] = rules._exclude_set  # type: ignore[attr-defined]
     lists: frozenset[str] = rules._lists_set  # type: ignore[attr-defined]
@@ -226,11 +272,10 @@ def _request_part(rules: RequestFields, request: Mapping[str, Any]) -> dict[str,
         if name == "base_url":
             out[name] = str(value).rstrip("/")
         elif name in lists and isinstance(value, list | tuple):
-            out[name] = [
-                _plain({k: v for k, v in item.items() if k not in msg_exclude}, f"{name}[{i}]")
-                if isinstance(item, Mapping) else _plain(item, f"{name}[{i}]")
-                for i, item in enumerate(value)
-            ]
+            # Messages are most of a request's bytes: only their ids are dropped here and the
+            # C encoder does the rest (walking them in Python would triple the key's cost).
+            out[name] = [{k: v for k, v in item.items() if k not in msg_exclude}
+                         if isinstance(item, Mapping) else item for item in value]
         else:
             out[name] = _plain(value, name)
     return out
@@ -257,11 +302,20 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
     if channel is not None and not isinstance(channel, str):
         raise ValueError(f"`channel` must be a channel id string or None, got {channel!r}")
     rules = request_fields(provider)
+    part = _request_part(rules, request)
     canonical = {"provider": provider, "version": rules.version, "draw": draw,
-                 "channel": channel, "request": _request_part(rules, request)}
-    raw = hashlib.sha256(_json.encode(canonical)).digest()
-    return CacheKey(hex=raw.hex(), digest=raw, canonical=canonical, provider=provider,
-                    version=rules.version)
+                 "channel": channel, "request": part}
+    try:
+        encoded = _json_key.encode(canonical)
+    except (TypeError, ValueError, OverflowError):
+        # Walk the messages value by value to name the field that has no JSON form.
+        for name in rules.message_lists:
+            if name in part:
+                _plain(part[name], name)
+        raise
+    model = part.get("model")
+    return CacheKey(encoded=encoded, provider=provider, version=rules.version,
+                    model=model if isinstance(model, str) else None)
 
 
 def _reasons(names: Iterable[str], why: str) -> dict[str, str]:

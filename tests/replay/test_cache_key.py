@@ -17,11 +17,11 @@ from agentlog.replay import (
 # (provider, version) -> fingerprint of its field list. Editing a list without bumping its
 # version fails here: entries stored under the old rules would answer a different question.
 PINNED = {
-    ("anthropic.messages", 1): "bd35e964d5d3d4f62cfc69e09fb9232be97e00ce6e8cd188e84c2afb50814350",
-    ("openai.chat", 1): "e0787293b094d7404e19771c02162f3fd1d8d79f4b081991ee4fbdd44d8f2ff2",
-    ("openai.responses", 1): "609d8130539d87163744595f6659b6aa41d008396a92239f18c8af9e74d9a7d9",
-    ("vllm.chat", 1): "4bfb84651649a6fdb144a5b02669bd01496f9b5c8feecf55a0e0abdf6259e061",
-    ("vllm.generate", 1): "b5491ebaa1da1543af1ca2ede76e5c07b2dc16403628b26d504cfbb865bc6dc4",
+    ("anthropic.messages", 1): "2f734a48238a8517191abaf1060a288c1495da048a6f8850bc1edd599f687121",
+    ("openai.chat", 1): "0a549f866d24151cb52185a1ef4d4d494a6f2569b98b193faad09ffa70e4a385",
+    ("openai.responses", 1): "cccf1df6cc0101e2d7731db9cfcfad6247a59dc4a21901a61682dd3067017a6e",
+    ("vllm.chat", 1): "c0082036ec90806f87c220e2518c02f265f2cdb59dee0347193ee6edfca8b353",
+    ("vllm.generate", 1): "d24c5c102558f42b323a36a49c774ab6d0e0c2d17a96a5ac57535154370fc446",
 }
 
 BASE_CHAT: dict[str, Any] = {
@@ -114,6 +114,7 @@ def test_the_key_is_a_sha256_of_the_canonical_request() -> None:
 
     key = request_key("openai.chat", BASE_CHAT, draw=2, channel="quote")
     raw = msgspec.json.Encoder(order="sorted").encode(key.canonical)
+    assert raw == key.encoded
     assert key.digest == hashlib.sha256(raw).digest() and key.hex == key.digest.hex()
     assert key.canonical["draw"] == 2 and key.canonical["channel"] == "quote"
     assert key.canonical["request"]["base_url"] == "https://api.openai.com/v1"
@@ -285,3 +286,29 @@ def test_a_pydantic_response_format_class_is_keyed_by_its_schema() -> None:
     key = request_key("openai.chat", {**BASE_CHAT, "response_format": Answer})
     assert "pydantic_schema" in key.canonical["request"]["response_format"]
     assert key.hex != chat_key(response_format=Other)
+
+
+def test_a_key_is_immutable_and_equal_keys_compare_equal() -> None:
+    a, b = request_key("openai.chat", BASE_CHAT), request_key("openai.chat", dict(BASE_CHAT))
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    with pytest.raises(AttributeError, match=r"CacheKey is immutable; cannot set 'hex'"):
+        a.hex = "0"  # type: ignore[misc]
+
+
+def test_a_message_value_without_json_form_names_its_field() -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": object()}]
+    with pytest.raises(ValueError, match=r"request field `messages\[1\].content` has a value "
+                                         r"of type object"):
+        request_key("openai.chat", {**BASE_CHAT, "messages": messages})
+
+
+def test_pydantic_message_parts_are_keyed_by_their_json() -> None:
+    import pydantic
+
+    class Part(pydantic.BaseModel):
+        type: str = "text"
+        text: str
+
+    as_model = [{"role": "user", "content": [Part(text="hi")]}]
+    as_dict = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert chat_key(messages=as_model) == chat_key(messages=as_dict)
