@@ -33,14 +33,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import REDACTED, encode
-from ._encoding import scrub as _scrub_fields
+from ._encoding import REDACTED, encode, is_secret_key
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
 from ._state import Run, WindowState, current_run_var, window_in
 
-__all__ = ["GENAI_ATTRIBUTES", "llm_call", "llm_span_attributes", "scrub_payload"]
+__all__ = [
+    "GENAI_ATTRIBUTES",
+    "exception_text",
+    "llm_call",
+    "llm_span_attributes",
+    "record_exception",
+    "scrub_payload",
+]
 
 # OpenTelemetry GenAI semantic-convention attribute names. The semantic-conventions package
 # deprecated its gen_ai module (moved to a separate project) with the names unchanged, so we
@@ -99,25 +105,69 @@ Prices = Mapping[str, tuple[float, float]]
 def scrub_payload(payload: Any, secrets: Sequence[str] = ()) -> Any:
     """A copy of ``payload`` with credentials removed: the one scrubber model calls pass.
 
-    Fields whose names carry credentials (Authorization, x-api-key, api_key, ...) become
-    ``"<redacted>"``, and every occurrence of a known secret value (the client's API key)
-    inside any string is replaced too, so a provider error that echoes the key loses it.
+    Fields whose names carry credentials (Authorization, x-api-key, api_key, auth_token, ...)
+    become ``"<redacted>"`` — but not the token *counts* and token *texts* every model
+    response is made of (``prompt_tokens``, ``max_tokens``, a logprob entry's ``token``).
+    Every occurrence of a known secret value (the client's API key) inside any string is
+    replaced too, so a provider error that echoes the key loses it.
     """
-    cleaned = _scrub_fields(payload)
     values = tuple(s for s in secrets if isinstance(s, str) and len(s) >= 4)
-    return _replace_values(cleaned, values) if values else cleaned
+    if values:
+        _remember(values)
+    return _scrub(payload, values)
 
 
-def _replace_values(obj: Any, secrets: tuple[str, ...]) -> Any:
+# Secret values (API keys) adapters handed to llm_call, newest last: the window and tool
+# failure paths remove them from exception messages (a provider error may echo the key).
+_known_secrets: tuple[str, ...] = ()
+_MAX_KNOWN_SECRETS = 64
+
+
+def _remember(values: tuple[str, ...]) -> None:
+    global _known_secrets
+    new = tuple(v for v in values if v not in _known_secrets)
+    if new:
+        _known_secrets = (*_known_secrets, *new)[-_MAX_KNOWN_SECRETS:]
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)`` with every secret value a model call reported replaced."""
+    text = str(exc)
+    return _scrub(text, _known_secrets) if _known_secrets else text
+
+
+def record_exception(span: Any, exc: BaseException) -> None:
+    """``span.record_exception(exc)`` with known secret values removed from its text."""
+    if not _known_secrets:
+        span.record_exception(exc)
+        return
+    import traceback
+
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    span.record_exception(exc, attributes={
+        "exception.message": _scrub(str(exc), _known_secrets),
+        "exception.stacktrace": _scrub(stack, _known_secrets),
+    })
+
+
+def _is_credential_field(key: str) -> bool:
+    k = key.lower()
+    if k in ("token", "tokens") or k.endswith(("_tokens", "_tokens_details", "token_ids")):
+        return False  # usage counts, token texts and ids: content, not credentials
+    return is_secret_key(k)
+
+
+def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(obj, str):
         for s in secrets:
             if s in obj:
                 obj = obj.replace(s, REDACTED)
         return obj
     if isinstance(obj, Mapping):
-        return {_replace_values(k, secrets): _replace_values(v, secrets) for k, v in obj.items()}
+        return {_scrub(k, secrets): REDACTED if isinstance(k, str) and _is_credential_field(k)
+                else _scrub(v, secrets) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_replace_values(v, secrets) for v in obj]
+        return [_scrub(v, secrets) for v in obj]
     return obj
 
 
@@ -200,6 +250,7 @@ def llm_call(
     secrets: Sequence[str] = (),
     capture_content: bool = False,
     kind: Literal["client", "internal"] = "client",
+    parameters: Mapping[str, Any] | None = None,
 ) -> None:
     """Record one model call in the current window (no-op outside a run).
 
@@ -227,6 +278,9 @@ def llm_call(
         capture_content: also put the request and response content on the span
             (``gen_ai.input.messages`` / ``gen_ai.output.messages``); off by default.
         kind: span kind: ``"client"`` for a remote service, ``"internal"`` in-process.
+        parameters: where the span reads ``temperature``, ``top_p``, ``top_k``,
+            ``max_tokens`` (or ``max_completion_tokens``/``max_output_tokens``) and ``seed``
+            for ``gen_ai.request.*``; default: ``request`` itself.
 
     Never raises for a recording problem: a payload without a canonical encoding is
     reported as an ``InstrumentationWarning`` and the call is still counted.
@@ -279,7 +333,8 @@ def llm_call(
     if run.tracer is not None:
         attrs = llm_span_attributes(
             provider=provider, model=model, operation=operation,
-            request=request if isinstance(request, Mapping) else {},
+            request=parameters if parameters is not None else (
+                request if isinstance(request, Mapping) else {}),
             input_tokens=input_tokens, output_tokens=output_tokens,
             response_model=response_model, response_id=response_id,
             finish_reasons=finish_reasons, cache=cache, cache_key=cache_key,
