@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -105,16 +106,24 @@ Prices = Mapping[str, tuple[float, float]]
 def scrub_payload(payload: Any, secrets: Sequence[str] = ()) -> Any:
     """A copy of ``payload`` with credentials removed: the one scrubber model calls pass.
 
+    ``llm_call`` applies it to every request; a response is scrubbed only when its
+    encoding contains one of ``secrets`` (it has no credential fields of its own).
     Fields whose names carry credentials (Authorization, x-api-key, api_key, auth_token, ...)
     become ``"<redacted>"`` — but not the token *counts* and token *texts* every model
     response is made of (``prompt_tokens``, ``max_tokens``, a logprob entry's ``token``).
     Every occurrence of a known secret value (the client's API key) inside any string is
     replaced too, so a provider error that echoes the key loses it.
     """
+    return _scrub(payload, _secret_values(secrets))
+
+
+def _secret_values(secrets: Sequence[str]) -> tuple[str, ...]:
+    if not secrets:
+        return ()
     values = tuple(s for s in secrets if isinstance(s, str) and len(s) >= 4)
     if values:
         _remember(values)
-    return _scrub(payload, values)
+    return values
 
 
 # Secret values (API keys) adapters handed to llm_call, newest last: the window and tool
@@ -150,7 +159,9 @@ def record_exception(span: Any, exc: BaseException) -> None:
     })
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_credential_field(key: str) -> bool:
+    # Cached: a request repeats a handful of keys (role, content, model, ...) every call.
     k = key.lower()
     if k in ("token", "tokens") or k.endswith(("_tokens", "_tokens_details", "token_ids")):
         return False  # usage counts, token texts and ids: content, not credentials
@@ -158,15 +169,16 @@ def _is_credential_field(key: str) -> bool:
 
 
 def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
-    if isinstance(obj, str):
+    kind = type(obj)
+    if kind is str:
         for s in secrets:
             if s in obj:
                 obj = obj.replace(s, REDACTED)
         return obj
-    if isinstance(obj, Mapping):
-        return {_scrub(k, secrets): REDACTED if isinstance(k, str) and _is_credential_field(k)
+    if kind is dict or isinstance(obj, Mapping):
+        return {_scrub(k, secrets): REDACTED if type(k) is str and _is_credential_field(k)
                 else _scrub(v, secrets) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
+    if kind is list or kind is tuple:
         return [_scrub(v, secrets) for v in obj]
     return obj
 
@@ -294,17 +306,24 @@ def llm_call(
         cost = _cost(model, input_tokens, output_tokens, prices)
     window = window_in(run)
     end_ns = time.time_ns()
-    payload = scrub_payload(request, secrets)
-    body = scrub_payload(response, secrets)
-    error_message = None if error is None else scrub_payload(str(error), secrets)
+    values = _secret_values(secrets)
+    # Requests carry credentials as fields (api_key, headers): walk them. A response has
+    # no credential fields, only maybe an echoed key: its encoded bytes are searched for
+    # the secret values (a str is stored as contiguous UTF-8), and walked only on a find.
+    payload = _scrub(request, values)
+    body = response
+    error_message = None if error is None else _scrub(str(error), values)
     error_type = None if error is None else type(error).__qualname__
     request_bytes = response_bytes = b""
     try:
         if run.redact is not None:
             payload = _redacted(run.redact, payload)
-            body = _redacted(run.redact, body)
+            body = _redacted(run.redact, _scrub(body, values))
         request_bytes = encode(payload, what=f"{provider} request")
         response_bytes = encode(body, what=f"{provider} response")
+        if values and any(v.encode() in response_bytes for v in values):
+            body = _scrub(body, values)
+            response_bytes = encode(body, what=f"{provider} response")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
         payload = body = REDACTED

@@ -146,3 +146,20 @@ def test_the_module_example_runs() -> None:
     module = importlib.import_module("agentlog._llm")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_response_that_echoes_a_secret_value_loses_it_and_keeps_its_usage(
+        tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    response = {"usage": {"prompt_tokens": 3}, "choices": [{"text": f"your key is {CANARY}"}],
+                "logprobs": [{"token": "x", "logprob": -0.5}]}
+    with al.record(path, seed=1):
+        al.llm_call("p", "m", request={"max_tokens": 5}, response=response, secrets=[CANARY])
+        al.llm_call("p", "m", request={}, response={"text": "clean"}, secrets=[CANARY])
+    assert CANARY.encode() not in trace_plaintext(path)
+    echoed, clean = al.read(path).llm_calls()
+    assert decode(echoed.response) == {"usage": {"prompt_tokens": 3},
+                                       "choices": [{"text": "your key is <redacted>"}],
+                                       "logprobs": [{"token": "x", "logprob": -0.5}]}
+    assert decode(echoed.request) == {"max_tokens": 5}
+    assert decode(clean.response) == {"text": "clean"}
