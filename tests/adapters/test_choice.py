@@ -122,3 +122,12 @@ def test_the_result_reads_as_a_vector_and_prints_its_caveats() -> None:
     assert isinstance(result, ChoiceProbs) and len(result) == 4
     assert np.asarray(result).tolist() == result.probs.tolist()
     assert "unobserved_mass=" in repr(result) and "missing=['D']" in repr(result)
+
+
+def test_the_adapters_public_names_are_fixed() -> None:
+    import agentlog.adapters as adapters
+
+    assert adapters.__all__ == sorted(adapters.__all__) == [
+        "CallOptions", "ChoiceProbs", "NoLogprobsError", "StreamClosedError", "call_options",
+        "choice_probs"]
+    assert issubclass(adapters.NoLogprobsError, al.AdapterError)

@@ -402,3 +402,40 @@ def test_importing_the_adapters_does_not_import_the_sdks() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_credentials_in_headers_never_reach_the_trace_or_content_spans(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    provider = FakeProvider()
+    client = adapter.wrap(openai_client(provider), capture_content=True)
+
+    @_window
+    def ask() -> None:
+        client.chat.completions.create(**ASK, extra_headers={
+            "Authorization": f"Bearer {CANARY}", "X-Trace": "t-1"})
+        with client.chat.completions.create(**ASK, stream=True) as stream:
+            list(stream)
+
+    with capture_spans() as spans, al.record(path, seed=1):
+        ask()
+    assert provider.requests[0].headers["authorization"] == f"Bearer {CANARY}"  # sent as asked
+    assert CANARY.encode() not in trace_plaintext(path)
+    content = [s.attributes["gen_ai.input.messages"] for s in spans.spans
+               if s.name.startswith("chat")]
+    assert len(content) == 2 and all("Which option?" in c and CANARY not in c for c in content)
+
+
+def test_an_async_stream_closed_early_is_recorded_as_closed(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+
+    async def main() -> None:
+        client = adapter.wrap(openai_client(FakeProvider(), is_async=True))
+        async with al.record(path, seed=1):
+            stream = await client.chat.completions.create(**ASK, stream=True)
+            async with stream:
+                async for _ in stream:
+                    break
+
+    asyncio.run(main())
+    (call,) = al.read(path).llm_calls()
+    assert (call.status, call.error_type) == (1, StreamClosedError.__qualname__)
