@@ -147,6 +147,24 @@ def client_config(client: Any, sync_cls: Any, async_cls: Any, *, expected: str,
     return config, is_async
 
 
+def wrap_copies(client: Any, rewrap: Callable[[Any], Any]) -> None:
+    """Make ``client.copy()`` / ``client.with_options()`` return wrapped copies too.
+
+    The SDKs build a fresh client (and fresh resources) for every copy, so without this a
+    call through ``client.with_options(timeout=5)`` would escape the recording.
+    """
+    original = getattr(type(client), "copy", None)
+    if original is None:
+        return
+
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        return rewrap(original(client, *args, **kwargs))
+
+    functools.update_wrapper(copy, original)
+    client.copy = copy
+    client.with_options = copy
+
+
 def _model_of(kwargs: Mapping[str, Any]) -> str:
     model = kwargs.get("model")
     return model if isinstance(model, str) else str(model)

@@ -43,6 +43,7 @@ from ._recording import (
     require,
     sse_bytes,
     sse_stream,
+    wrap_copies,
     wrap_method,
 )
 
@@ -86,6 +87,8 @@ def wrap(
     target: Any = client
     wrap_method(target.messages, "create", _messages_endpoint(sdk), config,
                 client=client, is_async=is_async)
+    wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
+                                          capture_content=capture_content, sdk_spans=sdk_spans))
     return client
 
 

@@ -43,6 +43,7 @@ from ._recording import (
     require,
     sse_bytes,
     sse_stream,
+    wrap_copies,
     wrap_method,
 )
 
@@ -85,6 +86,8 @@ def wrap(
                 client=client, is_async=is_async)
     wrap_method(target.responses, "create", _responses_endpoint(sdk), config,
                 client=client, is_async=is_async)
+    wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
+                                          capture_content=capture_content))
     return client
 
 

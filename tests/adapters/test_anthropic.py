@@ -163,3 +163,11 @@ def test_choice_probs_refuses_to_invent_a_vector_for_a_message() -> None:
 def test_a_client_that_is_not_anthropic_is_refused() -> None:
     with pytest.raises(TypeError, match=r"must be an anthropic.Anthropic"):
         adapter.wrap(object())
+
+
+def test_copies_made_with_with_options_are_recorded_too(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    client = adapter.wrap(anthropic_client(FakeProvider()))
+    with al.record(path, seed=1):
+        client.with_options(timeout=5).messages.create(**ASK)
+    assert [c.provider for c in al.read(path).llm_calls()] == ["anthropic.messages"]

@@ -439,3 +439,14 @@ def test_an_async_stream_closed_early_is_recorded_as_closed(tmp_path: Path) -> N
     asyncio.run(main())
     (call,) = al.read(path).llm_calls()
     assert (call.status, call.error_type) == (1, StreamClosedError.__qualname__)
+
+
+def test_copies_made_with_with_options_are_recorded_too(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    client = adapter.wrap(openai_client(FakeProvider()))
+    with al.record(path, seed=1):
+        client.with_options(timeout=5).chat.completions.create(**ASK)
+        client.copy(max_retries=0).with_options(timeout=7).responses.create(
+            model="gpt-4.1-mini", input="q")
+    assert [c.provider for c in al.read(path).llm_calls()] == ["openai.chat",
+                                                               "openai.responses"]
