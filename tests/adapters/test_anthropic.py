@@ -171,3 +171,11 @@ def test_copies_made_with_with_options_are_recorded_too(tmp_path: Path) -> None:
     with al.record(path, seed=1):
         client.with_options(timeout=5).messages.create(**ASK)
     assert [c.provider for c in al.read(path).llm_calls()] == ["anthropic.messages"]
+
+
+def test_the_module_example_runs() -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("agentlog.adapters.anthropic"))
+    assert result.attempted > 0 and result.failed == 0

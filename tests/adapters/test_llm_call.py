@@ -142,8 +142,10 @@ def test_an_unencodable_payload_warns_and_the_call_is_still_counted(tmp_path: Pa
     assert decode(call.request) == "<redacted>" and call.input_tokens == 3
 
 
-def test_the_module_example_runs() -> None:
-    module = importlib.import_module("agentlog._llm")
+@pytest.mark.parametrize("name", ["agentlog._llm", "agentlog.adapters",
+                                  "agentlog.adapters._choice", "agentlog.adapters._recording"])
+def test_the_module_examples_run(name: str) -> None:
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 

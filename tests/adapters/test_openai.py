@@ -450,3 +450,11 @@ def test_copies_made_with_with_options_are_recorded_too(tmp_path: Path) -> None:
             model="gpt-4.1-mini", input="q")
     assert [c.provider for c in al.read(path).llm_calls()] == ["openai.chat",
                                                                "openai.responses"]
+
+
+def test_the_module_example_runs() -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("agentlog.adapters.openai"))
+    assert result.attempted > 0 and result.failed == 0
