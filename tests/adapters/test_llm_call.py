@@ -165,3 +165,27 @@ def test_a_response_that_echoes_a_secret_value_loses_it_and_keeps_its_usage(
                                        "logprobs": [{"token": "x", "logprob": -0.5}]}
     assert decode(echoed.request) == {"max_tokens": 5}
     assert decode(clean.response) == {"text": "clean"}
+
+
+def test_window_and_tool_failures_lose_a_secret_value_a_model_call_reported(
+        tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    secret = "sk-canary-tool-99887766"
+
+    @al.tool("fetch")
+    def fetch() -> None:
+        raise RuntimeError(f"proxy said: bad key {secret}")
+
+    @al.window("ask")
+    def ask() -> None:
+        al.llm_call("p", "m", request={}, error=RuntimeError("401"), secrets=[secret])
+        fetch()
+
+    with capture_spans() as spans, al.record(path, seed=1), pytest.raises(
+            RuntimeError, match=secret):
+        ask()
+    assert secret.encode() not in trace_plaintext(path)
+    (tool,) = [r for r in al.read(path).records if type(r).__name__ == "ToolCall"]
+    assert tool.error_message == "proxy said: bad key <redacted>"
+    events = [dict(e.attributes or {}) for s in spans.spans for e in s.events]
+    assert events and secret not in repr(events)
