@@ -178,6 +178,11 @@ class _Call:
     def __init__(self, endpoint: Endpoint, config: Config, kwargs: dict[str, Any]) -> None:
         self.endpoint = endpoint
         self.config = config
+        for name, value in list(kwargs.items()):
+            if isinstance(value, Iterator):
+                # A generator (the SDKs accept any Iterable of messages) could be read only
+                # once: the SDK gets the same items as a list, and the key and record see them.
+                kwargs[name] = list(value)
         self.kwargs = kwargs
         request = dict(kwargs)
         if config.base_url is not None:

@@ -458,3 +458,18 @@ def test_the_module_example_runs() -> None:
 
     result = doctest.testmod(importlib.import_module("agentlog.adapters.openai"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_messages_given_as_a_generator_are_keyed_recorded_and_still_sent(
+        tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    provider = FakeProvider()
+    with ModelCache(path=tmp_path / "c.sqlite") as cache:
+        client = adapter.wrap(openai_client(provider), cache=cache)
+        with al.record(path, seed=1):
+            client.chat.completions.create(**{**ASK, "messages": (m for m in MESSAGES)})
+            client.chat.completions.create(**ASK)
+    assert provider.count == 1 and provider.bodies[0]["messages"] == MESSAGES
+    first, second = al.read(path).llm_calls()
+    assert first.cache_key == second.cache_key
+    assert decode(first.request)["request"]["messages"] == MESSAGES
