@@ -117,12 +117,20 @@ def scrub_payload(payload: Any, secrets: Sequence[str] = ()) -> Any:
     return _scrub(payload, _secret_values(secrets))
 
 
+_last_secrets: tuple[Sequence[str] | None, tuple[str, ...]] = (None, ())
+
+
 def _secret_values(secrets: Sequence[str]) -> tuple[str, ...]:
+    global _last_secrets
     if not secrets:
         return ()
+    last, values = _last_secrets
+    if secrets is last:  # an adapter passes the same tuple on every call
+        return values
     values = tuple(s for s in secrets if isinstance(s, str) and len(s) >= 4)
     if values:
         _remember(values)
+    _last_secrets = (secrets, values)
     return values
 
 
@@ -168,8 +176,13 @@ def _is_credential_field(key: str) -> bool:
     return is_secret_key(k)
 
 
+_SCALARS = (int, float, bool, type(None), bytes)
+
+
 def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
     kind = type(obj)
+    if kind in _SCALARS:
+        return obj  # before the Mapping test: an ABC isinstance check costs a microsecond
     if kind is str:
         for s in secrets:
             if s in obj:
@@ -181,6 +194,26 @@ def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
     if kind is list or kind is tuple:
         return [_scrub(v, secrets) for v in obj]
     return obj
+
+
+def _has_credential_field(obj: Any) -> bool:
+    """Whether ``_scrub`` would replace a field of ``obj`` (a walk that copies nothing)."""
+    if type(obj) is dict or (type(obj) not in _SCALARS and type(obj) is not str
+                             and isinstance(obj, Mapping)):
+        for k, v in obj.items():
+            if type(k) is str and _is_credential_field(k):
+                return True
+            if type(v) not in _SCALARS and type(v) is not str and _has_credential_field(v):
+                return True
+        return False
+    if type(obj) is list or type(obj) is tuple:
+        return any(_has_credential_field(v) for v in obj
+                   if type(v) not in _SCALARS and type(v) is not str)
+    return False
+
+
+def _contains(data: bytes, values: tuple[str, ...]) -> bool:
+    return any(v.encode() in data for v in values) if values else False
 
 
 def _cost(model: str, input_tokens: int, output_tokens: int, prices: Prices | None) -> float | None:
@@ -307,21 +340,25 @@ def llm_call(
     window = window_in(run)
     end_ns = time.time_ns()
     values = _secret_values(secrets)
-    # Requests carry credentials as fields (api_key, headers): walk them. A response has
-    # no credential fields, only maybe an echoed key: its encoded bytes are searched for
-    # the secret values (a str is stored as contiguous UTF-8), and walked only on a find.
-    payload = _scrub(request, values)
+    # Scrub only what needs it: the encoded bytes are searched for the secret values (a
+    # str is stored as contiguous UTF-8) and the request for credential-named fields (a
+    # walk that copies nothing); the copying scrub runs on a find. A response has no
+    # credential fields of its own, only maybe an echoed key.
+    payload: Any = request
     body = response
     error_message = None if error is None else _scrub(str(error), values)
     error_type = None if error is None else type(error).__qualname__
     request_bytes = response_bytes = b""
     try:
         if run.redact is not None:
-            payload = _redacted(run.redact, payload)
+            payload = _redacted(run.redact, _scrub(payload, values))
             body = _redacted(run.redact, _scrub(body, values))
         request_bytes = encode(payload, what=f"{provider} request")
+        if _has_credential_field(payload) or _contains(request_bytes, values):
+            payload = _scrub(payload, values)
+            request_bytes = encode(payload, what=f"{provider} request")
         response_bytes = encode(body, what=f"{provider} response")
-        if values and any(v.encode() in response_bytes for v in values):
+        if _contains(response_bytes, values):
             body = _scrub(body, values)
             response_bytes = encode(body, what=f"{provider} response")
     except ArtifactEncodingError as exc:

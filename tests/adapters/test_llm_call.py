@@ -189,3 +189,17 @@ def test_window_and_tool_failures_lose_a_secret_value_a_model_call_reported(
     assert tool.error_message == "proxy said: bad key <redacted>"
     events = [dict(e.attributes or {}) for s in spans.spans for e in s.events]
     assert events and secret not in repr(events)
+
+
+def test_credential_fields_are_found_at_any_depth_and_nothing_else_changes(
+        tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    request = {"model": "m", "max_tokens": 3, "extra_body": {"proxy": [{"x-api-key": "k1"}]},
+               "messages": [{"role": "user", "content": "what is a token?"}]}
+    with al.record(path, seed=1):
+        al.llm_call("p", "m", request=request, response={})
+        al.llm_call("p", "m", request={"messages": request["messages"]}, response={})
+    scrubbed, untouched = (decode(c.request) for c in al.read(path).llm_calls())
+    assert scrubbed == {**request, "extra_body": {"proxy": [{"x-api-key": "<redacted>"}]}}
+    assert untouched == {"messages": request["messages"]}
+    assert request["extra_body"] == {"proxy": [{"x-api-key": "k1"}]}  # the caller's dict
