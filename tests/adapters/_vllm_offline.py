@@ -101,8 +101,24 @@ def main(model_dir: Path, work: Path) -> dict[str, Any]:
         chosen = al.select(cp, candidates=list(option_ids), name="option", owner="model")
         out["selected"] = chosen
 
-    with al.record(trace, system="vllm-offline", seed=7, task="t1"):
+    from agentlog.testing import capture_spans
+
+    with capture_spans() as captured, al.record(trace, system="vllm-offline", seed=7,
+                                                task="t1"):
         answer()
+    spans = captured.spans
+    by_id = {s.context.span_id: s for s in spans}
+    model_spans = [s for s in spans if s.name.startswith(("text_completion ", "chat "))]
+    out["spans"] = [{"name": s.name, "kind": s.kind.name,
+                     "parent": by_id[s.parent.span_id].name if s.parent
+                     and s.parent.span_id in by_id else None,
+                     "provider": s.attributes.get("gen_ai.provider.name"),
+                     "operation": s.attributes.get("gen_ai.operation.name"),
+                     "cache": s.attributes.get("agentlog.cache"),
+                     "has_key": "agentlog.cache_key" in s.attributes,
+                     "input_tokens": s.attributes.get("gen_ai.usage.input_tokens")}
+                    for s in model_spans]
+    out["model_name"] = str(model_dir)
     cache.close()
     calls = al.read(trace).llm_calls()
     out["records"] = [{"provider": c.provider, "model": c.model, "fingerprint": c.fingerprint,

@@ -65,6 +65,21 @@ def test_every_prompt_is_one_record_with_usage_and_the_engine_fingerprint(
     assert all(r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in records)
 
 
+def test_every_prompt_is_an_internal_genai_span_under_its_window(
+        offline: dict[str, Any]) -> None:
+    spans = offline["spans"]
+    model = offline["model_name"]
+    assert len(spans) == 12
+    assert {s["name"] for s in spans} == {f"text_completion {model}", f"chat {model}"}
+    assert all(s["kind"] == "INTERNAL" and s["parent"] == "agentlog.window.answer"
+               and s["provider"] == "vllm" and s["has_key"] for s in spans)
+    caches = [s["cache"] for s in spans]
+    # first batch: 2 misses; again: 2 hits; mixed: 1 hit + 1 miss; single: hit; draw 1: miss;
+    # chat: miss, hit; the two choice-probability calls: misses
+    assert sorted(caches) == sorted(["miss"] * 7 + ["hit"] * 5)
+    assert all(s["input_tokens"] > 0 for s in spans)
+
+
 def test_logprob_token_ids_give_the_exact_renormalised_label_vector(
         offline: dict[str, Any]) -> None:
     c = offline["choice"]
