@@ -1,7 +1,28 @@
-"""Model-client adapters (openai, anthropic, vLLM) with an exact-input cache.
+"""Model-client adapters: every model call recorded, cached and replayable.
 
-Not implemented yet (see the project's issues). Every adapter will record its calls
-through ``agentlog._recorder.log_llm_call``, the one place every model call passes.
+``agentlog.adapters.openai.wrap(client)`` and ``agentlog.adapters.anthropic.wrap(client)``
+return the same client with its calls recorded as ``LLMCall`` records in the current
+window (through ``agentlog.llm_call``) and, given ``cache=ModelCache(...)``, served through
+the exact-input cache. ``choice_probs(response, labels)`` turns option-token logprobs into
+the candidate vector ``agentlog.select`` takes. The SDKs are imported only when used.
+
+Example:
+    >>> from agentlog.adapters import ChoiceProbs, choice_probs
+    >>> body = {"choices": [{"logprobs": {"content": [{"token": "B", "logprob": -0.1,
+    ...     "top_logprobs": [{"token": "B", "logprob": -0.1}, {"token": "A", "logprob": -2.5}]}]}}]}
+    >>> probs = choice_probs(body, ["A", "B", "C"])
+    >>> [round(float(p), 3) for p in probs.probs], probs.missing
+    ([0.083, 0.917, 0.0], ('C',))
 """
 
-__all__: list[str] = []
+from ._choice import ChoiceProbs, NoLogprobsError, choice_probs
+from ._recording import CallOptions, StreamClosedError, call_options
+
+__all__ = [
+    "CallOptions",
+    "ChoiceProbs",
+    "NoLogprobsError",
+    "StreamClosedError",
+    "call_options",
+    "choice_probs",
+]

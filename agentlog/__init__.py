@@ -32,6 +32,7 @@ from ._errors import (
     TraceFormatError,
     TracePathError,
 )
+from ._llm import llm_call
 from ._reader import Trace, read
 from ._recorder import flush, record, score
 from ._select import proceed, select
@@ -67,6 +68,7 @@ __all__ = [
     "decode_arguments",
     "flush",
     "last_window",
+    "llm_call",
     "proceed",
     "read",
     "record",

@@ -68,7 +68,20 @@ class ReplayError(AgentlogError):
 
 
 class CacheMiss(ReplayError):
-    """A frozen replay requested a model call that is not in the recorded calls or cache."""
+    """A frozen replay requested a model call that is not in the recorded calls or cache.
+
+    Attributes:
+        key: hex cache key of the request that missed, when known.
+        differences: the fields (paths such as ``request.temperature``) in which the request
+            differs from the nearest stored request of the same provider and model; empty
+            when none was stored.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None,
+                 differences: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
+        self.differences = differences
 
 
 class ReplayDivergenceError(ReplayError):

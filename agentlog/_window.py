@@ -65,6 +65,7 @@ from . import _otel, _state
 from ._encoding import ArgumentBinder, encode, encode_arguments
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
+from ._llm import exception_text, record_exception
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
 from ._state import (
@@ -338,7 +339,7 @@ def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, stat
         attributes["agentlog.cost"] = st.cost
     span.set_attributes(attributes)
     if exc is not None:
-        span.record_exception(exc)
+        record_exception(span, exc)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
     span.end()
 
@@ -352,7 +353,7 @@ def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
             run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
             exit_inline, receipt, wall,
             None if exc is None else type(exc).__qualname__,
-            None if exc is None else str(exc),
+            None if exc is None else exception_text(exc),
             st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
             st.selections,
         )
@@ -789,7 +790,7 @@ def _tool_record(
             args_hash=args_hash,
             result_hash=result_hash,
             error_type=None if exc is None else type(exc).__qualname__,
-            error_message=None if exc is None else str(exc),
+            error_message=None if exc is None else exception_text(exc),
         )
     )
 

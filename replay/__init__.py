@@ -1,8 +1,42 @@
-"""Replay of recorded runs: channel replay, paired interventions, frozen/branch/rerun modes.
+"""Replay of recorded runs, and the exact-input model cache that makes a replay frozen.
 
-Not implemented yet (see the project's issues). The seams it will use exist in the core:
-``agentlog.decode_arguments`` re-invokes a window from its sealed entry, and
-``agentlog._steering.steering`` steers ``select``/``proceed`` through a context variable.
+Every adapter call goes through a ``ModelCache``: the key is the SHA-256 of the canonical
+encoding of a registered, versioned field list per provider (``request_key``), the store
+is SQLite, and a recorded trace is itself a cache (``ModelCache.from_traces``).
+
+Example:
+    >>> from agentlog.replay import ModelCache, request_key
+    >>> key = request_key("openai.chat", {"model": "m", "messages": [], "temperature": 0})
+    >>> with ModelCache(path=":memory:") as cache:
+    ...     first = cache.call(key, lambda: {"id": "r1"})
+    ...     again = cache.call(key, lambda: {"id": "r2"})
+    >>> first.status, again.status, again.response
+    ('miss', 'hit', {'id': 'r1'})
+
+Channel replay, paired interventions and the frozen/branch/rerun modes are not implemented
+yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
 """
 
-__all__: list[str] = []
+from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._request_fields import (
+    CacheKey,
+    RequestFields,
+    register_request_fields,
+    registered_request_fields,
+    request_fields,
+    request_key,
+)
+
+__all__ = [
+    "CacheKey",
+    "CacheMode",
+    "CacheResult",
+    "CacheStatus",
+    "ModelCache",
+    "RequestFields",
+    "default_cache_path",
+    "register_request_fields",
+    "registered_request_fields",
+    "request_fields",
+    "request_key",
+]

@@ -10,7 +10,7 @@ EXPECTED = [
     "MissingDependencyError", "ReplayDivergenceError", "ReplayError", "Run",
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
     "WindowRef", "WindowState", "__version__", "current_run", "current_window",
-    "decode_arguments", "flush", "last_window", "proceed",
+    "decode_arguments", "flush", "last_window", "llm_call", "proceed",
     "read", "record", "score", "select", "tool", "verify", "window",
 ]
 

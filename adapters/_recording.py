@@ -1,0 +1,540 @@
+"""The call path every adapter shares: cache key, exact-input cache, recording, streams.
+
+An adapter describes one endpoint with an ``Endpoint`` (how its response becomes a JSON
+body and back, where usage and the serving fingerprint are, how a stream accumulates and
+how a cached body is replayed as a stream); ``wrap_method`` replaces the bound method on
+the client's resource object with a recording one, so the caller keeps the same client.
+
+Costs: outside any run and without a cache a wrapped call is the original call behind one
+context-variable lookup. Inside a run, a call costs the canonical encoding of its request
+(the cache key, recorded so that the trace itself can serve a frozen replay) and one record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import json
+import queue
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import agentlog as al
+from agentlog import InstrumentationWarning, MissingDependencyError
+
+Prices = Mapping[str, tuple[float, float]]
+
+
+def require(module: str, extra: str) -> Any:
+    """Import an optional SDK, or fail with the exact ``pip install`` line."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"this adapter needs the `{module}` package, which is not installed; install it "
+            f"with: pip install 'agentlog[{extra}]'"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Per-call cache-key options: which sample of a request this is, and its channel."""
+
+    draw: int = 0
+    channel: str | None = None
+
+
+_options: contextvars.ContextVar[CallOptions | None] = contextvars.ContextVar(
+    "agentlog_adapter_options", default=None
+)
+
+
+@contextlib.contextmanager
+def call_options(*, draw: int = 0, channel: str | None = None) -> Iterator[CallOptions]:
+    """Model calls made inside the block use this draw index and channel in their cache key.
+
+    ``draw`` tells k samples of one prompt apart (k draws are k cache entries, not one);
+    ``channel`` names the evaluation channel the calls serve.
+
+    Example:
+        >>> from agentlog.adapters import call_options
+        >>> with call_options(draw=2, channel="quote") as options:
+        ...     options.draw
+        2
+    """
+    if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
+        raise ValueError(f"`draw` must be a non-negative int; found {draw!r}")
+    options = CallOptions(draw=draw, channel=channel)
+    token = _options.set(options)
+    try:
+        yield options
+    finally:
+        _options.reset(token)
+
+
+@dataclass
+class Config:
+    """What one ``wrap(client, ...)`` call configured."""
+
+    cache: Any = None  # agentlog.replay.ModelCache | None
+    channel: str | None = None
+    prices: Prices | None = None
+    capture_content: bool = False
+    secrets: tuple[str, ...] = ()
+    base_url: str | None = None
+
+
+@dataclass
+class Meta:
+    """What a response body says about the call (for the record and the span)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    response_model: str | None = None
+    response_id: str | None = None
+    finish_reasons: Sequence[str] = ()
+    fingerprint: str | None = None
+
+
+class Accumulator:
+    """Collects the items of a stream into the body a non-streamed call would return."""
+
+    def add(self, item: Any) -> None:
+        raise NotImplementedError
+
+    def body(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class Endpoint:
+    """One wrapped SDK method."""
+
+    provider: str  # provider id of the cache-key rules, e.g. "openai.chat"
+    operation: str  # GenAI operation name
+    to_body: Callable[[Any], dict[str, Any]]
+    from_body: Callable[[dict[str, Any]], Any]
+    meta: Callable[[dict[str, Any]], Meta]
+    accumulator: Callable[[Mapping[str, Any]], Accumulator]
+    replay_stream: Callable[[dict[str, Any], Any, bool], Any]  # (body, client, is_async)
+    kind: Literal["client", "internal"] = "client"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def client_config(client: Any, sync_cls: Any, async_cls: Any, *, expected: str,
+                  secret_attrs: Sequence[str], cache: Any, channel: str | None,
+                  prices: Prices | None, capture_content: bool) -> tuple[Config, bool]:
+    """``(Config, is_async)`` for a client of ``sync_cls``/``async_cls``, else TypeError."""
+    if isinstance(client, async_cls):
+        is_async = True
+    elif isinstance(client, sync_cls):
+        is_async = False
+    else:
+        raise TypeError(f"`client` must be an {expected}; found {type(client).__qualname__}")
+    secrets = tuple(v for v in (getattr(client, a, None) for a in secret_attrs)
+                    if isinstance(v, str))
+    config = Config(cache=cache, channel=channel, prices=prices,
+                    capture_content=capture_content, secrets=secrets,
+                    base_url=str(client.base_url))
+    return config, is_async
+
+
+def wrap_copies(client: Any, rewrap: Callable[[Any], Any]) -> None:
+    """Make ``client.copy()`` / ``client.with_options()`` return wrapped copies too.
+
+    The SDKs build a fresh client (and fresh resources) for every copy, so without this a
+    call through ``client.with_options(timeout=5)`` would escape the recording.
+    """
+    original = getattr(type(client), "copy", None)
+    if original is None:
+        return
+
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        return rewrap(original(client, *args, **kwargs))
+
+    functools.update_wrapper(copy, original)
+    client.copy = copy
+    client.with_options = copy
+
+
+def _model_of(kwargs: Mapping[str, Any]) -> str:
+    model = kwargs.get("model")
+    return model if isinstance(model, str) else str(model)
+
+
+class _Call:
+    """One call in flight: its request, key and clock; records itself exactly once."""
+
+    __slots__ = ("config", "endpoint", "key", "kwargs", "request", "t0")
+
+    def __init__(self, endpoint: Endpoint, config: Config, kwargs: dict[str, Any]) -> None:
+        self.endpoint = endpoint
+        self.config = config
+        for name, value in list(kwargs.items()):
+            if isinstance(value, Iterator):
+                # A generator (the SDKs accept any Iterable of messages) could be read only
+                # once: the SDK gets the same items as a list, and the key and record see them.
+                kwargs[name] = list(value)
+        self.kwargs = kwargs
+        request = dict(kwargs)
+        if config.base_url is not None:
+            request["base_url"] = config.base_url
+        self.request = request
+        options = _options.get() or CallOptions()
+        channel = options.channel if options.channel is not None else config.channel
+        self.key: Any = None
+        try:
+            from agentlog.replay import request_key  # type: ignore[import-not-found,unused-ignore]
+
+            self.key = request_key(endpoint.provider, request, draw=options.draw,
+                                   channel=channel)
+        except ValueError as exc:
+            warnings.warn(
+                f"{endpoint.provider}: this request has no cache key, so it is neither cached "
+                f"nor replayable: {exc}", InstrumentationWarning, stacklevel=4)
+        self.t0 = time.perf_counter_ns()
+
+    @property
+    def cached(self) -> bool:
+        cache = self.config.cache
+        return cache is not None and self.key is not None and cache.mode != "off"
+
+    def record(self, body: dict[str, Any] | None, *, status: str | None,
+               error: BaseException | None = None) -> None:
+        if al.current_run() is None:
+            return
+        latency = time.perf_counter_ns() - self.t0
+        meta = Meta() if body is None else _safe_meta(self.endpoint, body)
+        if status is None and self.config.cache is not None:
+            status = "off"
+        al.llm_call(
+            self.endpoint.provider,
+            _model_of(self.kwargs),
+            request=self.key.canonical if self.key is not None else _plain_request(self.request),
+            response=body,
+            operation=self.endpoint.operation,
+            input_tokens=meta.input_tokens,
+            output_tokens=meta.output_tokens,
+            latency_ns=latency,
+            prices=self.config.prices,
+            error=error,
+            response_model=meta.response_model,
+            response_id=meta.response_id,
+            finish_reasons=meta.finish_reasons,
+            fingerprint=meta.fingerprint,
+            cache_key=None if self.key is None else self.key.digest,
+            cache=status,  # type: ignore[arg-type]
+            secrets=self.config.secrets,
+            capture_content=self.config.capture_content,
+            kind=self.endpoint.kind,
+            parameters=self.request,
+        )
+
+
+def _safe_meta(endpoint: Endpoint, body: dict[str, Any]) -> Meta:
+    try:
+        return endpoint.meta(body)
+    except Exception:  # an unexpected body shape costs the usage numbers, never the call
+        return Meta()
+
+
+def _plain_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request without values that have no canonical encoding (SDK sentinels, clients)."""
+    out: dict[str, Any] = {}
+    for k, v in request.items():
+        if type(v).__name__ in ("NotGiven", "Omit"):
+            continue
+        out[k] = v if isinstance(v, str | int | float | bool | list | dict | tuple | None) \
+            else repr(type(v).__name__)
+    return out
+
+
+def dump_body(obj: Any) -> dict[str, Any]:
+    """The JSON body of an SDK response object (the fields the server sent)."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    body: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True)
+    return body
+
+
+def sse_bytes(events: list[tuple[str | None, dict[str, Any]]], done: bool) -> bytes:
+    """Server-sent-event bytes of ``(event name or None, data)`` pairs."""
+    parts = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        parts.append(f"{head}data: {json.dumps(data)}\n\n")
+    if done:
+        parts.append("data: [DONE]\n\n")
+    return "".join(parts).encode()
+
+
+def sse_stream(sdk: Any, client: Any, cast_to: Any, data: bytes, is_async: bool) -> Any:
+    """The SDK's own ``Stream``/``AsyncStream`` reading ``data`` (a cached stream replayed)."""
+    import httpx2  # type: ignore[import-not-found,unused-ignore]
+
+    response = httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, content=data,
+        request=httpx2.Request("POST", str(client.base_url)),
+    )
+    cls = sdk.AsyncStream if is_async else sdk.Stream
+    return cls(cast_to=cast_to, response=response, client=client)
+
+
+# --------------------------------------------------------------------------- sync / async
+
+
+def wrap_method(resource: Any, name: str, endpoint: Endpoint, config: Config, *,
+                client: Any, is_async: bool) -> None:
+    """Replace ``resource.<name>`` (a bound SDK method) by a recording, caching one."""
+    original = getattr(resource, name)
+    if getattr(original, "__agentlog_endpoint__", None) is not None:
+        original = original.__wrapped__  # wrapping twice re-configures, never stacks
+    wrapper: Any = (_async_wrapper if is_async else _sync_wrapper)(original, endpoint, config,
+                                                                   client)
+    functools.update_wrapper(wrapper, original)
+    wrapper.__agentlog_endpoint__ = endpoint
+    setattr(resource, name, wrapper)
+
+
+def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Config,
+                  client: Any) -> Callable[..., Any]:
+    def create(*args: Any, **kwargs: Any) -> Any:
+        if config.cache is None and al.current_run() is None:
+            return original(*args, **kwargs)
+        call = _Call(endpoint, config, kwargs)
+        stream = bool(kwargs.get("stream"))
+        if call.cached:
+            kept: list[Any] = []
+
+            def fetch() -> dict[str, Any]:
+                result = original(*args, **kwargs)
+                if stream:
+                    return _drain(endpoint, kwargs, result)
+                kept.append(result)
+                return endpoint.to_body(result)
+
+            try:
+                served = config.cache.call(call.key, fetch)
+            except BaseException as exc:
+                call.record(None, status="miss", error=exc)
+                raise
+            call.record(served.response, status=served.status)
+            if stream:
+                return endpoint.replay_stream(served.response, client, False)
+            return kept[0] if kept else endpoint.from_body(served.response)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            call.record(None, status=None, error=exc)
+            raise
+        if stream:
+            return _instrument_stream(result, call, is_async=False)
+        call.record(endpoint.to_body(result), status=None)
+        return result
+
+    return create
+
+
+def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, config: Config,
+                   client: Any) -> Callable[..., Awaitable[Any]]:
+    async def create(*args: Any, **kwargs: Any) -> Any:
+        if config.cache is None and al.current_run() is None:
+            return await original(*args, **kwargs)
+        call = _Call(endpoint, config, kwargs)
+        stream = bool(kwargs.get("stream"))
+        if call.cached:
+            kept: list[Any] = []
+
+            async def afetch() -> dict[str, Any]:
+                result = await original(*args, **kwargs)
+                if stream:
+                    return await _adrain(endpoint, kwargs, result)
+                kept.append(result)
+                return endpoint.to_body(result)
+
+            try:
+                served = await config.cache.acall(call.key, afetch)
+            except BaseException as exc:
+                call.record(None, status="miss", error=exc)
+                raise
+            call.record(served.response, status=served.status)
+            if stream:
+                return endpoint.replay_stream(served.response, client, True)
+            return kept[0] if kept else endpoint.from_body(served.response)
+        try:
+            result = await original(*args, **kwargs)
+        except BaseException as exc:
+            call.record(None, status=None, error=exc)
+            raise
+        if stream:
+            return _instrument_stream(result, call, is_async=True)
+        call.record(endpoint.to_body(result), status=None)
+        return result
+
+    return create
+
+
+def _drain(endpoint: Endpoint, request: Mapping[str, Any], stream: Any) -> dict[str, Any]:
+    acc = endpoint.accumulator(request)
+    with stream:
+        for item in stream:
+            acc.add(item)
+    return acc.body()
+
+
+async def _adrain(endpoint: Endpoint, request: Mapping[str, Any], stream: Any
+                  ) -> dict[str, Any]:
+    acc = endpoint.accumulator(request)
+    async with stream:
+        async for item in stream:
+            acc.add(item)
+    return acc.body()
+
+
+# --------------------------------------------------------------------------- live streams
+
+
+class StreamClosedError(Exception):
+    """Recorded (never raised) when a caller closed or dropped a stream before its end."""
+
+
+class _StreamRecording:
+    """Records a live stream once: at its end, on its error, or when it is closed/dropped."""
+
+    def __init__(self, call: _Call) -> None:
+        self.call = call
+        self.acc = call.endpoint.accumulator(call.kwargs)
+        self.items = 0
+        self._once = threading.Lock()
+        self.context = contextvars.copy_context()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self._once.acquire(blocking=False):
+            return
+        body: dict[str, Any] | None
+        try:
+            body = self.acc.body()
+        except Exception:
+            body = None
+        self.call.record(body, status=None, error=error)
+
+    def closed_early(self) -> None:
+        self.finish(StreamClosedError(
+            f"the caller closed the stream after {self.items} item(s), before its end"))
+
+    def dropped(self) -> None:
+        # Runs inside the garbage collector, possibly while this thread holds a lock that
+        # recording takes: hand the work to a worker thread instead of doing it here.
+        if self._once.locked():
+            return
+        _deferred().put(lambda: self.context.run(self.closed_early))
+
+
+def _instrument_stream(stream: Any, call: _Call, *, is_async: bool) -> Any:
+    """Record ``stream`` as it is consumed; the caller gets the same object, same items.
+
+    The SDK stream's item iterator (``_iterator``, the attribute both the openai and the
+    anthropic ``Stream`` classes read items from) is replaced by a generator that passes
+    each item through and accumulates it; ``close()`` is wrapped so that a stream closed
+    early is recorded as such; a stream dropped unclosed is recorded from a finaliser.
+    """
+    recording = _StreamRecording(call)
+    inner = stream._iterator
+    if is_async:
+        stream._iterator = _arecorded(inner, recording)
+    else:
+        stream._iterator = _recorded(inner, recording)
+    original_close = stream.close
+
+    if is_async and _is_coroutine_function(original_close):
+        async def aclose() -> None:
+            try:
+                await original_close()
+            finally:
+                recording.closed_early()
+
+        stream.close = aclose
+    else:
+        def close() -> None:
+            try:
+                original_close()
+            finally:
+                recording.closed_early()
+
+        stream.close = close
+    weakref.finalize(stream, recording.dropped)
+    return stream
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn)
+
+
+def _recorded(inner: Iterator[Any], recording: _StreamRecording) -> Iterator[Any]:
+    try:
+        for item in inner:
+            recording.acc.add(item)
+            recording.items += 1
+            yield item
+    except GeneratorExit:
+        raise  # dropped: the finaliser records it, outside the collector
+    except BaseException as exc:
+        recording.finish(exc)
+        raise
+    recording.finish()
+
+
+async def _arecorded(inner: AsyncIterator[Any], recording: _StreamRecording
+                     ) -> AsyncIterator[Any]:
+    try:
+        async for item in inner:
+            recording.acc.add(item)
+            recording.items += 1
+            yield item
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        recording.finish(exc)
+        raise
+    recording.finish()
+
+
+_worker_queue: queue.SimpleQueue[Callable[[], None]] | None = None
+_worker_lock = threading.Lock()
+
+
+def _deferred() -> queue.SimpleQueue[Callable[[], None]]:
+    """The queue of agentlog's finaliser worker (``SimpleQueue.put`` is reentrant-safe)."""
+    global _worker_queue
+    if _worker_queue is None:
+        with _worker_lock:
+            if _worker_queue is None:
+                q: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+                def work() -> None:
+                    while True:
+                        job = q.get()
+                        # Instrumentation must never kill its worker.
+                        with contextlib.suppress(Exception):
+                            job()
+
+                threading.Thread(target=work, name="agentlog-finaliser", daemon=True).start()
+                _worker_queue = q
+    return _worker_queue
+
+
+def drain_finalisers(timeout: float = 5.0) -> bool:
+    """Wait until the finaliser worker has recorded every stream dropped so far (tests)."""
+    done = threading.Event()
+    _deferred().put(done.set)
+    return done.wait(timeout)

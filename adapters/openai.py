@@ -1,0 +1,283 @@
+"""Record and cache the calls of an ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client.
+
+``wrap(client)`` returns the same client with ``chat.completions.create`` and
+``responses.create`` recording every call as an ``LLMCall`` in the current window (request
+without credentials, response, usage, latency, logprobs, ``system_fingerprint``), counted
+into the window and emitted as a CLIENT span ``chat {model}``. Streams are passed through
+unchanged and recorded when they end, fail, or are closed or dropped early.
+
+With ``cache=ModelCache(...)`` every call goes through the exact-input cache. A streamed
+call under a cache is fetched whole (the upstream stream is read to its end and stored as
+its accumulated response), then served to the caller as a stream of the same type; a hit
+replays one chunk per choice carrying the whole content and its logprobs.
+
+Works against any OpenAI-compatible server (vLLM, llama.cpp) through ``base_url``.
+
+Example:
+    >>> import httpx2, openai
+    >>> from agentlog.adapters import openai as openai_adapter
+    >>> def handler(request):
+    ...     return httpx2.Response(200, json={
+    ...         "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+    ...         "choices": [{"index": 0, "finish_reason": "stop",
+    ...                      "message": {"role": "assistant", "content": "B"}}],
+    ...         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+    >>> client = openai_adapter.wrap(openai.OpenAI(
+    ...     api_key="sk-test", http_client=httpx2.Client(transport=httpx2.MockTransport(handler))))
+    >>> client.chat.completions.create(model="m", messages=[]).choices[0].message.content
+    'B'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from ._recording import (
+    Accumulator,
+    Endpoint,
+    Meta,
+    Prices,
+    client_config,
+    dump_body,
+    require,
+    sse_bytes,
+    sse_stream,
+    wrap_copies,
+    wrap_method,
+)
+
+__all__ = ["wrap"]
+
+ClientT = TypeVar("ClientT")
+
+
+def wrap(
+    client: ClientT,
+    *,
+    cache: Any = None,
+    channel: str | None = None,
+    prices: Prices | None = None,
+    capture_content: bool = False,
+) -> ClientT:
+    """Record (and, with ``cache``, serve from the exact-input cache) every model call.
+
+    Args:
+        client: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (or a subclass such as
+            ``AzureOpenAI``); it is modified in place and returned.
+        cache: an ``agentlog.replay.ModelCache`` every call goes through, or None.
+        channel: the evaluation channel id these calls serve (part of the cache key);
+            ``agentlog.adapters.call_options`` overrides it per call.
+        prices: ``{model: (USD per 1M input tokens, USD per 1M output tokens)}``; the cost
+            of each call is counted into its window.
+        capture_content: put message content on the spans (off by default).
+
+    Raises:
+        agentlog.MissingDependencyError: the ``openai`` package is not installed.
+        TypeError: ``client`` is not an openai client.
+    """
+    sdk = require("openai", "openai")
+    config, is_async = client_config(
+        client, sdk.OpenAI, sdk.AsyncOpenAI, expected="openai.OpenAI or openai.AsyncOpenAI",
+        secret_attrs=("api_key",), cache=cache, channel=channel, prices=prices,
+        capture_content=capture_content)
+    target: Any = client
+    wrap_method(target.chat.completions, "create", _chat_endpoint(sdk), config,
+                client=client, is_async=is_async)
+    wrap_method(target.responses, "create", _responses_endpoint(sdk), config,
+                client=client, is_async=is_async)
+    wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
+                                          capture_content=capture_content))
+    return client
+
+
+# --------------------------------------------------------------------------- chat
+
+
+def _chat_meta(body: dict[str, Any]) -> Meta:
+    usage = body.get("usage") or {}
+    return Meta(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        response_model=body.get("model"),
+        response_id=body.get("id"),
+        finish_reasons=[str(c.get("finish_reason")) for c in body.get("choices") or ()
+                        if c.get("finish_reason") is not None],
+        fingerprint=body.get("system_fingerprint"),
+    )
+
+
+def _merge(into: dict[str, Any], delta: Mapping[str, Any]) -> None:
+    """Merge a streamed delta: strings concatenate, indexed lists merge by ``index``."""
+    for key, value in delta.items():
+        if value is None:
+            into.setdefault(key, None)
+            continue
+        old = into.get(key)
+        if isinstance(value, str) and isinstance(old, str) and key not in ("role", "type", "id"):
+            into[key] = old + value
+        elif isinstance(value, Mapping):
+            if not isinstance(old, dict):
+                old = into[key] = {}
+            _merge(old, value)
+        elif isinstance(value, list):
+            if not isinstance(old, list):
+                old = into[key] = []
+            for item in value:
+                if isinstance(item, Mapping) and "index" in item:
+                    slot = next((x for x in old if isinstance(x, dict)
+                                 and x.get("index") == item["index"]), None)
+                    if slot is None:
+                        old.append(slot := {})
+                    _merge(slot, item)
+                else:
+                    old.append(item)
+        else:
+            into[key] = value
+
+
+class _ChatAccumulator(Accumulator):
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.choices: dict[int, dict[str, Any]] = {}
+
+    def add(self, item: Any) -> None:
+        chunk = dump_body(item)
+        for name in ("id", "created", "model", "system_fingerprint", "service_tier", "usage"):
+            if chunk.get(name) is not None:
+                self.head[name] = chunk[name]
+        for choice in chunk.get("choices") or ():
+            slot = self.choices.setdefault(int(choice.get("index", 0)), {
+                "index": int(choice.get("index", 0)), "message": {}, "logprobs": None,
+                "finish_reason": None})
+            _merge(slot["message"], choice.get("delta") or {})
+            if choice.get("logprobs") is not None:
+                if slot["logprobs"] is None:
+                    slot["logprobs"] = {}
+                _merge(slot["logprobs"], choice["logprobs"])
+            if choice.get("finish_reason") is not None:
+                slot["finish_reason"] = choice["finish_reason"]
+
+    def body(self) -> dict[str, Any]:
+        choices = []
+        for index in sorted(self.choices):
+            choice = self.choices[index]
+            message = choice["message"]
+            message.setdefault("role", "assistant")
+            message.setdefault("content", None)
+            for call in message.get("tool_calls") or ():
+                call.pop("index", None)
+            choices.append(choice)
+        return {"object": "chat.completion", **self.head, "choices": choices}
+
+
+def _chat_chunks(body: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    head = {k: body[k] for k in ("id", "created", "model", "system_fingerprint", "service_tier")
+            if body.get(k) is not None}
+    chunks: list[tuple[str | None, dict[str, Any]]] = []
+    for choice in body.get("choices") or ():
+        delta = dict(choice.get("message") or {})
+        if delta.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **call}
+                                   for i, call in enumerate(delta["tool_calls"])]
+        chunks.append((None, {**head, "object": "chat.completion.chunk", "choices": [{
+            "index": choice.get("index", 0), "delta": delta,
+            "logprobs": choice.get("logprobs"), "finish_reason": choice.get("finish_reason"),
+        }]}))
+    if body.get("usage") is not None:
+        chunks.append((None, {**head, "object": "chat.completion.chunk", "choices": [],
+                              "usage": body["usage"]}))
+    return chunks
+
+
+def _chat_endpoint(sdk: Any) -> Endpoint:
+    chat_types = sdk.types.chat
+    ChatCompletion, ChatCompletionChunk = chat_types.ChatCompletion, chat_types.ChatCompletionChunk
+
+    def replay(body: dict[str, Any], client: Any, is_async: bool) -> Any:
+        return sse_stream(sdk, client, ChatCompletionChunk, sse_bytes(_chat_chunks(body), True),
+                          is_async)
+
+    return Endpoint(
+        provider="openai.chat", operation="chat", to_body=dump_body,
+        from_body=lambda body: ChatCompletion.construct(**body),
+        meta=_chat_meta, accumulator=lambda request: _ChatAccumulator(),
+        replay_stream=replay,
+    )
+
+
+# --------------------------------------------------------------------------- responses
+
+
+def _responses_meta(body: dict[str, Any]) -> Meta:
+    usage = body.get("usage") or {}
+    status = body.get("status")
+    return Meta(
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        response_model=body.get("model"),
+        response_id=body.get("id"),
+        finish_reasons=[str(status)] if status is not None else [],
+    )
+
+
+class _ResponsesAccumulator(Accumulator):
+    """The final ``response`` of a Responses stream (its terminal event carries it whole)."""
+
+    def __init__(self) -> None:
+        self.response: dict[str, Any] | None = None
+        self.text: dict[tuple[int, int], str] = {}
+
+    def add(self, item: Any) -> None:
+        event = dump_body(item)
+        if isinstance(event.get("response"), Mapping):
+            self.response = dict(event["response"])
+        elif event.get("type") == "response.output_text.delta":
+            where = (int(event.get("output_index", 0)), int(event.get("content_index", 0)))
+            self.text[where] = self.text.get(where, "") + str(event.get("delta", ""))
+
+    def body(self) -> dict[str, Any]:
+        body = dict(self.response or {"object": "response", "output": []})
+        if body.get("status") not in ("completed", "incomplete", "failed") and self.text:
+            body["partial_text"] = ["".join(self.text[k]) for k in sorted(self.text)]
+        return body
+
+
+def _responses_events(body: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    seq = iter(range(1 << 30))
+    start = {**body, "status": "in_progress", "output": []}
+    events: list[tuple[str | None, dict[str, Any]]] = [
+        ("response.created", {"type": "response.created", "response": start,
+                              "sequence_number": next(seq)})]
+    for o, item in enumerate(body.get("output") or ()):
+        for c, part in enumerate(item.get("content") or ()):
+            if part.get("type") != "output_text":
+                continue
+            common = {"item_id": item.get("id", ""), "output_index": o, "content_index": c}
+            events.append(("response.output_text.delta", {
+                "type": "response.output_text.delta", **common, "delta": part.get("text", ""),
+                "logprobs": part.get("logprobs") or [], "sequence_number": next(seq)}))
+            events.append(("response.output_text.done", {
+                "type": "response.output_text.done", **common, "text": part.get("text", ""),
+                "logprobs": part.get("logprobs") or [], "sequence_number": next(seq)}))
+    final = body.get("status") if body.get("status") in ("completed", "incomplete",
+                                                          "failed") else "completed"
+    events.append((f"response.{final}", {"type": f"response.{final}", "response": body,
+                                         "sequence_number": next(seq)}))
+    return events
+
+
+def _responses_endpoint(sdk: Any) -> Endpoint:
+    Response = sdk.types.responses.Response
+    ResponseStreamEvent = sdk.types.responses.ResponseStreamEvent
+
+    def replay(body: dict[str, Any], client: Any, is_async: bool) -> Any:
+        return sse_stream(sdk, client, ResponseStreamEvent,
+                          sse_bytes(_responses_events(body), False), is_async)
+
+    return Endpoint(
+        provider="openai.responses", operation="chat", to_body=dump_body,
+        from_body=lambda body: Response.construct(**body),
+        meta=_responses_meta, accumulator=lambda request: _ResponsesAccumulator(),
+        replay_stream=replay,
+    )
