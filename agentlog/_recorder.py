@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import threading
@@ -19,11 +20,12 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import REDACTED, encode, scrub, seal
+from ._encoding import encode, seal_clean, warn_unsealable
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
 from ._records import LLMCall, RunEnd, RunStart, Score
+from ._scrub import REDACTED, scrub_error, scrub_value
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
 from ._writer import TraceWriter, release_writer, shared_writer
@@ -76,6 +78,13 @@ class record:
         durability: ``"frame"`` (default; a frame at least every ``frame_interval`` seconds)
             or ``"window"`` (also a frame at every window exit: safer, larger files).
         frame_interval: seconds between frame cuts at most.
+        strict: raise ``ArtifactEncodingError`` when a window's or tool's arguments have
+            no canonical encoding. By default such a value is sealed as an
+            ``{"unsealable": "<type>"}`` marker, warned about once per window, and the
+            call proceeds (exits and results always do: the call has already run).
+
+    Credentials are scrubbed from everything written (``agentlog._scrub``): arguments,
+    exits, ``meta``, model requests and exception messages.
     """
 
     def __init__(
@@ -89,6 +98,7 @@ class record:
         redact: Callable[[Any], Any] | None = None,
         durability: Literal["frame", "window"] = "frame",
         frame_interval: float = 1.0,
+        strict: bool = False,
     ) -> None:
         if durability not in ("frame", "window"):
             raise ValueError(f"`durability` must be 'frame' or 'window'; found {durability!r}")
@@ -106,6 +116,7 @@ class record:
         self.redact = redact
         self.durability = durability
         self.frame_interval = frame_interval
+        self.strict = strict
         self.run: Run | None = None
         self._tokens: tuple[Any, Any] | None = None
 
@@ -130,8 +141,10 @@ class record:
             durability=self.durability,
             tracer=_tracer(),
             parent_run=parent.run_id if parent is not None else None,
+            strict=self.strict,
         )
         meta = self.meta if self.redact is None else _redacted(self.redact, self.meta)
+        meta = scrub_value(meta, run.secrets)
         writer.put(
             RunStart(
                 run=run.index,
@@ -217,11 +230,19 @@ def _redacted(redact: Callable[[Any], Any], payload: Any) -> Any:
         return REDACTED
 
 
-def store_artifact(run: Run, payload: Any, *, what: str) -> tuple[bytes, bytes | None]:
-    """Seal a payload for ``run``: ``(hash, inline bytes or None when stored as a Blob)``."""
+def store_artifact(run: Run, payload: Any, *, what: str,
+                   strict: bool = False) -> tuple[bytes, bytes | None]:
+    """Seal a payload for ``run``: ``(hash, inline bytes or None when stored as a Blob)``.
+
+    Credentials are scrubbed after the ``redact`` hook. A value without a canonical
+    encoding is sealed as a marker (warned once per ``what``) unless ``strict``.
+    """
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
-    data, h = seal(payload, what=what)
+    data, bad = seal_clean(payload, run.secrets, what=what, strict=strict)
+    if bad:
+        warn_unsealable(what, bad)
+    h = hashlib.sha256(data).digest()
     if len(data) > INLINE_MAX:
         run.writer.put_blob(h, data, "artifact")
         return h, None
@@ -308,15 +329,16 @@ def log_llm_call(
     if run is None:
         return
     window = window_in(run)
-    payload: dict[str, Any] = dict(scrub(request))
+    payload: dict[str, Any] = dict(scrub_value(dict(request), run.secrets))
     if headers is not None:
-        payload["headers"] = scrub(dict(headers))
+        payload["headers"] = scrub_value(dict(headers), run.secrets)
     try:
         if run.redact is not None:
             payload = _redacted(run.redact, payload)
             response = _redacted(run.redact, response)
-        request_bytes = encode(payload, what=f"{provider} request")
-        response_bytes = encode(scrub(response), what=f"{provider} response")
+        request_bytes = encode(scrub_value(payload, run.secrets), what=f"{provider} request")
+        response_bytes = encode(scrub_value(response, run.secrets),
+                                what=f"{provider} response")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
         return
@@ -351,7 +373,7 @@ def log_llm_call(
             cost=cost,
             status=0 if error is None else 1,
             error_type=None if error is None else type(error).__qualname__,
-            error_message=None if error is None else str(error),
+            error_message=None if error is None else scrub_error(error, run.secrets, run.redact),
             fingerprint=fingerprint,
         )
     )

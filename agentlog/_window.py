@@ -48,11 +48,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _otel, _state
-from ._encoding import ArgumentBinder, encode, encode_arguments
+from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
+from ._scrub import may_hold_secret, scrub_error
 from ._state import (
     Run,
     WindowState,
@@ -138,6 +139,25 @@ def _failure_payload(exc: BaseException) -> dict[str, str]:
     return {"⊥": type(exc).__qualname__}
 
 
+def _error_text(run: Run, exc: BaseException) -> str:
+    """The exception's message as it may be written: scrubbed, then through ``redact=``."""
+    return scrub_error(exc, run.secrets, run.redact)
+
+
+def _clean_bytes(run: Run, value: Any, what: str, arguments: bool = False) -> bytes:
+    """Canonical bytes of an entry, exit or link value without a redact hook: scrubbed of
+    credentials, an unsealable value sealed as a marker (raised when ``run.strict``)."""
+    try:
+        data, bad = seal_clean(value, run.secrets, what=what, strict=run.strict)
+    except ArtifactEncodingError:
+        if arguments:
+            encode_arguments(value, window=what)  # raises, naming the argument
+        raise
+    if bad:
+        warn_unsealable(what, bad)
+    return data
+
+
 def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
     parent = window_in(run)
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
@@ -151,11 +171,11 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         bound = dict(zip(names, args, strict=False))
         bound.update(tail)
     else:
-        bound = spec.binder.bind(args, kwargs)
+        bound = spec.binder.bind(args, kwargs, run.secrets)
     args_hash: bytes | None = None
     if spec.entry is None:
         if run.redact is None:
-            data = encode_arguments(bound, window=spec.name)
+            data = _clean_bytes(run, bound, f"window {spec.name!r} entry", arguments=True)
             entry_hash = _sha256(data).digest()
             entry_inline: bytes | None = data
             if len(data) > INLINE_MAX:
@@ -169,10 +189,11 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     else:
         projected = spec.entry(*args, **kwargs)
         entry_hash, entry_inline = store_artifact(
-            run, projected, what=f"window {spec.name!r} entry projection"
+            run, projected, what=f"window {spec.name!r} entry projection", strict=run.strict
         )
         try:  # keep the bound arguments too, so that replay can re-invoke the function
-            args_hash, inline = store_artifact(run, bound, what="arguments")
+            # strict: arguments that need a projection are simply not kept (no marker)
+            args_hash, inline = store_artifact(run, bound, what="arguments", strict=True)
             if inline is not None:
                 run.writer.put_blob(args_hash, inline, "artifact")
         except ArtifactEncodingError:
@@ -180,7 +201,8 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     link_hash = expected = None
     if spec.after is not None:
         if spec.entry is None and spec._single and run.redact is None:
-            link_hash = _sha256(encode(next(iter(bound.values())), what="entry")).digest()
+            link_hash = _sha256(_clean_bytes(run, next(iter(bound.values())),
+                                             f"window {spec.name!r} entry")).digest()
         else:
             link_hash = entry_hash
         predecessor = run.last_exit.get(spec.after)
@@ -209,14 +231,16 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
     run = st.run
     name = st.name
     if status == EXIT_OK and run.redact is None:
+        data: bytes | None
         try:
-            try:
-                data = _fast_encode(payload)
-            except (TypeError, NotImplementedError, OverflowError, ValueError):
-                data = encode(payload, what=f"window {name!r} exit")  # raises, with context
-        except ArtifactEncodingError as err:
-            _warn_once(f"exit:{name}", f"{err} The exit was sealed as an 'unsealable' marker.")
-            data = encode({"unsealable": type(payload).__qualname__})
+            data = _fast_encode(payload)
+        except (TypeError, NotImplementedError, OverflowError, ValueError):
+            data = None
+        if data is None or may_hold_secret(data, run.secrets):
+            # Never strict here: the call has run, its result goes back untouched.
+            data, bad = seal_clean(payload, run.secrets, strict=False)
+            if bad:
+                warn_unsealable(f"window {name!r} exit", bad)
         exit_hash = _sha256(data).digest()
         exit_inline: bytes | None = data
         if len(data) > INLINE_MAX:
@@ -280,7 +304,7 @@ def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, stat
         attributes["agentlog.cost"] = st.cost
     span.set_attributes(attributes)
     if exc is not None:
-        span.record_exception(exc)
+        _otel.record_exception(span, exc, _error_text(st.run, exc), st.run.secrets)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
     span.end()
 
@@ -294,7 +318,7 @@ def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
             run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
             exit_inline, receipt, wall,
             None if exc is None else type(exc).__qualname__,
-            None if exc is None else str(exc),
+            None if exc is None else _error_text(run, exc),
             st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
             st.selections,
         )
@@ -413,7 +437,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             try:
                 data = fast_encode(entry_struct(*args))  # type: ignore[misc]
             except (TypeError, NotImplementedError, OverflowError, ValueError):
-                data = encode_arguments(bound_map(args), window=name)  # raises, naming it
+                data = None
+            if data is None or may_hold_secret(data, run.secrets):
+                data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", True)
             entry_hash = st.entry_hash = sha256(data).digest()
             writer = run.writer
             if len(data) > INLINE_MAX:
@@ -449,7 +475,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             try:
                 out = fast_encode(result)
             except (TypeError, NotImplementedError, OverflowError, ValueError):
-                _safe_close(st, EXIT_OK, result, None)  # the general path warns and marks it
+                out = None
+            if out is None or may_hold_secret(out, run.secrets):
+                _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
                 return result
             exit_hash = sha256(out).digest()
             if len(out) > INLINE_MAX:
@@ -681,7 +709,7 @@ def _tool_record(
             args_hash=args_hash,
             result_hash=result_hash,
             error_type=None if exc is None else type(exc).__qualname__,
-            error_message=None if exc is None else str(exc),
+            error_message=None if exc is None else _error_text(run, exc),
         )
     )
 
@@ -691,9 +719,13 @@ def _tool_enter(
 ) -> tuple[Run, WindowState | None, bytes | None]:
     run = cast(Run, current_run_var.get())
     st = window_in(run)
+    bound = binder.bind(args, kwargs, run.secrets)
     try:
-        args_hash, _ = store_artifact(run, binder.bind(args, kwargs), what=f"tool {name!r}")
+        args_hash, _ = store_artifact(run, bound, what=f"tool {name!r} arguments",
+                                      strict=run.strict)
     except ArtifactEncodingError:
+        if run.strict:
+            raise
         args_hash = None
     if st is not None and name in st.forbid:
         err = SealedWindowError(
