@@ -125,11 +125,32 @@ def test_the_byte_prefilter_sees_every_credential_name_in_any_case() -> None:
     names = set(_scrub.CREDENTIAL_NAMES) | {"my" + s for s in _scrub.CREDENTIAL_SUFFIXES}
     for name in names:
         for variant in (name, name.upper(), name.title(), name.replace("_", "-")):
-            assert _scrub.may_hold_secret(encode({variant: "v"})), variant
-    for text in ("sk-" + "a" * 20, "Bearer abcdefghij", "https://u:p@h", "ghp_" + "a" * 20,
-                 "hf_" + "a" * 20, "AKIA" + "A" * 16, "AIza" + "a" * 35, "xoxb-1234567890"):
+            assert _scrub.may_hold_secret(encode({variant: "abcd"})), variant
+    for text in ("sk-" + "a" * 20, "Bearer abcdefghij", "https://u:pw@h", "x?key=abcd"):
         assert _scrub.may_hold_secret(encode([text])), text
         assert _scrub.scrub_value([text]) != [text], text
+    # the shortest payloads that can hold a credential are scanned, shorter ones are not
+    assert _scrub.may_hold_secret(encode({"auth": "abcd"}))
+    assert not _scrub.may_hold_secret(encode(3)) and not _scrub.may_hold_secret(b"")
+    assert _scrub.may_hold_secret(encode("pin4"), {"pin4"})  # known values, any length
+
+
+def test_the_prefilter_finds_each_stem_in_short_and_long_payloads() -> None:
+    assert not _scrub.may_hold_secret(encode({"text": "the quick brown fox " * 40}))
+    assert not _scrub.may_hold_secret(encode("x" * 64))  # its length byte is "@"
+    assert not _scrub.may_hold_secret(encode("write to jane@example.org"))
+    for needle in _scrub._NEEDLES:
+        needle = needle.replace("://@", "://u:v@")
+        short = encode({"text": "x" * 20 + needle})
+        long = encode({"text": "x" * 400 + needle.upper()})
+        assert _scrub.may_hold_secret(short) and _scrub.may_hold_secret(long), needle
+
+
+def test_messages_are_also_scrubbed_of_other_provider_key_formats() -> None:
+    for key in ("ghp_" + "a" * 36, "github_pat_" + "b" * 30, "hf_" + "c" * 30,
+                "AKIA" + "D" * 16, "AIza" + "e" * 35, "xoxb-1234567890-abc",
+                "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4f"):
+        assert key not in _scrub.scrub_text(f"refused credential {key} (401)"), key
 
 
 def test_a_payload_without_credentials_comes_back_as_the_same_object() -> None:
