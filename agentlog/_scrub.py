@@ -174,12 +174,23 @@ def _secret_value(obj: Any) -> str | bytes | None:
 
 def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     """Cheap test on canonical bytes: False guarantees ``scrub_value`` changes nothing."""
-    if known and any(s.encode("utf-8", "surrogatepass") in data for s in known):
+    text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 bytes too
+    if known and any(_as_latin1(s) in text for s in _snapshot(known)):
         return True
-    n = len(data)
-    if n < _MIN_SECRET_BYTES:
+    if len(data) < _MIN_SECRET_BYTES:
         return False
-    return _has_needle(data.decode("latin-1").lower())
+    return _has_needle(text.lower())
+
+
+def _snapshot(known: Collection[str]) -> tuple[str, ...]:
+    # tuple(set) runs in C under the GIL: another thread adding a secret meanwhile cannot
+    # make the iteration fail ("Set changed size during iteration") inside the host.
+    return tuple(known)
+
+
+def _as_latin1(secret: str) -> str:
+    return secret if secret.isascii() else secret.encode("utf-8", "surrogatepass").decode(
+        "latin-1")
 
 
 def _has_needle(low: str) -> bool:
@@ -200,7 +211,7 @@ def scrub_text(text: str, known: Collection[str] | None = None, *,
     name is a credential name.
     """
     if known:
-        for secret in sorted(known, key=len, reverse=True):
+        for secret in sorted(_snapshot(known), key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, REDACTED)
     text = _USERINFO.sub(r"\1" + REDACTED + "@", text)
@@ -286,7 +297,9 @@ def _hashable(x: Any) -> bool:
 
 
 def _scrub_str(text: str, known: set[str] | None) -> str:
-    if not _has_needle(text.lower()) and not (known and any(s in text for s in known)):
+    if not _has_needle(text.lower()) and not (
+        known and any(s in text for s in _snapshot(known))
+    ):
         return text  # the four regex passes below cost far more than this test
     out = scrub_text(text, known, assignments=False)
     return text if out == text else out

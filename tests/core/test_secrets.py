@@ -257,3 +257,36 @@ def test_span_exception_events_carry_the_scrubbed_message_and_stack(trace_path: 
     assert attributes["exception.message"] == "passcode <redacted> rejected"
     assert "PermissionError: passcode <redacted> rejected" in attributes["exception.stacktrace"]
     assert "Zq-local-passcode-1" not in repr(attributes)
+
+
+def test_known_secrets_in_non_ascii_payloads_are_found_by_the_prefilter() -> None:
+    secret = "clé-secrète-ü"
+    assert _scrub.may_hold_secret(encode({"note": f"voici {secret}"}), {secret})
+    assert _scrub.scrub_value({"note": f"voici {secret}"}, {secret}) == {
+        "note": "voici <redacted>"}
+
+
+def test_secrets_remembered_from_many_threads_never_break_scrubbing(trace_path: Path) -> None:
+    """Threads adding secrets while others scrub must not raise into the agent."""
+    import sys
+
+    from agentlog.context import copy_context_executor
+
+    @al.window("w", secret=("passcode",))
+    def w(passcode: str, note: str) -> str:
+        return note
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with al.record(trace_path), copy_context_executor(8) as pool:
+            # each exit echoes its own secret, remembered at its entry
+            notes = list(pool.map(
+                lambda i: w(f"code-{i:06d}-x", f"note {i} for code-{i:06d}-x"), range(400)
+            ))
+    finally:
+        sys.setswitchinterval(previous)
+    assert notes == [f"note {i} for code-{i:06d}-x" for i in range(400)]
+    from tests.core.test_secret_routes import decompressed
+
+    assert b"code-0" not in decompressed(trace_path)
