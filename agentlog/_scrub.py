@@ -174,12 +174,15 @@ def _secret_value(obj: Any) -> str | bytes | None:
 
 def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     """Cheap test on canonical bytes: False guarantees ``scrub_value`` changes nothing."""
-    text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 bytes too
-    if known and any(_as_latin1(s) in text for s in _snapshot(known)):
-        return True
-    if len(data) < _MIN_SECRET_BYTES:
+    if known:
+        text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 too
+        if any(_as_latin1(s) in text for s in _snapshot(known)):
+            return True
+    elif len(data) < _MIN_SECRET_BYTES:  # the common tiny exit: no decode at all
         return False
-    return _has_needle(text.lower())
+    else:
+        text = data.decode("latin-1")
+    return len(data) >= _MIN_SECRET_BYTES and _has_needle(text.lower())
 
 
 def _snapshot(known: Collection[str]) -> tuple[str, ...]:
