@@ -178,11 +178,11 @@ def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
         text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 too
         if any(_as_latin1(s) in text for s in _snapshot(known)):
             return True
-    elif len(data) < _MIN_SECRET_BYTES:  # the common tiny exit: no decode at all
+    if len(data) < _MIN_SECRET_BYTES:  # the common tiny exit: no copy at all
         return False
-    else:
-        text = data.decode("latin-1")
-    return len(data) >= _MIN_SECRET_BYTES and _has_needle(text.lower())
+    # bytes.lower() first: it is ASCII-only and 20x faster than str.lower() on text with
+    # bytes >= 0x80 (every msgpack header), which takes the full Unicode path.
+    return _has_needle(data.lower().decode("latin-1"))
 
 
 def _snapshot(known: Collection[str]) -> tuple[str, ...]:
@@ -261,7 +261,8 @@ def _scrub(obj: Any, known: set[str] | None, depth: int) -> Any:
         return obj
     if depth > _MAX_DEPTH:  # deeper than any real payload: nothing below it is written
         return REDACTED
-    if isinstance(obj, Mapping):
+    # Exact types first: the ABC check below costs more than the rest of a small walk.
+    if type(obj) is dict or isinstance(obj, Mapping):
         scrubbed = _scrub_map(obj.items(), known, depth)
         return obj if scrubbed is None else scrubbed
     if isinstance(obj, list | tuple | set | frozenset):
