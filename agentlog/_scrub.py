@@ -196,6 +196,11 @@ def _as_latin1(secret: str) -> str:
         "latin-1")
 
 
+def has_stem(text: str) -> bool:
+    """True when ``text`` contains a stem the prefilter looks for (e.g. ``max_tokens``)."""
+    return _has_needle(text.lower())
+
+
 def _has_needle(low: str) -> bool:
     # Ten substring searches on a str, not one regex and not bytes: on CPython 3.11 an
     # alternation costs the regex engine work at every position (2-10x slower, measured

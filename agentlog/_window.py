@@ -53,7 +53,7 @@ from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
-from ._scrub import may_hold_secret, scrub_error
+from ._scrub import has_stem, may_hold_secret, scrub_error
 from ._state import (
     Run,
     WindowState,
@@ -394,6 +394,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     tails = spec.tails
     entry_struct = spec.entry_struct
     span_name = spec.span_name
+    # A parameter named like `max_tokens` puts a scrubber stem ("token") in every entry's
+    # bytes; for those windows a hit is confirmed on the argument values alone.
+    names_have_stem = any(has_stem(n) for n in positional)
     # The inlined path below covers the common window: no projections, no declared
     # predecessor, arguments passed positionally. It writes exactly what _open/_close
     # write (tests compare both paths); it exists because this runs on every call.
@@ -438,7 +441,11 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 data = fast_encode(entry_struct(*args))  # type: ignore[misc]
             except (TypeError, NotImplementedError, OverflowError, ValueError):
                 data = None
-            if data is None or may_hold_secret(data, run.secrets):
+            if data is None or (may_hold_secret(data, run.secrets) and (
+                not names_have_stem or may_hold_secret(
+                    fast_encode([args, list(tails[n_args].values())]),  # type: ignore[union-attr]
+                    run.secrets)
+            )):
                 data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", True)
             entry_hash = st.entry_hash = sha256(data).digest()
             writer = run.writer

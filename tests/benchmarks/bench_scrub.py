@@ -6,8 +6,10 @@ Each row times one window call (the caller's latency: batches of 1,000 calls, th
 drained between batches) with the byte prefilter of ``agentlog._scrub`` on, interleaved
 with the same window whose prefilter is replaced by ``lambda data, known: False`` (what
 the window cost before scrubbing existed). Payloads: a tiny entry (``f("q")``), a
-100-byte entry and exit, a 5-KB retrieved document, and a payload that holds a
-credential (the scrubber's slow path: walk, redact, re-encode).
+100-byte entry and exit, a 5-KB retrieved document, a payload that holds a credential
+(the scrubber's slow path: walk, redact, re-encode), and one whose bytes hold a stem
+("token" of ``max_tokens``) but nothing to redact (the walk finds nothing; the bytes are
+kept).
 """
 
 from __future__ import annotations
@@ -42,10 +44,15 @@ def creds(request: dict[str, Any]) -> int:
     return len(request)
 
 
+def generate(prompt: str, max_tokens: int = 64) -> str:
+    return prompt[:5]
+
+
 def main() -> None:
     folder = tempfile.mkdtemp(prefix="agentlog-bench-scrub-")
     windows = {name: al.window(name)(fn) for name, fn in
-               (("tiny", tiny), ("mid", mid), ("doc", doc), ("creds", creds))}
+               (("tiny", tiny), ("mid", mid), ("doc", doc), ("creds", creds),
+                ("generate", generate))}
     question = "what is the capital of france and why is it paris?"
     ids = [f"doc-{i}" for i in range(5)]
     text = "The quick brown fox jumps over the lazy dog near the river bank. " * 80
@@ -56,6 +63,8 @@ def main() -> None:
         ("100-byte entry, 40-byte exit", lambda: windows["mid"](question, ids)),
         ("5-KB document entry, 64-byte exit", lambda: windows["doc"](text)),
         ("entry holding a Bearer header (slow path)", lambda: windows["creds"](request)),
+        ("`max_tokens` argument (a stem, nothing to redact)",
+         lambda: windows["generate"]("what is the capital of france?")),
     ]
     real = _window.may_hold_secret
 

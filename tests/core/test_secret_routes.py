@@ -278,6 +278,27 @@ def bearer_in_free_text(path: Path, canary: str) -> None:
 
 
 @route
+def value_of_a_window_whose_parameter_names_hold_a_stem(path: Path, canary: str) -> None:
+    @al.window("w")
+    def w(prompt: str, max_tokens: int = 16) -> int:
+        return max_tokens
+
+    with al.record(path):
+        assert w(f"Authorization: Bearer {canary}") == 16
+
+
+@route
+def default_of_a_window_whose_parameter_names_hold_a_stem(path: Path, canary: str) -> None:
+    @al.window("w")
+    def w(prompt: str, max_tokens: int = 16,
+          endpoint: str = f"https://svc:{canary}@llm.example/v1") -> int:
+        return max_tokens
+
+    with al.record(path):
+        assert w("hi") == 16
+
+
+@route
 def entry_projection(path: Path, canary: str) -> None:
     @al.window("w", entry=lambda q, cfg: {"q": q, "cfg": cfg})
     def w(q: str, cfg: dict[str, str]) -> str:
