@@ -144,14 +144,16 @@ def _error_text(run: Run, exc: BaseException) -> str:
     return scrub_error(exc, run.secrets, run.redact)
 
 
-def _clean_bytes(run: Run, value: Any, what: str, arguments: bool = False) -> bytes:
+def _clean_bytes(run: Run, value: Any, what: str, window: str | None = None) -> bytes:
     """Canonical bytes of an entry, exit or link value without a redact hook: scrubbed of
-    credentials, an unsealable value sealed as a marker (raised when ``run.strict``)."""
+    credentials, an unsealable value sealed as a marker (raised when ``run.strict``).
+    ``window``: ``value`` is that window's argument map (a strict error names the argument).
+    """
     try:
         data, bad = seal_clean(value, run.secrets, what=what, strict=run.strict)
     except ArtifactEncodingError:
-        if arguments:
-            encode_arguments(value, window=what)  # raises, naming the argument
+        if window is not None:
+            encode_arguments(value, window=window)  # raises, naming the argument
         raise
     if bad:
         warn_unsealable(what, bad)
@@ -175,7 +177,7 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     args_hash: bytes | None = None
     if spec.entry is None:
         if run.redact is None:
-            data = _clean_bytes(run, bound, f"window {spec.name!r} entry", arguments=True)
+            data = _clean_bytes(run, bound, f"window {spec.name!r} entry", spec.name)
             entry_hash = _sha256(data).digest()
             entry_inline: bytes | None = data
             if len(data) > INLINE_MAX:
@@ -446,7 +448,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                     fast_encode([args, list(tails[n_args].values())]),  # type: ignore[union-attr]
                     run.secrets)
             )):
-                data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", True)
+                data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", name)
             entry_hash = st.entry_hash = sha256(data).digest()
             writer = run.writer
             if len(data) > INLINE_MAX:

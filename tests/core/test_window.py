@@ -283,7 +283,7 @@ def test_unsealable_arguments_fail_before_the_call_naming_the_argument_when_stri
         called.append(conn)
 
     with al.record(trace_path, seed=1, strict=True), pytest.raises(al.ArtifactEncodingError,
-                                                      match=r"argument `conn`.*entry="):
+                                                      match=r"window 'w', argument `conn`.*entry="):
         w(object())
     assert called == []
 
