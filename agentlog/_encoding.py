@@ -6,11 +6,19 @@ bytes whatever their insertion order. Supported beyond msgpack's own types:
 
 * numpy arrays: an ext value (code ``NDARRAY_EXT``) holding ``[dtype, shape, data]`` with
   the dtype forced little-endian and the data C-contiguous;
-* numpy scalars (as their Python value), dataclasses, ``msgspec.Struct``;
-* pydantic models (``model_dump(mode="python")``; decoded with ``model_validate``).
+* numpy scalars (as their Python value), dataclasses, ``msgspec.Struct``, enums (their
+  value);
+* pydantic models (``model_dump(mode="python")``; decoded with ``model_validate``), whose
+  ``SecretStr``/``SecretBytes`` fields are sealed as ``"<redacted>"``;
+* ``pathlib`` paths (their ``os.fspath`` string), ``complex`` (an ext value, code
+  ``COMPLEX_EXT``, holding two little-endian float64), and sets whose items do not sort
+  among themselves (ordered by the items' canonical bytes).
 
 Anything else fails with ``ArtifactEncodingError`` naming the argument and suggesting an
-``entry=`` projection. Hashes are SHA-256 of the canonical bytes.
+``entry=`` projection; ``encode_lenient`` instead seals such a value as the marker
+``{"unsealable": "<type name>"}`` (what windows and tools do unless
+``record(strict=True)``). Values that were supported before keep their exact bytes, so
+hashes in existing traces do not change. Hashes are SHA-256 of the canonical bytes.
 
 Example:
     >>> from agentlog._encoding import encode, digest
@@ -23,18 +31,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import os
+import pathlib
+import struct
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, get_args, get_origin, get_type_hints
 
 import msgspec
 import numpy as np
 
-from ._errors import ArtifactEncodingError
+from ._errors import ArtifactEncodingError, InstrumentationWarning
+from ._scrub import REDACTED, is_credential_name, may_hold_secret, remember, scrub_value
+from ._state import current_run_var
 
 NDARRAY_EXT = 1
-REDACTED = "<redacted>"
+COMPLEX_EXT = 2
+UNSEALABLE = "unsealable"
 _MAX_NDIM = 64
+_MAX_SET_DEPTH = 256
 
 
 class Secret:
@@ -60,6 +76,16 @@ def _enc_hook(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
     if dump is not None and hasattr(type(obj), "model_fields"):
         return dump(mode="python")
+    if isinstance(obj, pathlib.PurePath):
+        return os.fspath(obj)
+    if isinstance(obj, complex):
+        return msgspec.msgpack.Ext(COMPLEX_EXT, struct.pack("<dd", obj.real, obj.imag))
+    get_secret = getattr(obj, "get_secret_value", None)
+    if get_secret is not None and type(obj).__name__ in ("SecretStr", "SecretBytes"):
+        run = current_run_var.get()
+        if run is not None:  # a provider error may echo it later: scrub it there too
+            remember(run.secrets, get_secret(), declared=True)
+        return REDACTED
     raise NotImplementedError(f"objects of type {type(obj).__qualname__} are not supported")
 
 
@@ -67,8 +93,16 @@ _encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook, order="sorted")
 
 
 def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == COMPLEX_EXT:
+        if len(data) != 16:
+            raise ValueError(f"complex ext carries {len(data)} bytes; expected 16")
+        real, imag = struct.unpack("<dd", data)
+        return complex(real, imag)
     if code != NDARRAY_EXT:
-        raise ValueError(f"unknown msgpack ext code {code}; expected {NDARRAY_EXT} (ndarray)")
+        raise ValueError(
+            f"unknown msgpack ext code {code}; expected {NDARRAY_EXT} (ndarray) or "
+            f"{COMPLEX_EXT} (complex)"
+        )
     dtype_str, shape, raw = msgspec.msgpack.decode(data, type=tuple[str, list[int], bytes])
     dtype = np.dtype(dtype_str)
     if dtype.hasobject or len(shape) > _MAX_NDIM or any(s < 0 for s in shape):
@@ -84,23 +118,125 @@ def _ext_hook(code: int, data: memoryview) -> Any:
 _decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
+def _order_sets(obj: Any, depth: int = 0) -> Any:
+    """``obj`` with every set whose items do not sort replaced by a list in canonical order.
+
+    Only reached when the plain encoder failed, so values it supports keep their bytes.
+    """
+    if depth > _MAX_SET_DEPTH:
+        return obj
+    if isinstance(obj, set | frozenset):
+        items = [_order_sets(v, depth + 1) for v in obj]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=lambda v: _encoder.encode(v))
+    if isinstance(obj, dict):
+        return {k: _order_sets(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_order_sets(v, depth + 1) for v in obj]
+    return obj
+
+
+def _encode_ordered(obj: Any, encoder: msgspec.msgpack.Encoder) -> bytes:
+    try:
+        return encoder.encode(obj)
+    except TypeError:  # maybe a set of mixed types ("'<' not supported between ...")
+        ordered = _order_sets(obj)
+        if ordered is obj:
+            raise
+        return encoder.encode(ordered)
+
+
 def encode(obj: Any, *, what: str = "artifact") -> bytes:
     """Canonical bytes of ``obj``; ``what`` names it in the error (e.g. "argument `doc`")."""
     try:
-        return _encoder.encode(obj)
+        return _encode_ordered(obj, _encoder)
     except (TypeError, NotImplementedError, OverflowError, ValueError) as exc:
         raise ArtifactEncodingError(
             f"{what}: cannot seal a value of type {type(obj).__qualname__}: {exc}. Supported: "
-            "None, bool, int, float, str, bytes, lists, tuples, dicts, sets, numpy arrays, "
-            "dataclasses, msgspec Structs and pydantic models. Project it to something "
-            "supported with `entry=` (e.g. @al.window(..., entry=lambda doc: doc.id))."
+            "None, bool, int, float, complex, str, bytes, lists, tuples, dicts, sets, enums, "
+            "paths, numpy arrays, dataclasses, msgspec Structs and pydantic models. Project "
+            "it to something supported with `entry=` (e.g. @al.window(..., entry=lambda doc: "
+            "doc.id)), or let record(strict=False) seal it as an 'unsealable' marker."
         ) from None
+
+
+def _type_name(obj: Any) -> str:
+    # A class defined in a function reads "f.<locals>.Conn": the marker names "Conn".
+    return type(obj).__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def unsealable_marker(obj: Any) -> dict[str, str]:
+    """The marker sealed in place of a value that has no canonical encoding."""
+    return {UNSEALABLE: _type_name(obj)}
+
+
+def encode_lenient(obj: Any) -> tuple[bytes, list[str]]:
+    """Canonical bytes of ``obj`` with each unsupported value sealed as a marker.
+
+    Returns the bytes and the type names that were replaced (empty when ``encode`` would
+    have succeeded, in which case the bytes are the same).
+    """
+    try:
+        return _encode_ordered(obj, _encoder), []
+    except (TypeError, NotImplementedError, OverflowError, ValueError):
+        pass
+    replaced: list[str] = []
+
+    def hook(value: Any) -> Any:
+        try:
+            return _enc_hook(value)
+        except (NotImplementedError, TypeError, ValueError):
+            replaced.append(_type_name(value))
+            return unsealable_marker(value)
+
+    lenient = msgspec.msgpack.Encoder(enc_hook=hook, order="sorted")
+    try:
+        return _encode_ordered(obj, lenient), replaced
+    except (TypeError, NotImplementedError, OverflowError, ValueError):
+        # e.g. an int beyond 64 bits, a non-str dict key: the whole value becomes a marker
+        return _encoder.encode(unsealable_marker(obj)), [_type_name(obj)]
+
+
+def seal_clean(obj: Any, known: set[str] | None = None, *, what: str = "artifact",
+               strict: bool = True) -> tuple[bytes, list[str]]:
+    """Canonical bytes of ``obj`` scrubbed of credentials, and the unsealable type names.
+
+    The scrubber runs only when the cheap byte test says a credential may be there, and
+    an ``obj`` without one keeps its exact bytes. ``strict`` raises
+    ``ArtifactEncodingError`` on a value without a canonical encoding; otherwise that
+    value is sealed as ``{"unsealable": "<type>"}`` and its type name returned.
+    """
+    data, bad = (encode(obj, what=what), []) if strict else encode_lenient(obj)
+    if may_hold_secret(data, known):
+        clean = scrub_value(obj, known)
+        if clean is not obj:
+            data, bad = (encode(clean, what=what), []) if strict else encode_lenient(clean)
+    return data, bad
+
+
+_warned_unsealable: set[str] = set()
+
+
+def warn_unsealable(what: str, types: list[str]) -> None:
+    """Warn once per ``what`` (a window's entry, a tool's result, ...) that markers were sealed."""
+    if what in _warned_unsealable:
+        return
+    _warned_unsealable.add(what)
+    warnings.warn(
+        f"{what}: no canonical encoding for {', '.join(sorted(set(types)))}; sealed as an "
+        f"{{{UNSEALABLE!r}: <type>}} marker and the call proceeds. Project it with "
+        "`entry=`/`exit=` to keep it, or pass record(strict=True) to raise instead.",
+        InstrumentationWarning,
+        stacklevel=4,
+    )
 
 
 def encode_arguments(arguments: Mapping[str, Any], *, window: str) -> bytes:
     """Canonical bytes of a bound-argument map, naming the offending argument on failure."""
     try:
-        return _encoder.encode(arguments)
+        return _encode_ordered(arguments, _encoder)
     except (TypeError, NotImplementedError, OverflowError, ValueError):
         for name, value in arguments.items():
             encode(value, what=f"window {window!r}, argument `{name}`")
@@ -137,8 +273,10 @@ class ArgumentBinder:
 
     Defaults are applied so that ``f(q)`` and ``f(q, budget=3)`` with ``budget=3`` by default
     seal the same entry. A leading ``self``/``cls`` is left out (it is the object, not an
-    input). Secret parameters are replaced by ``REDACTED``. The common case — positional
-    arguments only, no ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
+    input). Secret parameters — declared ones and those with a credential name
+    (``api_key``, ``token``, ``password``, ...: ``agentlog._scrub.CREDENTIAL_NAMES``) — are
+    replaced by ``REDACTED``. The common case — positional arguments only, no
+    ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
     """
 
     __slots__ = (
@@ -168,6 +306,7 @@ class ArgumentBinder:
                 f"{getattr(fn, '__qualname__', fn)}; parameters are {[p.name for p in params]}"
             )
         secrets |= {name for name, hint in hints.items() if _is_secret_annotation(hint)}
+        secrets |= {p.name for p in params if is_credential_name(p.name)}
         self._secrets = frozenset(secrets)
         self._signature = signature
         kinds = {p.kind for p in params}
@@ -223,7 +362,9 @@ class ArgumentBinder:
     def secrets(self) -> frozenset[str]:
         return self._secrets
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+             known: set[str] | None = None) -> dict[str, Any]:
+        """The effective-argument map; secret values go to ``known`` (the run's secrets)."""
         n_args = len(args)
         if self._fast and not kwargs and n_args <= len(self._names):
             bound = dict(zip(self._names, args, strict=False))
@@ -245,6 +386,7 @@ class ArgumentBinder:
         if self._secrets:
             for name in self._secrets:
                 if name in bound:
+                    remember(known, bound[name], declared=True)
                     bound[name] = REDACTED
         return bound
 
@@ -257,6 +399,8 @@ def _convert(value: Any, annotation: Any) -> Any:
     if isinstance(annotation, type):
         if issubclass(annotation, np.ndarray):
             return value
+        if issubclass(annotation, pathlib.PurePath) and isinstance(value, str):
+            return annotation(value)
         validate = getattr(annotation, "model_validate", None)
         if validate is not None and hasattr(annotation, "model_fields"):
             return validate(value)
@@ -334,24 +478,9 @@ def decode_arguments(
 
 # --------------------------------------------------------------------------- headers
 
-_SECRET_HEADER_WORDS = ("authorization", "api-key", "api_key", "apikey", "x-api-key", "token",
-                        "secret", "password", "cookie")
-
-
-def is_secret_key(key: str) -> bool:
-    """True for header/field names that carry credentials (Authorization, x-api-key, ...)."""
-    k = key.lower()
-    return any(word in k for word in _SECRET_HEADER_WORDS)
-
-
-def scrub(obj: Any) -> Any:
-    """Return a copy of a JSON-like payload with credential-named fields replaced by REDACTED."""
-    if isinstance(obj, Mapping):
-        return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) else scrub(v))
-                for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [scrub(v) for v in obj]
-    return obj
+# Kept for callers of the earlier names; the rules live in ``_scrub``.
+is_secret_key = is_credential_name
+scrub = scrub_value
 
 
 def is_dataclass_instance(obj: Any) -> bool:

@@ -16,9 +16,9 @@ Example:
     ...                 input_tokens=7, output_tokens=1, latency_ns=2_000_000,
     ...                 prices={"tiny-1": (0.5, 1.5)})
     ...     return reply["text"]
-    >>> with al.record("/tmp/doc-llm.zst", seed=1):
+    >>> with al.record("doc-llm.zst", seed=1):
     ...     _ = answer("capital of France?")
-    >>> call = al.read("/tmp/doc-llm.zst").llm_calls()[0]
+    >>> call = al.read("doc-llm.zst").llm_calls()[0]
     >>> call.model, call.input_tokens, round(call.cost * 1e6, 3)
     ('tiny-1', 7, 5.0)
 """
@@ -145,6 +145,11 @@ def _remember(values: tuple[str, ...]) -> None:
     new = tuple(v for v in values if v not in _known_secrets)
     if new:
         _known_secrets = (*_known_secrets, *new)[-_MAX_KNOWN_SECRETS:]
+
+
+def known_secrets() -> tuple[str, ...]:
+    """The secret values (API keys) adapters handed to ``llm_call`` so far, newest last."""
+    return _known_secrets
 
 
 def exception_text(exc: BaseException) -> str:

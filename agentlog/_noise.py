@@ -28,6 +28,7 @@ Every value is reproducible in any process, on any platform with IEEE doubles.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,19 @@ class Pool:
 
 _pool_cache: dict[Any, Pool] = {}
 _POOL_CACHE_SIZE = 512
+_LIST_CACHE_SIZE = 64
+# Taken on a cache *miss* only (lookups are single atomic dict operations): two threads
+# evicting at once would otherwise both pick the same oldest key (KeyError from ``pop``)
+# or iterate a dict the other is resizing (RuntimeError), straight into ``al.select``.
+_cache_lock = threading.Lock()
+
+
+def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
+    """Insert into a FIFO-bounded cache (oldest entries evicted first), under the lock."""
+    with _cache_lock:
+        while len(cache) >= size:
+            del cache[next(iter(cache))]
+        cache[key] = value
 
 
 def _check_ids(ids: tuple[Any, ...]) -> None:
@@ -179,9 +193,7 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
         if seen is not None and seen[0] == candidates:
             return seen[1]
         result = _pool_uncached(candidates, n)
-        if len(_list_cache) >= 64:
-            _list_cache.pop(next(iter(_list_cache)))
-        _list_cache[id(candidates)] = (list(candidates), result)
+        _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
         return result
     return _pool_uncached(candidates, n)
 
@@ -212,9 +224,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     keys = np.fromiter((candidate_key(c) for c in ids), dtype=np.uint64, count=len(ids))
     encoded = _id_encoder.encode(list(ids))
     result = Pool(ids=ids, keys=keys, encoded=encoded, hash=hashlib.sha256(encoded).digest())
-    if len(_pool_cache) >= _POOL_CACHE_SIZE:
-        _pool_cache.pop(next(iter(_pool_cache)))
-    _pool_cache[cache_key] = result
+    _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
     return result
 
 

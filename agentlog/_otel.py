@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from opentelemetry import trace
 
+from ._scrub import exception_attributes
 from ._version import __version__
 
 _override: Any = None  # a TracerProvider set by agentlog.testing.capture_spans()
@@ -45,6 +47,17 @@ def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -
     """
     context = trace.set_span_in_context(parent_span) if parent_span is not None else None
     return tracer_.start_span(span_name, context=context)
+
+
+def record_exception(span: Any, exc: BaseException, message: str,
+                     known: Collection[str] | None = None) -> None:
+    """``span.record_exception`` with a scrubbed message: never call the SDK's own.
+
+    The SDK's copies ``str(exc)`` and a traceback ending in it into the span unscrubbed;
+    this adds the same ``exception`` event (semantic-convention attributes) with
+    ``message`` (already scrubbed and redacted) and the traceback scrubbed likewise.
+    """
+    span.add_event("exception", exception_attributes(exc, message, known))
 
 
 def selection_event_attributes(

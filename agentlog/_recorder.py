@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import threading
@@ -18,11 +19,12 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import REDACTED, encode, scrub, seal
+from ._encoding import encode, seal_clean, warn_unsealable
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
 from ._records import LLMCall, RunEnd, RunStart, Score
+from ._scrub import REDACTED, scrub_error, scrub_value
 from ._shared_writers import flush_all, release_writer, shared_writer
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
@@ -85,6 +87,13 @@ class record:
             the last frames to be written (warns and goes on after it).
         max_queue_bytes: about how many bytes of records may wait to be written.
         on_full: ``"block"`` (default: wait up to 1 s for room) or ``"drop"``.
+        strict: raise ``ArtifactEncodingError`` when a window's or tool's arguments have
+            no canonical encoding. By default such a value is sealed as an
+            ``{"unsealable": "<type>"}`` marker, warned about once per window, and the
+            call proceeds (exits and results always do: the call has already run).
+
+    Credentials are scrubbed from everything written (``agentlog._scrub``): arguments,
+    exits, ``meta``, model requests and exception messages.
 
     Raises:
         TracePathError: on entering, when ``path`` must not be recorded to (see above).
@@ -105,6 +114,7 @@ class record:
         close_timeout: float = CLOSE_TIMEOUT,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
         on_full: Literal["block", "drop"] = "block",
+        strict: bool = False,
     ) -> None:
         if durability not in ("frame", "window", "fsync"):
             raise ValueError(
@@ -133,6 +143,7 @@ class record:
         self.close_timeout = close_timeout
         self.max_queue_bytes = max_queue_bytes
         self.on_full = on_full
+        self.strict = strict
         self.run: Run | None = None
         self._tokens: tuple[Any, Any] | None = None
 
@@ -161,8 +172,10 @@ class record:
             durability="frame" if self.durability == "frame" else "window",
             tracer=_tracer(),
             parent_run=parent.run_id if parent is not None else None,
+            strict=self.strict,
         )
         meta = self.meta if self.redact is None else _redacted(self.redact, self.meta)
+        meta = scrub_value(meta, run.secrets)
         writer.put(
             RunStart(
                 run=run.index,
@@ -248,11 +261,19 @@ def _redacted(redact: Callable[[Any], Any], payload: Any) -> Any:
         return REDACTED
 
 
-def store_artifact(run: Run, payload: Any, *, what: str) -> tuple[bytes, bytes | None]:
-    """Seal a payload for ``run``: ``(hash, inline bytes or None when stored as a Blob)``."""
+def store_artifact(run: Run, payload: Any, *, what: str,
+                   strict: bool = False) -> tuple[bytes, bytes | None]:
+    """Seal a payload for ``run``: ``(hash, inline bytes or None when stored as a Blob)``.
+
+    Credentials are scrubbed after the ``redact`` hook. A value without a canonical
+    encoding is sealed as a marker (warned once per ``what``) unless ``strict``.
+    """
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
-    data, h = seal(payload, what=what)
+    data, bad = seal_clean(payload, run.secrets, what=what, strict=strict)
+    if bad:
+        warn_unsealable(what, bad)
+    h = hashlib.sha256(data).digest()
     if len(data) > INLINE_MAX:
         run.writer.put_blob(h, data, "artifact")
         return h, None
@@ -352,15 +373,16 @@ def log_llm_call(
     if run is None:
         return
     window = window_in(run)
-    payload: dict[str, Any] = dict(scrub(request))
+    payload: dict[str, Any] = dict(scrub_value(dict(request), run.secrets))
     if headers is not None:
-        payload["headers"] = scrub(dict(headers))
+        payload["headers"] = scrub_value(dict(headers), run.secrets)
     try:
         if run.redact is not None:
             payload = _redacted(run.redact, payload)
             response = _redacted(run.redact, response)
-        request_bytes = encode(payload, what=f"{provider} request")
-        response_bytes = encode(scrub(response), what=f"{provider} response")
+        request_bytes = encode(scrub_value(payload, run.secrets), what=f"{provider} request")
+        response_bytes = encode(scrub_value(response, run.secrets),
+                                what=f"{provider} response")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
         return
@@ -395,7 +417,7 @@ def log_llm_call(
             cost=cost,
             status=0 if error is None else 1,
             error_type=None if error is None else type(error).__qualname__,
-            error_message=None if error is None else str(error),
+            error_message=None if error is None else scrub_error(error, run.secrets, run.redact),
             fingerprint=fingerprint,
         )
     )

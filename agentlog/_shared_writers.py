@@ -3,8 +3,8 @@
 Example::
 
     >>> from agentlog._shared_writers import release_writer, shared_writer
-    >>> outer = shared_writer("/tmp/agentlog-shared-doctest.zst", mode="w")
-    >>> shared_writer("/tmp/./agentlog-shared-doctest.zst") is outer
+    >>> outer = shared_writer("agentlog-shared-doctest.zst", mode="w")
+    >>> shared_writer("./agentlog-shared-doctest.zst") is outer
     True
     >>> release_writer(outer); release_writer(outer); outer.closed
     True

@@ -70,7 +70,9 @@ class Run:
         "receipt",
         "redact",
         "run_id",
+        "secrets",
         "seed",
+        "strict",
         "system",
         "t0_ns",
         "t0_perf",
@@ -94,6 +96,7 @@ class Run:
         durability: str,
         tracer: Any,
         parent_run: str | None,
+        strict: bool = False,
     ) -> None:
         self.run_id = run_id
         self.index = index
@@ -122,6 +125,10 @@ class Run:
         self.t0_perf = time.perf_counter_ns()
         self.closed = False
         self.parent_run = parent_run
+        # Secret values seen in this run (declared arguments, credential-named fields):
+        # scrubbed wherever they appear later, e.g. in an exception message.
+        self.secrets: set[str] = set()
+        self.strict = strict  # unsealable arguments raise instead of sealing a marker
         # No redact hook, no per-window frame cuts: windows may take the inlined path.
         self.plain = redact is None and durability == "frame"
 

@@ -62,12 +62,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _otel, _state
-from ._encoding import ArgumentBinder, encode, encode_arguments
+from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
-from ._llm import exception_text, record_exception
+from ._llm import known_secrets as _model_secrets
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
+from ._scrub import has_stem, may_hold_secret, scrub_error
 from ._state import (
     Run,
     WindowState,
@@ -176,18 +177,49 @@ def _link_parameter(name: str, fn: Callable[..., Any], binder: ArgumentBinder,
 
 def _link_hash(run: Run, value: Any, what: str) -> bytes | None:
     """The hash a link compares: ``value`` sealed as an artifact of ``run`` would be."""
+    # Sealed exactly as an exit is (redact hook, then credential scrubbing), so a link to
+    # a predecessor's exit compares equal bytes.
     if run.redact is not None:
         value = _redacted(run.redact, value)
     try:
-        return _sha256(encode(value, what=what)).digest()
+        data, _ = seal_clean(value, run.secrets, what=what, strict=False)
     except ArtifactEncodingError:  # recorded as an unlinkable entry: verify says bypass
         return None
+    return _sha256(data).digest()
 
 
 def _failure_payload(exc: BaseException) -> dict[str, str]:
     # The declared failure exit ⊥: its hash depends on the exception type only, so two
     # runs failing the same way seal the same exit; the message is kept beside it.
     return {"⊥": type(exc).__qualname__}
+
+
+def _known(run: Run) -> set[str]:
+    """The run's known secret values plus the API keys model calls reported (a provider
+    error raised through a window may echo the client's key)."""
+    model = _model_secrets()
+    return {*run.secrets, *model} if model else run.secrets
+
+
+def _error_text(run: Run, exc: BaseException) -> str:
+    """The exception's message as it may be written: scrubbed, then through ``redact=``."""
+    return scrub_error(exc, _known(run), run.redact)
+
+
+def _clean_bytes(run: Run, value: Any, what: str, window: str | None = None) -> bytes:
+    """Canonical bytes of an entry, exit or link value without a redact hook: scrubbed of
+    credentials, an unsealable value sealed as a marker (raised when ``run.strict``).
+    ``window``: ``value`` is that window's argument map (a strict error names the argument).
+    """
+    try:
+        data, bad = seal_clean(value, run.secrets, what=what, strict=run.strict)
+    except ArtifactEncodingError:
+        if window is not None:
+            encode_arguments(value, window=window)  # raises, naming the argument
+        raise
+    if bad:
+        warn_unsealable(what, bad)
+    return data
 
 
 def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
@@ -203,12 +235,12 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         bound = dict(zip(names, args, strict=False))
         bound.update(tail)
     else:
-        bound = spec.binder.bind(args, kwargs)
+        bound = spec.binder.bind(args, kwargs, run.secrets)
     args_hash: bytes | None = None
     arguments = bound
     if spec.entry is None:
         if run.redact is None:
-            data = encode_arguments(bound, window=spec.name)
+            data = _clean_bytes(run, bound, f"window {spec.name!r} entry", spec.name)
             entry_hash = _sha256(data).digest()
             entry_inline: bytes | None = data
             if len(data) > INLINE_MAX:
@@ -222,10 +254,11 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     else:
         projected = spec.entry(*args, **kwargs)
         entry_hash, entry_inline = store_artifact(
-            run, projected, what=f"window {spec.name!r} entry projection"
+            run, projected, what=f"window {spec.name!r} entry projection", strict=run.strict
         )
         try:  # keep the bound arguments too, so that replay can re-invoke the function
-            args_hash, inline = store_artifact(run, bound, what="arguments")
+            # strict: arguments that need a projection are simply not kept (no marker)
+            args_hash, inline = store_artifact(run, bound, what="arguments", strict=True)
             if inline is not None:
                 run.writer.put_blob(args_hash, inline, "artifact")
         except ArtifactEncodingError:
@@ -268,14 +301,16 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
     run = st.run
     name = st.name
     if status == EXIT_OK and run.redact is None:
+        data: bytes | None
         try:
-            try:
-                data = _fast_encode(payload)
-            except (TypeError, NotImplementedError, OverflowError, ValueError):
-                data = encode(payload, what=f"window {name!r} exit")  # raises, with context
-        except ArtifactEncodingError as err:
-            _warn_once(f"exit:{name}", f"{err} The exit was sealed as an 'unsealable' marker.")
-            data = encode({"unsealable": type(payload).__qualname__})
+            data = _fast_encode(payload)
+        except (TypeError, NotImplementedError, OverflowError, ValueError):
+            data = None
+        if data is None or may_hold_secret(data, run.secrets):
+            # Never strict here: the call has run, its result goes back untouched.
+            data, bad = seal_clean(payload, run.secrets, strict=False)
+            if bad:
+                warn_unsealable(f"window {name!r} exit", bad)
         exit_hash = _sha256(data).digest()
         exit_inline: bytes | None = data
         if len(data) > INLINE_MAX:
@@ -339,7 +374,7 @@ def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, stat
         attributes["agentlog.cost"] = st.cost
     span.set_attributes(attributes)
     if exc is not None:
-        record_exception(span, exc)
+        _otel.record_exception(span, exc, _error_text(st.run, exc), _known(st.run))
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
     span.end()
 
@@ -353,7 +388,7 @@ def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
             run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
             exit_inline, receipt, wall,
             None if exc is None else type(exc).__qualname__,
-            None if exc is None else exception_text(exc),
+            None if exc is None else _error_text(run, exc),
             st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
             st.selections,
         )
@@ -429,6 +464,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     tails = spec.tails
     entry_struct = spec.entry_struct
     span_name = spec.span_name
+    # A parameter named like `max_tokens` puts a scrubber stem ("token") in every entry's
+    # bytes; for those windows a hit is confirmed on the argument values alone.
+    names_have_stem = any(has_stem(n) for n in positional)
     # The inlined path below covers the common window: no projections, no declared
     # predecessor, arguments passed positionally. It writes exactly what _open/_close
     # write (tests compare both paths); it exists because this runs on every call.
@@ -472,7 +510,13 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             try:
                 data = fast_encode(entry_struct(*args))  # type: ignore[misc]
             except (TypeError, NotImplementedError, OverflowError, ValueError):
-                data = encode_arguments(bound_map(args), window=name)  # raises, naming it
+                data = None
+            if data is None or (may_hold_secret(data, run.secrets) and (
+                not names_have_stem or may_hold_secret(
+                    fast_encode([args, list(tails[n_args].values())]),  # type: ignore[union-attr]
+                    run.secrets)
+            )):
+                data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", name)
             entry_hash = st.entry_hash = sha256(data).digest()
             writer = run.writer
             if len(data) > INLINE_MAX:
@@ -508,7 +552,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             try:
                 out = fast_encode(result)
             except (TypeError, NotImplementedError, OverflowError, ValueError):
-                _safe_close(st, EXIT_OK, result, None)  # the general path warns and marks it
+                out = None
+            if out is None or may_hold_secret(out, run.secrets):
+                _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
                 return result
             exit_hash = sha256(out).digest()
             if len(out) > INLINE_MAX:
@@ -790,7 +836,7 @@ def _tool_record(
             args_hash=args_hash,
             result_hash=result_hash,
             error_type=None if exc is None else type(exc).__qualname__,
-            error_message=None if exc is None else exception_text(exc),
+            error_message=None if exc is None else _error_text(run, exc),
         )
     )
 
@@ -800,9 +846,13 @@ def _tool_enter(
 ) -> tuple[Run, WindowState | None, bytes | None]:
     run = cast(Run, current_run_var.get())
     st = window_in(run)
+    bound = binder.bind(args, kwargs, run.secrets)
     try:
-        args_hash, _ = store_artifact(run, binder.bind(args, kwargs), what=f"tool {name!r}")
+        args_hash, _ = store_artifact(run, bound, what=f"tool {name!r} arguments",
+                                      strict=run.strict)
     except ArtifactEncodingError:
+        if run.strict:
+            raise
         args_hash = None
     if st is not None and name in st.forbid:
         err = SealedWindowError(

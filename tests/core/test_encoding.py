@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from typing import Annotated, Any
 
 import msgspec
@@ -152,3 +153,122 @@ def test_a_window_without_an_entry_struct_seals_the_same_entry(tmp_path: Any) ->
         mutable_default(3)
     (enter,) = [w.enter for w in al.read(tmp_path / "t.zst").windows("m")]
     assert enter.entry == encode({"x": 3, "seen": [1]})
+
+
+# ------------------------------------------------- one policy for values we cannot seal
+
+
+def test_paths_complex_enums_and_sets_have_canonical_encodings() -> None:
+    import enum
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    assert decode(encode(pathlib.Path("/data/x.txt"))) == "/data/x.txt"
+    assert decode(encode(1.5 - 2j)) == 1.5 - 2j
+    assert encode(Color.RED) == encode("red")
+    mixed = {1, "a", b"z", (2, 3)}
+    assert encode(mixed) == encode(set(reversed(list(mixed))))  # order-independent
+    assert encode(frozenset({"b", "a"})) == encode(["a", "b"])
+
+
+def test_values_supported_before_keep_their_exact_bytes() -> None:
+    # Pinned bytes: hashes in traces written by earlier versions must not change.
+    assert encode({"b": 1, "a": [1.5, None, True]}).hex() == "82a16193cb3ff8000000000000c0c3a16201"
+    assert encode({3, 1, 2}) == encode([1, 2, 3])
+    assert encode(Query(text="why")) == encode({"k": 3, "text": "why"})
+
+
+def test_a_secretstr_is_sealed_as_redacted() -> None:
+    class Cfg(pydantic.BaseModel):
+        model: str
+        key: pydantic.SecretStr
+
+    data = encode(Cfg(model="m", key=pydantic.SecretStr("sk-live-0123456789abcdef")))
+    assert decode(data) == {"key": REDACTED, "model": "m"}
+
+
+def test_a_path_argument_round_trips_through_replay_decoding() -> None:
+    def load(path: pathlib.Path, limit: int = 2) -> str:
+        return path.name
+
+    data = encode_arguments(ArgumentBinder(load).bind((pathlib.Path("/d/f.csv"),), {}),
+                            window="load")
+    args, _ = al.decode_arguments(load, data)
+    assert args == (pathlib.Path("/d/f.csv"), 2)
+
+
+def test_encode_lenient_marks_only_the_unsupported_value() -> None:
+    from agentlog._encoding import encode_lenient
+
+    class Handle:
+        pass
+
+    data, replaced = encode_lenient({"q": "x", "db": Handle(), "n": [1, 2]})
+    assert decode(data) == {"db": {"unsealable": "Handle"}, "n": [1, 2], "q": "x"}
+    assert replaced == ["Handle"]
+    assert encode_lenient({"q": "x"}) == (encode({"q": "x"}), [])
+
+
+def test_an_unsealable_argument_warns_once_per_window_and_the_call_proceeds(
+    tmp_path: Any,
+) -> None:
+    class Conn:
+        pass
+
+    @al.window("query")
+    def query(conn: Conn, sql: str) -> int:
+        return len(sql)
+
+    path = tmp_path / "run.zst"
+    with pytest.warns(al.InstrumentationWarning, match=r"window 'query' entry: no canonical "
+                      r"encoding for Conn.*strict=True") as caught, al.record(path):
+        assert query(Conn(), "select 1") == 8
+        assert query(Conn(), "select 22") == 9
+    assert len([w for w in caught if "query" in str(w.message)]) == 1
+    views = al.read(path).windows("query")
+    assert [decode(v.entry_bytes) for v in views] == [
+        {"conn": {"unsealable": "Conn"}, "sql": "select 1"},
+        {"conn": {"unsealable": "Conn"}, "sql": "select 22"},
+    ]
+    assert al.verify(path).ok
+
+
+def test_pydantic_models_with_secrets_and_paths_no_longer_break_the_host(
+    tmp_path: Any,
+) -> None:
+    class Cfg(pydantic.BaseModel):
+        model: str
+        key: pydantic.SecretStr
+
+    @al.window("run")
+    def run(cfg: Cfg, out: pathlib.Path, scale: complex) -> str:
+        return cfg.model
+
+    path = tmp_path / "run.zst"
+    with al.record(path):
+        assert run(Cfg(model="m", key=pydantic.SecretStr("hunter2-abc")), pathlib.Path("o"),
+                   1j) == "m"
+    (view,) = al.read(path).windows("run")
+    assert decode(view.entry_bytes) == {"cfg": {"key": REDACTED, "model": "m"}, "out": "o",
+                                        "scale": 1j}
+    assert b"hunter2-abc" not in path.read_bytes()
+
+
+def test_an_unsealable_tool_argument_is_a_marker_unless_strict(tmp_path: Any) -> None:
+    class Conn:
+        pass
+
+    @al.tool("db")
+    def db(conn: Conn) -> int:
+        return 1
+
+    path = tmp_path / "run.zst"
+    with pytest.warns(al.InstrumentationWarning, match="tool 'db' arguments"), al.record(path):
+        assert db(Conn()) == 1
+    (call,) = [r for r in al.read(path).records if type(r).__name__ == "ToolCall"]
+    assert call.args_hash is not None
+    with al.record(tmp_path / "strict.zst", strict=True), pytest.raises(
+        al.ArtifactEncodingError, match="tool 'db' arguments"
+    ):
+        db(Conn())

@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import agentlog as al
 from agentlog import _otel
@@ -88,3 +89,28 @@ def test_without_an_sdk_no_tracer_is_used_at_all(trace_path: Path) -> None:
     with al.record(trace_path, seed=1) as run:
         outer("q")
     assert run.tracer is None
+
+
+def test_the_sdks_record_exception_is_never_called_and_the_event_is_scrubbed(
+    trace_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """span.record_exception copies str(exc) unscrubbed: agentlog writes its own event."""
+    from opentelemetry.sdk.trace import Span
+
+    calls: list[BaseException] = []
+    monkeypatch.setattr(Span, "record_exception",
+                        lambda self, exc, *a, **k: calls.append(exc))
+
+    @al.window("call")
+    def call(api_key: str) -> None:
+        raise PermissionError(f"401: Incorrect API key provided: {api_key}")
+
+    with capture_spans() as spans, al.record(trace_path), pytest.raises(PermissionError):
+        call("Zq-otel-canary-0042")
+    assert calls == []
+    (span,) = spans.by_name("agentlog.window.call")
+    (event,) = [e for e in span.events if e.name == "exception"]
+    attributes = dict(event.attributes or {})
+    assert attributes["exception.type"] == "PermissionError"
+    assert attributes["exception.message"] == "401: Incorrect API key provided: <redacted>"
+    assert "Zq-otel-canary-0042" not in repr(attributes)

@@ -152,3 +152,41 @@ def test_verify_catches_a_choice_that_is_not_the_gumbel_argmax(trace_path: Path)
     problems = al.verify(forged).problems
     assert [p.kind for p in problems] == ["choice"]
     assert "argmax(log p + g)" in problems[0].message
+
+
+def test_select_from_many_threads_with_tiny_caches_never_raises(
+    trace_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent evictions of the pool caches must not raise KeyError into the agent."""
+    import sys
+
+    from agentlog.context import copy_context_executor
+
+    # Caches of one entry: every miss evicts, so threads evict the same entry at once.
+    monkeypatch.setattr(_noise, "_POOL_CACHE_SIZE", 1)
+    monkeypatch.setattr(_noise, "_LIST_CACHE_SIZE", 1, raising=False)
+    monkeypatch.setattr(_noise, "_pool_cache", {})
+    monkeypatch.setattr(_noise, "_list_cache", {})
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    n_threads, per_thread = 8, 300
+
+    def work(t: int) -> list[int]:
+        out = []
+        for i in range(per_thread):
+            ids = [f"t{t}-{i}-{j}" for j in range(3)]  # a fresh list: always a miss
+            out.append(al.select([0.2, 0.3, 0.5], candidates=ids, name=f"s{t}"))
+        return out
+
+    try:
+        with al.record(trace_path, seed=3), copy_context_executor(n_threads) as pool:
+            results = list(pool.map(work, range(n_threads)))
+    finally:
+        sys.setswitchinterval(previous)
+    assert all(len(r) == per_thread and set(r) <= {0, 1, 2} for r in results)
+    selections = of_type(al.read(trace_path), Selection)
+    assert len(selections) == n_threads * per_thread
+    # Each stream's steps are 0..per_thread-1: every call was recorded exactly once.
+    for t in range(n_threads):
+        steps = sorted(s.step for s in selections if s.name == f"s{t}")
+        assert steps == list(range(per_thread))

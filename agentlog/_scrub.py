@@ -1,0 +1,360 @@
+"""Credential scrubbing: the one place that decides what never reaches a trace or a span.
+
+Every path that encodes user data passes through here: window entries and exits, tool
+arguments and results, ``record(meta=...)``, model requests and responses, and the
+messages of exceptions raised in windows, tools and model calls (a provider's 401
+often echoes the key it refused). Three rules:
+
+* **Credential names.** A mapping key (dict key, dataclass / Struct / pydantic field,
+  HTTP header) whose normalised form (lower case, ``-`` read as ``_``) is one of
+  ``CREDENTIAL_NAMES`` or ends with one of ``CREDENTIAL_SUFFIXES`` has its value replaced
+  by ``"<redacted>"``, at any depth. Names are matched exactly, never as substrings:
+  ``max_tokens``, ``max_completion_tokens``, ``top_logprobs``, ``prompt_tokens``,
+  ``input_tokens``, ``total_tokens``, ``eos_token_id`` and the like survive (an
+  exact-input cache is keyed on them).
+* **Credential formats.** Inside any string: OpenAI/Anthropic keys (``sk-…``),
+  ``Bearer …`` tokens, the userinfo of URLs (``https://user:pass@host`` →
+  ``https://<redacted>@host``) and credential-named query parameters (``?api_key=…``).
+  Messages (``scrub_text``) are also scrubbed of GitHub (``ghp_…``, ``github_pat_…``),
+  Hugging Face (``hf_…``), Slack (``xox?-…``), AWS (``AKIA…``) and Google (``AIza…``)
+  keys, JWTs, and ``name=value`` pairs with a credential name.
+* **Known values.** Every value redacted by name, every argument declared secret and
+  every pydantic ``SecretStr`` sealed in a run is remembered (``remember``) for that run,
+  and any later occurrence of it, e.g. in an exception message, is replaced too.
+
+API for adapters: ``scrub_value(obj, known)`` for payloads, ``scrub_text(text, known)``
+for messages, ``scrub_error(exc, known, redact)`` for exceptions, ``is_credential_name``.
+
+Example:
+    >>> from agentlog._scrub import scrub_value, scrub_text
+    >>> scrub_value({"max_tokens": 64, "headers": {"Authorization": "Bearer abc"}})
+    {'max_tokens': 64, 'headers': {'Authorization': '<redacted>'}}
+    >>> scrub_text("GET https://bob:hunter22@example.org/x failed")
+    'GET https://<redacted>@example.org/x failed'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import traceback
+import warnings
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import msgspec
+
+from ._errors import InstrumentationWarning
+
+REDACTED = "<redacted>"
+
+#: Normalised key names (lower case, ``-`` → ``_``) whose values are credentials.
+CREDENTIAL_NAMES: frozenset[str] = frozenset({
+    "access_key", "access_token", "anthropic_api_key", "api_key", "api_secret", "api_token",
+    "apikey", "auth", "auth_token", "authorization", "aws_secret_access_key",
+    "aws_session_token", "azure_ad_token", "bearer", "bearer_token", "client_secret",
+    "cookie", "credential", "credentials", "github_token", "hf_token", "id_token",
+    "ocp_apim_subscription_key", "openai_api_key", "passphrase", "passwd", "password",
+    "private_key", "proxy_authorization", "refresh_token", "secret", "secret_access_key",
+    "secret_key", "security_token", "session_token", "set_cookie", "subscription_key",
+    "token", "x_amz_security_token", "x_api_key", "x_auth_token", "x_goog_api_key",
+})
+#: Name endings that mark a credential (``openai_api_key``, ``db_password``, ...).
+CREDENTIAL_SUFFIXES: tuple[str, ...] = (
+    "_access_token", "_api_key", "_api_token", "_apikey", "_auth_token", "_client_secret",
+    "_credentials", "_passphrase", "_password", "_private_key", "_refresh_token", "_secret",
+    "_secret_key", "_session_token",
+)
+
+# Values remembered for a run are replaced wherever they appear later; very short ones
+# would replace ordinary words. Declared secrets are the user's word, so they may be
+# shorter than values merely found under a credential name.
+MIN_DECLARED_LEN = 4
+MIN_FOUND_LEN = 8
+MAX_KNOWN = 1024  # per run: memory stays bounded whatever the agent passes
+_MAX_DEPTH = 256
+
+_TOKEN_CHARS = r"[A-Za-z0-9._~+/=-]"
+_SK = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}")  # OpenAI sk-/sk-proj-, sk-ant-
+_FORMATS = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{16,}"
+    r"|hf_[A-Za-z0-9]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|AKIA[0-9A-Z]{16}"
+    r"|AIza[0-9A-Za-z_-]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r")"
+)
+_BEARER = re.compile(r"(?<![A-Za-z0-9])([Bb]earer\s+)" + _TOKEN_CHARS + r"{8,}")
+_USERINFO = re.compile(r"(://)[^/\s@\"'<>]+@")
+_QUERY = re.compile(
+    r"([?&;](?:api[_-]?key|key|access[_-]?token|token|auth|password|secret)=)"
+    r"[^&#\s\"'<>]+",
+    re.IGNORECASE,
+)
+
+
+def _alternation(names: Collection[str]) -> str:
+    return "|".join(n.replace("_", "[_-]") for n in sorted(names, key=len, reverse=True))
+
+
+# ``api_key=...``, ``"password": "..."``, ``Authorization: ...`` inside free text (error
+# messages, reprs of configs): exact names, or any name with a credential suffix. Only
+# applied to messages, not to payload strings, where prose like "token: 3" is data.
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_-])((?:(?:[A-Za-z0-9]+[_-])+(?:"
+    + _alternation([s.lstrip("_") for s in CREDENTIAL_SUFFIXES])
+    + r")|(?:" + _alternation(CREDENTIAL_NAMES) + r"))"
+    r"['\"]?\s*[:=]\s*['\"]?)(?!<redacted>)[^\s'\",;}\]&]+",
+    re.IGNORECASE,
+)
+
+# The prefilter on canonical bytes, read as Latin-1 and lower-cased: every credential
+# name above contains one of these stems, and every format scrub_value redacts one of
+# these markers ("sk-", "bearer", the "://" and "@" of URL userinfo, the names of query
+# parameters). Length bytes of msgpack headers are any byte ("@" is a str of 64), so a
+# lone "@" is not enough. A miss means scrub_value would change nothing, so the hot path keeps the
+# bytes it already has. Longer stems scan faster (the search skips by needle length).
+_NEEDLES = ("key", "token", "auth", "pass", "secret", "cookie", "bearer", "credential",
+            "sk-", "://@")  # the last: both "://" and "@"
+# Below this many bytes no credential fits: a credential-named key with a value of 4
+# characters or more ({"auth": "abcd"}) takes 11, the shortest URL userinfo
+# ("://u:pass@") 10, the formats more. Tiny exits (ints, flags, short ids) skip the scan.
+_MIN_SECRET_BYTES = 10
+
+
+def is_credential_name(key: str) -> bool:
+    """True when a field or header named ``key`` holds a credential (exact names only)."""
+    k = key.lower().replace("-", "_")
+    return k in CREDENTIAL_NAMES or k.endswith(CREDENTIAL_SUFFIXES)
+
+
+def remember(known: set[str] | None, value: Any, *, declared: bool = False) -> None:
+    """Add a secret value (and the str leaves of a container) to a run's known secrets."""
+    if known is None:
+        return
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+    if isinstance(value, str):
+        if len(value) >= (MIN_DECLARED_LEN if declared else MIN_FOUND_LEN) and (
+            len(known) < MAX_KNOWN and value != REDACTED
+        ):
+            known.add(value)
+        # "Bearer <token>": the token alone is what a provider echoes.
+        head, _, tail = value.partition(" ")
+        if tail and head.lower() in ("bearer", "basic", "token"):
+            remember(known, tail, declared=declared)
+        return
+    secret = _secret_value(value)
+    if secret is not None:
+        remember(known, secret, declared=True)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            remember(known, v, declared=declared)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            remember(known, v, declared=declared)
+
+
+def _secret_value(obj: Any) -> str | bytes | None:
+    """The clear value of a pydantic ``SecretStr``/``SecretBytes`` (duck-typed), else None."""
+    get = getattr(obj, "get_secret_value", None)
+    if get is None or isinstance(obj, type):
+        return None
+    try:
+        value = get()
+    except Exception:
+        return None
+    return value if isinstance(value, str | bytes) else None
+
+
+def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
+    """Cheap test on canonical bytes: False guarantees ``scrub_value`` changes nothing."""
+    if known:
+        text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 too
+        if any(_as_latin1(s) in text for s in _snapshot(known)):
+            return True
+    if len(data) < _MIN_SECRET_BYTES:  # the common tiny exit: no copy at all
+        return False
+    # bytes.lower() first: it is ASCII-only and 20x faster than str.lower() on text with
+    # bytes >= 0x80 (every msgpack header), which takes the full Unicode path.
+    return _has_needle(data.lower().decode("latin-1"))
+
+
+def _snapshot(known: Collection[str]) -> tuple[str, ...]:
+    # tuple(set) runs in C under the GIL: another thread adding a secret meanwhile cannot
+    # make the iteration fail ("Set changed size during iteration") inside the host.
+    return tuple(known)
+
+
+def _as_latin1(secret: str) -> str:
+    return secret if secret.isascii() else secret.encode("utf-8", "surrogatepass").decode(
+        "latin-1")
+
+
+def has_stem(text: str) -> bool:
+    """True when ``text`` contains a stem the prefilter looks for (e.g. ``max_tokens``)."""
+    return _has_needle(text.lower())
+
+
+def _has_needle(low: str) -> bool:
+    # Ten substring searches on a str, not one regex and not bytes: on CPython 3.11 an
+    # alternation costs the regex engine work at every position (2-10x slower, measured
+    # on 100-byte and 5-KB payloads) and ``in`` on bytes several times more than on str.
+    return ("key" in low or "token" in low or "auth" in low or "pass" in low
+            or "secret" in low or "cookie" in low or "bearer" in low or "credential" in low
+            or "sk-" in low or ("@" in low and "://" in low))
+
+
+def scrub_text(text: str, known: Collection[str] | None = None, *,
+               assignments: bool = True) -> str:
+    """``text`` with known secret values, credential formats and URL userinfo redacted.
+
+    ``assignments`` (for messages; payload strings keep it off) also redacts the
+    provider key formats beyond ``sk-`` and ``name=value`` / ``"name": value`` pairs whose
+    name is a credential name.
+    """
+    if known:
+        for secret in sorted(_snapshot(known), key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+    text = _USERINFO.sub(r"\1" + REDACTED + "@", text)
+    text = _QUERY.sub(r"\1" + REDACTED, text)
+    text = _BEARER.sub(r"\1" + REDACTED, text)
+    text = _SK.sub(REDACTED, text)
+    if assignments:
+        text = _FORMATS.sub(REDACTED, text)
+        text = _ASSIGNMENT.sub(r"\1" + REDACTED, text)
+    return text
+
+
+def scrub_value(obj: Any, known: set[str] | None = None) -> Any:
+    """A copy of ``obj`` with credentials redacted (see the module docstring).
+
+    Returns ``obj`` itself when nothing had to change, so an object without credentials
+    keeps its exact canonical encoding (and hash). Containers that changed come back as
+    dicts / lists; dataclasses, msgspec Structs and pydantic models that held a
+    credential come back as the dict of their fields. Values redacted by name are added
+    to ``known``.
+    """
+    return _scrub(obj, known, 0)
+
+
+def _scrub_map(items: Any, known: set[str] | None, depth: int) -> dict[Any, Any] | None:
+    """The scrubbed dict of ``items`` (key, value pairs), or None when nothing changed."""
+    out: dict[Any, Any] = {}
+    changed = False
+    for k, v in items:
+        if isinstance(k, str) and is_credential_name(k):
+            remember(known, v)
+            new: Any = REDACTED
+        else:
+            new = _scrub(v, known, depth + 1)
+        changed = changed or new is not v
+        out[k] = new
+    return out if changed else None
+
+
+def _scrub(obj: Any, known: set[str] | None, depth: int) -> Any:
+    if isinstance(obj, str):
+        return _scrub_str(obj, known)
+    if obj is None or isinstance(obj, bool | int | float | bytes):
+        return obj
+    if depth > _MAX_DEPTH:  # deeper than any real payload: nothing below it is written
+        return REDACTED
+    # Exact types first: the ABC check below costs more than the rest of a small walk.
+    if type(obj) is dict or isinstance(obj, Mapping):
+        scrubbed = _scrub_map(obj.items(), known, depth)
+        return obj if scrubbed is None else scrubbed
+    if isinstance(obj, list | tuple | set | frozenset):
+        items = [_scrub(v, known, depth + 1) for v in obj]
+        if all(a is b for a, b in zip(items, obj, strict=True)):
+            return obj
+        if isinstance(obj, set | frozenset):
+            return type(obj)(items) if all(_hashable(i) for i in items) else items
+        return items
+    if _secret_value(obj) is not None:
+        remember(known, _secret_value(obj), declared=True)
+        return obj  # encoded as "<redacted>" by the canonical encoder
+    if isinstance(obj, msgspec.Struct):
+        scrubbed = _scrub_map(msgspec.structs.asdict(obj).items(), known, depth)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        scrubbed = _scrub_map(
+            ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)), known, depth
+        )
+    elif hasattr(type(obj), "model_fields") and hasattr(obj, "model_dump"):
+        try:
+            dumped = obj.model_dump(mode="python")
+        except Exception:
+            return obj  # the encoder will report it
+        scrubbed = _scrub_map(dumped.items(), known, depth)
+    else:
+        return obj
+    return obj if scrubbed is None else scrubbed
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _scrub_str(text: str, known: set[str] | None) -> str:
+    if not _has_needle(text.lower()) and not (
+        known and any(s in text for s in _snapshot(known))
+    ):
+        return text  # the four regex passes below cost far more than this test
+    out = scrub_text(text, known, assignments=False)
+    return text if out == text else out
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a marker when the exception's ``__str__`` itself fails."""
+    try:
+        return str(exc)
+    except Exception as err:
+        return f"<str() of {type(exc).__name__} raised {type(err).__name__}>"
+
+
+def scrub_error(exc: BaseException, known: Collection[str] | None = None,
+                redact: Callable[[Any], Any] | None = None) -> str:
+    """The message of ``exc`` as it may be written: scrubbed, then through ``redact``.
+
+    A ``redact`` hook that fails or returns something other than a str gives
+    ``"<redacted>"``, never the unredacted message.
+    """
+    text = scrub_text(safe_str(exc), known)
+    if redact is None:
+        return text
+    try:
+        out = redact(text)
+    except Exception as err:
+        warnings.warn(
+            f"record(redact=...) raised {type(err).__name__} on an exception message; the "
+            f"message was replaced by {REDACTED!r} rather than written unredacted",
+            InstrumentationWarning,
+            stacklevel=3,
+        )
+        return REDACTED
+    return scrub_text(out, known) if isinstance(out, str) else REDACTED
+
+
+def exception_attributes(exc: BaseException, message: str,
+                         known: Collection[str] | None = None) -> dict[str, str]:
+    """OpenTelemetry ``exception`` event attributes with a scrubbed message and stack.
+
+    Replaces ``span.record_exception(exc)``, which copies ``str(exc)`` (and the traceback,
+    whose last line repeats it) into the span unscrubbed.
+    """
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "exception.type": type(exc).__name__,  # as the SDK writes it
+        "exception.message": message,
+        "exception.stacktrace": scrub_text(stack.replace(safe_str(exc), message), known),
+    }
