@@ -31,10 +31,11 @@ from ._errors import (
     SealedWindowError,
     TraceFormatError,
 )
-from ._reader import Trace, read
+from ._reader import Trace, iter_frames, iter_records, read
 from ._recorder import flush, record, score
 from ._select import proceed, select
 from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+from ._trace_format import ReadLimits
 from ._verify import VerifyReport, verify
 from ._version import __version__
 from ._window import tool, window
@@ -49,6 +50,7 @@ __all__ = [
     "IncompleteFaceError",
     "InstrumentationWarning",
     "MissingDependencyError",
+    "ReadLimits",
     "ReplayDivergenceError",
     "ReplayError",
     "Run",
@@ -64,6 +66,8 @@ __all__ = [
     "current_window",
     "decode_arguments",
     "flush",
+    "iter_frames",
+    "iter_records",
     "last_window",
     "proceed",
     "read",

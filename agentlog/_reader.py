@@ -22,6 +22,7 @@ executes code from the file: records are msgpack decoded into fixed types.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
@@ -52,6 +53,7 @@ from agentlog._trace_format import (
     FILE_HEADER_SIZE,
     FRAME_HEADER_SIZE,
     FrameDecoder,
+    ReadLimits,
     check_file_header,
     parse_frame_header,
 )
@@ -85,11 +87,16 @@ _ZERO_CHUNK = 1 << 20
 
 
 class Frame(NamedTuple):
-    """One decoded frame: where it starts in the file and its records."""
+    """One decoded frame: where it starts in the file and its records.
+
+    ``raws`` holds each record's exact msgpack bytes when the iterator was asked for
+    them (``iter_frames(path, raw=True)``; what ``verify`` hashes), else None.
+    """
 
     offset: int
     payload_len: int
     records: list[Any]
+    raws: list[msgspec.Raw] | None = None
 
 
 class FrameIterator(Iterator[Frame]):
@@ -99,13 +106,22 @@ class FrameIterator(Iterator[Frame]):
     inside its header or inside a frame), ``bytes_dropped`` (bytes after the
     last complete frame) and ``end_offset`` (where that frame ends).
 
+    Args:
+        path: the trace file.
+        limits: the bounds past which a file is called hostile (``ReadLimits``).
+        raw: also give each record's exact bytes (``Frame.raws``).
+
     Raises:
         TraceFormatError: for anything in the file that is not a truncated tail.
         OSError: when the file cannot be opened or read.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, limits: ReadLimits | None = None,
+        raw: bool = False,
+    ) -> None:
         self.path = os.fspath(path)
+        self._raw = raw
         self.format_version: int | None = None
         self.truncated = False
         self.bytes_dropped = 0
@@ -113,7 +129,8 @@ class FrameIterator(Iterator[Frame]):
         self.frames = 0
         self.records = 0
         self.done = False
-        self._decoder = FrameDecoder()
+        self.limits = limits if limits is not None else ReadLimits()
+        self._decoder = FrameDecoder(self.limits)
         self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
         self._offset = 0
 
@@ -146,7 +163,7 @@ class FrameIterator(Iterator[Frame]):
             self._finish(truncated=bool(head), good=offset)
             raise StopIteration
         try:
-            header = parse_frame_header(head, path=path, offset=offset)
+            header = parse_frame_header(head, path=path, offset=offset, limits=self.limits)
         except TraceFormatError:
             if self._rest_is_zero(f, head):
                 self._finish(truncated=True, good=offset)
@@ -162,18 +179,50 @@ class FrameIterator(Iterator[Frame]):
         if len(payload) < need:  # pragma: no cover - the file shrank under us
             self._finish(truncated=True, good=offset)
             raise StopIteration
-        records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        raws = None
+        if self._raw:
+            records, raws = self._decoder.decode_payload_raw(payload, header, path=path,
+                                                             offset=offset)
+        else:
+            records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
         self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
         self.frames += 1
         self.records += len(records)
-        return Frame(offset, need, records)
+        return Frame(offset, need, records, raws)
 
     def _rest_is_zero(self, f: BinaryIO, head: bytes) -> bool:
         if head.count(0) != len(head):
             return False
-        while chunk := f.read(_ZERO_CHUNK):
-            if chunk.count(0) != len(chunk):
-                return False
+        fd = f.fileno()
+        pos = self._offset + FRAME_HEADER_SIZE
+        size = os.fstat(fd).st_size
+        seek_data = getattr(os, "SEEK_DATA", None)
+        pread = getattr(os, "pread", None)
+        if pread is None:  # pragma: no cover - Windows: read what is left
+            while chunk := f.read(_ZERO_CHUNK):
+                if chunk.count(0) != len(chunk):
+                    return False
+            return True
+        # A zero tail is often a hole (a sparse file, a preallocated extent): skip the
+        # holes by seeking, so a 10 GiB hole costs two system calls, not 10 GiB of reads.
+        while pos < size:
+            end = size
+            if seek_data is not None:
+                try:
+                    pos = os.lseek(fd, pos, seek_data)
+                    end = os.lseek(fd, pos, os.SEEK_HOLE)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # nothing but holes after pos
+                        return True
+                    seek_data = None  # the filesystem cannot tell: read every byte
+                    continue
+            while pos < end:
+                chunk = pread(fd, min(_ZERO_CHUNK, end - pos), pos)
+                if not chunk:
+                    return True  # the file shrank under us: what was there was zeros
+                if chunk.count(0) != len(chunk):
+                    return False
+                pos += len(chunk)
         return True
 
     def _finish(self, *, truncated: bool, good: int) -> None:
@@ -204,20 +253,53 @@ class FrameIterator(Iterator[Frame]):
         self._close()
 
 
-def iter_frames(path: str | os.PathLike[str]) -> FrameIterator:
-    """Stream the frames of a trace; the iterator reports truncation when exhausted."""
-    return FrameIterator(path)
+def iter_frames(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None, raw: bool = False
+) -> FrameIterator:
+    """Stream the frames of a trace; the iterator reports truncation when exhausted.
+
+    Memory stays bounded by one frame (``limits.max_frame_records`` records at most),
+    whatever the size of the file. ``raw=True`` also gives each record's bytes.
+    """
+    return FrameIterator(path, limits=limits, raw=raw)
 
 
-def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Stream the records of a trace in file order (a truncated tail ends the stream)."""
-    with FrameIterator(path) as frames:
+def iter_records(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+) -> Iterator[Record]:
+    """Stream the records of a trace in file order (a truncated tail ends the stream).
+
+    The streaming counterpart of ``read``: one frame is decoded at a time, so memory
+    stays bounded by a frame, whatever the size of the file. Use ``iter_frames`` to
+    learn, once it is exhausted, whether the file was truncated.
+
+    Example:
+        >>> import agentlog as al
+        >>> with al.record("/tmp/agentlog-iter-doc.zst", seed=1):
+        ...     al.score("f1", 0.5)
+        >>> [type(r).__name__ for r in al.iter_records("/tmp/agentlog-iter-doc.zst")]
+        ['RunStart', 'Score', 'RunEnd']
+
+    Raises:
+        TraceFormatError, OSError: as ``read``, when the stream reaches the problem.
+    """
+    with FrameIterator(path, limits=limits) as frames:
         for frame in frames:
             yield from frame.records
 
 
-def read(path: str | os.PathLike[str]) -> Trace:
-    """Read a whole trace file.
+def read(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> Trace:
+    """Read a whole trace file into memory.
+
+    Every record is kept in memory (``Trace.records``, plus an index built on first
+    use): a file of 1 M small records takes a few hundred MB. To go through a large
+    trace in bounded memory, stream it with ``al.iter_records(path)`` (records) or
+    ``al.iter_frames(path)`` (frames, with the truncation report); ``al.verify`` and
+    ``agentlog inspect``/``verify`` stream.
+
+    Args:
+        path: the trace file.
+        limits: the bounds past which the file is called hostile (``ReadLimits``).
 
     Returns:
         A ``Trace``; ``trace.truncated`` tells whether the file ended inside a frame.
@@ -228,7 +310,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         OSError: the file cannot be opened.
     """
     records: list[Any] = []
-    with FrameIterator(path) as frames:
+    with FrameIterator(path, limits=limits) as frames:
         extend = records.extend
         for frame in frames:
             extend(frame.records)

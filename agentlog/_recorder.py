@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import _state
+from ._digest import key_bytes
 from ._encoding import REDACTED, encode, scrub, seal
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
@@ -76,6 +77,9 @@ class record:
         durability: ``"frame"`` (default; a frame at least every ``frame_interval`` seconds)
             or ``"window"`` (also a frame at every window exit: safer, larger files).
         frame_interval: seconds between frame cuts at most.
+        key: a secret (str or bytes) to sign the run with: its digest over every record
+            becomes an HMAC-SHA256 under ``key``, which ``verify(path, key=...)`` checks and
+            nobody without the key can forge. The key itself is never written.
     """
 
     def __init__(
@@ -89,7 +93,9 @@ class record:
         redact: Callable[[Any], Any] | None = None,
         durability: Literal["frame", "window"] = "frame",
         frame_interval: float = 1.0,
+        key: str | bytes | None = None,
     ) -> None:
+        self._key = key_bytes(key)
         if durability not in ("frame", "window"):
             raise ValueError(f"`durability` must be 'frame' or 'window'; found {durability!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -132,6 +138,8 @@ class record:
             parent_run=parent.run_id if parent is not None else None,
         )
         meta = self.meta if self.redact is None else _redacted(self.redact, self.meta)
+        if self._key is not None:  # before the RunStart: the writer thread takes it there
+            writer.run_keys[run.index] = self._key
         writer.put(
             RunStart(
                 run=run.index,

@@ -59,6 +59,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from agentlog import _digest
 from agentlog._errors import InstrumentationWarning
 from agentlog._records import (
     RECORD_TYPES,
@@ -77,6 +78,7 @@ from agentlog._trace_format import (
     FRAME_HEADER_SIZE,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
+    MAX_FRAME_RECORDS,
     FrameEncoder,
 )
 
@@ -95,7 +97,10 @@ FRAME_TARGET_CONTENT = 4 * 1024 * 1024
 SIGNAL_FLUSH_TIMEOUT = 10.0
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
-_SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
+_SEALED_TYPES = frozenset(
+    (WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation, Blob)
+)
+_DIGESTED = object()  # _write_records: the batch's digests were advanced already
 # Positions in a run's chain state: [head, windows closed, selections, continuations].
 _HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
 _TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
@@ -228,6 +233,12 @@ class TraceWriter:
         self._chains: dict[int, list[Any]] = {}
         self._open_entries: dict[tuple[int, int], bytes] = {}
         self._receipt_keys: dict[str, bytes] = {}
+        # Run digests (agentlog._digest), advanced frame by frame in file order; a
+        # recorder puts a run's HMAC key in run_keys before its RunStart.
+        self._digests: dict[int, _digest.RunDigest] = {}
+        self.run_keys: dict[int, bytes] = {}
+        self._run_ends: list[int] = []  # positions of RunEnds in the batch being sealed
+        self._batch_blobs = False  # the batch being sealed holds a Blob
         self._fd = -1
         self._thread: threading.Thread | None = None
         self._deque: deque[Any] = deque()
@@ -242,7 +253,8 @@ class TraceWriter:
             return
         self.bytes_written = len(FILE_HEADER)
         self._encoder = FrameEncoder()  # used by the writer thread only
-        self._chunk_records = frame_records  # records per frame; fewer when they are large
+        # Records per frame; fewer when they are large, never more than readers accept.
+        self._chunk_records = min(frame_records, MAX_FRAME_RECORDS)
         self._thread = threading.Thread(
             target=self._run, name=f"agentlog-writer:{os.path.basename(self.path)}", daemon=True
         )
@@ -488,10 +500,24 @@ class TraceWriter:
         if not all(map(_RECORD_TYPES.__contains__, map(type, batch))):
             batch = self._only_records(batch)
         self._seal(batch)
+        ends, self._run_ends = self._run_ends, []
+        # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
+        # from each frame's bytes; any other is encoded again, run by run.
+        digests = self._digests
+        single: Any = None
+        if len(digests) == 1 and not ends and not self._batch_blobs:
+            single = next(iter(digests.values()))
+        self._batch_blobs = False
         start = 0
         while start < len(batch):
             step = self._chunk_records
-            self._write_records(batch[start:start + step])
+            chunk = batch[start:start + step]
+            mode = single
+            if ends and ends[0] < start + step:  # a RunEnd's digest is due before its frame
+                ends = _digest.seal_run_ends(digests, chunk, start, ends,
+                                             self._encoder.encode_records)
+                mode = _DIGESTED
+            self._write_records(chunk, mode)
             start += step
 
     def _seal(self, batch: list[Any]) -> None:
@@ -529,9 +555,19 @@ class TraceWriter:
         if kind is WindowEnter:
             entries[(record.run, record.window)] = record.entry_hash
             return
+        if kind is Blob:
+            self._batch_blobs = True
+            return
         if kind is RunStart:
             chains[record.run] = [receipt_genesis(record.run_id), 0, 0, 0]
+            self._digests[record.run] = _digest.RunDigest(record.run_id,
+                                                          self.run_keys.pop(record.run, None))
             return
+        if kind is RunEnd:
+            if record.receipt:  # a RunEnd made by hand, not by a recorder: keep it as it is
+                self._digests.pop(record.run, None)
+            else:
+                self._run_ends.append(i)  # _write_batch seals its digest
         chain = chains.get(record.run)
         if chain is None:  # records of a run whose RunStart this writer never saw
             if kind is WindowExit:
@@ -565,7 +601,7 @@ class TraceWriter:
         )
         return kept
 
-    def _write_records(self, records: list[Any]) -> None:
+    def _write_records(self, records: list[Any], digest: Any = None) -> None:
         if not records:
             return
         encoder = self._encoder
@@ -580,19 +616,19 @@ class TraceWriter:
                 )
                 return
             mid = len(records) // 2  # find the bad records without a per-record loop
-            self._write_records(records[:mid])
-            self._write_records(records[mid:])
+            self._write_records(records[:mid], digest)
+            self._write_records(records[mid:], digest)
             return
         n = len(records)
         if len(content) > FRAME_TARGET_CONTENT and n > 1:
             # Large records: fewer per frame, from now on (one extra encode, once).
             step = self._chunk_records = max(1, n * FRAME_TARGET_CONTENT // len(content))
             for start in range(0, n, step):
-                self._write_records(records[start:start + step])
+                self._write_records(records[start:start + step], digest)
             return
         small_again = 4 * len(content) < FRAME_TARGET_CONTENT
         if small_again and n == self._chunk_records < self.frame_records:
-            self._chunk_records = min(self.frame_records, 2 * n)
+            self._chunk_records = min(self.frame_records, MAX_FRAME_RECORDS, 2 * n)
         if len(content) > MAX_FRAME_CONTENT:
             self.dropped += 1
             self._note_problem(
@@ -605,6 +641,8 @@ class TraceWriter:
             self.dropped += len(records)
             self._note_problem("a frame compressed past the payload limit")
             return
+        if digest is not _DIGESTED and self._digests:
+            _digest.advance_frame(self._digests, digest, records, content, encoder.encode_records)
         try:
             self._write_all([header, payload])
         except OSError as exc:

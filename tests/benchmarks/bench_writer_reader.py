@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 from agentlog._encoding import decode
 from agentlog._reader import iter_records, read
-from agentlog._records import Continuation, Score, Selection
+from agentlog._records import Continuation, RunEnd, RunStart, Score, Selection
 from agentlog._writer import TraceWriter
 
 T0 = 1_732_900_000_000_000_000
@@ -202,13 +202,45 @@ def put_cost_ns(n: int = 1_000_000) -> float:
     return dt / n * 1e9
 
 
+def digest_cost(n: int, rounds: int) -> tuple[float, float, float]:
+    """Writer seconds for ``n`` small records of one run, with and without its digest.
+
+    The same records are written as a run (RunStart first, RunEnd last: the writer keeps
+    the run digest of agentlog._digest) and as bare records (no RunStart: no digest),
+    in alternating rounds so that both see the same load. Returns the best time of
+    each and the ratio of the medians.
+    """
+    small = [msgspec.structs.replace(r, run=0) for r in small_records(n)]
+    start = RunStart(run=0, run_id="0" * 32, system="bench", seed=1, task=None, meta={},
+                     t_ns=T0, generator="g", agentlog_version="0")
+    end = RunEnd(run=0, t_ns=T0 + 1, status=0, receipt=b"", n_windows=0, n_selections=0,
+                 n_continuations=0)
+    with_run = [start, *small, end]
+    bare = small + [Score(run=1, window=-1, name="x", value=0.0)] * 2  # same count
+    with_s: list[float] = []
+    without_s: list[float] = []
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(rounds):
+            without_s.append(time_write(Path(d) / "bare.zst", bare)[1])
+            with_s.append(time_write(Path(d) / "run.zst", with_run)[1])
+    return min(with_s), min(without_s), statistics.median(with_s) / statistics.median(without_s)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=1_000_000)
     ap.add_argument("--selections", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--digest-only", action="store_true",
+                    help="only measure the run digest's cost on the writer")
     args = ap.parse_args()
+    if args.digest_only:
+        w, wo, ratio = digest_cost(args.small, max(args.repeat, 5))
+        print(f"writer, {args.small:,} small records of one run: {args.small / w:,.0f} rec/s "
+              f"with the run digest, {args.small / wo:,.0f} rec/s without; median ratio "
+              f"{ratio:.3f}")
+        return 0
 
     small = small_records(args.small)
     sels = selection_records(args.selections)

@@ -7,10 +7,10 @@ import agentlog as al
 EXPECTED = [
     "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
-    "MissingDependencyError", "ReplayDivergenceError", "ReplayError", "Run",
+    "MissingDependencyError", "ReadLimits", "ReplayDivergenceError", "ReplayError", "Run",
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "VerifyReport", "WindowRef",
     "WindowState", "__version__", "current_run", "current_window", "decode_arguments", "flush",
-    "last_window", "proceed",
+    "iter_frames", "iter_records", "last_window", "proceed",
     "read", "record", "score", "select", "tool", "verify", "window",
 ]
 
