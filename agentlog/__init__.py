@@ -31,7 +31,7 @@ from ._errors import (
     SealedWindowError,
     TraceFormatError,
 )
-from ._reader import Trace, iter_frames, iter_records, read
+from ._reader import Trace, iter_frames, iter_records, read, read_traces
 from ._recorder import flush, record, score
 from ._select import proceed, select
 from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
@@ -71,6 +71,7 @@ __all__ = [
     "last_window",
     "proceed",
     "read",
+    "read_traces",
     "record",
     "score",
     "select",

@@ -71,12 +71,15 @@ __all__ = [
     "Trace",
     "Transition",
     "WindowView",
+    "decode_pool",
     "draws",
     "iter_frames",
     "iter_records",
+    "policy_probs",
     "probs",
     "raw_probs",
     "read",
+    "read_traces",
 ]
 
 ArrowKind = Literal[
@@ -400,6 +403,39 @@ def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
     return _vector(sel, sel.raw_probs, "raw_probs", None)
 
 
+def policy_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+    """The agent's own vector when a steer replaced it, or None when none did."""
+    if sel.policy_probs is None:
+        return None
+    return _vector(sel, sel.policy_probs, "policy_probs", None)
+
+
+# msgpack tells str from bytes, but one msgspec union cannot hold both: check by hand.
+_pool_decoder = msgspec.msgpack.Decoder(list[Any])
+
+
+def decode_pool(data: bytes, *, where: str = "a candidate pool") -> list[str | int | bytes]:
+    """The candidate ids held by a pool Blob's ``data`` (a canonical msgpack list).
+
+    Raises:
+        TraceFormatError: the data is not a list of str, int or bytes ids.
+    """
+    try:
+        ids: list[Any] = _pool_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise TraceFormatError(
+            f"expected {where} to be a msgpack list of candidate ids (str, int or bytes); "
+            f"it does not decode: {exc}"
+        ) from exc
+    bad = next((c for c in ids if not isinstance(c, str | int | bytes)), None)
+    if bad is not None:
+        raise TraceFormatError(
+            f"expected {where} to be a msgpack list of candidate ids (str, int or bytes); "
+            f"it holds a {type(bad).__name__}"
+        )
+    return ids
+
+
 # -- views -----------------------------------------------------------------------------
 
 
@@ -544,6 +580,28 @@ class WindowView:
         inline = self.exit.exit
         return inline if inline is not None else self._trace.blob(self.exit.exit_hash)
 
+    def entry_value(self) -> Any:
+        """The decoded entry artifact: the bound arguments (``{name: value}``), or what
+        the window's ``entry=`` projection returned. Arrays come back as read-only numpy
+        arrays. To rebuild the arguments of a call use ``al.decode_arguments``."""
+        from agentlog._encoding import decode
+
+        return decode(self.entry_bytes)
+
+    def exit_value(self) -> Any:
+        """The decoded exit artifact (the return value); None while the window is open.
+
+        Raises:
+            ValueError: the window has not exited (``exit`` is None).
+        """
+        from agentlog._encoding import decode
+
+        data = self.exit_bytes
+        if data is None:
+            raise ValueError(f"window {self.name!r} (run {self.run}, id {self.window}) never "
+                             "exited: it has no exit value")
+        return decode(data)
+
     def __repr__(self) -> str:
         status = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
         return (
@@ -643,6 +701,7 @@ class Trace:
         self.records_recovered = len(records)
         self.frames = frames
         self.format_version = format_version
+        self._pools: dict[bytes, list[str | int | bytes]] = {}
 
     def __repr__(self) -> str:
         tail = f", truncated ({self.bytes_dropped} bytes dropped)" if self.truncated else ""
@@ -744,6 +803,43 @@ class Trace:
     def draws(sel: Selection) -> npt.NDArray[np.float64]:
         """The selection's Gumbel draws as a zero-copy float64 array."""
         return draws(sel)
+
+    @staticmethod
+    def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The vector before top-k/top-p truncation, or None when none was applied."""
+        return raw_probs(sel)
+
+    @staticmethod
+    def policy_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The agent's own vector when a steer replaced it, or None when none did."""
+        return policy_probs(sel)
+
+    def candidates(self, sel: Selection) -> list[str | int | bytes]:
+        """The selection's candidate ids, in the order of its vectors.
+
+        Raises:
+            BlobNotFoundError: the pool's Blob is not in the trace.
+            TraceFormatError: the pool does not decode to a list of ids.
+        """
+        cached = self._pools.get(sel.pool)
+        if cached is None:
+            cached = self._pools[sel.pool] = decode_pool(
+                self.blob(sel.pool), where=f"the pool of select {sel.name!r} step {sel.step}")
+        return cached
+
+    def chosen(self, sel: Selection) -> str | int | bytes:
+        """The id of the candidate the selection chose.
+
+        Raises:
+            BlobNotFoundError, TraceFormatError: as ``candidates``, or the recorded
+                choice lies outside the pool.
+        """
+        ids = self.candidates(sel)
+        if not 0 <= sel.choice < len(ids):
+            raise TraceFormatError(
+                f"select {sel.name!r} step {sel.step} (run {sel.run}): choice {sel.choice} "
+                f"lies outside its pool of {len(ids)} candidates", path=self.path)
+        return ids[sel.choice]
 
     # -- tables
 

@@ -48,6 +48,7 @@ import numpy as np
 from . import _noise
 from ._digest import RunDigest, key_bytes, run_end_tail
 from ._errors import TraceFormatError
+from ._reader import decode_pool, iter_frames
 from ._records import (
     Blob,
     Continuation,
@@ -135,9 +136,6 @@ class VerifyReport:
         }
 
 
-_pool_decoder = msgspec.msgpack.Decoder(list[Any])
-
-
 def verify(
     path: str | os.PathLike[str],
     *,
@@ -158,7 +156,6 @@ def verify(
             before its tail, hostile sizes).
         OSError: the file cannot be opened.
     """
-    from ._reader import iter_frames
 
     secret = key_bytes(key)
     report = VerifyReport(path=os.fspath(path))
@@ -416,12 +413,9 @@ class _Verifier:
                          "not of kind 'pool'", run, i)
             return None
         try:
-            ids = _pool_decoder.decode(data)
-            if not all(isinstance(c, str | int | bytes) for c in ids):
-                raise msgspec.DecodeError("candidate ids must be str, int or bytes")
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-            self.problem("pool", f"candidate pool {h.hex()[:16]}… does not decode: {exc}", run,
-                         i)
+            ids = decode_pool(data, where=f"candidate pool {h.hex()[:16]}…")
+        except TraceFormatError as exc:
+            self.problem("pool", str(exc), run, i)
             return None
         keys = np.fromiter((_noise.candidate_key(c) for c in ids), np.uint64, len(ids))
         self.pool_keys[h] = (len(ids), keys)

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import agentlog as al
-from agentlog._records import (
+from agentlog.records import (
     EXIT_CLOSED,
     EXIT_FAILED,
     EXIT_OK,

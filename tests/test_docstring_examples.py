@@ -12,7 +12,8 @@ import pytest
 
 MODULES = [
     "agentlog", "agentlog._window", "agentlog._select", "agentlog._recorder",
-    "agentlog._verify", "agentlog._encoding", "agentlog.context", "agentlog.testing",
+    "agentlog._verify", "agentlog._reader", "agentlog._digest", "agentlog.records",
+    "agentlog._encoding", "agentlog.context", "agentlog.testing",
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",
     "agentlog.estimators._tuning", "agentlog.estimators._effects",
     "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",

@@ -11,7 +11,7 @@ EXPECTED = [
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "VerifyReport", "WindowRef",
     "WindowState", "__version__", "current_run", "current_window", "decode_arguments", "flush",
     "iter_frames", "iter_records", "last_window", "proceed",
-    "read", "record", "score", "select", "tool", "verify", "window",
+    "read", "read_traces", "record", "score", "select", "tool", "verify", "window",
 ]
 
 
