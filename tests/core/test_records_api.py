@@ -96,7 +96,7 @@ def test_pools_decode_while_streaming(tmp_path: Path) -> None:
 def test_a_pool_that_is_not_a_list_of_ids_is_a_format_error() -> None:
     import msgspec
 
-    with pytest.raises(al.TraceFormatError, match="list of candidate ids .* holds a float"):
+    with pytest.raises(al.TraceFormatError, match=r"list of candidate ids .* holds a float"):
         rec.decode_pool(msgspec.msgpack.encode(["a", 1.5]))
     with pytest.raises(al.TraceFormatError, match="it does not decode"):
         rec.decode_pool(b"\xc1")
