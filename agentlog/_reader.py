@@ -92,14 +92,16 @@ _ZERO_CHUNK = 1 << 20
 class Frame(NamedTuple):
     """One decoded frame: where it starts in the file and its records.
 
-    ``raws`` holds each record's exact msgpack bytes when the iterator was asked for
-    them (``iter_frames(path, raw=True)``; what ``verify`` hashes), else None.
+    ``raws`` holds each record's exact msgpack bytes and ``payload`` the frame's
+    compressed bytes when the iterator was asked for them (``iter_frames(path,
+    raw=True)``; what ``verify`` hashes), else None.
     """
 
     offset: int
     payload_len: int
     records: list[Any]
     raws: list[msgspec.Raw] | None = None
+    payload: bytes | None = None
 
 
 class FrameIterator(Iterator[Frame]):
@@ -112,7 +114,8 @@ class FrameIterator(Iterator[Frame]):
     Args:
         path: the trace file.
         limits: the bounds past which a file is called hostile (``ReadLimits``).
-        raw: also give each record's exact bytes (``Frame.raws``).
+        raw: also give each record's exact bytes and the frame's compressed bytes
+            (``Frame.raws``, ``Frame.payload``).
 
     Raises:
         TraceFormatError: for anything in the file that is not a truncated tail.
@@ -136,6 +139,8 @@ class FrameIterator(Iterator[Frame]):
         self._decoder = FrameDecoder(self.limits)
         self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
         self._offset = 0
+        self._size = 0
+        self._empty: tuple[bytes, int] | None = None
 
     def __iter__(self) -> FrameIterator:
         return self
@@ -174,24 +179,33 @@ class FrameIterator(Iterator[Frame]):
             raise
         need = header.payload_len
         # Never allocate more than the file holds: a hostile length meets a short file.
-        available = os.fstat(f.fileno()).st_size - offset - FRAME_HEADER_SIZE
-        if available < need:
-            self._finish(truncated=True, good=offset)
-            raise StopIteration
+        # The size is looked up again only when it seems short (the file may be growing).
+        if self._size - offset - FRAME_HEADER_SIZE < need:
+            self._size = os.fstat(f.fileno()).st_size
+            if self._size - offset - FRAME_HEADER_SIZE < need:
+                self._finish(truncated=True, good=offset)
+                raise StopIteration
         payload = f.read(need)
         if len(payload) < need:  # pragma: no cover - the file shrank under us
             self._finish(truncated=True, good=offset)
             raise StopIteration
-        raws = None
-        if self._raw:
+        records: list[Any]
+        raws: list[msgspec.Raw] | None = None
+        if not header.n_records and (payload, header.payload_crc) == self._empty:
+            # The very payload of the last empty frame, already checked: a file of many
+            # empty frames (never written by agentlog) costs a comparison per frame.
+            records, raws = [], ([] if self._raw else None)
+        elif self._raw:
             records, raws = self._decoder.decode_payload_raw(payload, header, path=path,
                                                              offset=offset)
         else:
             records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        if not header.n_records:
+            self._empty = (payload, header.payload_crc)
         self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
         self.frames += 1
         self.records += len(records)
-        return Frame(offset, need, records, raws)
+        return Frame(offset, need, records, raws, payload if self._raw else None)
 
     def _rest_is_zero(self, f: BinaryIO, head: bytes) -> bool:
         if head.count(0) != len(head):

@@ -162,8 +162,11 @@ def verify(
     checker = _Verifier(report, secret)
     with iter_frames(path, limits=limits, raw=True) as frames:
         for frame in frames:
-            assert frame.raws is not None
-            checker.frame(frame.records, frame.raws)
+            if frame.raws:
+                assert frame.payload is not None
+                checker.frame(frame.records, frame.raws, frame.payload)
+            else:
+                checker.empty_frames += 1
     report.truncated = bool(frames.truncated)
     report.bytes_dropped = int(frames.bytes_dropped)
     report.records = frames.records
@@ -243,12 +246,9 @@ class _Verifier:
 
     # -- the stream
 
-    def frame(self, records: list[Any], raws: list[msgspec.Raw]) -> None:
-        if not records:
-            self.empty_frames += 1
-        digests = self.digests
-        keyed = self.keyed_digests
-        for rec, raw in zip(records, raws, strict=True):
+    def frame(self, records: list[Any], raws: list[msgspec.Raw], payload: bytes) -> None:
+        present: set[int] = set()  # runs holding a record of this frame
+        for k, rec in enumerate(records):
             i = self.index
             self.index += 1
             t = type(rec)
@@ -258,8 +258,8 @@ class _Verifier:
             if t is RunStart:
                 self.run_start(i, rec)
             elif t is RunEnd:
-                self.run_end(i, rec)
-                continue  # a RunEnd is not part of its own digest
+                self.run_end(i, rec, records, raws, k)
+                continue
             elif not self._known_run(rec.run, i):
                 continue
             elif t is WindowEnter:
@@ -273,12 +273,16 @@ class _Verifier:
             elif t is Score or t is LLMCall or t is ToolCall:
                 self.count("scores" if t is Score else "llm_calls" if t is LLMCall
                            else "tool_calls")
-            d = digests.get(rec.run)
+            present.add(rec.run)
+        # A run's digest takes the payload of every frame holding a record of it, up to
+        # the frame of its RunEnd (agentlog._digest); runs that ended here are done.
+        for run in present:
+            d = self.digests.get(run)
             if d is not None:
-                d.update(raw)
-                k = keyed.get(rec.run)
-                if k is not None:
-                    k.update(raw)
+                d.update(payload)
+                k2 = self.keyed_digests.get(run)
+                if k2 is not None:
+                    k2.update(payload)
 
     def finish(self, *, header_only: bool) -> None:
         for h, refs in self.waiting.items():
@@ -495,7 +499,9 @@ class _Verifier:
             self.problem("decision", f"{where}: forced decision without a declared steer",
                          rec.run, i)
 
-    def run_end(self, i: int, rec: RunEnd) -> None:
+    def run_end(self, i: int, rec: RunEnd, records: list[Any], raws: list[msgspec.Raw],
+                k: int) -> None:
+        """``rec`` is ``records[k]`` of its frame."""
         if not self._known_run(rec.run, i):
             return
         self.ended.add(rec.run)
@@ -511,11 +517,16 @@ class _Verifier:
         if rec.dropped:
             self.problem("dropped", f"{rec.dropped} records could not be written (I/O errors "
                          "while recording)", rec.run, i)
-        self._digest(i, rec)
+        self._digest(i, rec, [raws[j] for j in range(k) if type(records[j]) is not Blob
+                              and records[j].run == rec.run])
 
-    def _digest(self, i: int, rec: RunEnd) -> None:
+    def _digest(self, i: int, rec: RunEnd, own: list[msgspec.Raw]) -> None:
         plain = self.digests.pop(rec.run, None)
         keyed = self.keyed_digests.pop(rec.run, None)
+        for d in (plain, keyed):
+            if d is not None:
+                for raw in own:  # the run's records in its RunEnd's frame, before it
+                    d.update(raw)
         if rec.digest is None:
             self.without_digest += 1
             if self.key is not None:

@@ -100,7 +100,6 @@ _RECORD_TYPES = frozenset(RECORD_TYPES)
 _SEALED_TYPES = frozenset(
     (WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation, Blob)
 )
-_DIGESTED = object()  # _write_records: the batch's digests were advanced already
 # Positions in a run's chain state: [head, windows closed, selections, continuations].
 _HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
 _TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
@@ -502,23 +501,22 @@ class TraceWriter:
         self._seal(batch)
         ends, self._run_ends = self._run_ends, []
         # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
-        # from each frame's bytes; any other is encoded again, run by run.
+        # by each frame's payload without looking at a record (agentlog._digest).
         digests = self._digests
         single: Any = None
         if len(digests) == 1 and not ends and not self._batch_blobs:
             single = next(iter(digests.values()))
         self._batch_blobs = False
         start = 0
-        while start < len(batch):
-            step = self._chunk_records
-            chunk = batch[start:start + step]
-            mode = single
-            if ends and ends[0] < start + step:  # a RunEnd's digest is due before its frame
-                ends = _digest.seal_run_ends(digests, chunk, start, ends,
-                                             self._encoder.encode_records)
-                mode = _DIGESTED
-            self._write_records(chunk, mode)
-            start += step
+        for cut in (*ends, len(batch)):
+            while start < cut:
+                stop = min(start + self._chunk_records, cut)
+                self._write_records(batch[start:stop], single)
+                start = stop
+            if cut < len(batch):
+                # A frame ends before a recorder's RunEnd: every frame of its run is
+                # written (and hashed), so its digest is complete.
+                batch[cut] = _digest.seal_run_end(digests, batch[cut])
 
     def _seal(self, batch: list[Any]) -> None:
         """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
@@ -641,8 +639,8 @@ class TraceWriter:
             self.dropped += len(records)
             self._note_problem("a frame compressed past the payload limit")
             return
-        if digest is not _DIGESTED and self._digests:
-            _digest.advance_frame(self._digests, digest, records, content, encoder.encode_records)
+        if self._digests:
+            _digest.advance_frame(self._digests, digest, records, payload)
         try:
             self._write_all([header, payload])
         except OSError as exc:

@@ -10,7 +10,8 @@ their artifacts canonical msgpack; this module turns each back into a value:
 * candidates: ``trace.candidates(sel)`` and ``trace.chosen(sel)`` on a ``Trace``, or
   ``decode_pool(blob.data)`` while streaming;
 * artifacts: ``WindowView.entry_value()`` / ``.exit_value()``, ``decode_artifact(bytes)``
-  for any canonical encoding, ``agentlog.decode_arguments`` to rebuild a call;
+  for any canonical encoding (``encode_artifact(value)`` makes one: what is hashed),
+  ``agentlog.decode_arguments`` to rebuild a call;
 * streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``.
 
 Example:
@@ -33,6 +34,7 @@ Example:
 from __future__ import annotations
 
 from ._encoding import decode as decode_artifact
+from ._encoding import encode as encode_artifact
 from ._reader import (
     BlobNotFoundError,
     Frame,
@@ -89,6 +91,7 @@ __all__ = [
     "decode_artifact",
     "decode_pool",
     "draws",
+    "encode_artifact",
     "policy_probs",
     "probs",
     "raw_probs",

@@ -289,7 +289,8 @@ def summarize_path(path: Path) -> dict[str, Any]:
     summary = TraceSummary()
     with trace_errors(path), al.iter_frames(path) as frames:
         for frame in frames:
-            summary.add(frame.records)
+            if frame.records:
+                summary.add(frame.records)
     return {
         "path": str(path),
         "format_version": frames.format_version,

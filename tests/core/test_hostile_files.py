@@ -254,16 +254,24 @@ def test_records_outside_any_run_are_problems_and_are_listed_in_bounded_number(
 
 def test_a_record_after_its_runs_end_lies_outside_the_run(tmp_path: Path) -> None:
     from agentlog._records import Score
-    from agentlog._writer import TraceWriter
+    from agentlog._trace_format import encode_frame
 
     path = tmp_path / "late.zst"
     with al.record(path, seed=1):
         al.score("f1", 0.5)
-    records = list(al.iter_records(path))
-    late = tmp_path / "late2.zst"
-    with TraceWriter(late) as w:
-        for r in records:
-            w.put(r)
-        w.put(Score(run=0, window=-1, name="late", value=1.0))
-    assert _problems(late) == {"orphan-record": [
+    with path.open("ab") as f:  # one more frame, after the RunEnd
+        f.write(encode_frame([Score(run=0, window=-1, name="late", value=1.0)]))
+    assert _problems(path) == {"orphan-record": [
         "record of run 0 comes after the run's RunEnd: it lies outside the run"]}
+
+
+def test_a_repeated_empty_frame_with_a_wrong_payload_crc_is_still_caught(tmp_path: Path) -> None:
+    import zlib
+
+    empty = _frame(_array(0), 0)
+    payload = empty[16:]
+    head = struct.pack("<III", len(payload), 0, zlib.crc32(payload) ^ 1)
+    bad = head + struct.pack("<I", zlib.crc32(head)) + payload
+    path = _write(tmp_path / "empty.zst", empty, empty, bad)
+    with pytest.raises(al.TraceFormatError, match="frame payload checksum mismatch"):
+        al.read(path)

@@ -15,8 +15,8 @@ EXPECTED = [
     "EXIT_CLOSED", "EXIT_FAILED", "EXIT_OK", "RECORD_TYPES", "Blob", "BlobNotFoundError",
     "Continuation", "Frame", "FrameIterator", "LLMCall", "Record", "RunEnd", "RunStart",
     "RunView", "Score", "Selection", "ToolCall", "Transition", "WindowEnter", "WindowExit",
-    "WindowView", "decode_artifact", "decode_pool", "draws", "policy_probs", "probs",
-    "raw_probs",
+    "WindowView", "decode_artifact", "decode_pool", "draws", "encode_artifact", "policy_probs",
+    "probs", "raw_probs",
 ]
 
 
@@ -63,6 +63,7 @@ def test_a_window_gives_back_its_decoded_entry_and_exit(trace: al.Trace) -> None
     assert out["vec"].tolist() == [0.0, 1.0, 2.0]
     again = rec.decode_artifact(w.exit_bytes)
     assert again["doc"] == out["doc"] and again["vec"].tolist() == [0.0, 1.0, 2.0]
+    assert rec.encode_artifact(again) == w.exit_bytes  # canonical: what the hash covers
     args, kwargs = al.decode_arguments(retrieve, w.entry_bytes)
     assert (args, kwargs) == (("what?", 3), {})
 
