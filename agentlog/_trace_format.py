@@ -12,8 +12,9 @@ Every frame stands alone (no shared dictionary, no cross-frame references), so
 a reader can stop at any frame boundary and a torn write only ever costs the
 frame it tore. The two CRCs let a reader tell a torn or corrupted frame from a
 valid one before it decompresses anything; the declared sizes are checked
-against ``MAX_FRAME_PAYLOAD`` and ``MAX_FRAME_CONTENT`` first, so a hostile file
-gets bounded memory.
+against ``MAX_FRAME_PAYLOAD`` and a reader's ``ReadLimits`` first (records per
+frame, and records and decompressed bytes per compressed byte over the whole
+file), so a hostile file gets bounded memory and time.
 
 Example::
 
