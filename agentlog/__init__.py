@@ -33,10 +33,11 @@ from ._errors import (
     TracePathError,
 )
 from ._llm import llm_call
-from ._reader import Trace, read
+from ._reader import Trace, iter_frames, iter_records, read, read_traces
 from ._recorder import flush, record, score
 from ._select import proceed, select
 from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+from ._trace_format import ReadLimits
 from ._verify import VerifyReport, verify
 from ._version import __version__
 from ._window import tool, window
@@ -51,6 +52,7 @@ __all__ = [
     "IncompleteFaceError",
     "InstrumentationWarning",
     "MissingDependencyError",
+    "ReadLimits",
     "ReplayDivergenceError",
     "ReplayError",
     "Run",
@@ -67,10 +69,13 @@ __all__ = [
     "current_window",
     "decode_arguments",
     "flush",
+    "iter_frames",
+    "iter_records",
     "last_window",
     "llm_call",
     "proceed",
     "read",
+    "read_traces",
     "record",
     "score",
     "select",

@@ -22,6 +22,7 @@ executes code from the file: records are msgpack decoded into fixed types.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
@@ -52,6 +53,7 @@ from agentlog._trace_format import (
     FILE_HEADER_SIZE,
     FRAME_HEADER_SIZE,
     FrameDecoder,
+    ReadLimits,
     check_file_header,
     parse_frame_header,
 )
@@ -69,12 +71,15 @@ __all__ = [
     "Trace",
     "Transition",
     "WindowView",
+    "decode_pool",
     "draws",
     "iter_frames",
     "iter_records",
+    "policy_probs",
     "probs",
     "raw_probs",
     "read",
+    "read_traces",
 ]
 
 ArrowKind = Literal[
@@ -85,11 +90,18 @@ _ZERO_CHUNK = 1 << 20
 
 
 class Frame(NamedTuple):
-    """One decoded frame: where it starts in the file and its records."""
+    """One decoded frame: where it starts in the file and its records.
+
+    ``raws`` holds each record's exact msgpack bytes and ``payload`` the frame's
+    compressed bytes when the iterator was asked for them (``iter_frames(path,
+    raw=True)``; what ``verify`` hashes), else None.
+    """
 
     offset: int
     payload_len: int
     records: list[Any]
+    raws: list[msgspec.Raw] | None = None
+    payload: bytes | None = None
 
 
 class FrameIterator(Iterator[Frame]):
@@ -99,13 +111,23 @@ class FrameIterator(Iterator[Frame]):
     inside its header or inside a frame), ``bytes_dropped`` (bytes after the
     last complete frame) and ``end_offset`` (where that frame ends).
 
+    Args:
+        path: the trace file.
+        limits: the bounds past which a file is called hostile (``ReadLimits``).
+        raw: also give each record's exact bytes and the frame's compressed bytes
+            (``Frame.raws``, ``Frame.payload``).
+
     Raises:
         TraceFormatError: for anything in the file that is not a truncated tail.
         OSError: when the file cannot be opened or read.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, limits: ReadLimits | None = None,
+        raw: bool = False,
+    ) -> None:
         self.path = os.fspath(path)
+        self._raw = raw
         self.format_version: int | None = None
         self.truncated = False
         self.bytes_dropped = 0
@@ -113,9 +135,12 @@ class FrameIterator(Iterator[Frame]):
         self.frames = 0
         self.records = 0
         self.done = False
-        self._decoder = FrameDecoder()
+        self.limits = limits if limits is not None else ReadLimits()
+        self._decoder = FrameDecoder(self.limits)
         self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
         self._offset = 0
+        self._size = 0
+        self._empty: tuple[bytes, int] | None = None
 
     def __iter__(self) -> FrameIterator:
         return self
@@ -146,7 +171,7 @@ class FrameIterator(Iterator[Frame]):
             self._finish(truncated=bool(head), good=offset)
             raise StopIteration
         try:
-            header = parse_frame_header(head, path=path, offset=offset)
+            header = parse_frame_header(head, path=path, offset=offset, limits=self.limits)
         except TraceFormatError:
             if self._rest_is_zero(f, head):
                 self._finish(truncated=True, good=offset)
@@ -154,26 +179,67 @@ class FrameIterator(Iterator[Frame]):
             raise
         need = header.payload_len
         # Never allocate more than the file holds: a hostile length meets a short file.
-        available = os.fstat(f.fileno()).st_size - offset - FRAME_HEADER_SIZE
-        if available < need:
-            self._finish(truncated=True, good=offset)
-            raise StopIteration
+        # The size is looked up again only when it seems short (the file may be growing).
+        if self._size - offset - FRAME_HEADER_SIZE < need:
+            self._size = os.fstat(f.fileno()).st_size
+            if self._size - offset - FRAME_HEADER_SIZE < need:
+                self._finish(truncated=True, good=offset)
+                raise StopIteration
         payload = f.read(need)
         if len(payload) < need:  # pragma: no cover - the file shrank under us
             self._finish(truncated=True, good=offset)
             raise StopIteration
-        records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        records: list[Any]
+        raws: list[msgspec.Raw] | None = None
+        if not header.n_records and (payload, header.payload_crc) == self._empty:
+            # The very payload of the last empty frame, already checked: a file of many
+            # empty frames (never written by agentlog) costs a comparison per frame.
+            records, raws = [], ([] if self._raw else None)
+        elif self._raw:
+            records, raws = self._decoder.decode_payload_raw(payload, header, path=path,
+                                                             offset=offset)
+        else:
+            records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        if not header.n_records:
+            self._empty = (payload, header.payload_crc)
         self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
         self.frames += 1
         self.records += len(records)
-        return Frame(offset, need, records)
+        return Frame(offset, need, records, raws, payload if self._raw else None)
 
     def _rest_is_zero(self, f: BinaryIO, head: bytes) -> bool:
         if head.count(0) != len(head):
             return False
-        while chunk := f.read(_ZERO_CHUNK):
-            if chunk.count(0) != len(chunk):
-                return False
+        fd = f.fileno()
+        pos = self._offset + FRAME_HEADER_SIZE
+        size = os.fstat(fd).st_size
+        seek_data = getattr(os, "SEEK_DATA", None)
+        pread = getattr(os, "pread", None)
+        if pread is None:  # pragma: no cover - Windows: read what is left
+            while chunk := f.read(_ZERO_CHUNK):
+                if chunk.count(0) != len(chunk):
+                    return False
+            return True
+        # A zero tail is often a hole (a sparse file, a preallocated extent): skip the
+        # holes by seeking, so a 10 GiB hole costs two system calls, not 10 GiB of reads.
+        while pos < size:
+            end = size
+            if seek_data is not None:
+                try:
+                    pos = os.lseek(fd, pos, seek_data)
+                    end = os.lseek(fd, pos, os.SEEK_HOLE)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # nothing but holes after pos
+                        return True
+                    seek_data = None  # the filesystem cannot tell: read every byte
+                    continue
+            while pos < end:
+                chunk = pread(fd, min(_ZERO_CHUNK, end - pos), pos)
+                if not chunk:
+                    return True  # the file shrank under us: what was there was zeros
+                if chunk.count(0) != len(chunk):
+                    return False
+                pos += len(chunk)
         return True
 
     def _finish(self, *, truncated: bool, good: int) -> None:
@@ -204,20 +270,53 @@ class FrameIterator(Iterator[Frame]):
         self._close()
 
 
-def iter_frames(path: str | os.PathLike[str]) -> FrameIterator:
-    """Stream the frames of a trace; the iterator reports truncation when exhausted."""
-    return FrameIterator(path)
+def iter_frames(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None, raw: bool = False
+) -> FrameIterator:
+    """Stream the frames of a trace; the iterator reports truncation when exhausted.
+
+    Memory stays bounded by one frame (``limits.max_frame_records`` records at most),
+    whatever the size of the file. ``raw=True`` also gives each record's bytes.
+    """
+    return FrameIterator(path, limits=limits, raw=raw)
 
 
-def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Stream the records of a trace in file order (a truncated tail ends the stream)."""
-    with FrameIterator(path) as frames:
+def iter_records(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+) -> Iterator[Record]:
+    """Stream the records of a trace in file order (a truncated tail ends the stream).
+
+    The streaming counterpart of ``read``: one frame is decoded at a time, so memory
+    stays bounded by a frame, whatever the size of the file. Use ``iter_frames`` to
+    learn, once it is exhausted, whether the file was truncated.
+
+    Example:
+        >>> import agentlog as al
+        >>> with al.record("/tmp/agentlog-iter-doc.zst", seed=1):
+        ...     al.score("f1", 0.5)
+        >>> [type(r).__name__ for r in al.iter_records("/tmp/agentlog-iter-doc.zst")]
+        ['RunStart', 'Score', 'RunEnd']
+
+    Raises:
+        TraceFormatError, OSError: as ``read``, when the stream reaches the problem.
+    """
+    with FrameIterator(path, limits=limits) as frames:
         for frame in frames:
             yield from frame.records
 
 
-def read(path: str | os.PathLike[str]) -> Trace:
-    """Read a whole trace file.
+def read(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> Trace:
+    """Read a whole trace file into memory.
+
+    Every record is kept in memory (``Trace.records``, plus an index built on first
+    use): a file of 1 M small records takes a few hundred MB. To go through a large
+    trace in bounded memory, stream it with ``al.iter_records(path)`` (records) or
+    ``al.iter_frames(path)`` (frames, with the truncation report); ``al.verify`` and
+    ``agentlog inspect``/``verify`` stream.
+
+    Args:
+        path: the trace file.
+        limits: the bounds past which the file is called hostile (``ReadLimits``).
 
     Returns:
         A ``Trace``; ``trace.truncated`` tells whether the file ended inside a frame.
@@ -228,7 +327,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         OSError: the file cannot be opened.
     """
     records: list[Any] = []
-    with FrameIterator(path) as frames:
+    with FrameIterator(path, limits=limits) as frames:
         extend = records.extend
         for frame in frames:
             extend(frame.records)
@@ -316,6 +415,39 @@ def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
     if sel.raw_probs is None:
         return None
     return _vector(sel, sel.raw_probs, "raw_probs", None)
+
+
+def policy_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+    """The agent's own vector when a steer replaced it, or None when none did."""
+    if sel.policy_probs is None:
+        return None
+    return _vector(sel, sel.policy_probs, "policy_probs", None)
+
+
+# msgpack tells str from bytes, but one msgspec union cannot hold both: check by hand.
+_pool_decoder = msgspec.msgpack.Decoder(list[Any])
+
+
+def decode_pool(data: bytes, *, where: str = "a candidate pool") -> list[str | int | bytes]:
+    """The candidate ids held by a pool Blob's ``data`` (a canonical msgpack list).
+
+    Raises:
+        TraceFormatError: the data is not a list of str, int or bytes ids.
+    """
+    try:
+        ids: list[Any] = _pool_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise TraceFormatError(
+            f"expected {where} to be a msgpack list of candidate ids (str, int or bytes); "
+            f"it does not decode: {exc}"
+        ) from exc
+    bad = next((c for c in ids if not isinstance(c, str | int | bytes)), None)
+    if bad is not None:
+        raise TraceFormatError(
+            f"expected {where} to be a msgpack list of candidate ids (str, int or bytes); "
+            f"it holds a {type(bad).__name__}"
+        )
+    return ids
 
 
 # -- views -----------------------------------------------------------------------------
@@ -462,6 +594,28 @@ class WindowView:
         inline = self.exit.exit
         return inline if inline is not None else self._trace.blob(self.exit.exit_hash)
 
+    def entry_value(self) -> Any:
+        """The decoded entry artifact: the bound arguments (``{name: value}``), or what
+        the window's ``entry=`` projection returned. Arrays come back as read-only numpy
+        arrays. To rebuild the arguments of a call use ``al.decode_arguments``."""
+        from agentlog._encoding import decode
+
+        return decode(self.entry_bytes)
+
+    def exit_value(self) -> Any:
+        """The decoded exit artifact (the return value); None while the window is open.
+
+        Raises:
+            ValueError: the window has not exited (``exit`` is None).
+        """
+        from agentlog._encoding import decode
+
+        data = self.exit_bytes
+        if data is None:
+            raise ValueError(f"window {self.name!r} (run {self.run}, id {self.window}) never "
+                             "exited: it has no exit value")
+        return decode(data)
+
     def __repr__(self) -> str:
         status = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
         return (
@@ -561,6 +715,7 @@ class Trace:
         self.records_recovered = len(records)
         self.frames = frames
         self.format_version = format_version
+        self._pools: dict[bytes, list[str | int | bytes]] = {}
 
     def __repr__(self) -> str:
         tail = f", truncated ({self.bytes_dropped} bytes dropped)" if self.truncated else ""
@@ -662,6 +817,43 @@ class Trace:
     def draws(sel: Selection) -> npt.NDArray[np.float64]:
         """The selection's Gumbel draws as a zero-copy float64 array."""
         return draws(sel)
+
+    @staticmethod
+    def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The vector before top-k/top-p truncation, or None when none was applied."""
+        return raw_probs(sel)
+
+    @staticmethod
+    def policy_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The agent's own vector when a steer replaced it, or None when none did."""
+        return policy_probs(sel)
+
+    def candidates(self, sel: Selection) -> list[str | int | bytes]:
+        """The selection's candidate ids, in the order of its vectors.
+
+        Raises:
+            BlobNotFoundError: the pool's Blob is not in the trace.
+            TraceFormatError: the pool does not decode to a list of ids.
+        """
+        cached = self._pools.get(sel.pool)
+        if cached is None:
+            cached = self._pools[sel.pool] = decode_pool(
+                self.blob(sel.pool), where=f"the pool of select {sel.name!r} step {sel.step}")
+        return cached
+
+    def chosen(self, sel: Selection) -> str | int | bytes:
+        """The id of the candidate the selection chose.
+
+        Raises:
+            BlobNotFoundError, TraceFormatError: as ``candidates``, or the recorded
+                choice lies outside the pool.
+        """
+        ids = self.candidates(sel)
+        if not 0 <= sel.choice < len(ids):
+            raise TraceFormatError(
+                f"select {sel.name!r} step {sel.step} (run {sel.run}): choice {sel.choice} "
+                f"lies outside its pool of {len(ids)} candidates", path=self.path)
+        return ids[sel.choice]
 
     # -- tables
 

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import _state
+from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._noise import GENERATOR_ID
@@ -91,6 +92,9 @@ class record:
             no canonical encoding. By default such a value is sealed as an
             ``{"unsealable": "<type>"}`` marker, warned about once per window, and the
             call proceeds (exits and results always do: the call has already run).
+        key: a secret (str or bytes) to sign the run with: its digest over every record
+            becomes an HMAC-SHA256 under ``key``, which ``verify(path, key=...)`` checks and
+            nobody without the key can forge. The key itself is never written.
 
     Credentials are scrubbed from everything written (``agentlog._scrub``): arguments,
     exits, ``meta``, model requests and exception messages.
@@ -115,7 +119,9 @@ class record:
         max_queue_bytes: int = MAX_QUEUE_BYTES,
         on_full: Literal["block", "drop"] = "block",
         strict: bool = False,
+        key: str | bytes | None = None,
     ) -> None:
+        self._key = key_bytes(key)
         if durability not in ("frame", "window", "fsync"):
             raise ValueError(
                 f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
@@ -176,6 +182,8 @@ class record:
         )
         meta = self.meta if self.redact is None else _redacted(self.redact, self.meta)
         meta = scrub_value(meta, run.secrets)
+        if self._key is not None:  # before the RunStart: the writer thread takes it there
+            writer.run_keys[run.index] = self._key
         writer.put(
             RunStart(
                 run=run.index,

@@ -210,6 +210,10 @@ class RunEnd(msgspec.Struct, tag=10, **_OPTS):
     n_continuations: int
     dropped: int = 0
     error_type: str | None = None
+    # The run digest (agentlog._digest): every field of every record of the run, in file
+    # order; None in traces written before it existed. ``keyed``: HMAC under record(key=).
+    digest: bytes | None = None
+    keyed: bool = False
 
 
 Record = (

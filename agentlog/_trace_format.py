@@ -12,8 +12,9 @@ Every frame stands alone (no shared dictionary, no cross-frame references), so
 a reader can stop at any frame boundary and a torn write only ever costs the
 frame it tore. The two CRCs let a reader tell a torn or corrupted frame from a
 valid one before it decompresses anything; the declared sizes are checked
-against ``MAX_FRAME_PAYLOAD`` and ``MAX_FRAME_CONTENT`` first, so a hostile file
-gets bounded memory.
+against ``MAX_FRAME_PAYLOAD`` and a reader's ``ReadLimits`` first (records per
+frame, and records and decompressed bytes per compressed byte over the whole
+file), so a hostile file gets bounded memory and time.
 
 Example::
 
@@ -49,11 +50,13 @@ __all__ = [
     "MAGIC",
     "MAX_FRAME_CONTENT",
     "MAX_FRAME_PAYLOAD",
+    "MAX_FRAME_RECORDS",
     "ZSTD_LEVEL",
     "ZSTD_LEVEL_BULK",
     "FrameDecoder",
     "FrameEncoder",
     "FrameHeader",
+    "ReadLimits",
     "check_file_header",
     "decode_frame",
     "encode_frame",
@@ -73,6 +76,23 @@ FRAME_HEADER_SIZE = FRAME_HEADER.size  # 16
 # default settings never comes near them (see _writer.FRAME_TARGET_CONTENT).
 MAX_FRAME_PAYLOAD = 256 * 1024 * 1024  # compressed bytes
 MAX_FRAME_CONTENT = 512 * 1024 * 1024  # decompressed (msgpack) bytes
+# Records per frame. A decoded record costs ~150 bytes of Python objects for as little as
+# 6 bytes of msgpack, so a frame of this many records stays under ~40 MB in memory. The
+# writer never cuts a larger frame (its default is 4,096 records per frame).
+MAX_FRAME_RECORDS = 1 << 18
+# Decoded bytes a reader accepts per compressed byte read so far, once past
+# RATIO_FLOOR. Real traces stay far below it (small records compress ~3x, float
+# vectors not at all, repeated artifacts are stored once as Blobs); a "zstd bomb"
+# compresses >10,000x.
+MAX_COMPRESSION_RATIO = 1024.0
+RATIO_FLOOR = 16 * 1024 * 1024
+# Records a reader accepts per compressed byte read so far, once past RECORDS_FLOOR
+# records. A real record costs well over a compressed byte (its
+# clock stamp and its draws are noise: ~16 bytes for a small record); a bomb of
+# repeated records packs over 1,000 records into a byte, and each costs ~150 bytes
+# of memory once decoded.
+MAX_RECORDS_PER_BYTE = 1.0
+RECORDS_FLOOR = 1 << 16
 
 # zstd levels, measured with tests/benchmarks/bench_writer_reader.py (2-CPU box):
 # * Small records (4096 per frame): level 1 gives 16.3 B/record at ~450 MB/s; level 3
@@ -99,6 +119,37 @@ class FrameHeader(NamedTuple):
     payload_len: int
     n_records: int
     payload_crc: int
+
+
+class ReadLimits(NamedTuple):
+    """How much a reader decodes before it calls a file hostile; pass to ``read(limits=)``.
+
+    The defaults read every trace agentlog writes. Raise them only for a file you
+    trust (for example a trace holding a huge, highly repetitive artifact):
+    ``al.read(path, limits=al.ReadLimits(max_compression_ratio=1e4))``.
+
+    Attributes:
+        max_frame_records: records one frame may declare.
+        max_frame_content: decompressed bytes one frame may declare.
+        max_compression_ratio: decompressed bytes per compressed byte over the whole
+            file, once more than ``ratio_floor`` bytes were decompressed.
+        ratio_floor: decompressed bytes always allowed, whatever the ratio.
+        max_records_per_byte: records per compressed byte over the whole file, once
+            more than ``records_floor`` records were decoded.
+        records_floor: records always allowed, whatever the ratio.
+    """
+
+    max_frame_records: int = MAX_FRAME_RECORDS
+    max_frame_content: int = MAX_FRAME_CONTENT
+    max_compression_ratio: float = MAX_COMPRESSION_RATIO
+    ratio_floor: int = RATIO_FLOOR
+    max_records_per_byte: float = MAX_RECORDS_PER_BYTE
+    records_floor: int = RECORDS_FLOOR
+
+
+DEFAULT_LIMITS = ReadLimits()
+_RAISE_LIMITS = ("raise it, for a file you trust, with "
+                 "al.read(path, limits=al.ReadLimits({field}=...))")
 
 
 class FrameEncoder:
@@ -202,7 +253,11 @@ def _bad_magic(head: bytes, path: str | None) -> TraceFormatError:
 
 
 def parse_frame_header(
-    buf: bytes | memoryview, *, path: str | None = None, offset: int | None = None
+    buf: bytes | memoryview,
+    *,
+    path: str | None = None,
+    offset: int | None = None,
+    limits: ReadLimits = DEFAULT_LIMITS,
 ) -> FrameHeader:
     """Parse and check a 16-byte frame header (its CRC and the declared sizes)."""
     payload_len, n_records, payload_crc, header_crc = FRAME_HEADER.unpack(buf)
@@ -220,11 +275,12 @@ def parse_frame_header(
             "limit this reader accepts; the file is corrupted or hostile",
             path=path, offset=offset,
         )
-    # A msgpack record takes at least 2 bytes (array header + tag).
-    if n_records > MAX_FRAME_CONTENT // 2:
+    if n_records > limits.max_frame_records:
         raise TraceFormatError(
-            f"frame declares {n_records} records, more than a {MAX_FRAME_CONTENT}-byte frame "
-            "can hold; the file is corrupted or hostile",
+            f"frame declares {n_records} records, over the {limits.max_frame_records} records "
+            "per frame this reader accepts (agentlog writes at most "
+            f"{MAX_FRAME_RECORDS}); the file is corrupted or hostile; "
+            + _RAISE_LIMITS.format(field="max_frame_records"),
             path=path, offset=offset,
         )
     return FrameHeader(payload_len, n_records, payload_crc)
@@ -234,12 +290,20 @@ class FrameDecoder:
     """Decodes frame payloads back into records, with the reader's safety limits.
 
     Holds one reused ``msgspec.msgpack.Decoder(list[Record])`` and one zstd
-    decompression context. Not thread-safe: one per thread.
+    decompression context. Not thread-safe: one per thread. It counts the
+    compressed and decompressed bytes it has seen, so that ``limits`` bound the
+    decompressed size of a whole file relative to its compressed size (use one
+    decoder per file).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limits: ReadLimits = DEFAULT_LIMITS) -> None:
         self._decoder = msgspec.msgpack.Decoder(list[Record])
+        self._raw_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
         self._dctx = zstandard.ZstdDecompressor()
+        self.limits = limits
+        self.compressed = 0
+        self.decompressed = 0
+        self.records = 0
 
     def decode_payload(
         self,
@@ -254,6 +318,39 @@ class FrameDecoder:
         Raises:
             TraceFormatError: on any CRC, size, zstd, msgpack or record error.
         """
+        self._check_crc(payload, header, path, offset)
+        content = self.decompress(payload, path=path, offset=offset)
+        return self.decode_content(content, header.n_records, path=path, offset=offset)
+
+    def decode_payload_raw(
+        self,
+        payload: bytes | memoryview,
+        header: FrameHeader,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+    ) -> tuple[list[Any], list[msgspec.Raw]]:
+        """As ``decode_payload``, also returning each record's exact bytes in the file."""
+        self._check_crc(payload, header, path, offset)
+        content = self.decompress(payload, path=path, offset=offset)
+        records = self.decode_content(content, header.n_records, path=path, offset=offset)
+        raws: list[msgspec.Raw] = self._raw_decoder.decode(content)
+        return records, raws
+
+    def _check_crc(self, payload: bytes | memoryview, header: FrameHeader, path: str | None,
+                   offset: int | None) -> None:
+        limits = self.limits
+        records = self.records + header.n_records
+        compressed = self.compressed + len(payload)
+        if records > max(limits.records_floor, limits.max_records_per_byte * compressed):
+            raise TraceFormatError(
+                f"the file would hold {records} records in {compressed} compressed bytes so "
+                f"far, over the {limits.max_records_per_byte:g} records per compressed byte "
+                "this reader accepts (a record bomb: a real record takes well over a byte); "
+                "the file is corrupted or hostile; "
+                + _RAISE_LIMITS.format(field="max_records_per_byte"),
+                path=path, offset=offset,
+            )
         actual = zlib.crc32(payload)
         if actual != header.payload_crc:
             raise TraceFormatError(
@@ -262,8 +359,6 @@ class FrameDecoder:
                 f"{actual:#010x}; the file is corrupted inside this frame",
                 path=path, offset=offset,
             )
-        content = self.decompress(payload, path=path, offset=offset)
-        return self.decode_content(content, header.n_records, path=path, offset=offset)
 
     def decompress(
         self, payload: bytes | memoryview, *, path: str | None = None, offset: int | None = None
@@ -283,11 +378,24 @@ class FrameDecoder:
                 "it always and refuses frames without it (memory could not be bounded)",
                 path=path, offset=offset,
             )
-        if size > MAX_FRAME_CONTENT:
+        limits = self.limits
+        if size > limits.max_frame_content:
             raise TraceFormatError(
                 f"the frame's zstd payload declares {size} bytes of content, over the "
-                f"{MAX_FRAME_CONTENT}-byte limit this reader accepts; the file is corrupted "
-                "or hostile",
+                f"{limits.max_frame_content}-byte limit this reader accepts; the file is "
+                "corrupted or hostile; " + _RAISE_LIMITS.format(field="max_frame_content"),
+                path=path, offset=offset,
+            )
+        compressed = self.compressed + len(payload)
+        decompressed = self.decompressed + size
+        allowed = max(limits.ratio_floor, limits.max_compression_ratio * compressed)
+        if decompressed > allowed:
+            raise TraceFormatError(
+                f"the file would decompress to {decompressed} bytes from {compressed} "
+                f"compressed bytes so far, a ratio over the {limits.max_compression_ratio:g} "
+                "this reader accepts (a compression bomb: agentlog's traces stay far below "
+                "it); the file is corrupted or hostile; "
+                + _RAISE_LIMITS.format(field="max_compression_ratio"),
                 path=path, offset=offset,
             )
         if not params.has_checksum:
@@ -307,6 +415,8 @@ class FrameDecoder:
                 f"the frame's zstd payload declared {size} bytes and produced {len(content)}",
                 path=path, offset=offset,
             )
+        self.compressed = compressed
+        self.decompressed = decompressed
         return content
 
     def decode_content(
@@ -335,6 +445,7 @@ class FrameDecoder:
                 f"{len(records)}; the file is corrupted",
                 path=path, offset=offset,
             )
+        self.records += n_records
         return records
 
 
@@ -389,4 +500,5 @@ def decode_frame(
     dec: FrameDecoder | None = getattr(_local, "decoder", None)
     if dec is None:
         dec = _local.decoder = FrameDecoder()
+    dec.compressed = dec.decompressed = dec.records = 0  # one frame stands alone
     return dec.decode_payload(view[FRAME_HEADER_SIZE:], header, path=path, offset=offset)

@@ -15,7 +15,16 @@ Checks, per file:
   equal to ``u < p``;
 * structure: runs that never ended, windows that never closed, repeated steps, a
   RunEnd whose counts of windows, selections and continuations differ from its run's
-  records, and a truncated tail.
+  records, a file without a run, records outside any run, empty frames and a
+  truncated tail;
+* the run digest (``RunEnd.digest``): SHA-256, or HMAC-SHA256 under the run's key,
+  over the exact bytes of every record of the run, so that an edit of any field an
+  estimator reads (a probability, a score, a status, the metadata) is detected.
+  Traces written before the digest existed verify without it, with a note.
+
+``verify`` streams the file: its memory is one frame plus per-run state (open windows,
+each stream's steps, the candidate pools), whatever the size of the file. At most
+``MAX_PROBLEMS_PER_KIND`` problems of each kind are listed; the rest are counted.
 
 Example:
     >>> import agentlog as al
@@ -37,18 +46,26 @@ import msgspec
 import numpy as np
 
 from . import _noise
+from ._digest import RunDigest, key_bytes, run_end_tail
 from ._errors import TraceFormatError
+from ._reader import decode_pool, iter_frames
 from ._records import (
     Blob,
     Continuation,
+    LLMCall,
     RunEnd,
     RunStart,
+    Score,
     Selection,
+    ToolCall,
     WindowEnter,
     WindowExit,
 )
 from ._select import SUM_TOLERANCE
 from ._state import receipt_genesis, receipt_next
+from ._trace_format import ReadLimits
+
+MAX_PROBLEMS_PER_KIND = 100  # listed per kind; the rest are counted (bounded memory)
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,19 @@ class Problem:
 
 @dataclass
 class VerifyReport:
-    """What ``verify`` found in one trace file."""
+    """What ``verify`` found in one trace file.
+
+    Attributes:
+        path: the file.
+        problems: what does not hold (at most ``MAX_PROBLEMS_PER_KIND`` of each kind,
+            then one line counting the rest).
+        checked: how many of each thing were checked.
+        truncated, bytes_dropped: whether the file ends inside a frame, and how many
+            bytes follow its last complete frame.
+        records, runs, frames: what the file holds.
+        notes: what could not be checked and why (not problems), e.g. a trace written
+            before run digests existed.
+    """
 
     path: str
     problems: list[Problem] = field(default_factory=list)
@@ -81,6 +110,8 @@ class VerifyReport:
     bytes_dropped: int = 0
     records: int = 0
     runs: int = 0
+    frames: int = 0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,9 +124,11 @@ class VerifyReport:
             "ok": self.ok,
             "records": self.records,
             "runs": self.runs,
+            "frames": self.frames,
             "truncated": self.truncated,
             "bytes_dropped": self.bytes_dropped,
             "checked": dict(self.checked),
+            "notes": list(self.notes),
             "problems": [
                 {"kind": p.kind, "message": p.message, "run": p.run, "record": p.record}
                 for p in self.problems
@@ -103,21 +136,42 @@ class VerifyReport:
         }
 
 
-_pool_decoder = msgspec.msgpack.Decoder(list[Any])
+def verify(
+    path: str | os.PathLike[str],
+    *,
+    key: str | bytes | None = None,
+    limits: ReadLimits | None = None,
+) -> VerifyReport:
+    """Verify one trace file, streaming it (memory: one frame plus per-run state).
 
+    Args:
+        path: the trace file.
+        key: the secret the runs were recorded with (``record(..., key=...)``): their
+            digests are then checked as HMACs, which nobody without the key can forge.
+            Without it, a keyed digest is not checked (a note says so).
+        limits: the reader's bounds (``ReadLimits``).
 
-def verify(path: str | os.PathLike[str]) -> VerifyReport:
-    """Verify one trace file. Raises ``TraceFormatError`` only when it cannot be read."""
-    from ._reader import read
+    Raises:
+        TraceFormatError: only when the file cannot be read (not a trace, corrupted
+            before its tail, hostile sizes).
+        OSError: the file cannot be opened.
+    """
 
-    trace = read(path)
-    report = VerifyReport(
-        path=os.fspath(path),
-        truncated=bool(trace.truncated),
-        bytes_dropped=int(trace.bytes_dropped),
-        records=len(trace.records),
-    )
-    _Verifier(report).check(trace.records)
+    secret = key_bytes(key)
+    report = VerifyReport(path=os.fspath(path))
+    checker = _Verifier(report, secret)
+    with iter_frames(path, limits=limits, raw=True) as frames:
+        for frame in frames:
+            if frame.raws:
+                assert frame.payload is not None
+                checker.frame(frame.records, frame.raws, frame.payload)
+            else:
+                checker.empty_frames += 1
+    report.truncated = bool(frames.truncated)
+    report.bytes_dropped = int(frames.bytes_dropped)
+    report.records = frames.records
+    report.frames = frames.frames
+    checker.finish(header_only=frames.format_version is not None and not frames.frames)
     if report.truncated:
         report.problems.append(
             Problem(
@@ -129,49 +183,116 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
     return report
 
 
+class _Steps:
+    """The steps seen in one stream, in memory bounded for the usual increasing steps."""
+
+    __slots__ = ("above", "low")
+
+    def __init__(self) -> None:
+        self.low = 0  # every step below it was seen
+        self.above: set[int] = set()
+
+    def add(self, step: int) -> bool:
+        """Record ``step``; False when it was seen before."""
+        if step < self.low or step in self.above:
+            return False
+        if step == self.low:
+            self.low += 1
+            above = self.above
+            while self.low in above:
+                above.discard(self.low)
+                self.low += 1
+        else:
+            self.above.add(step)
+        return True
+
+
 class _Verifier:
-    def __init__(self, report: VerifyReport) -> None:
+    def __init__(self, report: VerifyReport, key: bytes | None) -> None:
         self.report = report
-        self.blobs: dict[bytes, bytes] = {}
+        self.key = key
+        self.index = 0  # of the next record in the file
+        self.blob_hashes: set[bytes] = set()
+        self.pool_data: dict[bytes, bytes] = {}
+        self.pool_keys: dict[bytes, tuple[int, Any]] = {}
+        # hash -> (what, run, record index) of references whose Blob has not come yet
+        self.waiting: dict[bytes, list[tuple[str, int, int]]] = defaultdict(list)
+        self.waiting_selections: dict[bytes, list[tuple[int, Selection]]] = defaultdict(list)
         self.starts: dict[int, RunStart] = {}
         self.receipts: dict[int, bytes] = {}
+        self.digests: dict[int, RunDigest] = {}
+        self.keyed_digests: dict[int, RunDigest] = {}
         self.open_windows: dict[tuple[int, int], tuple[int, WindowEnter]] = {}
-        self.steps: dict[tuple[int, str], set[int]] = defaultdict(set)
+        self.steps: dict[tuple[int, str], _Steps] = defaultdict(_Steps)
         self.ended: set[int] = set()
-        self.pool_keys: dict[bytes, tuple[int, Any]] = {}
+        self.listed: dict[str, int] = defaultdict(int)
+        self.omitted: dict[str, int] = defaultdict(int)
+        self.empty_frames = 0
+        self.without_digest = 0
+        self.keyed_unchecked = 0
         # run -> records counted in the file: windows closed, selections, continuations
         self.tallies: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
 
     def problem(self, kind: str, message: str, run: int | None, index: int | None) -> None:
+        listed = self.listed[kind]
+        if listed >= MAX_PROBLEMS_PER_KIND:
+            self.omitted[kind] += 1
+            return
+        self.listed[kind] = listed + 1
         self.report.problems.append(Problem(kind, message, run, index))
 
     def count(self, kind: str) -> None:
         self.report.checked[kind] = self.report.checked.get(kind, 0) + 1
 
-    def check(self, records: list[Any]) -> None:
-        # Blobs may follow the records that reference them within a file (they are
-        # enqueued first, but several runs share a writer): collect them in a first pass.
-        for i, rec in enumerate(records):
-            if isinstance(rec, Blob):
-                self.count("blobs")
-                if hashlib.sha256(rec.data).digest() != rec.hash:
-                    self.problem("blob-hash", f"blob {rec.hash.hex()[:16]}… does not hash to "
-                                 "its name: its content was altered", None, i)
-                else:
-                    self.blobs[rec.hash] = rec.data
-        for i, rec in enumerate(records):
-            if isinstance(rec, RunStart):
+    # -- the stream
+
+    def frame(self, records: list[Any], raws: list[msgspec.Raw], payload: bytes) -> None:
+        present: set[int] = set()  # runs holding a record of this frame
+        for k, rec in enumerate(records):
+            i = self.index
+            self.index += 1
+            t = type(rec)
+            if t is Blob:
+                self.blob(i, rec)
+                continue
+            if t is RunStart:
                 self.run_start(i, rec)
-            elif isinstance(rec, WindowEnter):
+            elif t is RunEnd:
+                self.run_end(i, rec, records, raws, k)
+                continue
+            elif not self._known_run(rec.run, i):
+                continue
+            elif t is WindowEnter:
                 self.window_enter(i, rec)
-            elif isinstance(rec, WindowExit):
+            elif t is WindowExit:
                 self.window_exit(i, rec)
-            elif isinstance(rec, Selection):
+            elif t is Selection:
                 self.selection(i, rec)
-            elif isinstance(rec, Continuation):
+            elif t is Continuation:
                 self.continuation(i, rec)
-            elif isinstance(rec, RunEnd):
-                self.run_end(i, rec)
+            elif t is Score or t is LLMCall or t is ToolCall:
+                self.count("scores" if t is Score else "llm_calls" if t is LLMCall
+                           else "tool_calls")
+            present.add(rec.run)
+        # A run's digest takes the payload of every frame holding a record of it, up to
+        # the frame of its RunEnd (agentlog._digest); runs that ended here are done.
+        for run in present:
+            d = self.digests.get(run)
+            if d is not None:
+                d.update(payload)
+                k2 = self.keyed_digests.get(run)
+                if k2 is not None:
+                    k2.update(payload)
+
+    def finish(self, *, header_only: bool) -> None:
+        for h, refs in self.waiting.items():
+            for what, run, i in refs:
+                self.problem("missing-blob", f"{what} is stored as blob {h.hex()[:16]}… which "
+                             "is not in the file", run, i)
+        for h, sels in self.waiting_selections.items():
+            for i, rec in sels:
+                self.problem("missing-blob", f"candidate pool {h.hex()[:16]}… of select "
+                             f"{rec.name!r} step {rec.step} is not in the file", rec.run, i)
         for run, start in self.starts.items():
             if run not in self.ended:
                 self.problem("run-not-ended", f"run {start.run_id} has no RunEnd record "
@@ -179,7 +300,44 @@ class _Verifier:
         for (run, wid), (i, enter) in self.open_windows.items():
             self.problem("window-not-closed", f"window {enter.name!r} (id {wid}) never "
                          "closed", run, i)
+        if not self.starts:
+            what = ("holds the file header only (a process killed right after record() "
+                    "opened it)" if header_only else f"holds {self.index} records but no run")
+            self.problem("no-runs", f"the file {what}: no RunStart record, so nothing in it "
+                         "can be attributed or checked; re-record the run", None, None)
+        if self.empty_frames:
+            self.problem("empty-frames", f"{self.empty_frames} frame(s) hold no record; "
+                         "agentlog never writes an empty frame (the file was made or edited "
+                         "by something else)", None, None)
+        for kind, n in self.omitted.items():
+            self.report.problems.append(Problem(kind, f"… and {n} more {kind!r} problems "
+                                        f"(only the first {MAX_PROBLEMS_PER_KIND} are listed)"))
+        if self.without_digest:
+            self.report.notes.append(
+                f"{self.without_digest} run(s) have no record digest (written by an older "
+                "agentlog): their hashes, receipts and draws were checked, but an edit of a "
+                "field outside them (a score, a status, the metadata) would go unseen")
+        if self.keyed_unchecked:
+            self.report.notes.append(
+                f"{self.keyed_unchecked} run(s) carry a keyed digest (record(key=...)) that was "
+                "not checked: pass the key (verify(path, key=...), agentlog verify --key-file)")
         self.report.runs = len(self.starts)
+
+    # -- records
+
+    def blob(self, i: int, rec: Blob) -> None:
+        self.count("blobs")
+        if hashlib.sha256(rec.data).digest() != rec.hash:
+            self.problem("blob-hash", f"blob {rec.hash.hex()[:16]}… does not hash to its name: "
+                         "its content was altered", None, i)
+            return
+        self.blob_hashes.add(rec.hash)
+        # Only pools are kept: a selection needs their ids; other blobs need their hash.
+        if rec.kind == "pool" or rec.hash in self.waiting_selections:
+            self.pool_data[rec.hash] = rec.data
+        self.waiting.pop(rec.hash, None)
+        for j, sel in self.waiting_selections.pop(rec.hash, []):
+            self._pool_checks(j, sel)
 
     def run_start(self, i: int, rec: RunStart) -> None:
         self.count("runs")
@@ -187,6 +345,9 @@ class _Verifier:
             self.problem("duplicate-run", f"run index {rec.run} started twice", rec.run, i)
         self.starts[rec.run] = rec
         self.receipts[rec.run] = receipt_genesis(rec.run_id)
+        self.digests[rec.run] = RunDigest(rec.run_id)
+        if self.key is not None:
+            self.keyed_digests[rec.run] = RunDigest(rec.run_id, self.key)
         if rec.generator != _noise.GENERATOR_ID:
             self.problem("generator", f"run uses noise generator {rec.generator!r}; this "
                          f"agentlog regenerates {_noise.GENERATOR_ID!r} only: upgrade agentlog",
@@ -197,21 +358,22 @@ class _Verifier:
             if hashlib.sha256(inline).digest() != h:
                 self.problem("artifact-hash", f"{what} does not hash to its recorded "
                              f"{h.hex()[:16]}…: the sealed artifact was altered", run, i)
-        elif h not in self.blobs:
-            self.problem("missing-blob", f"{what} is stored as blob {h.hex()[:16]}… which is "
-                         "not in the file", run, i)
+        elif h not in self.blob_hashes:
+            self.waiting[h].append((what, run, i))  # its Blob may come later in the file
 
     def _known_run(self, run: int, i: int) -> bool:
         if run not in self.starts:
-            self.problem("orphan-record", f"record refers to run {run}, which never started",
-                         run, i)
+            self.problem("orphan-record", f"record refers to run {run}, which never started: "
+                         "it lies outside any run", run, i)
+            return False
+        if run in self.ended:
+            self.problem("orphan-record", f"record of run {run} comes after the run's RunEnd: "
+                         "it lies outside the run", run, i)
             return False
         return True
 
     def window_enter(self, i: int, rec: WindowEnter) -> None:
         self.count("windows")
-        if not self._known_run(rec.run, i):
-            return
         self._artifact(rec.entry_hash, rec.entry, f"entry of window {rec.name!r}", rec.run, i)
         self.open_windows[(rec.run, rec.window)] = (i, rec)
         if rec.after is not None:
@@ -225,8 +387,6 @@ class _Verifier:
                              f"{rec.after!r}", rec.run, i)
 
     def window_exit(self, i: int, rec: WindowExit) -> None:
-        if not self._known_run(rec.run, i):
-            return
         opened = self.open_windows.pop((rec.run, rec.window), None)
         if opened is None:
             self.problem("exit-without-enter", f"window {rec.name!r} (id {rec.window}) exits "
@@ -244,27 +404,22 @@ class _Verifier:
                          rec.run, i)
 
     def _step(self, run: int, stream: str, step: int, i: int) -> None:
-        seen = self.steps[(run, stream)]
-        if step in seen:
+        if not self.steps[(run, stream)].add(step):
             self.problem("repeated-step", f"stream {stream!r} step {step} occurs twice", run, i)
-        seen.add(step)
 
     def _pool(self, h: bytes, run: int, i: int) -> tuple[int, Any] | None:
         hit = self.pool_keys.get(h)
         if hit is not None:
             return hit
-        data = self.blobs.get(h)
+        data = self.pool_data.get(h)
         if data is None:
-            self.problem("missing-blob", f"candidate pool {h.hex()[:16]}… is not in the file",
-                         run, i)
+            self.problem("pool", f"candidate pool {h.hex()[:16]}… is stored as a Blob that is "
+                         "not of kind 'pool'", run, i)
             return None
         try:
-            ids = _pool_decoder.decode(data)
-            if not all(isinstance(c, str | int | bytes) for c in ids):
-                raise msgspec.DecodeError("candidate ids must be str, int or bytes")
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-            self.problem("pool", f"candidate pool {h.hex()[:16]}… does not decode: {exc}", run,
-                         i)
+            ids = decode_pool(data, where=f"candidate pool {h.hex()[:16]}…")
+        except TraceFormatError as exc:
+            self.problem("pool", str(exc), run, i)
             return None
         keys = np.fromiter((_noise.candidate_key(c) for c in ids), np.uint64, len(ids))
         self.pool_keys[h] = (len(ids), keys)
@@ -272,8 +427,6 @@ class _Verifier:
 
     def selection(self, i: int, rec: Selection) -> None:
         self.count("selections")
-        if not self._known_run(rec.run, i):
-            return
         self.tallies[rec.run][1] += 1
         where = f"select {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
@@ -294,19 +447,10 @@ class _Verifier:
             self.problem("choice", f"{where}: choice {rec.choice} outside 0..{rec.n - 1}",
                          rec.run, i)
             return
-        pool = self._pool(rec.pool, rec.run, i)
-        if pool is not None:
-            size, keys = pool
-            if size != rec.n:
-                self.problem("pool", f"{where}: pool holds {size} ids, vector has {rec.n}",
-                             rec.run, i)
-            else:
-                regenerated = _noise.gumbel(keys, self.starts[rec.run].seed, rec.name, rec.step)
-                if not np.array_equal(regenerated, g):
-                    bad = int(np.flatnonzero(regenerated != g)[0])
-                    self.problem("draws", f"{where}: draw {bad} is {g[bad]!r}, regenerating "
-                                 f"from (seed, stream, step, id) gives {regenerated[bad]!r}",
-                                 rec.run, i)
+        if rec.pool in self.blob_hashes:
+            self._pool_checks(i, rec)
+        else:  # its Blob may come later in the file
+            self.waiting_selections[rec.pool].append((i, rec))
         if not rec.forced:
             with np.errstate(divide="ignore"):
                 expected = int(np.argmax(np.log(p) + g))
@@ -317,10 +461,26 @@ class _Verifier:
             self.problem("choice", f"{where}: forced choice without a declared steer", rec.run,
                          i)
 
+    def _pool_checks(self, i: int, rec: Selection) -> None:
+        where = f"select {rec.name!r} step {rec.step}"
+        pool = self._pool(rec.pool, rec.run, i)
+        if pool is None:
+            return
+        size, keys = pool
+        if size != rec.n:
+            self.problem("pool", f"{where}: pool holds {size} ids, vector has {rec.n}",
+                         rec.run, i)
+            return
+        g = np.frombuffer(rec.draws, dtype="<f8")
+        regenerated = _noise.gumbel(keys, self.starts[rec.run].seed, rec.name, rec.step)
+        if not np.array_equal(regenerated, g):
+            bad = int(np.flatnonzero(regenerated != g)[0])
+            self.problem("draws", f"{where}: draw {bad} is {g[bad]!r}, regenerating "
+                         f"from (seed, stream, step, id) gives {regenerated[bad]!r}",
+                         rec.run, i)
+
     def continuation(self, i: int, rec: Continuation) -> None:
         self.count("continuations")
-        if not self._known_run(rec.run, i):
-            return
         self.tallies[rec.run][2] += 1
         where = f"proceed {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
@@ -339,7 +499,9 @@ class _Verifier:
             self.problem("decision", f"{where}: forced decision without a declared steer",
                          rec.run, i)
 
-    def run_end(self, i: int, rec: RunEnd) -> None:
+    def run_end(self, i: int, rec: RunEnd, records: list[Any], raws: list[msgspec.Raw],
+                k: int) -> None:
+        """``rec`` is ``records[k]`` of its frame."""
         if not self._known_run(rec.run, i):
             return
         self.ended.add(rec.run)
@@ -355,6 +517,44 @@ class _Verifier:
         if rec.dropped:
             self.problem("dropped", f"{rec.dropped} records could not be written (I/O errors "
                          "while recording)", rec.run, i)
+        self._digest(i, rec, [raws[j] for j in range(k) if type(records[j]) is not Blob
+                              and records[j].run == rec.run])
+
+    def _digest(self, i: int, rec: RunEnd, own: list[msgspec.Raw]) -> None:
+        plain = self.digests.pop(rec.run, None)
+        keyed = self.keyed_digests.pop(rec.run, None)
+        for d in (plain, keyed):
+            if d is not None:
+                for raw in own:  # the run's records in its RunEnd's frame, before it
+                    d.update(raw)
+        if rec.digest is None:
+            self.without_digest += 1
+            if self.key is not None:
+                self.problem("digest", "the run has no digest, so the key proves nothing about "
+                             "it (it was recorded without record(key=...))", rec.run, i)
+            return
+        tail = run_end_tail(rec.run, rec.t_ns, rec.status, rec.receipt, rec.n_windows,
+                            rec.n_selections, rec.n_continuations, rec.dropped, rec.error_type)
+        if rec.keyed:
+            if keyed is None:
+                self.keyed_unchecked += 1
+                return
+            self.count("digests")
+            if keyed.finish_bytes(tail) != rec.digest:
+                self.problem("digest", "the run's keyed digest (HMAC) does not match its "
+                             "records: a record of the run was altered, added or removed, or "
+                             "the key is not the one it was recorded with", rec.run, i)
+            return
+        if self.key is not None:
+            self.problem("digest", "the run was recorded without a key: its digest proves "
+                         "nothing about who wrote it (record it with record(key=...))",
+                         rec.run, i)
+        assert plain is not None
+        self.count("digests")
+        if plain.finish_bytes(tail) != rec.digest:
+            self.problem("digest", "the run's digest does not match its records: a field of "
+                         "a record of the run (e.g. a probability, a score, a status) was "
+                         "altered, or a record was added or removed", rec.run, i)
 
 
 def verify_many(paths: list[str]) -> list[VerifyReport | TraceFormatError]:

@@ -55,6 +55,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from agentlog import _digest
 from agentlog import _writer_pool as _pool
 from agentlog._errors import InstrumentationWarning
 from agentlog._records import (
@@ -74,6 +75,7 @@ from agentlog._trace_format import (
     FRAME_HEADER_SIZE,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
+    MAX_FRAME_RECORDS,
     FrameEncoder,
 )
 
@@ -105,7 +107,9 @@ _GUESS_RECORD_BYTES = 1024
 _RECORD_OVERHEAD = 512
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
-_SEALED_TYPES = frozenset((WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation))
+_SEALED_TYPES = frozenset(
+    (WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation, Blob)
+)
 # Positions in a run's chain state: [head, windows closed, selections, continuations].
 _HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
 _TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
@@ -290,6 +294,12 @@ class TraceWriter:
         self._chains: dict[int, list[Any]] = {}
         self._open_entries: dict[tuple[int, int], bytes] = {}
         self._receipt_keys: dict[str, bytes] = {}
+        # Run digests (agentlog._digest), advanced frame by frame in file order; a
+        # recorder puts a run's HMAC key in run_keys before its RunStart.
+        self._digests: dict[int, _digest.RunDigest] = {}
+        self.run_keys: dict[int, bytes] = {}
+        self._run_ends: list[int] = []  # positions of RunEnds in the batch being sealed
+        self._batch_blobs = False  # the batch being sealed holds a Blob
         self._fd = -1
         self._key: tuple[int, int] | None = None
         self._end = 0
@@ -298,7 +308,8 @@ class TraceWriter:
         self._deque: deque[Any] = deque()
         self._queue: _Queue = self._deque
         # Queue bounds in records, from the bytes per record seen so far (pool-updated).
-        self._chunk_records = frame_records  # records per frame; fewer when they are large
+        # Records per frame; fewer when they are large, never more than readers accept.
+        self._chunk_records = min(frame_records, MAX_FRAME_RECORDS)
         self._learned = False
         self._set_bounds(_GUESS_RECORD_BYTES, min(frame_records, _FIRST_WAKE))
         self._next_due = time.monotonic() + self.frame_interval
@@ -626,7 +637,7 @@ class TraceWriter:
         per = n_bytes / max(n_records, 1)
         if not self._learned:
             self._learned = True
-            self._chunk_records = max(1, min(self.frame_records,
+            self._chunk_records = max(1, min(self.frame_records, MAX_FRAME_RECORDS,
                                              int(FRAME_TARGET_CONTENT // max(per, 1.0))))
         self._set_bounds(per, min(self.frame_records, self._chunk_records))
 
@@ -713,11 +724,24 @@ class TraceWriter:
         if not kinds <= _RECORD_TYPES:
             batch = self._only_records(batch)
         self._seal(batch)
+        ends, self._run_ends = self._run_ends, []
+        # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
+        # by each frame's payload without looking at a record (agentlog._digest).
+        digests = self._digests
+        single: Any = None
+        if len(digests) == 1 and not ends and not self._batch_blobs:
+            single = next(iter(digests.values()))
+        self._batch_blobs = False
         start = 0
-        while start < len(batch):
-            step = self._chunk_records
-            self._write_records(batch[start:start + step])
-            start += step
+        for cut in (*ends, len(batch)):
+            while start < cut:
+                stop = min(start + self._chunk_records, cut)
+                self._write_records(batch[start:stop], single)
+                start = stop
+            if cut < len(batch):
+                # A frame ends before a recorder's RunEnd: every frame of its run is
+                # written (and hashed), so its digest is complete.
+                batch[cut] = _digest.seal_run_end(digests, batch[cut])
 
     def _seal(self, batch: list[Any]) -> None:
         """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
@@ -754,9 +778,19 @@ class TraceWriter:
         if kind is WindowEnter:
             entries[(record.run, record.window)] = record.entry_hash
             return
+        if kind is Blob:
+            self._batch_blobs = True
+            return
         if kind is RunStart:
             chains[record.run] = [receipt_genesis(record.run_id), 0, 0, 0]
+            self._digests[record.run] = _digest.RunDigest(record.run_id,
+                                                          self.run_keys.pop(record.run, None))
             return
+        if kind is RunEnd:
+            if record.receipt:  # a RunEnd made by hand, not by a recorder: keep it as it is
+                self._digests.pop(record.run, None)
+            else:
+                self._run_ends.append(i)  # _write_batch seals its digest
         chain = chains.get(record.run)
         if chain is None:  # records of a run whose RunStart this writer never saw
             if kind is WindowExit:
@@ -790,7 +824,7 @@ class TraceWriter:
         )
         return kept
 
-    def _write_records(self, records: list[Any]) -> None:
+    def _write_records(self, records: list[Any], digest: Any = None) -> None:
         if not records:
             return
         encoder = self._encoder
@@ -805,8 +839,8 @@ class TraceWriter:
                 )
                 return
             mid = len(records) // 2  # find the bad records without a per-record loop
-            self._write_records(records[:mid])
-            self._write_records(records[mid:])
+            self._write_records(records[:mid], digest)
+            self._write_records(records[mid:], digest)
             return
         n = len(records)
         if len(content) > FRAME_TARGET_CONTENT and n > 1:
@@ -815,11 +849,11 @@ class TraceWriter:
             self._learned = True
             self._learn(n, len(content))
             for start in range(0, n, step):
-                self._write_records(records[start:start + step])
+                self._write_records(records[start:start + step], digest)
             return
         small_again = 4 * len(content) < FRAME_TARGET_CONTENT
         if small_again and n == self._chunk_records < self.frame_records:
-            self._chunk_records = min(self.frame_records, 2 * n)
+            self._chunk_records = min(self.frame_records, MAX_FRAME_RECORDS, 2 * n)
         self._learn(n, len(content))
         if len(content) > MAX_FRAME_CONTENT:
             self.dropped += 1
@@ -833,6 +867,8 @@ class TraceWriter:
             self.dropped += len(records)
             self._note_problem("a frame compressed past the payload limit")
             return
+        if self._digests:
+            _digest.advance_frame(self._digests, digest, records, payload)
         try:
             self._write_all([header, payload])
         except OSError as exc:

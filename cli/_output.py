@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -59,20 +60,44 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def read_trace(path: Path) -> al.Trace:
-    """Read one trace, turning every way it can be unusable into ``BadInput``."""
+def expand(paths: list[Path]) -> list[Path]:
+    """Files as given; a folder stands for the ``*.zst`` files below it (sorted)."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(p.rglob("*.zst"))
+            out.extend(found if found else [p])  # an empty folder is reported as bad input
+        else:
+            out.append(p)
+    return out
+
+
+def check_trace_path(path: Path) -> None:
+    """Raise ``BadInput`` unless ``path`` names an existing file (not a folder)."""
     if not path.exists():
         raise BadInput(f"{path}: no such file; check the path (agentlog traces end in .zst)")
     if path.is_dir():
         raise BadInput(f"{path}: is a folder; pass one trace file (e.g. {path / '*.zst'})")
+
+
+@contextlib.contextmanager
+def trace_errors(path: Path) -> Iterator[None]:
+    """Turn every way reading the trace at ``path`` can fail into ``BadInput``."""
     try:
-        return al.read(path)
+        yield
     except al.TraceFormatError as exc:
         raise BadInput(f"{exc}. It is not a readable agentlog trace: pass a file written by "
                        "al.record(), or re-record the run") from exc
     except OSError as exc:
         raise BadInput(f"{path}: cannot be read ({exc.strerror or exc}); check its "
                        "permissions") from exc
+
+
+def read_trace(path: Path) -> al.Trace:
+    """Read one trace, turning every way it can be unusable into ``BadInput``."""
+    check_trace_path(path)
+    with trace_errors(path):
+        return al.read(path)
 
 
 def fmt_ms(ms: float | None) -> str:

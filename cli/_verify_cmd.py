@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,28 +18,26 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
-from ._output import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, BadInput, print_json, read_trace, stdout
+from ._output import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    BadInput,
+    expand,
+    fail,
+    print_json,
+    read_trace,
+    stdout,
+)
 
 MAX_PROBLEMS = 20  # problems listed per file before "... N more"
-
-
-def expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder stands for the ``*.zst`` files below it (sorted)."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(p.rglob("*.zst"))
-            out.extend(found if found else [p])  # an empty folder is reported as bad input
-        else:
-            out.append(p)
-    return out
 
 
 def _unreadable(path: Path, message: str, hint: str) -> dict[str, Any]:
     return {"path": str(path), "ok": False, "readable": False, "error": message, "hint": hint}
 
 
-def verify_file(path: Path) -> dict[str, Any]:
+def verify_file(path: Path, key: bytes | None = None) -> dict[str, Any]:
     """``al.verify`` one file; an unusable input becomes an entry with ``readable: False``."""
     if path.is_dir():
         return _unreadable(path, f"{path}: folder holds no *.zst trace files",
@@ -47,7 +46,7 @@ def verify_file(path: Path) -> dict[str, Any]:
         return _unreadable(path, f"{path}: no such file",
                            "check the path (agentlog traces end in .zst)")
     try:
-        report = al.verify(path)
+        report = al.verify(path, key=key)
     except al.TraceFormatError as exc:
         return _unreadable(path, str(exc), "this is not a readable agentlog trace: pass a file "
                            "written by al.record(), or re-record the run")
@@ -59,9 +58,9 @@ def verify_file(path: Path) -> dict[str, Any]:
     return out
 
 
-def verify_paths(paths: list[Path]) -> dict[str, Any]:
+def verify_paths(paths: list[Path], key: bytes | None = None) -> dict[str, Any]:
     """Verify every file; ``exit_code`` is 2 if one is unreadable, else 1 on a problem."""
-    files = [verify_file(p) for p in expand(paths)]
+    files = [verify_file(p, key) for p in expand(paths)]
     unreadable = sum(not f["readable"] for f in files)
     with_problems = sum(f["readable"] and not f["ok"] for f in files)
     code = EXIT_BAD_INPUT if unreadable else EXIT_PROBLEM if with_problems else EXIT_OK
@@ -78,20 +77,27 @@ def _checked(checked: dict[str, int]) -> str:
     return ", ".join(f"{n} {k}" for k, n in checked.items()) or "nothing"
 
 
-def render_verify(result: dict[str, Any], console: Console) -> None:
-    """Draw a ``verify_paths`` dict: one row per file, then each file's problems."""
-    t = table("Verify", ["file", "status", "records", "runs", "checked"],
-              right=("records", "runs"))
-    for f in result["files"]:
-        if not f["readable"]:
-            status = "[red]unreadable[/]"
-            t.add_row(escape(f["path"]), status, "-", "-", "-")
-            continue
-        n = len(f["problems"])
-        status = "[green]ok[/]" if f["ok"] else f"[red]{n} problem{'s' * (n != 1)}[/]"
-        t.add_row(escape(f["path"]), status, str(f["records"]), str(f["runs"]),
-                  _checked(f["checked"]))
-    console.print(t)
+def render_verify(result: dict[str, Any], console: Console, *, all_rows: bool = False) -> None:
+    """Draw a ``verify_paths`` dict: each file's problems and a summary line.
+
+    One file, or ``all_rows``: a table with one row per file comes first.
+    """
+    if all_rows or len(result["files"]) == 1:
+        t = table("Verify", ["file", "status", "records", "runs", "checked"],
+                  right=("records", "runs"))
+        for f in result["files"]:
+            if not f["readable"]:
+                status = "[red]unreadable[/]"
+                t.add_row(escape(f["path"]), status, "-", "-", "-")
+                continue
+            n = len(f["problems"])
+            status = "[green]ok[/]" if f["ok"] else f"[red]{n} problem{'s' * (n != 1)}[/]"
+            t.add_row(escape(f["path"]), status, str(f["records"]), str(f["runs"]),
+                      _checked(f["checked"]))
+        console.print(t)
+        for f in result["files"]:
+            for note in f.get("notes", []):
+                console.print(f"[dim]note: {escape(f['path'])}: {escape(note)}[/]")
     for f in result["files"]:
         if not f["readable"]:
             console.print(f"[red]✗ {escape(f['error'])}[/]\n  → {escape(f['hint'])}")
@@ -109,8 +115,37 @@ def render_verify(result: dict[str, Any], console: Console) -> None:
                           "and re-record the run")
     c = result["counts"]
     colour = "green" if result["ok"] else "red"
+    more = "" if all_rows or c["files"] == 1 else " (--all for one row per file)"
     console.print(f"[{colour}]{c['files']} file{'s' * (c['files'] != 1)}: {c['ok']} ok, "
-                  f"{c['problems']} with problems, {c['unreadable']} unreadable[/]")
+                  f"{c['problems']} with problems, {c['unreadable']} unreadable[/]{more}")
+
+
+KEY_ENV = "AGENTLOG_TRACE_KEY"
+
+
+def read_key(key: str | None, key_file: Path | None) -> bytes | None:
+    """The HMAC key from ``--key``, ``--key-file`` or ``$AGENTLOG_TRACE_KEY`` (in that order).
+
+    Raises:
+        BadInput: the key file cannot be read, or the key is empty.
+    """
+    if key is None and key_file is not None:
+        try:
+            data = key_file.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"--key-file {key_file}: cannot be read ({exc.strerror or exc}); "
+                           "pass a file holding the key the runs were recorded with") from exc
+        raw = data.rstrip(b"\r\n")
+        if not raw:
+            raise BadInput(f"--key-file {key_file}: the file is empty; it must hold the key")
+        return raw
+    if key is None:
+        key = os.environ.get(KEY_ENV)
+        if key is None:
+            return None
+    if not key:
+        raise BadInput("the key is empty; pass the key the runs were recorded with")
+    return key.encode()
 
 
 def verify_command(
@@ -121,13 +156,34 @@ def verify_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print JSON instead of tables.")
     ] = False,
+    all_rows: Annotated[
+        bool, typer.Option("--all", help="One row per file, also for files that are ok.")
+    ] = False,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", help="The key the runs were recorded with (record(key=...)); "
+                     f"prefer --key-file or ${KEY_ENV}, which stay out of shell history.",
+                     show_default=False),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option("--key-file", help="A file holding the key.", show_default=False),
+    ] = None,
 ) -> None:
-    """Recompute hashes, receipts, draws and continuity. Exit 0 ok, 1 problems, 2 bad input."""
-    result = verify_paths(traces)
+    """Recompute hashes, receipts, digests, draws and continuity.
+
+    Exit 0 ok, 1 problems, 2 bad input. Files are streamed: memory does not grow with
+    their size.
+    """
+    try:
+        secret = read_key(key, key_file)
+    except BadInput as exc:
+        fail(f"agentlog verify: {exc}")
+    result = verify_paths(traces, secret)
     if json_output:
         print_json(result)
     else:
-        render_verify(result, stdout())
+        render_verify(result, stdout(), all_rows=all_rows)
     raise typer.Exit(result["exit_code"])
 
 

@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 from agentlog._encoding import decode
 from agentlog._reader import iter_records, read
-from agentlog._records import Continuation, Score, Selection
+from agentlog._records import Continuation, RunEnd, RunStart, Score, Selection
 from agentlog._writer import TraceWriter
 
 T0 = 1_732_900_000_000_000_000
@@ -188,6 +188,15 @@ def time_read(path: Path, n: int) -> float:
     return dt
 
 
+def time_stream(path: Path, n: int) -> float:
+    """Seconds to stream every record with iter_records (bounded memory)."""
+    t0 = time.perf_counter()
+    count = sum(1 for _ in iter_records(path))
+    dt = time.perf_counter() - t0
+    assert count == n
+    return dt
+
+
 def put_cost_ns(n: int = 1_000_000) -> float:
     """ns per put() with the writer thread idle (frame_records above n): the caller's cost."""
     rec = small_records(1)[0]
@@ -202,13 +211,82 @@ def put_cost_ns(n: int = 1_000_000) -> float:
     return dt / n * 1e9
 
 
+def digest_cost(n: int, rounds: int) -> tuple[float, float, float]:
+    """Writer seconds for ``n`` small records of one run, with and without its digest.
+
+    The same records are written as a run (RunStart first, RunEnd last: the writer keeps
+    the run digest of agentlog._digest) and as bare records (no RunStart: no digest),
+    in alternating rounds so that both see the same load. Returns the best time of
+    each and the ratio of the medians.
+    """
+    small = [msgspec.structs.replace(r, run=0) for r in small_records(n)]
+    start = RunStart(run=0, run_id="0" * 32, system="bench", seed=1, task=None, meta={},
+                     t_ns=T0, generator="g", agentlog_version="0")
+    end = RunEnd(run=0, t_ns=T0 + 1, status=0, receipt=b"", n_windows=0, n_selections=0,
+                 n_continuations=0)
+    with_run = [start, *small, end]
+    bare = small + [Score(run=1, window=-1, name="x", value=0.0)] * 2  # same count
+    with_s: list[float] = []
+    without_s: list[float] = []
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(rounds):
+            without_s.append(time_write(Path(d) / "bare.zst", bare)[1])
+            with_s.append(time_write(Path(d) / "run.zst", with_run)[1])
+    return min(with_s), min(without_s), statistics.median(with_s) / statistics.median(without_s)
+
+
+def digest_frame_cost(rounds: int = 15, recs: list[Any] | None = None) -> tuple[float, float]:
+    """(µs to encode + compress one frame, µs to advance its run digest).
+
+    Interleaved rounds on this thread: the writer thread's own added work per frame in
+    the common case (one run, no Blob), free of the GIL hand-offs that make the
+    end-to-end ratio of ``digest_cost`` noisy on a loaded machine. By default the
+    frame is 4,096 small records.
+    """
+    from agentlog import _digest
+    from agentlog._trace_format import FrameEncoder
+
+    recs = small_records(4096) if recs is None else recs
+    enc = FrameEncoder()
+    _, payload = enc.encode_parts(enc.encode_records(recs), len(recs))
+    d = _digest.RunDigest("0" * 32)
+    frame_us: list[float] = []
+    digest_us: list[float] = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(10):
+            enc.encode_parts(enc.encode_records(recs), len(recs))
+        t1 = time.perf_counter()
+        for _ in range(10):
+            _digest.advance_frame({0: d}, d, recs, payload)
+        t2 = time.perf_counter()
+        frame_us.append((t1 - t0) * 1e5)
+        digest_us.append((t2 - t1) * 1e5)
+    return statistics.median(frame_us), statistics.median(digest_us)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=1_000_000)
     ap.add_argument("--selections", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--digest-only", action="store_true",
+                    help="only measure the run digest's cost on the writer")
     args = ap.parse_args()
+    if args.digest_only:
+        w, wo, ratio = digest_cost(args.small, max(args.repeat, 5))
+        print(f"writer, {args.small:,} small records of one run: {args.small / w:,.0f} rec/s "
+              f"with the run digest, {args.small / wo:,.0f} rec/s without; median ratio "
+              f"{ratio:.3f} (end to end, two threads: noisy on a loaded machine)")
+        frame_us, digest_us = digest_frame_cost()
+        print(f"per 4,096-record frame: encode + compress {frame_us:,.0f} µs, run digest "
+              f"{digest_us:,.0f} µs (+{digest_us / frame_us * 100:.1f} %)")
+        frame_us, digest_us = digest_frame_cost(5, selection_records(256))
+        print(f"per frame of 256 1,000-candidate selections: encode + compress "
+              f"{frame_us:,.0f} µs, run digest {digest_us:,.0f} µs "
+              f"(+{digest_us / frame_us * 100:.1f} %: their float64 noise does not compress)")
+        return 0
 
     small = small_records(args.small)
     sels = selection_records(args.selections)
@@ -240,6 +318,9 @@ def main() -> int:
         read_s = best_of(lambda: time_read(p_small, len(small)), args.repeat)
         report("reader: small records/s (incl. decompression)",
                len(small) / read_s, "rec/s", 1_000_000, True)
+        stream_s = best_of(lambda: time_stream(p_small, len(small)), args.repeat)
+        print(f"{'  streamed with iter_records (one frame in memory)':<58} "
+              f"{len(small) / stream_s:>14,.1f} rec/s")
 
         _, sel_write_s, size_sel = min(
             (time_write(p_sel, sels) for _ in range(args.repeat)), key=lambda t: t[1]

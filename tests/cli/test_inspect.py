@@ -115,11 +115,16 @@ def test_inspect_counts_llm_calls_tokens_and_cost(tmp_path: Path) -> None:
 def test_inspect_reports_a_truncated_tail_instead_of_failing(episode: Episode) -> None:
     assert episode.path is not None
     data = episode.path.read_bytes()
+    with al.iter_frames(episode.path) as frames:
+        frame_list = list(frames)
+    last = frame_list[-1]  # the RunEnd's own frame
     episode.path.write_bytes(data[:-7])
     summary = inspect_json(episode.path)
     assert summary["truncated"] is True
-    assert summary["bytes_dropped"] == len(data) - 7 - 8  # everything after the file header
-    assert summary["records_recovered"] == 0
+    assert summary["bytes_dropped"] == len(data) - 7 - last.offset  # the torn last frame
+    assert summary["records_recovered"] == sum(len(f.records) for f in frame_list[:-1])
+    (run,) = summary["runs"]
+    assert run["status"] == "not ended"
     assert "truncated" in invoke("inspect", episode.path).stdout
 
 
@@ -138,6 +143,92 @@ def test_inspect_of_a_garbage_file_exits_2_and_says_what_to_do(tmp_path: Path) -
     assert "al.record()" in result.stderr
 
 
-def test_inspect_of_a_folder_exits_2(tmp_path: Path) -> None:
+def test_inspect_of_an_empty_folder_exits_2(tmp_path: Path) -> None:
     result = invoke("inspect", tmp_path)
-    assert result.exit_code == 2 and "is a folder" in result.stderr
+    assert result.exit_code == 2 and "folder holds no *.zst trace files" in result.stderr
+
+
+def _hostile_meta_trace(path: Path, meta: dict[str, Any]) -> Path:
+    """A ~90-byte trace whose one RunStart holds ``meta`` (made by hand: no recorder
+    writes such metadata)."""
+    import msgspec
+
+    from agentlog._trace_format import FILE_HEADER, encode_frame_raw
+
+    content = msgspec.msgpack.encode(
+        [[1, 0, "r" * 32, "s", 0, None, meta, 0, "splitmix64-gumbel/1", "0"]])
+    path.write_bytes(FILE_HEADER + encode_frame_raw(content, 1))
+    return path
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    cur = meta
+    for _ in range(depth):
+        cur["a"] = {}
+        cur = cur["a"]
+    return meta
+
+
+def test_inspect_shows_metadata_nested_900_deep_as_a_marker(tmp_path: Path) -> None:
+    path = _hostile_meta_trace(tmp_path / "deep.zst", _nested(900))
+    assert path.stat().st_size < 2000
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert "nested deeper than 32 levels" in result.stdout
+    (run,) = inspect_json(path)["runs"]
+    depth, cur = 0, run["meta"]
+    while isinstance(cur, dict):
+        cur, depth = cur["a"], depth + 1
+    assert (depth, cur) == (32, "<nested deeper than 32 levels>")
+
+
+def test_inspect_shows_a_msgpack_ext_value_as_a_marker(tmp_path: Path) -> None:
+    import msgspec
+
+    path = _hostile_meta_trace(tmp_path / "ext.zst", {"x": msgspec.msgpack.Ext(5, b"ab")})
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert "<msgpack ext type 5, 2 bytes>" in result.stdout
+    (run,) = inspect_json(path)["runs"]
+    assert run["meta"] == {"x": "<msgpack ext type 5, 2 bytes>"}
+
+
+def test_inspect_streams_the_file_instead_of_reading_it_whole(
+    episode: Episode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_read(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("inspect must stream, not al.read the whole file")
+
+    monkeypatch.setattr(al, "read", no_read)
+    assert episode.path is not None
+    summary = inspect_json(episode.path)
+    assert summary["records"] > 0 and summary["runs"][0]["status"] == "ok"
+
+
+def test_inspect_of_a_folder_prints_one_row_per_file_and_totals(tmp_path: Path) -> None:
+    for seed in (1, 2, 3):
+        run_agent("q1", ranking="agent", seed=seed, path=tmp_path / "runs" / f"s{seed}.zst")
+    (tmp_path / "runs" / "bad.zst").write_bytes(b"not a trace")
+    result = invoke("inspect", tmp_path / "runs")
+    assert result.exit_code == 2, result.output  # one file is unreadable
+    lines = result.stdout.splitlines()
+    assert sum("s1.zst" in ln or "s2.zst" in ln or "s3.zst" in ln for ln in lines) == 3
+    assert any("bad.zst" in ln and "unreadable" in ln for ln in lines)
+    assert "4 files:" in result.stdout and "1 unreadable" in result.stdout
+    out = json.loads(invoke("inspect", tmp_path / "runs", "--json").stdout)
+    good = [f for f in out["files"] if f["readable"]]
+    assert len(good) == 3 and all(f["runs"] == f["runs_ended"] == 1 for f in good)
+    assert out["counts"]["runs"] == 3 and out["counts"]["unreadable"] == 1
+    assert out["counts"]["records"] == sum(f["records"] for f in good)
+
+
+def test_inspect_of_several_files_summarizes_each(tmp_path: Path) -> None:
+    paths = [tmp_path / f"{i}.zst" for i in range(2)]
+    for i, p in enumerate(paths):
+        run_agent("q2", ranking="agent", seed=i, path=p)
+    out = json.loads(invoke("inspect", *paths, "--json").stdout)
+    assert [f["path"] for f in out["files"]] == [str(p) for p in paths]
+    single = inspect_json(paths[0])
+    assert out["files"][0]["records"] == single["records"]
+    assert out["files"][0]["windows"] == sum(w["count"] for w in single["windows"])

@@ -66,8 +66,9 @@ def test_a_wrong_selection_choice_exits_1_and_lists_the_problem(
     assert "re-record the run" in result.stdout
     code, out = verify_json(clean, tampered)
     assert code == 1 and out["counts"] == {"files": 2, "ok": 1, "problems": 1, "unreadable": 0}
-    (problem,) = out["files"][1]["problems"]
+    problem, digest = out["files"][1]["problems"]
     assert problem["kind"] == "choice" and "argmax(log p + g)" in problem["message"]
+    assert digest["kind"] == "digest"
 
 
 def test_a_synthesis_fed_other_evidence_than_retrieval_returned_is_a_bypass(
@@ -134,3 +135,71 @@ def test_a_truncated_trace_is_a_problem_not_bad_input(clean: Path) -> None:
 
 def test_verify_needs_at_least_one_path() -> None:
     assert invoke("verify").exit_code == 2
+
+
+def test_verify_of_a_folder_prints_a_summary_line_and_only_the_problems(
+    clean: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "many"
+    for seed in range(4):
+        run_agent("q1", ranking="agent", seed=seed, path=folder / f"ok{seed}.zst")
+    with_wrong_choice(clean, folder / "tampered.zst")
+    result = invoke("verify", folder)
+    assert result.exit_code == 1
+    assert "ok0.zst" not in result.stdout and "tampered.zst" in result.stdout
+    assert "5 files: 4 ok, 1 with problems, 0 unreadable (--all for one row per file)" in (
+        result.stdout)
+    every = invoke("verify", folder, "--all")
+    assert every.exit_code == 1
+    assert all(f"ok{seed}.zst" in every.stdout for seed in range(4))
+
+
+def test_verify_checks_a_keyed_run_with_the_key_from_a_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "signed.zst"
+    with al.record(path, seed=1, key="k-123"):
+        al.score("f1", 0.5)
+    key_file = tmp_path / "key.txt"
+    key_file.write_text("k-123\n")
+    assert invoke("verify", path, "--key-file", key_file).exit_code == 0
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("other")
+    result = invoke("verify", path, "--key-file", wrong)
+    assert result.exit_code == 1 and "keyed digest (HMAC) does not match" in result.stdout
+    monkeypatch.setenv("AGENTLOG_TRACE_KEY", "k-123")
+    assert invoke("verify", path).exit_code == 0
+    monkeypatch.setenv("AGENTLOG_TRACE_KEY", "nope")
+    assert invoke("verify", path).exit_code == 1
+    monkeypatch.delenv("AGENTLOG_TRACE_KEY")
+    unchecked = invoke("verify", path)
+    assert unchecked.exit_code == 0 and "was not checked" in unchecked.stdout
+
+
+def test_a_missing_key_file_exits_2_with_a_message(tmp_path: Path, clean: Path) -> None:
+    result = invoke("verify", clean, "--key-file", tmp_path / "nope.txt")
+    assert result.exit_code == 2
+    assert "--key-file" in result.stderr and "cannot be read" in result.stderr
+
+
+def test_verify_of_a_header_only_file_exits_1_with_no_runs(tmp_path: Path) -> None:
+    from agentlog._trace_format import FILE_HEADER
+
+    path = tmp_path / "header.zst"
+    path.write_bytes(FILE_HEADER)
+    result = invoke("verify", path)
+    assert result.exit_code == 1 and "no-runs" in result.stdout
+
+
+def test_verify_of_a_record_bomb_exits_2_with_a_message(tmp_path: Path) -> None:
+    import struct
+
+    from agentlog._trace_format import FILE_HEADER, FrameEncoder
+
+    n = 1 << 18
+    rec = msgspec.msgpack.encode([8, 0, 0, "", 0])
+    frame = FrameEncoder(level=19).encode_raw(b"\xdd" + struct.pack(">I", n) + rec * n, n)
+    path = tmp_path / "bomb.zst"
+    path.write_bytes(FILE_HEADER + frame * 31)
+    result = invoke("verify", path)
+    assert result.exit_code == 2 and "record bomb" in result.stdout

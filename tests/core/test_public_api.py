@@ -7,11 +7,11 @@ import agentlog as al
 EXPECTED = [
     "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
-    "MissingDependencyError", "ReplayDivergenceError", "ReplayError", "Run",
+    "MissingDependencyError", "ReadLimits", "ReplayDivergenceError", "ReplayError", "Run",
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
     "WindowRef", "WindowState", "__version__", "current_run", "current_window",
-    "decode_arguments", "flush", "last_window", "llm_call", "proceed",
-    "read", "record", "score", "select", "tool", "verify", "window",
+    "decode_arguments", "flush", "iter_frames", "iter_records", "last_window", "llm_call",
+    "proceed", "read", "read_traces", "record", "score", "select", "tool", "verify", "window",
 ]
 
 

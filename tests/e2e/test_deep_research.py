@@ -199,7 +199,7 @@ def test_the_cli_verifies_the_study_and_catches_a_tampered_and_a_garbage_file(
     found = verify(tampered)
     assert found.returncode == 1
     kinds = {p["kind"] for p in json.loads(found.stdout)["files"][0]["problems"]}
-    assert kinds == {"choice", "decision"}
+    assert kinds == {"choice", "decision", "digest"}
 
     garbage = tmp_path / "garbage.zst"
     garbage.write_bytes(bytes(range(256)))
