@@ -292,9 +292,9 @@ def iter_records(
 
     Example:
         >>> import agentlog as al
-        >>> with al.record("/tmp/agentlog-iter-doc.zst", seed=1):
+        >>> with al.record("agentlog-iter-doc.zst", seed=1):
         ...     al.score("f1", 0.5)
-        >>> [type(r).__name__ for r in al.iter_records("/tmp/agentlog-iter-doc.zst")]
+        >>> [type(r).__name__ for r in al.iter_records("agentlog-iter-doc.zst")]
         ['RunStart', 'Score', 'RunEnd']
 
     Raises:

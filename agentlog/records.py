@@ -20,9 +20,9 @@ Example:
     >>> @al.window("pick")
     ... def pick(q: str) -> str:
     ...     return ["d1", "d2"][al.select([0.25, 0.75], candidates=["d1", "d2"], name="doc")]
-    >>> with al.record("/tmp/agentlog-records-doc.zst", seed=3):
+    >>> with al.record("agentlog-records-doc.zst", seed=3):
     ...     _ = pick("q")
-    >>> trace = al.read("/tmp/agentlog-records-doc.zst")
+    >>> trace = al.read("agentlog-records-doc.zst")
     >>> (sel,) = trace.selections()
     >>> (window,) = trace.windows()
     >>> probs(sel).tolist(), trace.candidates(sel), trace.chosen(sel) == window.exit_value()
