@@ -34,10 +34,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import REDACTED, encode, is_secret_key
+from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
+from ._scrub import REDACTED, is_credential_name
 from ._state import Run, WindowState, current_run_var, window_in
 
 __all__ = [
@@ -178,7 +179,7 @@ def _is_credential_field(key: str) -> bool:
     k = key.lower()
     if k in ("token", "tokens") or k.endswith(("_tokens", "_tokens_details", "token_ids")):
         return False  # usage counts, token texts and ids: content, not credentials
-    return is_secret_key(k)
+    return is_credential_name(k)
 
 
 _SCALARS = (int, float, bool, type(None), bytes)
