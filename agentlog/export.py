@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import time
@@ -367,6 +368,14 @@ def to_otlp(
         exporter = OTLPSpanExporter(endpoint=endpoint, headers=dict(headers or {}),
                                     timeout=timeout_s)
     result = ExportResult()
+    # The OTLP exporter logs each failure (with a traceback); the result reports it instead.
+    reasons = _LastError()
+    loggers = [logging.getLogger(n) for n in ("opentelemetry.exporter.otlp.proto.http",
+                                               "opentelemetry.exporter.otlp")]
+    saved = [(lg, lg.propagate, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(reasons)
+        lg.propagate = False
     try:
         spans = _all_spans(traces, result, service_name, resource_attributes)
         for chunk in _batches(spans, batch):
@@ -381,15 +390,34 @@ def to_otlp(
                     wait *= 2
             else:
                 result.spans_failed += len(chunk)
+                why = f" (last error: {reasons.last})" if reasons.last else ""
                 result.errors.append(
                     f"batch {result.batches} ({len(chunk)} spans) was not accepted by "
-                    f"{endpoint} after {retries + 1} attempts"
+                    f"{endpoint} after {retries + 1} attempts{why}"
                 )
             if progress is not None:
                 progress(len(chunk))
     finally:
         exporter.shutdown()
+        for lg, propagate, level in saved:
+            lg.removeHandler(reasons)
+            lg.propagate = propagate
+            lg.setLevel(level)
     return result
+
+
+class _LastError(logging.Handler):
+    """Keeps the exporter's last error line (first line only: no traceback)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.last = record.getMessage().splitlines()[0][:300]
+        except Exception:
+            self.last = record.msg if isinstance(record.msg, str) else ""
 
 
 def _hex_ids(obj: Any) -> Any:
