@@ -211,3 +211,23 @@ def test_bad_batch_size_is_refused() -> None:
 def test_public_names_of_the_export_module() -> None:
     assert export.__all__ == sorted(export.__all__) == [
         "ExportResult", "to_otlp", "to_otlp_json", "to_spans"]
+
+
+def test_meta_keys_that_name_credentials_never_reach_the_run_span(trace_path: Path) -> None:
+    canary = "sk-canary-7f3a"
+    with capture_spans() as captured, al.record(
+        trace_path, seed=1, meta={"api_key": canary, "auth_token": canary, "note": "kept"}
+    ):
+        pass
+    for spans in (captured.spans, list(to_spans(trace_path))):
+        (run,) = spans
+        attrs = dict(run.attributes or {})
+        assert canary not in repr(attrs)
+        assert attrs["agentlog.meta.note"] == "kept"
+
+
+def test_the_export_module_docstring_example_runs() -> None:
+    import doctest
+
+    result = doctest.testmod(export, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
