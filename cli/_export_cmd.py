@@ -17,10 +17,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import agentlog as al
-from agentlog.export import ExportResult, to_otlp, to_otlp_json, to_spans
+from agentlog._records import LLMCall, RunStart, ToolCall, WindowEnter
+from agentlog.export import ExportResult, to_otlp, to_otlp_json
 
 from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout
 from ._verify_cmd import load_traces
+
+_SPAN_RECORDS = (RunStart, WindowEnter, ToolCall, LLMCall)
 
 
 class Format(enum.StrEnum):
@@ -132,7 +135,8 @@ def export_command(
         _check_url(otlp)
         headers = _headers(header or [])
         loaded = load_traces(traces)
-        total = sum(1 for t in loaded for _ in to_spans(t))
+        # One span per run, window, tool call and model call: counted, not built twice.
+        total = sum(isinstance(r, _SPAN_RECORDS) for t in loaded for r in t.records)
         with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
                       console=stderr(), transient=True) as bar:
             task = bar.add_task("spans", total=total)
