@@ -8,9 +8,11 @@ summary (size, entropy, chosen probability).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,7 @@ _override: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "agentlog_provider_override", default=None
 )
 INSTRUMENTATION = "agentlog"
+_tracers: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
 def set_provider_override(provider: Any) -> Any:
@@ -43,7 +46,16 @@ def tracer() -> trace.Tracer | None:
     provider = override if override is not None else trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    return provider.get_tracer(INSTRUMENTATION, __version__)
+    # get_tracer costs ~15 µs in the SDK (a new Tracer and scope each call): keep one per
+    # provider, weakly, so that a provider a test drops is not kept alive here.
+    try:
+        return _tracers[provider]
+    except (KeyError, TypeError):
+        pass
+    tracer_ = provider.get_tracer(INSTRUMENTATION, __version__)
+    with contextlib.suppress(TypeError):  # a provider that cannot be weakly referenced
+        _tracers[provider] = tracer_
+    return tracer_
 
 
 def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:

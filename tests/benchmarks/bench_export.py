@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import interleaved, row
+from _timing import interleaved, per_call_us, row
 
 import agentlog as al
 from agentlog import _otel
@@ -163,24 +163,41 @@ def _live_overhead(folder: str) -> list[str]:
             with al.record(path, system="bench", seed=2):
                 pass
 
-        ref, own = interleaved(lambda: raw(run_attrs), one_run, number=2_000, repeat=7,
-                               before=al.flush)
-        lines.append(row("raw SDK span, 5 run attributes (reference)", ref))
-        lines.append(row("record() open+close, SDK on (run span)", own, ref, "raw span"))
-        lines.append(f"{'':<58} overhead over the raw span: {own[0] - ref[0]:.2f} µs (min)")
+        def run_with(provider_: object) -> None:
+            token = _otel._override.set(provider_)  # read once, when record() opens
+            one_run()
+            _otel._override.reset(token)
+
+        off, on = interleaved(lambda: run_with(None), lambda: run_with(provider),
+                              number=2_000, repeat=7, before=al.flush)
+        ref = per_call_us(lambda: raw(run_attrs), number=2_000)
+        lines.append(row("record() open+close, no SDK (reference)", off))
+        lines.append(row("record() open+close, SDK on (+ run span)", on, off, "no SDK"))
+        lines.append(f"{'':<58} the run span costs {on[0] - off[0]:.2f} µs (min); a raw SDK "
+                     f"span with 5 attributes {ref[0]:.2f} µs")
 
         def tool_call() -> None:
             lookup("q")
 
         @al.window("host")
         def host(q: str) -> None:
-            ref_t, own_t = interleaved(lambda: raw(tool_attrs), tool_call, number=5_000,
-                                       repeat=7, before=al.flush)
-            lines.append(row("raw SDK span, 5 tool attributes (reference)", ref_t))
-            lines.append(row("@tool call in a window, SDK on (tool span)", own_t, ref_t,
-                             "raw span"))
-            lines.append(f"{'':<58} overhead over the raw span: "
-                         f"{own_t[0] - ref_t[0]:.2f} µs (min)")
+            run = al.current_run()
+            assert run is not None
+            tracer = run.tracer
+
+            def tool_off() -> None:
+                run.tracer = None  # this run's tool calls make no span while it is None
+                lookup("q")
+                run.tracer = tracer
+
+            off_t, on_t = interleaved(tool_off, tool_call, number=5_000, repeat=7,
+                                      before=al.flush)
+            ref_t = per_call_us(lambda: raw(tool_attrs), number=5_000)
+            lines.append(row("@tool call in a window, no tool span (reference)", off_t))
+            lines.append(row("@tool call in a window, SDK on (+ tool span)", on_t, off_t,
+                             "no span"))
+            lines.append(f"{'':<58} the tool span costs {on_t[0] - off_t[0]:.2f} µs (min); "
+                         f"a raw SDK span with 5 attributes {ref_t[0]:.2f} µs")
 
         host("q")
         outer.__exit__(None, None, None)

@@ -199,3 +199,23 @@ def test_without_an_sdk_no_tracer_is_used_at_all(trace_path: Path) -> None:
     with al.record(trace_path, seed=1) as run:
         outer("q")
     assert run.tracer is None
+
+
+def test_one_tracer_per_provider_is_kept_and_a_dropped_provider_is_not_held() -> None:
+    # get_tracer costs ~15 µs in the SDK; every record() asks for one.
+    import gc
+    import weakref
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(shutdown_on_exit=False)  # no atexit hook holding it
+    previous = _otel.set_provider_override(provider)
+    try:
+        first = _otel.tracer()
+        assert first is not None and _otel.tracer() is first
+    finally:
+        _otel.set_provider_override(previous)
+    ref = weakref.ref(provider)
+    del provider, first
+    gc.collect()
+    assert ref() is None
