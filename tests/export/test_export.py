@@ -231,3 +231,16 @@ def test_the_export_module_docstring_example_runs() -> None:
 
     result = doctest.testmod(export, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_committed_golden_trace_exports(tmp_path: Path) -> None:
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "v1" / "golden.zst"
+    trace = al.read(golden)
+    spans = list(to_spans(trace))
+    enters = trace.windows()
+    assert sum(s.name.startswith("agentlog.window.") for s in spans) == len(enters) > 0
+    assert sum(s.name.startswith("invoke_agent ") for s in spans) == len(trace.runs)
+    ids = [s.context.span_id for s in spans]
+    assert len(set(ids)) == len(ids)
+    out = tmp_path / "golden.json"
+    assert to_otlp_json([golden], out).spans_sent == len(spans)
