@@ -109,6 +109,10 @@ def export_command(
     retries: Annotated[
         int, typer.Option("--retries", help="Extra attempts per failed batch.", min=0)
     ] = 3,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds one attempt may take (the exporter "
+                            "retries a refused connection within it).", min=0.1)
+    ] = 10.0,
 ) -> None:
     """Export traces as OpenTelemetry spans. Exit 0 ok, 1 a batch failed, 2 bad input."""
     resource: dict[str, Any] = {}
@@ -142,7 +146,7 @@ def export_command(
             task = bar.add_task("spans", total=total)
             result = to_otlp(loaded, endpoint=otlp, headers=headers,
                              service_name=service_name, resource_attributes=resource,
-                             batch=batch, retries=retries,
+                             batch=batch, retries=retries, timeout_s=timeout,
                              progress=lambda n: bar.advance(task, n))
         raise typer.Exit(_report(result, otlp))
     except BadInput as exc:

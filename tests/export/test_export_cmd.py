@@ -36,7 +36,8 @@ def test_otlp_json_writes_every_span_of_every_trace(traces: Path, tmp_path: Path
 
 def test_a_refused_endpoint_exits_1_with_the_reason_and_no_traceback(traces: Path) -> None:
     url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
-    result = invoke("export", traces / "a.zst", "--otlp", url, "--retries", "0")
+    result = invoke("export", traces / "a.zst", "--otlp", url, "--retries", "0",
+                    "--timeout", "1")
     assert result.exit_code == 1, result.output
     assert f"0 spans sent to {url}" in result.output
     assert "not accepted by" in result.output and "check that the backend is running" in (
