@@ -8,8 +8,11 @@ summary (size, entropy, chosen probability).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import math
+import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -20,23 +23,41 @@ from opentelemetry import trace
 from ._scrub import exception_attributes
 from ._version import __version__
 
-_override: Any = None  # a TracerProvider set by agentlog.testing.capture_spans()
+# A TracerProvider set by agentlog.testing.capture_spans(): a context variable, so that
+# two tests or two threads capturing at once each see only their own runs' spans.
+_override: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "agentlog_provider_override", default=None
+)
 INSTRUMENTATION = "agentlog"
+_tracers: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
 def set_provider_override(provider: Any) -> Any:
-    """Use ``provider`` instead of the global one (tests); returns the previous override."""
-    global _override
-    previous, _override = _override, provider
+    """Use ``provider`` instead of the global one in this context (tests).
+
+    Returns the previous override (this context's), to hand back when done.
+    """
+    previous = _override.get()
+    _override.set(provider)
     return previous
 
 
 def tracer() -> trace.Tracer | None:
     """A tracer from the configured provider, or None when only the API's no-op is there."""
-    provider = _override if _override is not None else trace.get_tracer_provider()
+    override = _override.get()
+    provider = override if override is not None else trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    return provider.get_tracer(INSTRUMENTATION, __version__)
+    # get_tracer costs ~15 µs in the SDK (a new Tracer and scope each call): keep one per
+    # provider, weakly, so that a provider a test drops is not kept alive here.
+    try:
+        return _tracers[provider]
+    except (KeyError, TypeError):
+        pass
+    tracer_ = provider.get_tracer(INSTRUMENTATION, __version__)
+    with contextlib.suppress(TypeError):  # a provider that cannot be weakly referenced
+        _tracers[provider] = tracer_
+    return tracer_
 
 
 def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
@@ -60,12 +81,17 @@ def record_exception(span: Any, exc: BaseException, message: str,
     span.add_event("exception", exception_attributes(exc, message, known))
 
 
+CHOSEN_ID_MAX = 128  # characters of a chosen candidate's id kept on a selection event
+
+
 def selection_event_attributes(
-    name: str, step: int, owner: str, probs: NDArray[np.float64], choice: int, probs_bytes: bytes
+    name: str, step: int, owner: str, probs: NDArray[np.float64], choice: int,
+    probs_bytes: bytes, chosen_id: Any = None,
 ) -> dict[str, Any]:
+    """A selection event: the vector's hash and summary, the chosen id (``str``, capped)."""
     positive = probs[probs > 0]
     entropy = float(-(positive * np.log(positive)).sum())
-    return {
+    attributes = {
         "agentlog.stream": name,
         "agentlog.step": step,
         "agentlog.owner": owner,
@@ -75,6 +101,9 @@ def selection_event_attributes(
         "agentlog.chosen_p": float(probs[choice]),
         "agentlog.probs_sha256": hashlib.sha256(probs_bytes).hexdigest(),
     }
+    if chosen_id is not None:
+        attributes["agentlog.chosen_id"] = str(chosen_id)[:CHOSEN_ID_MAX]
+    return attributes
 
 
 def continuation_event_attributes(

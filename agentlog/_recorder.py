@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
-from . import _state
+from . import _live, _state
 from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
 from ._errors import ArtifactEncodingError, InstrumentationWarning
@@ -152,6 +152,7 @@ class record:
         self.strict = strict
         self.run: Run | None = None
         self._tokens: tuple[Any, Any] | None = None
+        self._span_token: Any = None  # the run span's context token (_live)
 
     # -- sync -------------------------------------------------------------------------
     def __enter__(self) -> Run:
@@ -184,8 +185,7 @@ class record:
         meta = scrub_value(meta, run.secrets)
         if self._key is not None:  # before the RunStart: the writer thread takes it there
             writer.run_keys[run.index] = self._key
-        writer.put(
-            RunStart(
+        start = RunStart(
                 run=run.index,
                 run_id=run.run_id,
                 system=run.system,
@@ -198,7 +198,8 @@ class record:
                 parent_run=run.parent_run,
                 pid=os.getpid(),
             )
-        )
+        writer.put(start)
+        self._span_token = None if run.tracer is None else _live.start_run(run, start)
         self.run = run
         self._tokens = (current_run_var.set(run), current_window_var.set(None))
         with _active_lock:
@@ -228,8 +229,7 @@ class record:
         run.closed = True
         # receipt=b"": the writer thread fills in the head of the receipt chain and the
         # run's counts, in file order (TraceWriter._seal).
-        run.writer.put(
-            RunEnd(
+        end = RunEnd(
                 run=run.index,
                 t_ns=run.now_ns(),
                 status=0 if exc_type is None else 1,
@@ -240,7 +240,9 @@ class record:
                 dropped=run.writer.dropped,
                 error_type=None if exc_type is None else exc_type.__qualname__,
             )
-        )
+        run.writer.put(end)
+        if run.tracer is not None:
+            _live.end_run(run, end, self._span_token)
         release_writer(run.writer)
 
     # -- async ------------------------------------------------------------------------
@@ -339,8 +341,7 @@ def score(
             "evaluation) or skip the score."
         )
     window = window_in(run)
-    run.writer.put(
-        Score(
+    rec = Score(
             run=run.index,
             window=-1 if window is None else window.id,
             name=name,
@@ -352,7 +353,9 @@ def score(
             transition=transition,
             t_ns=run.now_ns(),
         )
-    )
+    run.writer.put(rec)
+    if run.tracer is not None:
+        _live.score(run, window, rec)
 
 
 def log_llm_call(
@@ -398,19 +401,7 @@ def log_llm_call(
         window.add_usage(
             llm_calls=1, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost
         )
-        if window.span is not None:
-            window.span.add_event(
-                "gen_ai.client.operation",
-                {
-                    "gen_ai.operation.name": "chat",
-                    "gen_ai.system": provider,
-                    "gen_ai.request.model": model,
-                    "gen_ai.usage.input_tokens": input_tokens,
-                    "gen_ai.usage.output_tokens": output_tokens,
-                },
-            )
-    run.writer.put(
-        LLMCall(
+    rec = LLMCall(
             run=run.index,
             window=-1 if window is None else window.id,
             t_ns=run.now_ns(),
@@ -428,4 +419,6 @@ def log_llm_call(
             error_message=None if error is None else scrub_error(error, run.secrets, run.redact),
             fingerprint=fingerprint,
         )
-    )
+    run.writer.put(rec)
+    if run.tracer is not None:
+        _live.model(run, window, rec)

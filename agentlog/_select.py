@@ -206,7 +206,8 @@ def select(
         if window.span is not None:
             window.span.add_event(
                 "agentlog.select",
-                _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes),
+                _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
+                                                 pool.ids[choice]),
             )
     return choice
 

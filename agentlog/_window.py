@@ -61,7 +61,7 @@ from typing import Any, TypeVar, cast, overload
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from . import _otel, _state
+from . import _live, _otel, _span_builder, _state
 from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
@@ -329,7 +329,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
     span = st.span
     receipt = b""  # the writer thread advances the receipt chain (TraceWriter._seal) ...
     if span is None:
-        _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
+        rec = _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
     else:
         # ... unless the span carries it: then it is computed here, under the lock that
         # keeps the chain in queue order, and the writer continues from it.
@@ -337,42 +337,18 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
             receipt = run.receipt = _sha256(
                 run.receipt + st.name_key + st.entry_hash + exit_hash
             ).digest()
-            _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
+            rec = _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
     if st.parent is not None:
         _add_to_parent(st.parent, st)
     if run.durability == "window":
         run.writer.cut_frame()
     if span is not None:
-        _end_span(span, st, exit_hash, receipt, status, exc)
+        _end_span(span, st, rec, exc)
 
 
-def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, status: int,
-              exc: BaseException | None) -> None:
+def _end_span(span: Any, st: WindowState, rec: WindowExit, exc: BaseException | None) -> None:
     """Set the window's attributes in one call (the SDK cleans and locks per call) and end."""
-    attributes: dict[str, Any] = {
-        "agentlog.window": st.name,
-        "agentlog.run_id": st.run.run_id,
-        "agentlog.entry_hash": st.entry_hash.hex(),
-        "agentlog.exit_hash": exit_hash.hex(),
-        "agentlog.receipt": receipt.hex(),
-    }
-    if status == EXIT_CLOSED:
-        attributes["agentlog.status"] = "closed"
-    # Zero counters are left out (an absent counter reads as 0); wall time is the span's
-    # own duration.
-    if st.tool_calls or st.llm_calls or st.input_tokens or st.output_tokens or st.selections:
-        for key, value in (
-            ("agentlog.tool_calls", st.tool_calls),
-            ("agentlog.llm_calls", st.llm_calls),
-            ("gen_ai.usage.input_tokens", st.input_tokens),
-            ("gen_ai.usage.output_tokens", st.output_tokens),
-            ("agentlog.selections", st.selections),
-        ):
-            if value:
-                attributes[key] = value
-    if st.cost is not None:
-        attributes["agentlog.cost"] = st.cost
-    span.set_attributes(attributes)
+    span.set_attributes(_span_builder.window_attributes(st.run.run_id, st.entry_hash, rec))
     if exc is not None:
         _otel.record_exception(span, exc, _error_text(st.run, exc), _known(st.run))
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
@@ -381,10 +357,9 @@ def _end_span(span: Any, st: WindowState, exit_hash: bytes, receipt: bytes, stat
 
 def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
               exit_inline: bytes | None, receipt: bytes, wall: int,
-              exc: BaseException | None) -> None:
+              exc: BaseException | None) -> WindowExit:
     # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
-    run.writer.put(
-        WindowExit(
+    rec = WindowExit(
             run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
             exit_inline, receipt, wall,
             None if exc is None else type(exc).__qualname__,
@@ -392,7 +367,8 @@ def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
             st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
             st.selections,
         )
-    )
+    run.writer.put(rec)
+    return rec
 
 
 def _add_to_parent(parent: WindowState, st: WindowState) -> None:
@@ -573,13 +549,14 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             with run.lock:  # the span carries the receipt: see _close
                 receipt = run.receipt = sha256(run.receipt + name_key + entry_hash +
                                                exit_hash).digest()
-                writer.put(WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
-                                      EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,
-                                      st.tool_calls, st.llm_calls, st.input_tokens,
-                                      st.output_tokens, st.cost, st.selections))
+                rec = WindowExit(run.index, st.id, name, run.t0_ns + (t1 - run.t0_perf),
+                                 EXIT_OK, exit_hash, out, receipt, t1 - t0, None, None,
+                                 st.tool_calls, st.llm_calls, st.input_tokens,
+                                 st.output_tokens, st.cost, st.selections)
+                writer.put(rec)
             if parent is not None:
                 _add_to_parent(parent, st)
-            _end_span(span, st, exit_hash, receipt, EXIT_OK, None)
+            _end_span(span, st, rec, None)
             return result
         st = _open(spec, run, args, kwargs)
         token = set_window(st)
@@ -825,8 +802,7 @@ def _tool_record(
             result_hash, _ = store_artifact(run, result, what=f"tool {name!r} result")
         except ArtifactEncodingError:
             result_hash = None
-    run.writer.put(
-        ToolCall(
+    rec = ToolCall(
             run=run.index,
             window=-1 if st is None else st.id,
             name=name,
@@ -838,7 +814,9 @@ def _tool_record(
             error_type=None if exc is None else type(exc).__qualname__,
             error_message=None if exc is None else _error_text(run, exc),
         )
-    )
+    run.writer.put(rec)
+    if run.tracer is not None:
+        _live.tool(run, st, rec)
 
 
 def _tool_enter(

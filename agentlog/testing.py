@@ -9,7 +9,7 @@ Example:
     >>> with capture_spans() as spans, record_in_memory(seed=3) as rec:
     ...     _ = answer("hi")
     >>> [s.name for s in spans.spans]
-    ['agentlog.window.answer']
+    ['agentlog.window.answer', 'invoke_agent agent']
     >>> [w.name for w in rec.trace.windows()]
     ['answer']
 """
@@ -58,6 +58,9 @@ def capture_spans() -> Iterator[CapturedSpans]:
 
     Runs opened inside the block use a private SDK ``TracerProvider`` with a
     ``SimpleSpanProcessor`` and ``InMemorySpanExporter``; the global provider is untouched.
+    The override is a context variable: another thread, or another test running at the
+    same time, neither sees these spans nor sends its own here (a run keeps the provider
+    it started with, so its windows in worker threads still land here).
     """
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

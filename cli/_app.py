@@ -20,6 +20,7 @@ from ._demo import demo_command
 from ._estimate import estimate_app
 from ._estimate_asv import asv_command
 from ._estimate_reliability import reliability_command
+from ._export_cmd import export_command
 from ._inspect import inspect_command
 from ._validity_card import validity_card_command
 from ._verify_cmd import verify_command
@@ -62,6 +63,7 @@ app.command("inspect")(inspect_command)
 app.command("verify")(verify_command)
 app.command("validity-card")(validity_card_command)
 app.command("certify")(certify_command)
+app.command("export")(export_command)
 estimate_app.command("asv")(asv_command)
 estimate_app.command("reliability")(reliability_command)
 app.add_typer(estimate_app, name="estimate")

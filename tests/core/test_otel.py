@@ -1,4 +1,4 @@
-"""OpenTelemetry: one span per window, summaries not vectors, nothing when no SDK."""
+"""OpenTelemetry live spans: run, window, tool and model spans, summaries not vectors."""
 
 from __future__ import annotations
 
@@ -64,12 +64,14 @@ def test_a_failed_window_span_has_error_status_and_the_exception(trace_path: Pat
         RuntimeError
     ):
         boom()
-    (span,) = spans.spans
+    (span,) = spans.by_name("agentlog.window.boom")
     assert span.status.status_code.name == "ERROR"
     assert span.events[0].name == "exception"
 
 
-def test_llm_calls_follow_the_gen_ai_conventions(trace_path: Path) -> None:
+def test_llm_calls_are_client_spans_under_their_window_per_the_gen_ai_conventions(
+    trace_path: Path,
+) -> None:
     @al.window("ask")
     def ask() -> None:
         log_llm_call(provider="openai", model="gpt-x", request={"messages": []}, response={},
@@ -77,11 +79,120 @@ def test_llm_calls_follow_the_gen_ai_conventions(trace_path: Path) -> None:
 
     with capture_spans() as spans, al.record(trace_path, seed=1):
         ask()
-    (span,) = spans.spans
-    assert span.attributes["gen_ai.usage.input_tokens"] == 12
-    assert span.attributes["agentlog.llm_calls"] == 1
-    event = dict(span.events[0].attributes or {})
-    assert event["gen_ai.request.model"] == "gpt-x" and event["gen_ai.operation.name"] == "chat"
+    (window,) = spans.by_name("agentlog.window.ask")
+    assert window.attributes["gen_ai.usage.input_tokens"] == 12
+    assert window.attributes["agentlog.llm_calls"] == 1
+    assert window.events == ()  # the model call is a span of its own, not an event
+    (model,) = spans.by_name("chat gpt-x")
+    assert model.kind.name == "CLIENT"
+    assert model.parent is not None and model.parent.span_id == window.context.span_id
+    attrs = dict(model.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "gpt-x"
+    assert attrs["gen_ai.provider.name"] == "openai" and "gen_ai.system" not in attrs
+
+
+def test_a_run_is_the_root_span_of_its_windows_and_nested_runs_nest(tmp_path: Path) -> None:
+    @al.window("inner_task")
+    def inner_task() -> int:
+        with al.record(tmp_path / "inner.zst", system="helper", seed=2):
+            return retrieve("x")
+
+    with capture_spans() as spans, al.record(tmp_path / "outer.zst", system="boss",
+                                             seed=1) as run:
+        outer("q")
+        inner_task()
+    (root,) = spans.by_name("invoke_agent boss")
+    assert root.parent is None
+    assert dict(root.attributes or {})["gen_ai.conversation.id"] == run.run_id
+    assert {s.context.trace_id for s in spans.spans} == {root.context.trace_id}
+    (top,) = spans.by_name("agentlog.window.outer")
+    assert top.parent is not None and top.parent.span_id == root.context.span_id
+    (helper,) = spans.by_name("invoke_agent helper")
+    (task,) = spans.by_name("agentlog.window.inner_task")
+    assert helper.parent is not None and helper.parent.span_id == task.context.span_id
+
+
+def test_tool_calls_are_spans_and_scores_are_evaluation_events(trace_path: Path) -> None:
+    @al.tool("search")
+    def search(q: str) -> str:
+        return q
+
+    @al.window("look")
+    def look() -> None:
+        search("x")
+        al.score("f1", 0.5, channel="quote", wave=2)
+
+    with capture_spans() as spans, al.record(trace_path, seed=1):
+        look()
+    (window,) = spans.by_name("agentlog.window.look")
+    (tool,) = spans.by_name("execute_tool search")
+    assert tool.parent is not None and tool.parent.span_id == window.context.span_id
+    assert dict(tool.attributes or {})["gen_ai.tool.name"] == "search"
+    (event,) = window.events
+    assert event.name == "gen_ai.evaluation.result"
+    assert dict(event.attributes or {}) == {
+        "gen_ai.evaluation.name": "f1", "gen_ai.evaluation.score.value": 0.5,
+        "agentlog.channel": "quote", "agentlog.wave": 2}
+
+
+def test_attribute_names_are_the_semantic_conventions_gen_ai_names(trace_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # moved upstream, names unchanged
+        from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
+    known = {getattr(g, n) for n in dir(g) if n.startswith("GEN_AI_")}
+    assert {g.GEN_AI_PROVIDER_NAME, g.GEN_AI_TOOL_NAME, g.GEN_AI_EVALUATION_NAME,
+            g.GEN_AI_EVALUATION_SCORE_VALUE, g.GEN_AI_CONVERSATION_ID} <= known
+    from agentlog.export import to_spans
+
+    @al.tool("search")
+    def search(q: str) -> str:
+        return q
+
+    @al.window("ask")
+    def ask() -> None:
+        search("x")
+        al.score("f1", 0.5)
+        log_llm_call(provider="openai", model="gpt-x",
+                     request={"messages": [], "temperature": 0.1},
+                     response={"id": "r", "model": "gpt-x", "choices": [
+                         {"finish_reason": "stop"}]}, input_tokens=1, output_tokens=1)
+
+    with al.record(trace_path, system="s", seed=1):
+        ask()
+    used: set[str] = set()
+    for span in to_spans(trace_path):
+        used |= set(span.attributes or {})
+        for e in span.events:
+            used |= set(e.attributes or {})
+    gen_ai = {name for name in used if name.startswith("gen_ai.")}
+    assert len(gen_ai) > 12
+    assert gen_ai <= known, gen_ai - known
+
+
+def test_capture_spans_is_isolated_between_threads(trace_path: Path) -> None:
+    import threading
+
+    barrier = threading.Barrier(2, timeout=10)
+    seen: dict[str, list[str]] = {}
+
+    def worker(system: str, path: Path) -> None:
+        with capture_spans() as spans:
+            barrier.wait()  # both overrides are in place before either run starts
+            with al.record(path, system=system, seed=1):
+                outer("q")
+            barrier.wait()
+            seen[system] = sorted({s.name for s in spans.spans if s.name.startswith("inv")})
+
+    threads = [threading.Thread(target=worker, args=(n, trace_path.with_name(f"{n}.zst")))
+               for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert seen == {"a": ["invoke_agent a"], "b": ["invoke_agent b"]}
+    assert _otel.tracer() is None  # and nothing leaked into this thread
 
 
 def test_without_an_sdk_no_tracer_is_used_at_all(trace_path: Path) -> None:
@@ -114,3 +225,23 @@ def test_the_sdks_record_exception_is_never_called_and_the_event_is_scrubbed(
     assert attributes["exception.type"] == "PermissionError"
     assert attributes["exception.message"] == "401: Incorrect API key provided: <redacted>"
     assert "Zq-otel-canary-0042" not in repr(attributes)
+
+
+def test_one_tracer_per_provider_is_kept_and_a_dropped_provider_is_not_held() -> None:
+    # get_tracer costs ~15 µs in the SDK; every record() asks for one.
+    import gc
+    import weakref
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(shutdown_on_exit=False)  # no atexit hook holding it
+    previous = _otel.set_provider_override(provider)
+    try:
+        first = _otel.tracer()
+        assert first is not None and _otel.tracer() is first
+    finally:
+        _otel.set_provider_override(previous)
+    ref = weakref.ref(provider)
+    del provider, first
+    gc.collect()
+    assert ref() is None

@@ -77,7 +77,7 @@ def test_record_validates_its_arguments(trace_path: Path) -> None:
 def test_testing_helpers_capture_spans_and_give_back_the_trace() -> None:
     with capture_spans() as spans, record_in_memory(system="t", seed=3) as rec:
         leaf(1)
-    assert [s.name for s in spans.spans] == ["agentlog.window.leaf"]
+    assert [s.name for s in spans.spans] == ["agentlog.window.leaf", "invoke_agent t"]
     assert rec.trace.runs[0].start.system == "t"
     assert rec.run.seed == 3
 

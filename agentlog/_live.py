@@ -1,0 +1,102 @@
+"""Live spans built from the records the recorder has just written (one builder for both).
+
+The recorder, window and tool code call these only when the run has a tracer (a real
+SDK provider is configured), right after handing a record to the writer; each call feeds
+that record to ``_span_builder``, the same code ``agentlog.export`` runs on a stored
+trace. A tool or model span is created when its record exists (at the call's end) with
+the record's own start and end times, so live and exported spans agree to the
+nanosecond. Nothing here raises into the host: a failing tracer loses a span, never a
+result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
+from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
+from ._state import Run, WindowState
+
+# The open runs' root spans by run id (bounded by the number of open runs): a run-level
+# score or a tool/model call outside any window parents to it.
+_run_spans: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def start_run(run: Run, start: RunStart) -> Any:
+    """Start the run's ``invoke_agent`` span and make it current; returns a detach token.
+
+    The enclosing context's span (an enclosing run's window, the user's own span) is its
+    parent, so nested runs nest.
+    """
+    name, attributes = run_span(start)
+    span = run.tracer.start_span(
+        name, kind=trace.SpanKind.INTERNAL, attributes=attributes, start_time=start.t_ns
+    )
+    with _lock:
+        _run_spans[run.run_id] = span
+    return otel_context.attach(trace.set_span_in_context(span))
+
+
+def end_run(run: Run, end: RunEnd, token: Any) -> None:
+    with _lock:
+        span = _run_spans.pop(run.run_id, None)
+    if token is not None:
+        # Exited in another context: the span still ends below.
+        with contextlib.suppress(Exception):
+            otel_context.detach(token)
+    if span is None:
+        return
+    attributes = run_end_attributes(end)
+    if attributes:
+        span.set_attributes(attributes)
+    if end.status != 0:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, end.error_type))
+    span.end(end_time=end.t_ns)
+
+
+def _parent(run: Run, window: WindowState | None) -> Any:
+    span = window.span if window is not None else None
+    if span is None:
+        with _lock:
+            span = _run_spans.get(run.run_id)
+    return None if span is None else trace.set_span_in_context(span)
+
+
+def _child(run: Run, window: WindowState | None, name: str, kind: trace.SpanKind,
+           attributes: dict[str, Any], start_ns: int, end_ns: int, error: str | None) -> None:
+    span = run.tracer.start_span(name, context=_parent(run, window), kind=kind,
+                                 attributes=attributes, start_time=start_ns)
+    if error is not None:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+    span.end(end_time=end_ns)
+
+
+def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
+    """The ``execute_tool {name}`` span of a tool call that has just been recorded."""
+    name, attributes = tool_span(run.run_id, call)
+    _child(run, window, name, trace.SpanKind.INTERNAL, attributes, call.t_ns - call.wall_ns,
+           call.t_ns, call.error_type if call.status else None)
+
+
+def model(run: Run, window: WindowState | None, call: LLMCall) -> None:
+    """The ``{operation} {model}`` CLIENT span of a model call that has just been recorded."""
+    name, attributes = model_span(run.run_id, call)
+    _child(run, window, name, trace.SpanKind.CLIENT, attributes, call.t_ns - call.latency_ns,
+           call.t_ns, call.error_type if call.status else None)
+
+
+def score(run: Run, window: WindowState | None, rec: Score) -> None:
+    """``gen_ai.evaluation.result`` on the scored window's span (the run's outside one)."""
+    span = window.span if window is not None else None
+    if span is None:
+        with _lock:
+            span = _run_spans.get(run.run_id)
+    if span is not None:
+        name, attributes = score_event(rec)
+        span.add_event(name, attributes, timestamp=rec.t_ns)

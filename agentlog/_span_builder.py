@@ -1,0 +1,277 @@
+"""The one span builder: names, kinds, attributes and events, computed from stored records.
+
+Both paths use it: the live path (``_live``) hands it the records it has just written, and
+``agentlog.export`` hands it the records read back from a trace file, so a stored trace
+exports exactly the spans a live run produced. It never sees a live window object.
+
+Spans follow the OpenTelemetry GenAI semantic conventions: a run is an agent span
+(``invoke_agent {system}``), a tool call ``execute_tool {name}``, a model call
+``{operation} {model}`` (CLIENT, with ``gen_ai.provider.name``, not the deprecated
+``gen_ai.system``), a score the event ``gen_ai.evaluation.result`` on the scored
+window's span. Probability vectors never go into a span (hash and summary only), and
+neither do secrets: meta keys that name credentials are dropped, model requests
+contribute only their scalar parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._encoding import decode, is_secret_key
+from ._otel import continuation_event_attributes, selection_event_attributes
+from ._records import (
+    EXIT_CLOSED,
+    Continuation,
+    LLMCall,
+    RunEnd,
+    RunStart,
+    Score,
+    Selection,
+    ToolCall,
+    WindowExit,
+)
+
+__all__ = [
+    "META_VALUE_MAX",
+    "continuation_event",
+    "model_span",
+    "run_end_attributes",
+    "run_span",
+    "score_event",
+    "selection_event",
+    "span_id",
+    "tool_span",
+    "trace_id",
+    "window_attributes",
+    "window_span_name",
+]
+
+META_VALUE_MAX = 256  # characters of a string meta value kept on a run span
+SCORE_EVENT = "gen_ai.evaluation.result"
+# Scalar request parameters copied onto a model span (GenAI ``gen_ai.request.*``).
+_REQUEST_PARAMS = (
+    "temperature", "top_p", "top_k", "max_tokens", "seed", "frequency_penalty",
+    "presence_penalty",
+)
+
+
+def _hash64(*parts: str) -> bytes:
+    return hashlib.sha256("\0".join(parts).encode()).digest()
+
+
+def trace_id(run_id: str) -> int:
+    """The deterministic 128-bit trace id of a run (never 0): exporting twice dedupes."""
+    return int.from_bytes(_hash64("agentlog-trace", run_id)[:16], "big") or 1
+
+
+def span_id(run_id: str, key: str) -> int:
+    """The deterministic 64-bit span id of ``key`` ("run", "w3", "t0", "m2") in a run."""
+    return int.from_bytes(_hash64("agentlog-span", run_id, key)[:8], "big") or 1
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
+
+
+def _safe_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if not isinstance(key, str) or is_secret_key(key):
+            continue
+        if isinstance(value, bool | int | float):
+            if isinstance(value, float) and not math.isfinite(value):
+                continue
+            out[f"agentlog.meta.{key}"] = value
+        elif isinstance(value, str):
+            out[f"agentlog.meta.{key}"] = value[:META_VALUE_MAX]
+    return out
+
+
+def run_span(start: RunStart) -> tuple[str, dict[str, Any]]:
+    """The run's root span: ``invoke_agent {system}`` (INTERNAL: an in-process agent)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": start.system,
+        "gen_ai.conversation.id": start.run_id,
+        "agentlog.run_id": start.run_id,
+        "agentlog.seed": start.seed,
+    }
+    if start.task is not None:
+        attributes["agentlog.task"] = start.task
+    if start.parent_run is not None:
+        attributes["agentlog.parent_run_id"] = start.parent_run
+    attributes.update(_safe_meta(start.meta))
+    return f"invoke_agent {start.system}", attributes
+
+
+def run_end_attributes(end: RunEnd) -> dict[str, Any]:
+    """Set at the run's end: only what the recorder knows then (the writer fills counts)."""
+    if end.status == 0:
+        return {}
+    attributes: dict[str, Any] = {"agentlog.status": "failed"}
+    if end.error_type is not None:
+        attributes["error.type"] = end.error_type
+    return attributes
+
+
+def window_span_name(name: str) -> str:
+    return f"agentlog.window.{name}"
+
+
+def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[str, Any]:
+    """A window span's attributes, all known at its exit (set in one call: cheaper)."""
+    attributes: dict[str, Any] = {
+        "agentlog.window": exit.name,
+        "agentlog.run_id": run_id,
+        "agentlog.entry_hash": entry_hash.hex(),
+        "agentlog.exit_hash": exit.exit_hash.hex(),
+        "agentlog.receipt": exit.receipt.hex(),
+    }
+    if exit.status == EXIT_CLOSED:
+        attributes["agentlog.status"] = "closed"
+    # Zero counters are left out (an absent counter reads as 0); wall time is the span's
+    # own duration.
+    if exit.tool_calls or exit.llm_calls or exit.input_tokens or exit.output_tokens or (
+        exit.selections
+    ):
+        for key, value in (
+            ("agentlog.tool_calls", exit.tool_calls),
+            ("agentlog.llm_calls", exit.llm_calls),
+            ("gen_ai.usage.input_tokens", exit.input_tokens),
+            ("gen_ai.usage.output_tokens", exit.output_tokens),
+            ("agentlog.selections", exit.selections),
+        ):
+            if value:
+                attributes[key] = value
+    if exit.cost is not None:
+        attributes["agentlog.cost"] = exit.cost
+    return attributes
+
+
+_TOOL_STATUS = {1: "failed", 2: "refused"}
+
+
+def tool_span(run_id: str, call: ToolCall) -> tuple[str, dict[str, Any]]:
+    """``execute_tool {name}`` (INTERNAL); arguments and result by hash only."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "agentlog.run_id": run_id,
+    }
+    if call.args_hash is not None:
+        attributes["agentlog.args_hash"] = call.args_hash.hex()
+    if call.result_hash is not None:
+        attributes["agentlog.result_hash"] = call.result_hash.hex()
+    if call.status in _TOOL_STATUS:
+        attributes["agentlog.status"] = _TOOL_STATUS[call.status]
+        if call.error_type is not None:
+            attributes["error.type"] = call.error_type
+    return f"execute_tool {call.name}", attributes
+
+
+def _operation(request: Any) -> str:
+    if isinstance(request, Mapping):
+        if "messages" in request:
+            return "chat"
+        if "prompt" in request:
+            return "text_completion"
+        if "input" in request:
+            return "embeddings"
+    return "chat"
+
+
+def model_span(run_id: str, call: LLMCall) -> tuple[str, dict[str, Any]]:
+    """``{operation} {model}`` (CLIENT) with the current GenAI attributes.
+
+    Only scalar request parameters and response identifiers are copied: no prompt, no
+    completion, no header (the stored request is already scrubbed; this adds a second
+    guard by never copying a mapping or a string other than the ids below).
+    """
+    try:
+        request = decode(call.request)
+    except Exception:  # a damaged artifact still exports its span, without parameters
+        request = None
+    try:
+        response = decode(call.response)
+    except Exception:
+        response = None
+    operation = _operation(request)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": call.provider,
+        "gen_ai.request.model": call.model,
+        "agentlog.run_id": run_id,
+    }
+    if isinstance(request, Mapping):
+        for key in _REQUEST_PARAMS:
+            value = request.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if _finite(float(value)) is not None:
+                attributes[f"gen_ai.request.{key}"] = value
+    if isinstance(response, Mapping):
+        if isinstance(response.get("model"), str):
+            attributes["gen_ai.response.model"] = response["model"][:META_VALUE_MAX]
+        if isinstance(response.get("id"), str):
+            attributes["gen_ai.response.id"] = response["id"][:META_VALUE_MAX]
+        choices = response.get("choices")
+        if isinstance(choices, list):
+            reasons = [
+                c["finish_reason"] for c in choices
+                if isinstance(c, Mapping) and isinstance(c.get("finish_reason"), str)
+            ]
+            if reasons:
+                attributes["gen_ai.response.finish_reasons"] = tuple(reasons)
+    if call.input_tokens:
+        attributes["gen_ai.usage.input_tokens"] = call.input_tokens
+    if call.output_tokens:
+        attributes["gen_ai.usage.output_tokens"] = call.output_tokens
+    if call.cost is not None and _finite(call.cost) is not None:
+        attributes["agentlog.cost"] = call.cost
+    if call.cache_key is not None:
+        attributes["agentlog.cache_key"] = call.cache_key.hex()
+    if call.fingerprint is not None:
+        attributes["agentlog.fingerprint"] = call.fingerprint[:META_VALUE_MAX]
+    if call.status != 0:
+        attributes["error.type"] = call.error_type or "error"
+    return f"{operation} {call.model}", attributes
+
+
+def score_event(score: Score) -> tuple[str, dict[str, Any]]:
+    """``gen_ai.evaluation.result`` for the scored window's (or run's) span."""
+    attributes: dict[str, Any] = {"gen_ai.evaluation.name": score.name}
+    value = _finite(score.value)
+    if value is not None:
+        attributes["gen_ai.evaluation.score.value"] = value
+    else:
+        attributes["gen_ai.evaluation.score.label"] = repr(score.value)
+    for key, extra in (
+        ("agentlog.channel", score.channel),
+        ("agentlog.layout", score.layout),
+        ("agentlog.wave", score.wave),
+        ("agentlog.transition", score.transition),
+    ):
+        if extra is not None:
+            attributes[key] = extra
+    if score.state_hash is not None:
+        attributes["agentlog.state_hash"] = score.state_hash.hex()
+    return SCORE_EVENT, attributes
+
+
+def selection_event(sel: Selection, chosen_id: Any) -> tuple[str, dict[str, Any]]:
+    """``agentlog.select``: the vector's hash and summary, and the chosen candidate's id."""
+    probs = np.frombuffer(sel.probs, dtype="<f8")
+    return "agentlog.select", selection_event_attributes(
+        sel.name, sel.step, sel.owner, probs, sel.choice, sel.probs, chosen_id
+    )
+
+
+def continuation_event(c: Continuation) -> tuple[str, dict[str, Any]]:
+    return "agentlog.proceed", continuation_event_attributes(
+        c.name, c.step, c.p, c.u, c.decision
+    )

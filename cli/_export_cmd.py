@@ -1,0 +1,155 @@
+"""``agentlog export TRACES... --otlp URL``: stored traces as spans for a tracing backend.
+
+Spans keep the records' original timestamps and get deterministic ids, so exporting the
+same trace twice sends the same spans (backends keep one copy). ``--format otlp-json
+--out FILE`` writes the OTLP JSON encoding instead. Exit 0 all sent, 1 a batch failed
+after its retries, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+import agentlog as al
+from agentlog._records import LLMCall, RunStart, ToolCall, WindowEnter
+from agentlog.export import ExportResult, to_otlp, to_otlp_json
+
+from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout
+from ._verify_cmd import load_traces
+
+_SPAN_RECORDS = (RunStart, WindowEnter, ToolCall, LLMCall)
+
+
+class Format(enum.StrEnum):
+    otlp = "otlp"
+    otlp_json = "otlp-json"
+
+
+class Protocol(enum.StrEnum):
+    http_protobuf = "http/protobuf"
+
+
+def _headers(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--header {pair!r}: expected KEY=VALUE (e.g. --header "
+                           "'Authorization=Bearer …')")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _check_url(url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise BadInput(f"--otlp {url!r}: expected an OTLP/HTTP traces endpoint such as "
+                       "http://127.0.0.1:4318/v1/traces")
+
+
+def _report(result: ExportResult, where: str) -> int:
+    console = stdout()
+    for line in result.incomplete:
+        console.print(f"[yellow]! {escape(line)}: exported up to its last record[/]")
+    for line in result.errors:
+        console.print(f"[red]✗ {escape(line)}[/]")
+    colour = "red" if result.spans_failed else "green"
+    console.print(f"[{colour}]{result.spans_sent} spans sent to {escape(where)}, "
+                  f"{result.spans_failed} failed ({result.batches} "
+                  f"batch{'es' * (result.batches != 1)})[/]")
+    if result.spans_failed:
+        console.print("  → check that the backend is running and reachable at that URL "
+                      "(and --header for its credentials), then export again: the span ids "
+                      "are deterministic, so spans already sent are not duplicated")
+        return EXIT_PROBLEM
+    return EXIT_OK
+
+
+def export_command(
+    traces: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files (*.zst) or folders of them.", show_default=False),
+    ],
+    otlp: Annotated[
+        str | None,
+        typer.Option("--otlp", help="OTLP/HTTP traces endpoint, e.g. "
+                     "http://127.0.0.1:4318/v1/traces.", show_default=False),
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="otlp: send to --otlp; otlp-json: write --out.")
+    ] = Format.otlp,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="File for --format otlp-json.", show_default=False),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", help="HTTP header KEY=VALUE (repeatable).",
+                     show_default=False),
+    ] = None,
+    service_name: Annotated[
+        str | None,
+        typer.Option("--service-name", help="service.name (default: each run's system).",
+                     show_default=False),
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="openinference.project.name (Phoenix's project).",
+                     show_default=False),
+    ] = None,
+    protocol: Annotated[
+        Protocol, typer.Option("--protocol", help="OTLP transport.")
+    ] = Protocol.http_protobuf,
+    batch: Annotated[int, typer.Option("--batch", help="Spans per request.", min=1)] = 512,
+    retries: Annotated[
+        int, typer.Option("--retries", help="Extra attempts per failed batch.", min=0)
+    ] = 3,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds one attempt may take (the exporter "
+                            "retries a refused connection within it).", min=0.1)
+    ] = 10.0,
+) -> None:
+    """Export traces as OpenTelemetry spans. Exit 0 ok, 1 a batch failed, 2 bad input."""
+    resource: dict[str, Any] = {}
+    if project is not None:
+        resource["openinference.project.name"] = project
+    try:
+        if fmt is Format.otlp_json:
+            if out is None:
+                raise BadInput("--format otlp-json needs --out FILE (where to write the spans)")
+            if out.is_dir():
+                raise BadInput(f"--out {out}: is a folder; pass a file name such as "
+                               f"{out / 'spans.json'}")
+            loaded = load_traces(traces)
+            try:
+                result = to_otlp_json(loaded, out, service_name=service_name,
+                                      resource_attributes=resource)
+            except OSError as exc:
+                raise BadInput(f"{out}: cannot be written ({exc.strerror or exc}); check that "
+                               "its folder exists and is writable") from exc
+            raise typer.Exit(_report(result, str(out)))
+        if otlp is None:
+            raise BadInput("pass --otlp URL (an OTLP/HTTP traces endpoint), or --format "
+                           "otlp-json --out FILE")
+        _check_url(otlp)
+        headers = _headers(header or [])
+        loaded = load_traces(traces)
+        # One span per run, window, tool call and model call: counted, not built twice.
+        total = sum(isinstance(r, _SPAN_RECORDS) for t in loaded for r in t.records)
+        with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
+                      console=stderr(), transient=True) as bar:
+            task = bar.add_task("spans", total=total)
+            result = to_otlp(loaded, endpoint=otlp, headers=headers,
+                             service_name=service_name, resource_attributes=resource,
+                             batch=batch, retries=retries, timeout_s=timeout,
+                             progress=lambda n: bar.advance(task, n))
+        raise typer.Exit(_report(result, otlp))
+    except BadInput as exc:
+        fail(str(exc))
+    except al.MissingDependencyError as exc:
+        fail(str(exc))

@@ -1,0 +1,246 @@
+"""Export: a stored trace gives exactly the spans its live run produced, with stable ids."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import agentlog as al
+from agentlog import export
+from agentlog._recorder import log_llm_call
+from agentlog.export import to_otlp, to_otlp_json, to_spans
+from agentlog.testing import capture_spans
+from tests.export._spans import signatures
+
+
+def _bundled(path: Path) -> None:
+    from agentlog.examples.deep_research import run_agent
+
+    run_agent("q0", ranking="agent", seed=5, budget=2, n_candidates=8, path=path)
+
+
+@al.window("ask")
+def ask(question: str) -> str:
+    log_llm_call(provider="openai", model="gpt-x",
+                 request={"messages": [{"role": "user", "content": question}],
+                          "temperature": 0.2, "top_p": 0.9},
+                 response={"id": "r-1", "model": "gpt-x-2026", "choices": [
+                     {"finish_reason": "stop", "message": {"content": "ok"}}]},
+                 input_tokens=12, output_tokens=3, latency_ns=2_000_000)
+    return question
+
+
+@al.tool("lookup")
+def lookup(key: str) -> str:
+    return key * 2
+
+
+@al.window("plan")
+def plan(question: str) -> str:
+    i = al.select(np.array([0.25, 0.75]), candidates=["alpha", "beta"], name="doc")
+    al.proceed(0.5, name="stop")
+    lookup(question)
+    al.score("f1", 0.8, channel="direct", layout=1, wave=0)
+    return ask(question) + str(i)
+
+
+@al.window("boom")
+def boom() -> None:
+    raise RuntimeError("no luck")
+
+
+def _model_run(path: Path, durability: Any = "frame") -> None:
+    with al.record(path, system="planner", seed=2, task="t-1", meta={"backbone": "m-1"},
+                   durability=durability):
+        plan("q")
+        lookup("outside")
+        al.score("accuracy", 1.0)
+        with contextlib.suppress(RuntimeError):
+            boom()
+
+
+@pytest.mark.parametrize("agent", [_bundled, _model_run], ids=["bundled-agent", "model-calls"])
+def test_live_spans_equal_the_spans_exported_from_the_stored_trace(
+    agent: Any, trace_path: Path
+) -> None:
+    with capture_spans() as captured:
+        agent(trace_path)
+    live = captured.spans
+    exported = list(to_spans(al.read(trace_path)))
+    assert len(live) == len(exported) > 3
+    assert signatures(live) == signatures(exported)
+    # One trace per run: every live span shares the root's trace id.
+    assert len({s.context.trace_id for s in live}) == 1
+    # Tool and model spans carry their records' own times, live and exported alike.
+    live_times = sorted((s.name, s.start_time, s.end_time) for s in live
+                        if s.name.startswith(("execute_tool", "chat")))
+    exported_times = sorted((s.name, s.start_time, s.end_time) for s in exported
+                            if s.name.startswith(("execute_tool", "chat")))
+    assert live_times == exported_times and live_times
+
+
+def test_the_model_run_has_the_spans_and_events_the_conventions_name(trace_path: Path) -> None:
+    _model_run(trace_path)
+    spans = {s.name: s for s in to_spans(trace_path)}
+    run = spans["invoke_agent planner"]
+    assert run.parent is None and run.kind.name == "INTERNAL"
+    attrs = dict(run.attributes or {})
+    assert attrs["gen_ai.agent.name"] == "planner"
+    assert attrs["gen_ai.conversation.id"] == attrs["agentlog.run_id"]
+    assert attrs["agentlog.task"] == "t-1" and attrs["agentlog.meta.backbone"] == "m-1"
+    window = spans["agentlog.window.plan"]
+    assert window.parent is not None and window.parent.span_id == run.context.span_id
+    model = spans["chat gpt-x"]
+    assert model.kind.name == "CLIENT"
+    assert model.parent is not None and model.parent.span_id == (
+        spans["agentlog.window.ask"].context.span_id)
+    m = dict(model.attributes or {})
+    assert m["gen_ai.provider.name"] == "openai" and "gen_ai.system" not in m
+    assert m["gen_ai.request.temperature"] == 0.2 and m["gen_ai.request.top_p"] == 0.9
+    assert m["gen_ai.response.finish_reasons"] == ("stop",)
+    assert m["gen_ai.response.id"] == "r-1" and m["gen_ai.usage.input_tokens"] == 12
+    assert model.end_time - model.start_time == 2_000_000  # type: ignore[operator]
+    tools = [s for s in to_spans(trace_path) if s.name == "execute_tool lookup"]
+    assert sorted(t.parent.span_id for t in tools) == sorted(  # type: ignore[union-attr]
+        [window.context.span_id, run.context.span_id])
+    select, proceed, evaluation = window.events
+    assert dict(select.attributes or {})["agentlog.chosen_id"] in ("alpha", "beta")
+    assert proceed.name == "agentlog.proceed"
+    assert evaluation.name == "gen_ai.evaluation.result"
+    ev = dict(evaluation.attributes or {})
+    assert ev["gen_ai.evaluation.name"] == "f1" and ev["gen_ai.evaluation.score.value"] == 0.8
+    assert ev["agentlog.channel"] == "direct" and ev["agentlog.layout"] == 1
+    assert [e.name for e in run.events] == ["gen_ai.evaluation.result"]
+    failed = spans["agentlog.window.boom"]
+    assert failed.status.status_code.name == "ERROR"
+    assert dict(failed.events[0].attributes or {})["exception.message"] == "no luck"
+
+
+def test_no_probability_vector_or_prompt_goes_into_a_span(trace_path: Path) -> None:
+    _model_run(trace_path)
+    for span in to_spans(trace_path):
+        values = [*dict(span.attributes or {}).values()]
+        for event in span.events:
+            values += dict(event.attributes or {}).values()
+        assert all(not isinstance(v, tuple) or len(v) < 4 for v in values)
+        assert all(v != "q" or span.name.startswith("agentlog") for v in values)
+        assert "content" not in json.dumps([str(v) for v in values])
+
+
+def test_exporting_twice_gives_the_same_ids_and_different_runs_different_ones(
+    tmp_path: Path,
+) -> None:
+    a, b = tmp_path / "a.zst", tmp_path / "b.zst"
+    _model_run(a)
+    _model_run(b)
+
+    def ids(path: Path) -> list[tuple[int, int, int | None]]:
+        return sorted((s.context.trace_id, s.context.span_id,
+                       None if s.parent is None else s.parent.span_id) for s in to_spans(path))
+
+    first = ids(a)
+    assert first == ids(a)
+    assert len({span for _, span, _ in first}) == len(first)
+    assert not {t for t, _, _ in first} & {t for t, _, _ in ids(b)}
+
+
+def test_the_otlp_json_file_holds_every_span_with_hex_ids(tmp_path: Path) -> None:
+    trace = tmp_path / "a.zst"
+    _model_run(trace)
+    out = tmp_path / "spans.json"
+    result = to_otlp_json([trace], out, resource_attributes={"openinference.project.name": "p"})
+    document = json.loads(out.read_text())
+    spans = [s for rs in document["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    assert result.spans_sent == len(spans) == len(list(to_spans(trace)))
+    expected = {format(s.context.span_id, "016x") for s in to_spans(trace)}
+    assert {s["spanId"] for s in spans} == expected
+    resource = {a["key"]: a["value"] for a in document["resourceSpans"][0]["resource"][
+        "attributes"]}
+    assert resource["service.name"] == {"stringValue": "planner"}
+    assert resource["openinference.project.name"] == {"stringValue": "p"}
+
+
+def _refused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again: nothing listens there
+
+
+def test_an_unreachable_endpoint_fails_every_batch_after_the_retries(trace_path: Path) -> None:
+    _model_run(trace_path)
+    url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
+    result = to_otlp([trace_path], endpoint=url, batch=4, retries=1, backoff_s=0.0,
+                     timeout_s=2.0)
+    n = len(list(to_spans(trace_path)))
+    assert result.spans_sent == 0 and result.spans_failed == n
+    assert result.batches == -(-n // 4) == len(result.errors)
+    assert f"not accepted by {url} after 2 attempts" in result.errors[0]
+
+
+def test_a_truncated_trace_exports_what_it_has_and_says_so(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.zst"
+    _model_run(whole, durability="window")  # a frame per window: a cut keeps the first ones
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.zst"
+    n_whole = len(list(to_spans(whole)))
+    for size in range(len(data) - 1, 8, -1):  # the longest prefix that loses the run's end
+        cut.write_bytes(data[:size])
+        if al.read(cut).runs and al.read(cut).runs[0].end is None:
+            break
+    incomplete: list[str] = []
+    spans = list(to_spans(cut, incomplete=incomplete))
+    assert 0 < len(spans) <= n_whole
+    assert incomplete[0].startswith(f"{cut}: truncated")
+    assert any("never ended" in line for line in incomplete)
+    (run,) = [s for s in spans if s.name == "invoke_agent planner"]
+    assert dict(run.attributes or {})["agentlog.incomplete"] is True
+
+
+def test_bad_batch_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="`batch` must be at least 1; found 0"):
+        to_otlp([], endpoint="http://127.0.0.1:1/v1/traces", batch=0)
+
+
+def test_public_names_of_the_export_module() -> None:
+    assert export.__all__ == sorted(export.__all__) == [
+        "ExportResult", "to_otlp", "to_otlp_json", "to_spans"]
+
+
+def test_meta_keys_that_name_credentials_never_reach_the_run_span(trace_path: Path) -> None:
+    canary = "sk-canary-7f3a"
+    with capture_spans() as captured, al.record(
+        trace_path, seed=1, meta={"api_key": canary, "auth_token": canary, "note": "kept"}
+    ):
+        pass
+    for spans in (captured.spans, list(to_spans(trace_path))):
+        (run,) = spans
+        attrs = dict(run.attributes or {})
+        assert canary not in repr(attrs)
+        assert attrs["agentlog.meta.note"] == "kept"
+
+
+def test_the_export_module_docstring_example_runs() -> None:
+    import doctest
+
+    result = doctest.testmod(export, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_committed_golden_trace_exports(tmp_path: Path) -> None:
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "v1" / "golden.zst"
+    trace = al.read(golden)
+    spans = list(to_spans(trace))
+    enters = trace.windows()
+    assert sum(s.name.startswith("agentlog.window.") for s in spans) == len(enters) > 0
+    assert sum(s.name.startswith("invoke_agent ") for s in spans) == len(trace.runs)
+    ids = [s.context.span_id for s in spans]
+    assert len(set(ids)) == len(ids)
+    out = tmp_path / "golden.json"
+    assert to_otlp_json([golden], out).spans_sent == len(spans)
