@@ -68,7 +68,8 @@ def test_a_messages_call_is_recorded_with_usage_and_one_span(tmp_path: Path) -> 
 
         with al.record(path, seed=1):
             assert ask() == "B"
-        assert spans.names() == ["chat claude-opus-4-7", "agentlog.window.ask"]
+        assert spans.names() == ["chat claude-opus-4-7", "agentlog.window.ask",
+                                 "invoke_agent agent"]
         (span,) = [s for s in spans.exporter.get_finished_spans() if s.name.startswith("chat")]
         assert span.attributes["gen_ai.provider.name"] == "anthropic"
         assert span.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
@@ -88,7 +89,8 @@ def test_the_sdk_span_is_kept_only_when_asked(tmp_path: Path) -> None:
             sdk_spans=True)
         with al.record(tmp_path / "t.zst", seed=1):
             client.messages.create(**ASK)
-        assert sorted(spans.names()) == ["anthropic.messages.create", "chat claude-opus-4-7"]
+        assert sorted(spans.names()) == ["anthropic.messages.create", "chat claude-opus-4-7",
+                                         "invoke_agent agent"]
 
 
 def test_a_stream_is_passed_through_and_recorded_as_the_message(tmp_path: Path) -> None:

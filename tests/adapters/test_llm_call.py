@@ -65,7 +65,7 @@ def test_a_failed_call_stores_its_error_with_the_secret_value_removed(tmp_path: 
     assert (call.status, call.error_type) == (1, "PermissionError")
     assert call.error_message == "Incorrect API key provided: <redacted>"
     assert decode(call.request) == {"api_key": "<redacted>", "note": "k=<redacted>"}
-    (span,) = spans.spans
+    (span,) = spans.by_name("chat gpt-x")
     assert span.status.status_code.name == "ERROR"
     assert CANARY not in str(span.status.description)
     assert span.attributes["error.type"] == "PermissionError"
@@ -107,7 +107,7 @@ def test_message_content_reaches_the_span_only_when_asked(tmp_path: Path) -> Non
         al.llm_call("openai", "m", request=request, response={"text": "ok"})
         al.llm_call("openai", "m", request=request, response={"text": "ok"},
                     capture_content=True)
-    plain, with_content = spans.spans
+    plain, with_content = spans.by_name("chat m")
     assert "gen_ai.input.messages" not in (plain.attributes or {})
     assert "secret plan" in with_content.attributes["gen_ai.input.messages"]
     assert '"ok"' in with_content.attributes["gen_ai.output.messages"]
