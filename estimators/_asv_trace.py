@@ -35,8 +35,8 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._reader import Trace, read_traces
-from agentlog._records import RunStart, Score
+from agentlog import Trace, read_traces
+from agentlog.records import RunStart, Score
 
 from ._asv import AsvFace, face
 

@@ -39,9 +39,8 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._errors import DegenerateDataWarning, MissingDependencyError
-from agentlog._reader import Trace, read_traces
-from agentlog._records import Continuation, RunStart, Selection
+from agentlog import DegenerateDataWarning, MissingDependencyError, Trace, read_traces
+from agentlog.records import Continuation, RunStart, Selection
 
 from ._cess import CessResult, estimate, support_from_vectors
 

@@ -81,8 +81,7 @@ import msgspec
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._reader import Trace, read_traces
-from agentlog._verify import verify
+from agentlog import Trace, read_traces, verify
 
 from ._record_f1 import record_f1
 
