@@ -3,6 +3,7 @@ read a file whole, and they give what the in-memory path (Traces read first) giv
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -19,9 +20,11 @@ from agentlog.cli._demo import (
     DEMO_CANDIDATES,
     DEMO_POOL_SEED,
     pool_tables,
+    write_pool_tables,
 )
 from agentlog.estimators import asv, cess
 from agentlog.examples.deep_research import run_study, task_ids
+from tests.cli._cli import invoke
 
 TASKS = task_ids(2)
 
@@ -117,3 +120,30 @@ def test_cess_keeps_its_error_order_when_streaming(study: list[Path]) -> None:
         cess.from_trace(study, outcomes={}, predictions={}, stream="nope", budget=2)
     with pytest.raises(ValueError, match=r"has no outcome in `outcomes`"):
         cess.from_trace(study, outcomes={}, predictions={}, budget=2)
+
+
+def test_agentlog_estimate_cess_and_asv_stream_and_print_the_in_memory_numbers(
+    study: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = study[0].parent
+    tables = write_pool_tables(folder, TASKS)
+    cess_args = ("estimate", "cess", folder, "--outcomes", tables["outcomes"],
+                 "--predictions", tables["predictions"], "--json")
+    asv_args = ("estimate", "asv", folder, "--channels", ",".join(ASV_CHANNELS),
+                "--resamples", "200", "--json")
+    _no_whole_reads(monkeypatch)
+    got_cess, got_asv = invoke(*cess_args), invoke(*asv_args)
+    assert got_cess.exit_code == 0, got_cess.output
+    assert got_asv.exit_code == 0, got_asv.output
+    cess_out, asv_out = json.loads(got_cess.stdout), json.loads(got_asv.stdout)
+    monkeypatch.undo()
+    # The same numbers as the estimators on Traces read whole (the budget the runs recorded).
+    res = _cess([al.read(p) for p in study]).estimate(lam=cess_out["settings"]["lam"],
+                                                      order=cess_out["settings"]["order"])
+    assert cess_out["settings"]["budget"] == DEMO_BUDGET
+    assert cess_out["settings"]["traces"] == [str(p) for p in study]
+    assert [r["dr_raw"] for r in cess_out["runs"]] == res.dr_raw.tolist()
+    assert [r["opened_mean"] for r in cess_out["runs"]] == res.opened_mean.tolist()
+    data = _asv([al.read(p) for p in study], window=ASV_WINDOW)
+    assert asv_out["settings"]["window"] == ASV_WINDOW
+    assert asv_out["counts"]["transitions"] == len(data.transitions) > 0
