@@ -34,10 +34,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import REDACTED, encode, is_secret_key
+from ._encoding import encode, is_secret_key
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
+from ._scrub import REDACTED
 from ._state import Run, WindowState, current_run_var, window_in
 
 __all__ = [

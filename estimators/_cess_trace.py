@@ -510,6 +510,9 @@ def from_trace(
 
 
 def _files(paths: list[str]) -> str:
+    """The files that held runs, for messages (a streamed file without runs never shows)."""
+    if not paths:
+        return "the traces given (they hold no runs)"
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import agentlog as al
 import agentlog._reader as reader
+from agentlog._writer import TraceWriter
 from agentlog.cli._demo import (
     ASV_CHANNELS,
     ASV_SCORE,
@@ -147,3 +148,13 @@ def test_agentlog_estimate_cess_and_asv_stream_and_print_the_in_memory_numbers(
     data = _asv([al.read(p) for p in study], window=ASV_WINDOW)
     assert asv_out["settings"]["window"] == ASV_WINDOW
     assert asv_out["counts"]["transitions"] == len(data.transitions) > 0
+
+
+def test_traces_without_runs_are_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "empty.zst"
+    with TraceWriter(path):
+        pass  # the header only
+    with pytest.raises(ValueError, match=r"unknown stream 'doc': no selections of it in the "
+                                         r"traces given \(they hold no runs\); the traces "
+                                         r"hold no al.select records at all"):
+        cess.from_trace(path, outcomes={}, predictions={}, budget=2)
