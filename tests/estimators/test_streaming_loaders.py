@@ -23,7 +23,7 @@ from agentlog.cli._demo import (
     pool_tables,
     write_pool_tables,
 )
-from agentlog.estimators import asv, cess
+from agentlog.estimators import asv, cess, reliability
 from agentlog.examples.deep_research import run_study, task_ids
 from tests.cli._cli import invoke
 
@@ -158,3 +158,14 @@ def test_traces_without_runs_are_named_as_such(tmp_path: Path) -> None:
                                          r"traces given \(they hold no runs\); the traces "
                                          r"hold no al.select records at all"):
         cess.from_trace(path, outcomes={}, predictions={}, budget=2)
+
+
+def test_decision_outcomes_streams_and_equals_the_in_memory_path(
+    study: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_memory = reliability.decision_outcomes([al.read(p) for p in study], decision="doc",
+                                              score="abs_error")
+    _no_whole_reads(monkeypatch)
+    streamed = reliability.decision_outcomes(study, decision="doc", score="abs_error")
+    assert len(streamed.actions) == len(study)
+    _assert_same(streamed, in_memory)
