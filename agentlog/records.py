@@ -12,7 +12,9 @@ their artifacts canonical msgpack; this module turns each back into a value:
 * artifacts: ``WindowView.entry_value()`` / ``.exit_value()``, ``decode_artifact(bytes)``
   for any canonical encoding (``encode_artifact(value)`` makes one: what is hashed),
   ``agentlog.decode_arguments`` to rebuild a call;
-* streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``.
+* streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``, and
+  ``iter_runs(source)``: one run at a time (``TraceRun(trace, run)``), what the
+  estimators' ``from_trace`` loaders use.
 
 Example:
     >>> import agentlog as al
@@ -40,10 +42,12 @@ from ._reader import (
     Frame,
     FrameIterator,
     RunView,
+    TraceRun,
     Transition,
     WindowView,
     decode_pool,
     draws,
+    iter_runs,
     policy_probs,
     probs,
     raw_probs,
@@ -84,6 +88,7 @@ __all__ = [
     "Score",
     "Selection",
     "ToolCall",
+    "TraceRun",
     "Transition",
     "WindowEnter",
     "WindowExit",
@@ -92,6 +97,7 @@ __all__ = [
     "decode_pool",
     "draws",
     "encode_artifact",
+    "iter_runs",
     "policy_probs",
     "probs",
     "raw_probs",

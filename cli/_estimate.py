@@ -24,10 +24,20 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import Selection, iter_runs
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, pyplot, stdout
-from ._verify_cmd import load_traces
+from ._output import (
+    EXIT_OK,
+    BadInput,
+    fail,
+    fmt_num,
+    print_json,
+    pyplot,
+    stdout,
+    trace_errors,
+)
+from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
     from agentlog.estimators.cess import CessData, CessResult
@@ -94,19 +104,20 @@ def _table(path: Path, what: str) -> dict[Any, float]:
                        "JSON lines or Parquet file") from exc
 
 
-def default_budget(traces: Sequence[al.Trace], stream: str) -> tuple[int, str]:
-    """``K`` when none is given: the budget every run recorded in its meta, else the longest run."""
-    recorded = {r.start.meta.get("budget") for t in traces for r in t.runs if r.start is not None}
+def default_budget(traces: Sequence[al.Trace | Path], stream: str) -> tuple[int, str]:
+    """``K`` when none is given: the budget every run recorded in its meta, else the longest
+    run. The files stream one run at a time."""
+    recorded = set()
+    longest = 0
+    for _, run in iter_runs(list(traces), name="traces"):
+        if run.start is not None:
+            recorded.add(run.start.meta.get("budget"))
+        longest = max(longest, sum(1 for r in run.records
+                                   if type(r) is Selection and r.name == stream))
     if len(recorded) == 1:
         (k,) = recorded
         if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
             return k, "recorded in the runs' meta"
-    longest = 0
-    for t in traces:
-        counts: dict[int, int] = {}
-        for s in t.selections(stream):
-            counts[s.run] = counts.get(s.run, 0) + 1
-        longest = max([longest, *counts.values()])
     return max(longest, 1), "the longest run"
 
 
@@ -313,13 +324,17 @@ def cess_command(
         fail(f"--order must be one of {', '.join(ORDERS)}; found {order!r}")
     if anchor not in ANCHORS:
         fail(f"--anchor must be one of {', '.join(ANCHORS)}; found {anchor!r}")
+    # The traces stream (one run at a time) through every pass below: memory does not grow
+    # with the files' size.
     try:
-        loaded = load_traces(traces)
+        loaded = trace_files(traces)
+        with trace_errors():
+            k, source = ((budget, "--budget") if budget is not None
+                         else default_budget(loaded, stream))
         y = _table(outcomes, "outcomes")
         m = _table(predictions, "predictions")
     except BadInput as exc:
         fail(f"agentlog estimate cess: {exc}")
-    k, source = (budget, "--budget") if budget is not None else default_budget(loaded, stream)
     stop = stop_stream or None
 
     def build(kk: int) -> CessData:
@@ -331,8 +346,9 @@ def cess_command(
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            data = build(k)
-        except (ValueError, al.TraceFormatError) as exc:
+            with trace_errors():
+                data = build(k)
+        except (ValueError, BadInput) as exc:
             fail(f"agentlog estimate cess: {exc}")
         if plot is not None and not data.has_theta_star:
             missing = int((~np.isfinite(data.theta_star)).sum())
@@ -355,7 +371,7 @@ def cess_command(
                  f"({exc.strerror or exc}); pass a writable path")
     summary = summarize_cess(data, res)
     summary["settings"] = {
-        "traces": [t.path for t in loaded], "outcomes": str(outcomes),
+        "traces": [str(p) for p in loaded], "outcomes": str(outcomes),
         "predictions": str(predictions), "budget": k, "budget_source": source, "lam": lam,
         "order": order, "anchor": anchor, "formula": formula(order, anchor),
         "stream": stream, "stop_stream": stop,

@@ -26,10 +26,11 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import Score, iter_runs
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout
-from ._verify_cmd import load_traces
+from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
+from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
     from agentlog.estimators.asv import AsvData, AsvFace, AsvSummary
@@ -70,15 +71,18 @@ def parse_channels(text: str) -> tuple[str, str]:
     return names[0], names[1]
 
 
-def scored_cells(traces: Sequence[al.Trace]) -> dict[str, dict[str, set[str]]]:
-    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition."""
+def scored_cells(traces: Sequence[al.Trace | Path]) -> dict[str, dict[str, set[str]]]:
+    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition.
+
+    The files stream one run at a time (a score and its window share their run).
+    """
     out: dict[str, dict[str, set[str]]] = {}
-    for trace in traces:
-        names = {(run.run, w.window): w.name for run in trace.runs for w in run.windows}
-        for s in trace.scores():
-            if s.channel is None or s.transition is None:
+    for _, run in iter_runs(list(traces), name="traces"):
+        names = {w.window: w.name for w in run.windows}
+        for s in run.records:
+            if type(s) is not Score or s.channel is None or s.transition is None:
                 continue
-            window = names.get((s.run, s.transition), "?")
+            window = names.get(s.transition, "?")
             out.setdefault(s.channel, {}).setdefault(window, set()).add(s.name)
     return out
 
@@ -357,9 +361,11 @@ def asv_command(
              f"found {ci_method!r}")
     try:
         pair = parse_channels(channels)
-        loaded = load_traces(traces)
+        loaded = trace_files(traces)  # streamed, one run at a time, by each pass below
+        with trace_errors():
+            cells = scored_cells(loaded)
         win, win_source, name, name_source = choose_cells(
-            scored_cells(loaded), pair, window, score, len(loaded))
+            cells, pair, window, score, len(loaded))
     except BadInput as exc:
         fail(f"agentlog estimate asv: {exc}")
     asv = asv_module()
@@ -379,7 +385,7 @@ def asv_command(
         retry, retry_note = retry_baseline(data, n_resamples=resamples, seed=seed)
     out = summarize_asv(data, face, summary)
     out["settings"] = {
-        "traces": [t.path for t in loaded], "channels": list(pair), "window": win,
+        "traces": [str(p) for p in loaded], "channels": list(pair), "window": win,
         "window_source": win_source, "score": name, "score_source": name_source,
         "wave": int(data.waves[0]), "weighting": weighting, "resamples": resamples,
         "seed": seed, "complete_only": complete_only, "ci_method": ci_method,

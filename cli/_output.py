@@ -81,15 +81,17 @@ def check_trace_path(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def trace_errors(path: Path) -> Iterator[None]:
-    """Turn every way reading the trace at ``path`` can fail into ``BadInput``."""
+def trace_errors(path: Path | None = None) -> Iterator[None]:
+    """Turn every way reading the trace at ``path`` (default: the file the error names,
+    for a stream over several) can fail into ``BadInput``."""
     try:
         yield
     except al.TraceFormatError as exc:
         raise BadInput(f"{exc}. It is not a readable agentlog trace: pass a file written by "
                        "al.record(), or re-record the run") from exc
     except OSError as exc:
-        raise BadInput(f"{path}: cannot be read ({exc.strerror or exc}); check its "
+        where = path if path is not None else exc.filename
+        raise BadInput(f"{where}: cannot be read ({exc.strerror or exc}); check its "
                        "permissions") from exc
 
 

@@ -23,6 +23,7 @@ from ._output import (
     EXIT_OK,
     EXIT_PROBLEM,
     BadInput,
+    check_trace_path,
     expand,
     fail,
     print_json,
@@ -189,6 +190,13 @@ def verify_command(
 
 def load_traces(paths: Sequence[Path]) -> list[al.Trace]:
     """Trace files, or the ``*.zst`` files below folders; unusable input is ``BadInput``."""
+    return [read_trace(path) for path in trace_files(paths)]
+
+
+def trace_files(paths: Sequence[Path]) -> list[Path]:
+    """The trace files named (folders stand for the ``*.zst`` below them), unread, for a
+    command that streams them; a missing file or an empty folder is ``BadInput``. A file
+    that is no trace is found while streaming (wrap the reading in ``trace_errors()``)."""
     if not paths:
         raise BadInput("no traces given; pass trace files or the folder you recorded into")
     out = []
@@ -196,5 +204,6 @@ def load_traces(paths: Sequence[Path]) -> list[al.Trace]:
         if path.is_dir():
             raise BadInput(f"{path}: folder holds no *.zst trace files; pass trace files, or "
                            "the folder you recorded them into")
-        out.append(read_trace(path))
+        check_trace_path(path)
+        out.append(path)
     return out

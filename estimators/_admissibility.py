@@ -12,8 +12,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._encoding import decode, encode
-from agentlog._reader import Trace, read_traces
+from agentlog import Trace, read_traces
+from agentlog.records import decode_artifact as decode
+from agentlog.records import encode_artifact as encode
 
 from ._plan import COMPOSITE, Plan
 
@@ -121,7 +122,7 @@ def _task_of(task: str | None, path: str, run_id: str) -> str:
 
 
 def _traces(traces: TraceInput | Iterable[TraceInput]) -> list[tuple[str, Trace]]:
-    """``(path, trace)`` of every trace named (``agentlog._reader.read_traces``)."""
+    """``(path, trace)`` of every trace named (``agentlog.read_traces``)."""
     return [(str(t.path), t) for t in read_traces(traces)]
 
 

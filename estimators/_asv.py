@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning, IncompleteFaceError
+from agentlog import DegenerateDataWarning, IncompleteFaceError
 
 from ._bootstrap import (
     IntervalMethod,

@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +35,8 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._reader import Trace, read_traces
-from agentlog._records import RunStart, Score
+from agentlog import Trace
+from agentlog.records import RunStart, Score, TraceRun, iter_runs
 
 from ._asv import AsvFace, face
 
@@ -138,7 +138,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else _canonical(value).decode()
 
 
-def _default_window(traces: Sequence[Trace], channels: tuple[str, str]) -> str | None:
+def _default_window(runs: Iterable[TraceRun], channels: tuple[str, str]) -> str | None:
     """The one window whose transitions carry scores on both channels.
 
     Taking every window instead would mix transitions that only one channel (or no
@@ -146,13 +146,12 @@ def _default_window(traces: Sequence[Trace], channels: tuple[str, str]) -> str |
     scored on both: the caller's own checks then say what is missing.
     """
     scored: dict[str, set[str]] = {}
-    for trace in traces:
-        for run in trace.runs:
-            names = {w.window: w.name for w in run.windows}
-            for rec in run.records:
-                if (isinstance(rec, Score) and rec.channel in channels
-                        and rec.transition in names):
-                    scored.setdefault(names[rec.transition], set()).add(rec.channel)
+    for _, run in runs:
+        names = {w.window: w.name for w in run.windows}
+        for rec in run.records:
+            if (isinstance(rec, Score) and rec.channel in channels
+                    and rec.transition in names):
+                scored.setdefault(names[rec.transition], set()).add(rec.channel)
     both = sorted(name for name, chans in scored.items() if len(chans) == 2)
     if len(both) > 1:
         raise ValueError(f"channels {channels[0]!r} and {channels[1]!r} both score the "
@@ -203,57 +202,59 @@ def from_trace(
     layouts: dict[str, set[int]] = {c: set() for c in channels}
     runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
     seen_channels: set[str] = set()
-    traces = read_traces(source, name="source")
+    if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
+        source = list(source)  # read twice when the window is found first
+    # Runs stream one at a time (a second pass finds the default window first): memory
+    # holds a run and the per-transition arrays, whatever the size of the files.
     if window is None:
-        window = _default_window(traces, channels)
-    for trace in traces:
-        for run in trace.runs:
-            if run.start is None:
+        window = _default_window(iter_runs(source, name="source"), channels)
+    for trace, run in iter_runs(source, name="source"):
+        if run.start is None:
+            continue
+        index: dict[int, int] = {}
+        hashes: dict[int, tuple[bytes, bytes | None]] = {}
+        for w in run.windows:
+            if window is not None and w.name != window:
                 continue
-            index: dict[int, int] = {}
-            hashes: dict[int, tuple[bytes, bytes | None]] = {}
-            for w in run.windows:
-                if window is not None and w.name != window:
-                    continue
-                index[w.window] = len(transitions)
-                hashes[w.window] = (w.entry_hash, w.exit_hash)
-                transitions.append((run.start.run_id, w.window))
-                names.append(w.name)
-                trajectory.append(_run_slot(runs, run.start, trajectory_key, trace.path))
-                label = run.start.meta.get(target_key, run.start.task)
-                target.append("" if label is None else str(label))
-            for rec in run.records:
-                if not isinstance(rec, Score) or rec.channel is None:
-                    continue
-                seen_channels.add(rec.channel)
-                if rec.channel not in channels or rec.transition is None:
-                    continue
-                if score is not None and rec.name != score:
-                    continue
-                if rec.transition not in index:
-                    continue  # a transition of another window
-                entry, exit_ = hashes[rec.transition]
-                if rec.state_hash == entry:
-                    corner = 0
-                elif exit_ is not None and rec.state_hash == exit_:
-                    corner = 1
-                else:
-                    raise ValueError(
-                        f"{trace.path}: score {rec.name!r} (channel {rec.channel!r}) on "
-                        f"transition {rec.transition} names state "
-                        f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
-                        "nor the exit of that window; score x− with WindowRef.entry_hash and "
-                        "x+ with WindowRef.exit_hash")
-                layout = 0 if rec.layout is None else rec.layout
-                wave = 0 if rec.wave is None else rec.wave
-                key = (index[rec.transition], wave, rec.channel, corner, layout)
-                if key in cells:
-                    raise ValueError(
-                        f"{trace.path}: transition {rec.transition} is scored twice on channel "
-                        f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
-                        f"{wave}; give repeated acquisitions distinct waves")
-                cells[key] = float(rec.value)
-                layouts[rec.channel].add(layout)
+            index[w.window] = len(transitions)
+            hashes[w.window] = (w.entry_hash, w.exit_hash)
+            transitions.append((run.start.run_id, w.window))
+            names.append(w.name)
+            trajectory.append(_run_slot(runs, run.start, trajectory_key, trace.path))
+            label = run.start.meta.get(target_key, run.start.task)
+            target.append("" if label is None else str(label))
+        for rec in run.records:
+            if not isinstance(rec, Score) or rec.channel is None:
+                continue
+            seen_channels.add(rec.channel)
+            if rec.channel not in channels or rec.transition is None:
+                continue
+            if score is not None and rec.name != score:
+                continue
+            if rec.transition not in index:
+                continue  # a transition of another window
+            entry, exit_ = hashes[rec.transition]
+            if rec.state_hash == entry:
+                corner = 0
+            elif exit_ is not None and rec.state_hash == exit_:
+                corner = 1
+            else:
+                raise ValueError(
+                    f"{trace.path}: score {rec.name!r} (channel {rec.channel!r}) on "
+                    f"transition {rec.transition} names state "
+                    f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
+                    "nor the exit of that window; score x− with WindowRef.entry_hash and "
+                    "x+ with WindowRef.exit_hash")
+            layout = 0 if rec.layout is None else rec.layout
+            wave = 0 if rec.wave is None else rec.wave
+            key = (index[rec.transition], wave, rec.channel, corner, layout)
+            if key in cells:
+                raise ValueError(
+                    f"{trace.path}: transition {rec.transition} is scored twice on channel "
+                    f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
+                    f"{wave}; give repeated acquisitions distinct waves")
+            cells[key] = float(rec.value)
+            layouts[rec.channel].add(layout)
     missing = [c for c in channels if c not in seen_channels]
     if missing:
         raise ValueError(f"no scores on channel(s) {missing}; channels present: "

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 FloatArray = NDArray[np.float64]
 

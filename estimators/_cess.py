@@ -38,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 Order = Literal["shrink-then-clip", "clip-then-shrink"]
 Anchor = Literal["prediction", "opened"]

@@ -39,9 +39,8 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog._errors import DegenerateDataWarning, MissingDependencyError
-from agentlog._reader import Trace, read_traces
-from agentlog._records import Continuation, RunStart, Selection
+from agentlog import DegenerateDataWarning, MissingDependencyError, Trace
+from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
 from ._cess import CessResult, estimate, support_from_vectors
 
@@ -428,25 +427,57 @@ def from_trace(
     budget = int(budget)
     if unfinished not in ("drop", "keep"):
         raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
-    traces = read_traces(trace_or_paths, name="trace_or_paths")
     y_table = _as_table(outcomes, "outcomes")
     m_table = _as_table(predictions, "predictions")
-    _check_streams(traces, stream, stop_stream)
     rows = _Rows()
     summary_cache: dict[Any, tuple[float, float]] = {}
-    # A run that only encloses nested runs (al.record inside al.record) is no trajectory.
-    child_parents: set[str | None] = {r.start.parent_run for t in traces for r in t.runs
-                                      if r.start is not None and r.start.parent_run is not None}
+    # The runs stream one at a time, so what the in-memory loader decided before its loop
+    # (the streams present, which runs only enclose nested runs) is known only at the
+    # end: a run's verdict that depends on it waits in `pending`, in run order, and the
+    # first error is raised after the stream checks, exactly as before.
+    sel_names: set[str] = set()
+    cont_names: set[str] = set()
+    child_parents: set[str] = set()
+    paths: list[str] = []
+    pending: list[tuple[str, ValueError | None]] = []  # (run id, error or a drop)
+    failed = False
+    current: Trace | None = None
+    ids_cache: dict[bytes, tuple[Any, ...]] = {}
+    for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
+        if trace is not current:
+            current, ids_cache = trace, {}
+            paths.append(trace.path)
+        start = run.start
+        if start is not None and start.parent_run is not None:
+            child_parents.add(start.parent_run)
+        for rec in run.records:
+            kind = type(rec)
+            if kind is Selection:
+                sel_names.add(rec.name)
+            elif kind is Continuation:
+                cont_names.add(rec.name)
+        if failed:
+            continue  # only the names above still matter
+        if unfinished == "drop" and (not run.complete or run.failed):
+            if start is not None:
+                pending.append((start.run_id, None))
+            continue
+        try:
+            _add_run(rows, trace, run, ids_cache, y_table, m_table, pool, stream,
+                     stop_stream, budget, summary_cache)
+        except _NoSelections as exc:
+            pending.append((exc.run_id, exc))
+        except ValueError as exc:
+            pending.append(("", exc))
+            failed = True
+    _check_streams(sel_names, cont_names, _files(paths), stream, stop_stream)
     dropped: list[str] = []
-    for trace in traces:
-        ids_cache: dict[bytes, tuple[Any, ...]] = {}
-        for run in trace.runs:
-            if unfinished == "drop" and (not run.complete or run.failed):
-                if run.start is not None and run.start.run_id not in child_parents:
-                    dropped.append(run.start.run_id)
-                continue
-            _add_run(rows, trace, run, ids_cache, child_parents, y_table, m_table, pool,
-                     stream, stop_stream, budget, summary_cache)
+    for run_id, error in pending:
+        if run_id in child_parents:
+            continue  # a container of nested runs, not a trajectory of its own
+        if error is not None:
+            raise error
+        dropped.append(run_id)
     if dropped:
         warnings.warn(
             f"{len(dropped)} run(s) crashed or raised before they ended (first: {dropped[0]}) "
@@ -456,7 +487,7 @@ def from_trace(
         )
     n = len(rows.labels)
     if n == 0:
-        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(traces)}")
+        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)
@@ -478,14 +509,15 @@ def from_trace(
     )
 
 
-def _files(traces: list[Trace]) -> str:
-    names = [t.path for t in traces[:3]]
-    return ", ".join(names) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+def _files(paths: list[str]) -> str:
+    """The files that held runs, for messages (a streamed file without runs never shows)."""
+    if not paths:
+        return "the traces given (they hold no runs)"
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def _check_streams(traces: list[Trace], stream: str, stop_stream: str | None) -> None:
-    files = _files(traces)
-    sel_names = {s.name for t in traces for s in t.selections()}
+def _check_streams(sel_names: set[str], cont_names: set[str], files: str, stream: str,
+                   stop_stream: str | None) -> None:
     if stream not in sel_names:
         have = sorted(sel_names)
         hint = (f"the traces hold select streams {have}: pass one as stream= (--stream)"
@@ -493,7 +525,6 @@ def _check_streams(traces: list[Trace], stream: str, stop_stream: str | None) ->
         raise ValueError(f"unknown stream {stream!r}: no selections of it in {files}; {hint}")
     if stop_stream is None:
         return
-    cont_names = {c.name for t in traces for c in t.continuations()}
     if cont_names and stop_stream not in cont_names:
         raise ValueError(
             f"unknown stop stream {stop_stream!r}: no continuations of it in {files}; the "
@@ -502,9 +533,18 @@ def _check_streams(traces: list[Trace], stream: str, stop_stream: str | None) ->
         )
 
 
+class _NoSelections(ValueError):
+    """A run without selections of the stream: an error unless it only encloses nested
+    runs, which the stream tells only once every run has been read."""
+
+    def __init__(self, message: str, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
 def _add_run(
     rows: _Rows, trace: Trace, run: Any, ids_cache: dict[bytes, tuple[Any, ...]],
-    child_parents: set[str | None], y_table: _Table, m_table: _Table,
+    y_table: _Table, m_table: _Table,
     pool: Mapping[str, Sequence[Any]] | None, stream: str, stop_stream: str | None,
     budget: int, summary_cache: dict[Any, tuple[float, float]],
 ) -> None:
@@ -567,14 +607,11 @@ def _add_run(
             ss.append(surv)
             vectors.append((ids, probs))
     if not chosen:
-        if run_id in child_parents:
-            return  # a container of nested runs, not a trajectory of its own
         own = sorted({r.name for r in run.records if type(r) is Selection})
-        raise ValueError(
+        raise _NoSelections(
             f"{where}: no selections of stream {stream!r}; this run holds streams "
             f"{own or 'none'}: pass the document stream as stream= (--stream), or leave the "
-            "run out"
-        )
+            "run out", run_id)
 
     y_values = y_table.of(task, where)
     m_values = m_table.of(task, where)

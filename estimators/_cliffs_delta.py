@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 from ._cell_bootstrap import _CHUNK, ConfidenceInterval, _percentile_interval
 from ._scores import FloatArray, IntArray, _as_scores, _check_count, _check_seed, _readonly

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 from ._bootstrap import BootstrapResult, cluster_bootstrap, codes
 from ._cess import THEOREM_2_NOTE, inputs_hash

@@ -6,7 +6,7 @@ input hashes") fixes the readouts and their tolerances ``ε_fair,n``, the confid
 Bonferroni is taken, the minimum number of common tasks, the failure policy, the length
 convention, the constants of eq. 3 and the qualitative conditions (Assumption 1, the role of
 the backbone, shared entries). It is written in TOML, validated by pydantic, and hashed: the
-SHA-256 of its canonical encoding (``agentlog._encoding.encode`` of ``model_dump(mode=
+SHA-256 of its canonical encoding (``agentlog.records.encode_artifact`` of ``model_dump(mode=
 "json")``, sorted keys) is stored with every result computed under it.
 
 Example:
@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentlog._encoding import encode
+from agentlog.records import encode_artifact as encode
 
 __all__ = [
     "COMPOSITE",

@@ -46,7 +46,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 from ._bootstrap import IntervalMethod, check_method
 from ._cell_bootstrap import ConfidenceInterval, _bootstrap_means, _interval, _mean_acceleration

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._errors import DegenerateDataWarning
+from agentlog import DegenerateDataWarning
 
 from ._amplification import BoolArray, FloatArray, Value, _hash, _nonnegative, _out
 

@@ -81,8 +81,8 @@ import msgspec
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog._reader import Trace, read_traces
-from agentlog._verify import verify
+from agentlog import Trace, read_traces, verify
+from agentlog.records import Score, Selection, iter_runs
 
 from ._record_f1 import record_f1
 
@@ -741,29 +741,34 @@ def decision_outcomes(traces: TracesLike, *, decision: str, score: str) -> Decis
     and skipped at another). Runs that never made the decision, or have no such score,
     are left out and counted.
     """
-    loaded = read_traces(traces)
     actions: list[Any] = []
     outcomes: list[float] = []
     no_decision = no_score = 0
-    for trace in loaded:
-        pools: dict[bytes, list[Any]] = {}
-        chosen: dict[int, set[Any]] = defaultdict(set)
-        for sel in trace.selections(decision):
-            if sel.pool not in pools:
-                pools[sel.pool] = _pool_decoder.decode(trace.blob(sel.pool))
-            chosen[sel.run].add(pools[sel.pool][sel.choice])
-        last: dict[int, float] = {}
-        for s in trace.scores(score):
-            last[s.run] = s.value
-        for run in trace.runs:
-            if run.run not in chosen:
-                no_decision += 1
-            elif run.run not in last:
-                no_score += 1
-            else:
-                ids = sorted(chosen[run.run], key=repr)
-                actions.append(ids[0] if len(ids) == 1 else tuple(ids))
-                outcomes.append(last[run.run])
+    current: Trace | None = None
+    pools: dict[bytes, list[Any]] = {}
+    # One run at a time (a run's selections and scores are its own records): memory holds
+    # the current run and the per-run actions and outcomes, never a whole file.
+    for trace, run in iter_runs(traces, name="traces"):
+        if trace is not current:
+            current, pools = trace, {}
+        chosen: set[Any] = set()
+        last: float | None = None
+        for rec in run.records:
+            kind = type(rec)
+            if kind is Selection and rec.name == decision:
+                if rec.pool not in pools:
+                    pools[rec.pool] = _pool_decoder.decode(trace.blob(rec.pool))
+                chosen.add(pools[rec.pool][rec.choice])
+            elif kind is Score and rec.name == score:
+                last = rec.value
+        if not chosen:
+            no_decision += 1
+        elif last is None:
+            no_score += 1
+        else:
+            ids = sorted(chosen, key=repr)
+            actions.append(ids[0] if len(ids) == 1 else tuple(ids))
+            outcomes.append(last)
     return DecisionOutcomes(decision, score, tuple(actions), np.asarray(outcomes, np.float64),
                             no_decision, no_score)
 

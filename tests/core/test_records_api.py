@@ -14,9 +14,9 @@ from agentlog._writer import TraceWriter
 EXPECTED = [
     "EXIT_CLOSED", "EXIT_FAILED", "EXIT_OK", "RECORD_TYPES", "Blob", "BlobNotFoundError",
     "Continuation", "Frame", "FrameIterator", "LLMCall", "Record", "RunEnd", "RunStart",
-    "RunView", "Score", "Selection", "ToolCall", "Transition", "WindowEnter", "WindowExit",
-    "WindowView", "decode_artifact", "decode_pool", "draws", "encode_artifact", "policy_probs",
-    "probs", "raw_probs",
+    "RunView", "Score", "Selection", "ToolCall", "TraceRun", "Transition", "WindowEnter",
+    "WindowExit", "WindowView", "decode_artifact", "decode_pool", "draws", "encode_artifact",
+    "iter_runs", "policy_probs", "probs", "raw_probs",
 ]
 
 
