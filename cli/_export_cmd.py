@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import agentlog as al
-from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.export import ExportResult, to_otlp, to_otlp_json
+from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 
 from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout
 from ._verify_cmd import load_traces
