@@ -32,11 +32,13 @@ from ._errors import (
     TraceFormatError,
     TracePathError,
 )
+from ._frames import iter_frames, iter_records
 from ._llm import llm_call
-from ._reader import Trace, iter_frames, iter_records, read, read_traces
+from ._reader import read, read_traces
 from ._recorder import flush, record, score
 from ._select import proceed, select
 from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+from ._trace import Trace
 from ._trace_format import ReadLimits
 from ._verify import VerifyReport, verify
 from ._version import __version__

@@ -48,7 +48,7 @@ import numpy as np
 from . import _noise
 from ._digest import RunDigest, key_bytes, run_end_tail
 from ._errors import TraceFormatError
-from ._reader import decode_pool, iter_frames
+from ._frames import iter_frames
 from ._records import (
     Blob,
     Continuation,
@@ -64,6 +64,7 @@ from ._records import (
 from ._select import SUM_TOLERANCE
 from ._state import receipt_genesis, receipt_next
 from ._trace_format import ReadLimits
+from ._vectors import decode_pool
 
 MAX_PROBLEMS_PER_KIND = 100  # listed per kind; the rest are counted (bounded memory)
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._encoding import decode
 from ._errors import MissingDependencyError
-from ._reader import Trace, read
+from ._reader import read
 from ._records import (
     EXIT_FAILED,
     Continuation,
@@ -60,6 +60,7 @@ from ._span_builder import (
     window_attributes,
     window_span_name,
 )
+from ._trace import Trace
 from ._version import __version__
 
 if TYPE_CHECKING:

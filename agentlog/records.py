@@ -37,21 +37,8 @@ from __future__ import annotations
 
 from ._encoding import decode as decode_artifact
 from ._encoding import encode as encode_artifact
-from ._reader import (
-    BlobNotFoundError,
-    Frame,
-    FrameIterator,
-    RunView,
-    TraceRun,
-    Transition,
-    WindowView,
-    decode_pool,
-    draws,
-    iter_runs,
-    policy_probs,
-    probs,
-    raw_probs,
-)
+from ._frames import Frame, FrameIterator
+from ._reader import TraceRun, iter_runs
 from ._records import (
     EXIT_CLOSED,
     EXIT_FAILED,
@@ -69,6 +56,8 @@ from ._records import (
     WindowEnter,
     WindowExit,
 )
+from ._trace import BlobNotFoundError, RunView, Transition, WindowView
+from ._vectors import decode_pool, draws, policy_probs, probs, raw_probs
 
 __all__ = [
     "EXIT_CLOSED",

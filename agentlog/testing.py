@@ -29,8 +29,8 @@ from ._recorder import record
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from ._reader import Trace
     from ._state import Run
+    from ._trace import Trace
 
 __all__ = ["CapturedSpans", "RecordedRun", "capture_spans", "record_in_memory"]
 

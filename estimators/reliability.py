@@ -32,30 +32,14 @@ Example:
 from ._cell_bootstrap import ConfidenceInterval
 from ._cliffs_delta import EXACT_LIMIT, CliffsDeltaResult, cliffs_delta
 from ._degradation import DegradationCurve, ReliabilityGap, degradation_curve, reliability_gap
+from ._non_degeneracy import DecisionOutcomes, NonDegeneracy, decision_outcomes, non_degeneracy
+from ._ownership import DecisionOwnership, OwnershipMap, ownership_map
 from ._pass_hat_k import PassHatK, pass_hat_k
+from ._probe_battery import ProbeReport, ProbeTask, Submission, probe_scorer, probe_variants
 from ._record_f1 import RecordF1, record_f1
 from ._reliability import MIN_RUNS_FOR_COVERAGE, GroupedReliability, ReliabilitySummary, summary
-from ._validity import (
-    CLAIMS,
-    VARIANTS,
-    Cell,
-    DecisionOutcomes,
-    DecisionOwnership,
-    NonDegeneracy,
-    OwnershipMap,
-    ProbeReport,
-    ProbeTask,
-    Submission,
-    ValidityCard,
-    decision_outcomes,
-    licensed_claim,
-    non_degeneracy,
-    ownership_map,
-    probe_scorer,
-    probe_variants,
-    replay_check,
-    validity_card,
-)
+from ._validity import ValidityCard, licensed_claim, replay_check, validity_card
+from ._validity_cells import CLAIMS, VARIANTS, Cell
 
 __all__ = [
     "CLAIMS",

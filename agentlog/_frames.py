@@ -1,0 +1,252 @@
+"""Reading trace files frame by frame: ``FrameIterator``, ``iter_frames`` and ``iter_records``.
+
+A file that ends inside a frame (the writer was killed mid-write, or the file
+is still being written) is not an error: the iterator stops after the last
+complete frame and reports ``truncated=True`` with the number of bytes it
+dropped. A tail of zero bytes (what some filesystems leave after a power loss)
+counts as truncation too. Anything else that breaks the format raises
+``TraceFormatError`` with the byte offset of the frame; the ``ReadLimits``
+bound what a hostile file can make the reader allocate.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, BinaryIO, NamedTuple
+
+import msgspec
+
+from agentlog._errors import TraceFormatError
+from agentlog._records import Record
+from agentlog._trace_format import (
+    FILE_HEADER_SIZE,
+    FRAME_HEADER_SIZE,
+    FrameDecoder,
+    ReadLimits,
+    check_file_header,
+    parse_frame_header,
+)
+
+__all__ = ["Frame", "FrameIterator", "iter_frames", "iter_records"]
+
+_ZERO_CHUNK = 1 << 20
+
+
+class Frame(NamedTuple):
+    """One decoded frame: where it starts in the file and its records.
+
+    ``raws`` holds each record's exact msgpack bytes and ``payload`` the frame's
+    compressed bytes when the iterator was asked for them (``iter_frames(path,
+    raw=True)``; what ``verify`` hashes), else None.
+    """
+
+    offset: int
+    payload_len: int
+    records: list[Any]
+    raws: list[msgspec.Raw] | None = None
+    payload: bytes | None = None
+
+
+class FrameIterator(Iterator[Frame]):
+    """Streams the frames of a trace file; ``iter_frames(path)`` returns one.
+
+    Once exhausted it tells how the file ended: ``truncated`` (the file ends
+    inside its header or inside a frame), ``bytes_dropped`` (bytes after the
+    last complete frame) and ``end_offset`` (where that frame ends).
+
+    Args:
+        path: the trace file.
+        limits: the bounds past which a file is called hostile (``ReadLimits``).
+        raw: also give each record's exact bytes and the frame's compressed bytes
+            (``Frame.raws``, ``Frame.payload``).
+
+    Raises:
+        TraceFormatError: for anything in the file that is not a truncated tail.
+        OSError: when the file cannot be opened or read.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, limits: ReadLimits | None = None,
+        raw: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._raw = raw
+        self.format_version: int | None = None
+        self.truncated = False
+        self.bytes_dropped = 0
+        self.end_offset = 0
+        self.frames = 0
+        self.records = 0
+        self.done = False
+        self.limits = limits if limits is not None else ReadLimits()
+        self._decoder = FrameDecoder(self.limits)
+        self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
+        self._offset = 0
+        self._size = 0
+        self._empty: tuple[bytes, int] | None = None
+
+    def __iter__(self) -> FrameIterator:
+        return self
+
+    def __next__(self) -> Frame:
+        f = self._file
+        if f is None:
+            raise StopIteration
+        try:
+            return self._next_frame(f)
+        except BaseException:
+            self._close()
+            raise
+
+    def _next_frame(self, f: BinaryIO) -> Frame:
+        path = self.path
+        if self.format_version is None:
+            head = f.read(FILE_HEADER_SIZE)
+            version = check_file_header(head, path=path)
+            if version is None:
+                self._finish(truncated=True, good=0)
+                raise StopIteration
+            self.format_version = version
+            self._offset = self.end_offset = FILE_HEADER_SIZE
+        offset = self._offset
+        head = f.read(FRAME_HEADER_SIZE)
+        if len(head) < FRAME_HEADER_SIZE:
+            self._finish(truncated=bool(head), good=offset)
+            raise StopIteration
+        try:
+            header = parse_frame_header(head, path=path, offset=offset, limits=self.limits)
+        except TraceFormatError:
+            if self._rest_is_zero(f, head):
+                self._finish(truncated=True, good=offset)
+                raise StopIteration from None
+            raise
+        need = header.payload_len
+        # Never allocate more than the file holds: a hostile length meets a short file.
+        # The size is looked up again only when it seems short (the file may be growing).
+        if self._size - offset - FRAME_HEADER_SIZE < need:
+            self._size = os.fstat(f.fileno()).st_size
+            if self._size - offset - FRAME_HEADER_SIZE < need:
+                self._finish(truncated=True, good=offset)
+                raise StopIteration
+        payload = f.read(need)
+        if len(payload) < need:  # pragma: no cover - the file shrank under us
+            self._finish(truncated=True, good=offset)
+            raise StopIteration
+        records: list[Any]
+        raws: list[msgspec.Raw] | None = None
+        if not header.n_records and (payload, header.payload_crc) == self._empty:
+            # The very payload of the last empty frame, already checked: a file of many
+            # empty frames (never written by agentlog) costs a comparison per frame.
+            records, raws = [], ([] if self._raw else None)
+        elif self._raw:
+            records, raws = self._decoder.decode_payload_raw(payload, header, path=path,
+                                                             offset=offset)
+        else:
+            records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
+        if not header.n_records:
+            self._empty = (payload, header.payload_crc)
+        self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
+        self.frames += 1
+        self.records += len(records)
+        return Frame(offset, need, records, raws, payload if self._raw else None)
+
+    def _rest_is_zero(self, f: BinaryIO, head: bytes) -> bool:
+        if head.count(0) != len(head):
+            return False
+        fd = f.fileno()
+        pos = self._offset + FRAME_HEADER_SIZE
+        size = os.fstat(fd).st_size
+        seek_data = getattr(os, "SEEK_DATA", None)
+        pread = getattr(os, "pread", None)
+        if pread is None:  # pragma: no cover - Windows: read what is left
+            while chunk := f.read(_ZERO_CHUNK):
+                if chunk.count(0) != len(chunk):
+                    return False
+            return True
+        # A zero tail is often a hole (a sparse file, a preallocated extent): skip the
+        # holes by seeking, so a 10 GiB hole costs two system calls, not 10 GiB of reads.
+        while pos < size:
+            end = size
+            if seek_data is not None:
+                try:
+                    pos = os.lseek(fd, pos, seek_data)
+                    end = os.lseek(fd, pos, os.SEEK_HOLE)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # nothing but holes after pos
+                        return True
+                    seek_data = None  # the filesystem cannot tell: read every byte
+                    continue
+            while pos < end:
+                chunk = pread(fd, min(_ZERO_CHUNK, end - pos), pos)
+                if not chunk:
+                    return True  # the file shrank under us: what was there was zeros
+                if chunk.count(0) != len(chunk):
+                    return False
+                pos += len(chunk)
+        return True
+
+    def _finish(self, *, truncated: bool, good: int) -> None:
+        f = self._file
+        assert f is not None
+        size = f.seek(0, os.SEEK_END)
+        self.truncated = truncated
+        self.end_offset = good
+        self.bytes_dropped = size - good
+        self.done = True
+        self._close()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def close(self) -> None:
+        """Stop early and close the file."""
+        self._close()
+
+    def __enter__(self) -> FrameIterator:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._close()
+
+
+def iter_frames(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None, raw: bool = False
+) -> FrameIterator:
+    """Stream the frames of a trace; the iterator reports truncation when exhausted.
+
+    Memory stays bounded by one frame (``limits.max_frame_records`` records at most),
+    whatever the size of the file. ``raw=True`` also gives each record's bytes.
+    """
+    return FrameIterator(path, limits=limits, raw=raw)
+
+
+def iter_records(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+) -> Iterator[Record]:
+    """Stream the records of a trace in file order (a truncated tail ends the stream).
+
+    The streaming counterpart of ``read``: one frame is decoded at a time, so memory
+    stays bounded by a frame, whatever the size of the file. Use ``iter_frames`` to
+    learn, once it is exhausted, whether the file was truncated.
+
+    Example:
+        >>> import agentlog as al
+        >>> with al.record("agentlog-iter-doc.zst", seed=1):
+        ...     al.score("f1", 0.5)
+        >>> [type(r).__name__ for r in al.iter_records("agentlog-iter-doc.zst")]
+        ['RunStart', 'Score', 'RunEnd']
+
+    Raises:
+        TraceFormatError, OSError: as ``read``, when the stream reaches the problem.
+    """
+    with FrameIterator(path, limits=limits) as frames:
+        for frame in frames:
+            yield from frame.records
+

@@ -1,0 +1,525 @@
+"""The in-memory ``Trace``: its index by run and window, the views and the vector helpers.
+
+``read`` builds one from every record of a file; the views (``RunView``,
+``WindowView``, ``Transition``) and the helpers (``probs``, ``draws``,
+``decode_pool``, ...) answer from the records only, never from code named by
+the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from agentlog._errors import MissingDependencyError, TraceFormatError
+from agentlog._records import (
+    EXIT_CLOSED,
+    EXIT_FAILED,
+    EXIT_OK,
+    Blob,
+    Continuation,
+    LLMCall,
+    RunEnd,
+    RunStart,
+    Score,
+    Selection,
+    ToolCall,
+    WindowEnter,
+    WindowExit,
+)
+from agentlog._trace_arrow import _runs_table, _selections_table, _struct_table, _windows_table
+from agentlog._vectors import decode_pool, draws, policy_probs, probs, raw_probs
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+__all__ = [
+    "BlobNotFoundError",
+    "RunView",
+    "Trace",
+    "Transition",
+    "WindowView",
+    "decode_pool",
+    "draws",
+    "policy_probs",
+    "probs",
+    "raw_probs",
+]
+
+ArrowKind = Literal[
+    "windows", "selections", "continuations", "scores", "runs", "llm_calls", "tool_calls"
+]
+
+# -- views -----------------------------------------------------------------------------
+
+
+class BlobNotFoundError(KeyError):
+    """A hash is referenced but no Blob record with it is in the trace."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class RunView:
+    """One run of a trace: its start and end records and everything attributed to it.
+
+    Attributes:
+        run: the run index inside the file.
+        start: the ``RunStart`` record (None if the file lacks it).
+        end: the ``RunEnd`` record, None when the run did not end (crash, truncation).
+        records: every record of this run in file order (start and end included).
+        windows: the run's windows in order of entry.
+    """
+
+    __slots__ = ("end", "records", "run", "start", "windows")
+
+    def __init__(self, run: int) -> None:
+        self.run = run
+        self.start: RunStart | None = None
+        self.end: RunEnd | None = None
+        self.records: list[Any] = []
+        self.windows: list[WindowView] = []
+
+    @property
+    def run_id(self) -> str | None:
+        return self.start.run_id if self.start is not None else None
+
+    @property
+    def complete(self) -> bool:
+        """True when the run's ``RunEnd`` is in the file."""
+        return self.end is not None
+
+    @property
+    def failed(self) -> bool:
+        """True when the run ended with an exception from its body."""
+        return self.end is not None and self.end.status != 0
+
+    def __repr__(self) -> str:
+        state = "ended" if self.end is not None else "not ended"
+        return (
+            f"<RunView run={self.run} run_id={self.run_id!r} {state} "
+            f"records={len(self.records)} windows={len(self.windows)}>"
+        )
+
+
+class WindowView:
+    """One window instance, keyed by (run, window id): its enter and exit records.
+
+    ``exit`` is None when the window never closed (crash or truncation).
+    """
+
+    __slots__ = ("_trace", "enter", "exit")
+
+    def __init__(self, enter: WindowEnter, trace: Trace) -> None:
+        self.enter = enter
+        self.exit: WindowExit | None = None
+        self._trace = trace
+
+    @property
+    def run(self) -> int:
+        return self.enter.run
+
+    @property
+    def window(self) -> int:
+        """The window id, unique within its run."""
+        return self.enter.window
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.enter.run, self.enter.window)
+
+    @property
+    def name(self) -> str:
+        return self.enter.name
+
+    @property
+    def parent(self) -> int:
+        return self.enter.parent
+
+    @property
+    def entry_hash(self) -> bytes:
+        return self.enter.entry_hash
+
+    @property
+    def exit_hash(self) -> bytes | None:
+        return self.exit.exit_hash if self.exit is not None else None
+
+    @property
+    def status(self) -> int | None:
+        """EXIT_OK, EXIT_FAILED or EXIT_CLOSED; None while the window is open."""
+        return self.exit.status if self.exit is not None else None
+
+    @property
+    def complete(self) -> bool:
+        """True when the window exited normally (``EXIT_OK``)."""
+        return self.exit is not None and self.exit.status == EXIT_OK
+
+    @property
+    def failed(self) -> bool:
+        """True when an exception escaped the window (the declared failure exit)."""
+        return self.exit is not None and self.exit.status == EXIT_FAILED
+
+    @property
+    def closed_early(self) -> bool:
+        """True when a generator window was closed before exhaustion."""
+        return self.exit is not None and self.exit.status == EXIT_CLOSED
+
+    @property
+    def t_enter_ns(self) -> int:
+        return self.enter.t_ns
+
+    @property
+    def t_exit_ns(self) -> int | None:
+        return self.exit.t_ns if self.exit is not None else None
+
+    @property
+    def wall_ns(self) -> int | None:
+        return self.exit.wall_ns if self.exit is not None else None
+
+    @property
+    def receipt(self) -> bytes | None:
+        return self.exit.receipt if self.exit is not None else None
+
+    @property
+    def entry_bytes(self) -> bytes:
+        """The canonical entry encoding, inline or from its Blob."""
+        inline = self.enter.entry
+        return inline if inline is not None else self._trace.blob(self.enter.entry_hash)
+
+    @property
+    def exit_bytes(self) -> bytes | None:
+        """The canonical exit encoding (inline or Blob); None while the window is open."""
+        if self.exit is None:
+            return None
+        inline = self.exit.exit
+        return inline if inline is not None else self._trace.blob(self.exit.exit_hash)
+
+    def entry_value(self) -> Any:
+        """The decoded entry artifact: the bound arguments (``{name: value}``), or what
+        the window's ``entry=`` projection returned. Arrays come back as read-only numpy
+        arrays. To rebuild the arguments of a call use ``al.decode_arguments``."""
+        from agentlog._encoding import decode
+
+        return decode(self.entry_bytes)
+
+    def exit_value(self) -> Any:
+        """The decoded exit artifact (the return value); None while the window is open.
+
+        Raises:
+            ValueError: the window has not exited (``exit`` is None).
+        """
+        from agentlog._encoding import decode
+
+        data = self.exit_bytes
+        if data is None:
+            raise ValueError(f"window {self.name!r} (run {self.run}, id {self.window}) never "
+                             "exited: it has no exit value")
+        return decode(data)
+
+    def __repr__(self) -> str:
+        status = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
+        return (
+            f"<WindowView {self.name!r} run={self.run} window={self.window} "
+            f"{status.get(self.status, str(self.status))}>"
+        )
+
+
+class Transition(NamedTuple):
+    """An entry/exit pair of a completed window, with both artifacts resolved."""
+
+    run: int
+    run_id: str | None
+    window: int
+    name: str
+    entry_hash: bytes
+    exit_hash: bytes
+    entry: bytes
+    exit: bytes
+
+
+def _attribute(run: RunView, r: Any, t: type, windows: dict[tuple[int, int], WindowView],
+               trace: Trace) -> bool:
+    """Add a record (not a Blob) to its run, pairing window exits with their entries
+    (what ``_Index`` does inline for ``read``).
+
+    Returns:
+        True for an exit that matches no open window (an orphan), which the run keeps in
+        its records but no window claims.
+    """
+    run.records.append(r)
+    if t is WindowEnter:
+        view = WindowView(r, trace)
+        windows[(r.run, r.window)] = view
+        run.windows.append(view)
+    elif t is WindowExit:
+        open_view = windows.get((r.run, r.window))
+        if open_view is None or open_view.exit is not None:
+            return True
+        open_view.exit = r
+    elif t is RunStart:
+        if run.start is None:
+            run.start = r
+    elif t is RunEnd and run.end is None:
+        run.end = r
+    return False
+
+
+class _Index:
+    """Records grouped once, on first use."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.blobs: dict[bytes, Blob] = {}
+        self.by_type: dict[type, list[Any]] = {}
+        runs: dict[int, RunView] = {}
+        windows: dict[tuple[int, int], WindowView] = {}
+        self.windows: list[WindowView] = []
+        self.orphan_exits: list[WindowExit] = []
+        by_type = self.by_type
+        for r in trace.records:
+            t = type(r)
+            bucket = by_type.get(t)
+            if bucket is None:
+                bucket = by_type[t] = []
+            bucket.append(r)
+            if t is Blob:
+                self.blobs.setdefault(r.hash, r)
+                continue
+            run = runs.get(r.run)
+            if run is None:
+                run = runs[r.run] = RunView(r.run)
+            # Inline, not _attribute(): a call per record costs read() about 25 %.
+            run.records.append(r)
+            if t is WindowEnter:
+                view = WindowView(r, trace)
+                windows[(r.run, r.window)] = view
+                self.windows.append(view)
+                run.windows.append(view)
+            elif t is WindowExit:
+                open_view = windows.get((r.run, r.window))
+                if open_view is None or open_view.exit is not None:
+                    self.orphan_exits.append(r)
+                else:
+                    open_view.exit = r
+            elif t is RunStart:
+                if run.start is None:
+                    run.start = r
+            elif t is RunEnd and run.end is None:
+                run.end = r
+        self.runs = list(runs.values())
+        self.run_ids = {v.run: v.run_id for v in self.runs}
+
+    def of(self, t: type) -> list[Any]:
+        return self.by_type.get(t, [])
+
+
+class Trace:
+    """A trace file read into memory.
+
+    Attributes:
+        path: the file.
+        records: every record recovered, in file order.
+        truncated: True when the file ended inside its header or a frame.
+        bytes_dropped: bytes after the last complete frame (0 unless truncated,
+            or a tail of zeros).
+        records_recovered: ``len(records)``.
+        frames: complete frames read.
+        format_version: the file's format version (None when the header was cut).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        records: list[Any],
+        truncated: bool = False,
+        bytes_dropped: int = 0,
+        frames: int = 0,
+        format_version: int | None = None,
+    ) -> None:
+        self.path = path
+        self.records = records
+        self.truncated = truncated
+        self.bytes_dropped = bytes_dropped
+        self.records_recovered = len(records)
+        self.frames = frames
+        self.format_version = format_version
+        self._pools: dict[bytes, list[str | int | bytes]] = {}
+
+    def __repr__(self) -> str:
+        tail = f", truncated ({self.bytes_dropped} bytes dropped)" if self.truncated else ""
+        return (
+            f"<Trace {self.path!r}: {self.records_recovered} records in {self.frames} frames, "
+            f"{len(self.runs)} runs{tail}>"
+        )
+
+    @cached_property
+    def _index(self) -> _Index:
+        return _Index(self)
+
+    # -- runs and windows
+
+    @property
+    def runs(self) -> list[RunView]:
+        """The runs in the file, in order of first appearance."""
+        return self._index.runs
+
+    def windows(self, name: str | None = None) -> list[WindowView]:
+        """Window instances (optionally of one name), in order of entry."""
+        ws = self._index.windows
+        return ws if name is None else [w for w in ws if w.enter.name == name]
+
+    def transitions(self, window: str, *, include_failed: bool = False) -> list[Transition]:
+        """Entry/exit pairs of the completed instances of window ``window`` (for ASV).
+
+        Windows that never exited are left out, and so are failed or early-closed
+        ones unless ``include_failed``. Entry and exit bytes are resolved from
+        inline encodings or Blobs.
+        """
+        out = []
+        run_ids = self._index.run_ids
+        for w in self._index.windows:
+            ex = w.exit
+            if w.enter.name != window or ex is None:
+                continue
+            if ex.status != EXIT_OK and not include_failed:
+                continue
+            out.append(Transition(
+                run=w.enter.run,
+                run_id=run_ids.get(w.enter.run),
+                window=w.enter.window,
+                name=window,
+                entry_hash=w.enter.entry_hash,
+                exit_hash=ex.exit_hash,
+                entry=w.entry_bytes,
+                exit=ex.exit if ex.exit is not None else self.blob(ex.exit_hash),
+            ))
+        return out
+
+    # -- record lists
+
+    def selections(self, name: str | None = None) -> list[Selection]:
+        """``Selection`` records (optionally of one stream), in file order."""
+        return _named(self._index.of(Selection), name)
+
+    def continuations(self, name: str | None = None) -> list[Continuation]:
+        """``Continuation`` records (optionally of one stream), in file order."""
+        return _named(self._index.of(Continuation), name)
+
+    def scores(self, name: str | None = None) -> list[Score]:
+        """``Score`` records (optionally of one name), in file order."""
+        return _named(self._index.of(Score), name)
+
+    def llm_calls(self) -> list[LLMCall]:
+        """``LLMCall`` records in file order."""
+        return list(self._index.of(LLMCall))
+
+    def tool_calls(self, name: str | None = None) -> list[ToolCall]:
+        """``ToolCall`` records (optionally of one tool), in file order."""
+        return _named(self._index.of(ToolCall), name)
+
+    # -- blobs and vectors
+
+    def blob(self, hash: bytes) -> bytes:
+        """The data of the Blob with this hash.
+
+        Raises:
+            BlobNotFoundError: (a ``KeyError``) when the trace holds no such Blob.
+        """
+        b = self._index.blobs.get(hash)
+        if b is None:
+            where = " (the file is truncated; the blob may have been cut)" if self.truncated else ""
+            raise BlobNotFoundError(
+                f"no Blob with hash {bytes(hash).hex()} in {self.path}{where}"
+            )
+        return b.data
+
+    def has_blob(self, hash: bytes) -> bool:
+        return hash in self._index.blobs
+
+    @staticmethod
+    def probs(sel: Selection) -> npt.NDArray[np.float64]:
+        """The selection's probability vector as a zero-copy float64 array."""
+        return probs(sel)
+
+    @staticmethod
+    def draws(sel: Selection) -> npt.NDArray[np.float64]:
+        """The selection's Gumbel draws as a zero-copy float64 array."""
+        return draws(sel)
+
+    @staticmethod
+    def raw_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The vector before top-k/top-p truncation, or None when none was applied."""
+        return raw_probs(sel)
+
+    @staticmethod
+    def policy_probs(sel: Selection) -> npt.NDArray[np.float64] | None:
+        """The agent's own vector when a steer replaced it, or None when none did."""
+        return policy_probs(sel)
+
+    def candidates(self, sel: Selection) -> list[str | int | bytes]:
+        """The selection's candidate ids, in the order of its vectors.
+
+        Raises:
+            BlobNotFoundError: the pool's Blob is not in the trace.
+            TraceFormatError: the pool does not decode to a list of ids.
+        """
+        cached = self._pools.get(sel.pool)
+        if cached is None:
+            cached = self._pools[sel.pool] = decode_pool(
+                self.blob(sel.pool), where=f"the pool of select {sel.name!r} step {sel.step}")
+        return cached
+
+    def chosen(self, sel: Selection) -> str | int | bytes:
+        """The id of the candidate the selection chose.
+
+        Raises:
+            BlobNotFoundError, TraceFormatError: as ``candidates``, or the recorded
+                choice lies outside the pool.
+        """
+        ids = self.candidates(sel)
+        if not 0 <= sel.choice < len(ids):
+            raise TraceFormatError(
+                f"select {sel.name!r} step {sel.step} (run {sel.run}): choice {sel.choice} "
+                f"lies outside its pool of {len(ids)} candidates", path=self.path)
+        return ids[sel.choice]
+
+    # -- tables
+
+    def to_arrow(self, kind: ArrowKind = "windows") -> pa.Table:
+        """One table of the trace: ``"windows"``, ``"selections"``, ``"continuations"``,
+        ``"scores"``, ``"runs"``, ``"llm_calls"`` or ``"tool_calls"``.
+
+        Raises:
+            MissingDependencyError: pyarrow is not installed.
+            ValueError: unknown ``kind``.
+        """
+        builders: dict[str, Callable[[Any, Trace], Any]] = {
+            "windows": _windows_table,
+            "selections": _selections_table,
+            "runs": _runs_table,
+            "continuations": lambda pa, t: _struct_table(pa, t._index.of(Continuation),
+                                                         Continuation),
+            "scores": lambda pa, t: _struct_table(pa, t._index.of(Score), Score),
+            "llm_calls": lambda pa, t: _struct_table(pa, t._index.of(LLMCall), LLMCall),
+            "tool_calls": lambda pa, t: _struct_table(pa, t._index.of(ToolCall), ToolCall),
+        }
+        if kind not in builders:
+            raise ValueError(
+                f"`kind` must be one of {', '.join(map(repr, builders))}; found {kind!r}"
+            )
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "Trace.to_arrow() needs pyarrow, which is not installed: "
+                "pip install 'agentlog[arrow]'"
+            ) from exc
+        return builders[kind](pyarrow, self)
+
+
+def _named(records: list[Any], name: str | None) -> list[Any]:
+    return list(records) if name is None else [r for r in records if r.name == name]
+
