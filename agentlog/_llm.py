@@ -38,7 +38,7 @@ from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
-from ._scrub import REDACTED, is_credential_name
+from ._scrub import REDACTED, is_credential_name, may_hold_secret, scrub_error, scrub_value
 from ._state import Run, WindowState, current_run_var, window_in
 
 __all__ = [
@@ -352,7 +352,8 @@ def llm_call(
     # credential fields of its own, only maybe an echoed key.
     payload: Any = request
     body = response
-    error_message = None if error is None else _scrub(str(error), values)
+    error_message = None if error is None else scrub_error(
+        error, {*run.secrets, *values}, run.redact)
     error_type = None if error is None else type(error).__qualname__
     request_bytes = response_bytes = b""
     try:
@@ -367,6 +368,13 @@ def llm_call(
         if _contains(response_bytes, values):
             body = _scrub(body, values)
             response_bytes = encode(body, what=f"{provider} response")
+        # The core scrubber then sees what the fast pass above cannot in a request: the
+        # run's declared secrets, key formats (sk-…, Bearer …) and credentials in URLs, as
+        # it does for every window entry (a cheap byte prefilter first). Not on responses:
+        # there a field named ``token`` is a logprob entry's text, not a credential.
+        if may_hold_secret(request_bytes, run.secrets):
+            payload = scrub_value(payload, run.secrets)
+            request_bytes = encode(payload, what=f"{provider} request")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
         payload = body = REDACTED

@@ -195,3 +195,28 @@ def test_credential_fields_are_found_at_any_depth_and_nothing_else_changes(
     assert scrubbed == {**request, "extra_body": {"proxy": [{"x-api-key": "<redacted>"}]}}
     assert untouched == {"messages": request["messages"]}
     assert request["extra_body"] == {"proxy": [{"x-api-key": "k1"}]}  # the caller's dict
+
+
+def test_a_request_holding_a_secret_the_run_knows_loses_it_and_keeps_its_parameters(
+        tmp_path: Path) -> None:
+    """A window's declared secret that the agent pastes into a prompt (or a key in a
+    format the scrubber knows) never reaches the stored request, and a failure message
+    goes through the same scrubber; sampling parameters are untouched."""
+    path = tmp_path / "t.zst"
+    password = "Zq-llm-password-0042"
+
+    @al.window("ask", secret=("password",))
+    def ask(question: str, password: str) -> None:
+        al.llm_call("openai", "gpt-x",
+                    request={"messages": [{"role": "user", "content": f"{question} {password}"}],
+                             "max_tokens": 16, "temperature": 0.5},
+                    response={"text": "ok"}, error=RuntimeError(f"rejected {password}"))
+
+    with al.record(path, seed=1):
+        ask("log in with", password)
+    assert password.encode() not in trace_plaintext(path)
+    (call,) = al.read(path).llm_calls()
+    request = decode(call.request)
+    assert request["messages"][0]["content"] == "log in with <redacted>"
+    assert (request["max_tokens"], request["temperature"]) == (16, 0.5)
+    assert call.error_message == "rejected <redacted>"
