@@ -12,10 +12,16 @@ Example:
     >>> [w.name for w in trace.windows()]
     ['retrieval']
 
-Importing agentlog never imports scipy, POT, openai, anthropic, vllm, ray or matplotlib.
+Importing agentlog never imports scipy, POT, openai, anthropic, vllm, ray or matplotlib,
+and imports nothing else until a name is used: each public name loads its module on
+first access (so ``agentlog --help`` starts without numpy).
 """
 
-from ._encoding import Secret, decode_arguments
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     AdapterError,
     AgentlogError,
@@ -32,17 +38,62 @@ from ._errors import (
     TraceFormatError,
     TracePathError,
 )
-from ._frames import iter_frames, iter_records
-from ._llm import llm_call
-from ._reader import read, read_traces
-from ._recorder import flush, record, score
-from ._select import proceed, select
-from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
-from ._trace import Trace
-from ._trace_format import ReadLimits
-from ._verify import VerifyReport, verify
 from ._version import __version__
-from ._window import tool, window
+
+if TYPE_CHECKING:
+    from ._encoding import Secret, decode_arguments
+    from ._frames import iter_frames, iter_records
+    from ._llm import llm_call
+    from ._reader import read, read_traces
+    from ._recorder import flush, record, score
+    from ._select import proceed, select
+    from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+    from ._trace import Trace
+    from ._trace_format import ReadLimits
+    from ._verify import VerifyReport, verify
+    from ._window import tool, window
+
+# Each public name -> the module defining it, imported on first use (PEP 562).
+_LAZY: dict[str, str] = {
+    "ReadLimits": "._trace_format",
+    "Run": "._state",
+    "Secret": "._encoding",
+    "Trace": "._trace",
+    "VerifyReport": "._verify",
+    "WindowRef": "._state",
+    "WindowState": "._state",
+    "current_run": "._state",
+    "current_window": "._state",
+    "decode_arguments": "._encoding",
+    "flush": "._recorder",
+    "iter_frames": "._frames",
+    "iter_records": "._frames",
+    "last_window": "._state",
+    "llm_call": "._llm",
+    "proceed": "._select",
+    "read": "._reader",
+    "read_traces": "._reader",
+    "record": "._recorder",
+    "score": "._recorder",
+    "select": "._select",
+    "tool": "._window",
+    "verify": "._verify",
+    "window": "._window",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentlog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "AdapterError",

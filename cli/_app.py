@@ -1,7 +1,19 @@
-"""The typer application: one command per module (``_inspect``, ``_verify_cmd``, ``_demo``,
-``_validity_card``, ``_certify_cmd``), and the ``estimate`` sub-app (``_estimate``: one
-command per estimator; ``asv`` lives in ``_estimate_asv``, ``reliability`` in
-``_estimate_reliability``).
+"""The typer application, with commands that load when they run.
+
+``agentlog --help`` must start fast, so this module imports only typer: each command lives
+in its own module (``_inspect``, ``_verify_cmd``, ``_demo``, ...) and is imported the first
+time that command is run, or its own ``--help`` is asked for. The help lines the group
+lists come from the tables below (a test checks that each equals the command's own
+docstring summary, so they cannot drift).
+
+**Adding a command** is one line in ``COMMANDS`` (or ``ESTIMATE_COMMANDS`` for
+``agentlog estimate NAME``)::
+
+    "replay": ("._replay_cmd", "replay_command", "Re-execute recorded runs ..."),
+
+that is: the command name, the module (relative to this package) and the typer command
+function in it, and the first sentence of that function's docstring. Nothing else here
+changes.
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
@@ -9,21 +21,46 @@ unreadable file, a bad option). Every error names the file and what to do.
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from typing import Annotated, Any, ClassVar
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from agentlog import __version__
+from agentlog._version import __version__
 
-from ._certify_cmd import certify_command
-from ._demo import demo_command
-from ._estimate import estimate_app
-from ._estimate_asv import asv_command
-from ._estimate_reliability import reliability_command
-from ._export_cmd import export_command
-from ._inspect import inspect_command
-from ._validity_card import validity_card_command
-from ._verify_cmd import verify_command
+#: ``name -> (module, command function, one-line help)`` of ``agentlog NAME``.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("._demo", "demo_command",
+             "Record the bundled deep-research agent (offline), inspect and verify it, run "
+             "the estimators on it and certify a leaderboard of its variants."),
+    "inspect": ("._inspect", "inspect_command",
+                "Show what a trace holds: runs, windows, selections, stops, scores, calls."),
+    "verify": ("._verify_cmd", "verify_command",
+               "Recompute hashes, receipts, digests, draws and continuity."),
+    "validity-card": ("._validity_card", "validity_card_command",
+                      "The validity card of recorded runs: scorer probes, decision "
+                      "ownership, non-degeneracy, replay and the licensed claim ([DMC] "
+                      "§5.5)."),
+    "certify": ("._certify_cmd", "certify_command",
+                "Certify a leaderboard: admissibility from the sealed entries before any "
+                "score, eq. 4 per pair, rank intervals, the R0–R5 ladder ([LBC])."),
+    "export": ("._export_cmd", "export_command",
+               "Export traces as OpenTelemetry spans."),
+}
+
+#: ``name -> (module, command function, one-line help)`` of ``agentlog estimate NAME``.
+ESTIMATE_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "cess": ("._estimate", "cess_command",
+             "CESS estimates of the candidate-pool conclusion θ* from recorded runs "
+             "([SSC])."),
+    "asv": ("._estimate_asv", "asv_command",
+            "ASV: the four-corner face of a window's transitions under two channels "
+            "([ASV])."),
+    "reliability": ("._estimate_reliability", "reliability_command",
+                    "Reliability beyond the mean per group of runs: worst case, CVaR@α, "
+                    "Reliability@τ and a bootstrap CI of the mean ([DMC] §4.4)."),
+}
 
 # Output cites the papers behind each estimator by short keys; --help says which.
 REFERENCES = (
@@ -34,13 +71,72 @@ REFERENCES = (
     "[ASV] Agent Step Value."
 )
 
+
+def load_command(name: str, module: str, attribute: str) -> Any:
+    """The click command ``name`` built from the typer function ``module.attribute``.
+
+    The command gets an app of its own (typer's rich help and errors), so only the
+    command being run is imported.
+    """
+    function = getattr(importlib.import_module(module, __package__), attribute)
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    single.command(name)(function)
+    return typer.main.get_command(single)
+
+
+class _Listed(TyperCommand):
+    """What the group's help lists for a command not loaded yet: its name and help line."""
+
+
+class _LazyGroup(TyperGroup):
+    """A group whose commands, from ``registry``, are imported only when one is run."""
+
+    registry: ClassVar[dict[str, tuple[str, str, str]]] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.registry})
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in self.registry:
+            return found
+        # Listing the commands (the group's --help) needs only the help line.
+        line = self.registry[cmd_name][2]
+        return _Listed(name=cmd_name, help=line, short_help=line)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _Listed) and name is not None:
+            module, attribute, _ = self.registry[name]
+            command = load_command(name, module, attribute)
+            self.commands[name] = command  # loaded once per process
+        return name, command, rest
+
+
+def _lazy_group(registry: dict[str, tuple[str, str, str]]) -> type[_LazyGroup]:
+    return type("LazyGroup", (_LazyGroup,), {"registry": registry})
+
+
+# rich_markup_mode=None: the groups' help is plain click, so listing the commands does not
+# import rich's Markdown renderer (~0.25 s); each command's own help stays rich.
 app = typer.Typer(
     name="agentlog",
+    cls=_lazy_group(COMMANDS),
     help="Record, inspect and verify sealed traces of LLM agents.",
     epilog=REFERENCES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+estimate_app = typer.Typer(
+    name="estimate",
+    cls=_lazy_group(ESTIMATE_COMMANDS),
+    help="Estimators over recorded traces ([SSC]: CESS; [ASV]: ASV; [DMC]: reliability).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
@@ -58,14 +154,7 @@ def _root(
 ) -> None:
     """Record, inspect and verify sealed traces of LLM agents."""
 
-app.command("demo")(demo_command)
-app.command("inspect")(inspect_command)
-app.command("verify")(verify_command)
-app.command("validity-card")(validity_card_command)
-app.command("certify")(certify_command)
-app.command("export")(export_command)
-estimate_app.command("asv")(asv_command)
-estimate_app.command("reliability")(reliability_command)
+
 app.add_typer(estimate_app, name="estimate")
 
 

@@ -1,6 +1,6 @@
 """``agentlog estimate ...``: estimators over recorded traces (``estimate cess`` so far).
 
-``estimate`` is a typer sub-app: each estimator is one command on ``estimate_app``.
+``estimate`` is a group of commands, one per estimator (listed in ``_app.py``).
 ``summarize_cess`` builds the JSON-ready dict (the ``--json`` output), ``render_cess``
 draws it and ``plot_cess_budgets`` draws MAE across budgets ([SSC] Figure 3).
 
@@ -41,15 +41,6 @@ from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
     from agentlog.estimators.cess import CessData, CessResult
-
-estimate_app = typer.Typer(
-    name="estimate",
-    help="Estimators over recorded traces ([SSC]: CESS; [ASV]: ASV; [DMC]: "
-    "reliability).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
 ORDERS = ("shrink-then-clip", "clip-then-shrink")
 ANCHORS = ("prediction", "opened")
@@ -285,7 +276,6 @@ def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) 
         plt.close(fig)
 
 
-@estimate_app.command("cess")
 def cess_command(
     traces: Annotated[list[Path], typer.Argument(
         help="Trace files, or folders of them (every *.zst below).", show_default=False)],
