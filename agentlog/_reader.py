@@ -22,6 +22,7 @@ executes code from the file: records are msgpack decoded into fixed types.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -57,6 +58,7 @@ __all__ = [
     "raw_probs",
     "read",
     "read_traces",
+    "trace_files",
 ]
 
 def read(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> Trace:
@@ -115,13 +117,39 @@ def read_traces(source: TraceSource | Iterable[TraceSource], *, name: str = "tra
             for item in _trace_sources(source, name)]
 
 
+def trace_files(source: TraceSource | Iterable[TraceSource], *, name: str = "source"
+                ) -> list[Trace | Path]:
+    """The traces named by ``source``, resolved but not read: what ``iter_runs`` and
+    ``read_traces`` go through.
+
+    ``source`` is a ``Trace``, a trace file, a folder (every ``*.zst`` below it, sorted), a
+    glob pattern (``"runs/*/agent_*.zst"``, ``**`` included; matches sorted) or an
+    iterable of those. A ``Trace`` is kept as is (it is already in memory). Pass the list
+    to ``iter_runs`` to stream the runs, or use it to name, count or hash the files.
+
+    Example:
+        >>> import agentlog as al
+        >>> from agentlog.records import trace_files
+        >>> with al.record("agentlog-trace-files-doc.zst", seed=1):
+        ...     al.score("f1", 0.5)
+        >>> [p.name for p in trace_files("agentlog-trace-files-doc.*")]
+        ['agentlog-trace-files-doc.zst']
+
+    Raises:
+        ValueError: ``source`` is empty, a folder holds no trace, a pattern matches
+            nothing, or an item is neither a path nor a Trace (the message names ``name``).
+        FileNotFoundError: a file named does not exist.
+    """
+    return list(_trace_sources(source, name))
+
+
 def _trace_sources(source: TraceSource | Iterable[TraceSource], name: str
                    ) -> Iterator[Trace | Path]:
     """The Traces and trace files named by ``source``, resolved lazily in order (so a
     missing file is reported after the files before it were read, as ``read_traces``
     always did)."""
-    expected = (f"`{name}` must be a trace path, a Trace, a folder or a non-empty sequence of "
-                "them")
+    expected = (f"`{name}` must be a trace path, a Trace, a folder, a glob pattern or a "
+                "non-empty sequence of them")
     if isinstance(source, Trace | str | os.PathLike):
         items: list[Any] = [source]
     elif isinstance(source, Iterable):
@@ -137,16 +165,28 @@ def _trace_sources(source: TraceSource | Iterable[TraceSource], name: str
         if not isinstance(item, str | os.PathLike):
             raise ValueError(f"{expected}; item {i} is a {type(item).__name__}")
         p = Path(item)
-        if p.is_dir():
-            files = sorted(p.rglob("*.zst"))
-            if not files:
-                raise ValueError(f"{p}: the folder holds no *.zst trace files")
-            yield from files
+        if not p.exists() and glob.has_magic(os.fspath(item)):
+            matches = sorted(Path(m) for m in glob.glob(os.fspath(item), recursive=True))
+            if not matches:
+                raise ValueError(f"{os.fspath(item)!r}: the pattern matches no file; check it "
+                                 "(a folder stands for every *.zst below it)")
+            for m in matches:
+                yield from _files_at(m)
         elif p.exists():
-            yield p
+            yield from _files_at(p)
         else:
             raise FileNotFoundError(f"trace {str(p)!r} does not exist; pass the path of a "
                                     "file written by al.record(), or its folder")
+
+
+def _files_at(p: Path) -> list[Path]:
+    """``p``, or the ``*.zst`` files below it (sorted) when it is a folder."""
+    if not p.is_dir():
+        return [p]
+    files = sorted(p.rglob("*.zst"))
+    if not files:
+        raise ValueError(f"{p}: the folder holds no *.zst trace files")
+    return files
 
 
 class TraceRun(NamedTuple):

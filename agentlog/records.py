@@ -14,7 +14,8 @@ their artifacts canonical msgpack; this module turns each back into a value:
   ``agentlog.decode_arguments`` to rebuild a call;
 * streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``, and
   ``iter_runs(source)``: one run at a time (``TraceRun(trace, run)``), what the
-  estimators' ``from_trace`` loaders use.
+  estimators' ``from_trace`` loaders use; ``trace_files(source)`` lists the files (and
+  Traces) a source names, resolved but unread.
 
 Example:
     >>> import agentlog as al
@@ -38,7 +39,7 @@ from __future__ import annotations
 from ._encoding import decode as decode_artifact
 from ._encoding import encode as encode_artifact
 from ._frames import Frame, FrameIterator
-from ._reader import TraceRun, iter_runs
+from ._reader import TraceRun, iter_runs, trace_files
 from ._records import (
     EXIT_CLOSED,
     EXIT_FAILED,
@@ -90,4 +91,5 @@ __all__ = [
     "policy_probs",
     "probs",
     "raw_probs",
+    "trace_files",
 ]

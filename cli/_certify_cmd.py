@@ -36,10 +36,20 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import iter_runs
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, short_path, stdout
-from ._verify_cmd import load_traces
+from ._output import (
+    EXIT_OK,
+    BadInput,
+    fail,
+    print_json,
+    pyplot,
+    short_path,
+    stdout,
+    trace_errors,
+)
+from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
     from agentlog.estimators.certify import Board, CertifyData, Plan
@@ -112,13 +122,18 @@ def load_plan(path: Path | None) -> Plan:
                        "permissions") from exc
 
 
-def _windows_present(traces: Sequence[al.Trace]) -> list[str]:
-    return sorted({w.name for t in traces for r in t.runs for w in r.windows})
+def _windows_present(traces: Sequence[al.Trace | Path]) -> list[str]:
+    return sorted({w.name for _, r in iter_runs(list(traces), name="traces")
+                   for w in r.windows})
 
 
-def certify_traces(traces: Sequence[al.Trace], plan: Plan, *, window: str | None = None,
-                   calibrate: bool = True) -> tuple[Board, CertifyData]:
+def certify_traces(traces: Sequence[al.Trace | Path], plan: Plan, *,
+                   window: str | None = None, calibrate: bool = True
+                   ) -> tuple[Board, CertifyData]:
     """``from_traces`` → ``admissibility`` (before any score is read) → ``certify``.
+
+    Files stream one run at a time; wrap the call in ``trace_errors()`` to turn an
+    unreadable one into ``BadInput``.
 
     Raises:
         BadInput: the library refused the input (its message names the file and what to
@@ -405,8 +420,9 @@ def certify_command(
     pair, rank intervals, the R0–R5 ladder ([LBC]). Exit 0 board computed, 2 bad input."""
     try:
         plan = load_plan(plan_path)
-        loaded = load_traces(traces)
-        board, data = certify_traces(loaded, plan, window=window)
+        files = trace_files(traces)
+        with trace_errors():  # the files stream: a bad one is found while reading it
+            board, data = certify_traces(files, plan, window=window)
     except BadInput as exc:
         fail(f"agentlog certify: {exc}")
     out = board.to_dict()

@@ -45,10 +45,11 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import Score, iter_runs
 
 from ._inspect import table
-from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout
-from ._verify_cmd import load_traces
+from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
+from ._verify_cmd import trace_files
 
 RUN_FIELDS = ("system", "task", "seed")
 MODEL_KEY = "model"
@@ -82,13 +83,16 @@ class RunScore:
     n_records: int  # Score records of the name in this run (the last one is the score)
 
 
-def terminal_score_names(traces: Sequence[al.Trace]) -> dict[str, int]:
-    """``{score name: runs recording it}`` over the Score records not tied to a transition."""
-    runs: dict[str, set[tuple[int, int]]] = {}
-    for i, trace in enumerate(traces):
-        for s in trace.scores():
-            if s.transition is None:
-                runs.setdefault(s.name, set()).add((i, s.run))
+def terminal_score_names(traces: Sequence[al.Trace | Path]) -> dict[str, int]:
+    """``{score name: runs recording it}`` over the Score records not tied to a transition.
+
+    The files stream one run at a time (``agentlog.records.iter_runs``).
+    """
+    runs: dict[str, set[int]] = {}
+    for i, (_, run) in enumerate(iter_runs(list(traces), name="traces")):
+        for s in run.records:
+            if type(s) is Score and s.transition is None:
+                runs.setdefault(s.name, set()).add(i)
     return {name: len(r) for name, r in sorted(runs.items())}
 
 
@@ -114,34 +118,33 @@ def choose_score(names: dict[str, int], score: str | None, n_files: int) -> tupl
     return score, "--score"
 
 
-def collect_scores(traces: Sequence[al.Trace], score: str) -> list[RunScore]:
-    """Every run of ``traces`` with its last non-transition Score named ``score``.
+def collect_scores(traces: Sequence[al.Trace | Path], score: str) -> list[RunScore]:
+    """Every run of ``traces`` with its last non-transition Score named ``score``; the files
+    stream one run at a time.
 
     Raises:
         BadInput: a run's score is not finite (NaN, inf); the message names the file.
     """
     out = []
-    for trace in traces:
-        last: dict[int, float] = {}
-        count: dict[int, int] = {}
-        for s in trace.scores(score):
-            if s.transition is None:
-                last[s.run] = s.value
-                count[s.run] = count.get(s.run, 0) + 1
-        for run in trace.runs:
-            start = run.start
-            value = last.get(run.run)
-            if value is not None and not math.isfinite(value):
-                raise BadInput(f"{trace.path}: run {run.run} records {score} = {value}; "
-                               "scores must be finite (score a failed run, e.g. as 0, or "
-                               "leave the score out and pass --missing-as)")
-            out.append(RunScore(
-                path=trace.path, run=run.run, run_id=run.run_id,
-                system=start.system if start is not None else MISSING_LABEL,
-                task=start.task if start is not None else None,
-                seed=start.seed if start is not None else None,
-                meta=dict(start.meta) if start is not None else {},
-                value=value, n_records=count.get(run.run, 0)))
+    for trace, run in iter_runs(list(traces), name="traces"):
+        value: float | None = None
+        count = 0
+        for s in run.records:
+            if type(s) is Score and s.name == score and s.transition is None:
+                value = s.value
+                count += 1
+        if value is not None and not math.isfinite(value):
+            raise BadInput(f"{trace.path}: run {run.run} records {score} = {value}; "
+                           "scores must be finite (score a failed run, e.g. as 0, or "
+                           "leave the score out and pass --missing-as)")
+        start = run.start
+        out.append(RunScore(
+            path=trace.path, run=run.run, run_id=run.run_id,
+            system=start.system if start is not None else MISSING_LABEL,
+            task=start.task if start is not None else None,
+            seed=start.seed if start is not None else None,
+            meta=dict(start.meta) if start is not None else {},
+            value=value, n_records=count))
     return out
 
 
@@ -448,16 +451,17 @@ def reliability_command(
     try:
         _check_alpha_tau(alpha, tau)
         keys = parse_by(by)
-        loaded = load_traces(traces)
-        name, source = choose_score(terminal_score_names(loaded), score, len(loaded))
-        runs = collect_scores(loaded, name)
+        files = trace_files(traces)
+        with trace_errors():  # the files stream: a bad one is found while reading it
+            name, source = choose_score(terminal_score_names(files), score, len(files))
+            runs = collect_scores(files, name)
         out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
                                     n_resamples=resamples, seed=seed,
                                     lower_is_better=lower_is_better, missing_as=missing_as,
                                     ci_method=ci_method)
     except BadInput as exc:
         fail(f"agentlog estimate reliability: {exc}")
-    out["settings"] = {"traces": [t.path for t in loaded], "score_source": source}
+    out["settings"] = {"traces": [str(p) for p in files], "score_source": source}
     out["plot"] = str(plot) if plot is not None else None
     if plot is not None:
         try:

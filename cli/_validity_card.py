@@ -33,10 +33,11 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import Continuation, Selection, iter_runs
 
 from ._estimate_reliability import choose_score, reliability_module, terminal_score_names
-from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, stdout
-from ._verify_cmd import load_traces
+from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, stdout, trace_errors
+from ._verify_cmd import trace_files
 
 DEFAULT_PROBES = "agentlog.examples.scorers:probe_tasks"
 SCORER_BASES = ("outcome", "specification")
@@ -76,14 +77,17 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
     return fn
 
 
-def decision_streams(traces: Sequence[al.Trace]) -> dict[str, str]:
-    """``{stream name: "select" | "proceed"}`` of every decision recorded in ``traces``."""
+def decision_streams(traces: Sequence[al.Trace | Path]) -> dict[str, str]:
+    """``{stream name: "select" | "proceed"}`` of every decision recorded in ``traces``;
+    the files stream one run at a time."""
     out: dict[str, str] = {}
-    for trace in traces:
-        for sel in trace.selections():
-            out.setdefault(sel.name, "select")
-        for cont in trace.continuations():
-            out.setdefault(cont.name, "proceed")
+    for _, run in iter_runs(list(traces), name="traces"):
+        for r in run.records:
+            t = type(r)
+            if t is Selection:
+                out.setdefault(r.name, "select")
+            elif t is Continuation:
+                out.setdefault(r.name, "proceed")
     return dict(sorted(out.items()))
 
 
@@ -168,12 +172,14 @@ def validity_card_command(
              f"{scorer_basis!r}")
     decisions = list(decision) if decision else None
     try:
-        loaded = load_traces(traces)
-        if decisions is not None:
-            _check_decisions(decisions, decision_streams(loaded), len(loaded))
+        loaded = trace_files(traces)
         score_name: str | None = None
-        if decisions is not None or score is not None:
-            score_name, _ = choose_score(terminal_score_names(loaded), score, len(loaded))
+        with trace_errors():  # the files stream: a bad one is found while reading it
+            if decisions is not None:
+                _check_decisions(decisions, decision_streams(loaded), len(loaded))
+            if decisions is not None or score is not None:
+                score_name, _ = choose_score(terminal_score_names(loaded), score,
+                                             len(loaded))
         scorer_fn = probe_list = None
         if scorer is not None:
             scorer_fn = load_callable(scorer, "--scorer")
@@ -186,9 +192,12 @@ def validity_card_command(
     except BadInput as exc:
         fail(f"{name}: {exc}")
     try:
-        card = rel.validity_card(scorer=scorer_fn, probes=probe_list, traces=loaded,
-                                 decision_scores=score_name, claimed_decisions=decisions,
-                                 claim=claim, scorer_basis=scorer_basis, seed=seed)
+        with trace_errors():
+            card = rel.validity_card(scorer=scorer_fn, probes=probe_list, traces=loaded,
+                                     decision_scores=score_name, claimed_decisions=decisions,
+                                     claim=claim, scorer_basis=scorer_basis, seed=seed)
+    except BadInput as exc:
+        fail(f"{name}: {exc}")
     except ValueError as exc:
         where = f" (--probes {probes})" if "`probes`" in str(exc) else ""
         fail(f"{name}: {exc}{where}")
@@ -198,7 +207,7 @@ def validity_card_command(
     out["failed_cells"] = failed
     out["exit_code"] = code
     out["settings"] = {
-        "traces": [t.path for t in loaded], "scorer": scorer,
+        "traces": [str(p) for p in loaded], "scorer": scorer,
         "probes": probes if scorer is not None else None, "decisions": decisions,
         "score": score_name, "claim": claim, "scorer_basis": scorer_basis, "seed": seed,
     }

@@ -7,12 +7,14 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog import Trace, read_traces
+from agentlog import Trace
+from agentlog.records import RunView, iter_runs, trace_files
 from agentlog.records import decode_artifact as decode
 from agentlog.records import encode_artifact as encode
 
@@ -84,25 +86,30 @@ class EntryTable:
     def from_traces(cls, traces: TraceInput | Iterable[TraceInput], *, window: str,
                     select: Mapping[str, Any] | None = None) -> EntryTable:
         """The first entry into ``window`` of every run (``RunStart`` and ``WindowEnter``
-        records only: scores are never read), with the SHA-256 of every trace file."""
-        entries: list[Entry] = []
-        loaded = _traces(traces)
-        for path, trace in loaded:
-            for run in trace.runs:
-                start = run.start
-                if start is None or not _selected(start.meta, select):
-                    continue
-                task = _task_of(start.task, path, start.run_id)
-                for w in run.windows:
-                    if w.name == window:
-                        entries.append(Entry(
-                            system=start.system, task=task, entry_hash=w.entry_hash.hex(),
-                            entry_bytes=w.entry_bytes, backbone=_backbone(start.meta),
-                            cluster=str(start.meta.get("cluster", task)),
-                            run_id=start.run_id, path=path))
-                        break
+        records only: scores are never read), with the SHA-256 of every trace file. The
+        files stream one run at a time (``agentlog.records.iter_runs``)."""
+        files = _trace_files(traces)
+        entries = [e for trace, run in iter_runs([f for _, f in files], name="traces")
+                   if (e := _run_entry(str(trace.path), run, window, select)) is not None]
         return cls(window=window, entries=tuple(entries),
-                   input_hashes={p: _file_sha256(p) for p, _ in loaded})
+                   input_hashes={p: _file_sha256(p) for p, _ in files})
+
+
+def _run_entry(path: str, run: RunView, window: str, select: Mapping[str, Any] | None
+               ) -> Entry | None:
+    """The run's first entry into ``window``; None when the run is not selected or never
+    enters it."""
+    start = run.start
+    if start is None or not _selected(start.meta, select):
+        return None
+    task = _task_of(start.task, path, start.run_id)
+    for w in run.windows:
+        if w.name == window:
+            return Entry(system=start.system, task=task, entry_hash=w.entry_hash.hex(),
+                         entry_bytes=w.entry_bytes, backbone=_backbone(start.meta),
+                         cluster=str(start.meta.get("cluster", task)), run_id=start.run_id,
+                         path=path)
+    return None
 
 
 def _selected(meta: Mapping[str, Any], select: Mapping[str, Any] | None) -> bool:
@@ -121,9 +128,11 @@ def _task_of(task: str | None, path: str, run_id: str) -> str:
     return str(task)
 
 
-def _traces(traces: TraceInput | Iterable[TraceInput]) -> list[tuple[str, Trace]]:
-    """``(path, trace)`` of every trace named (``agentlog.read_traces``)."""
-    return [(str(t.path), t) for t in read_traces(traces)]
+def _trace_files(traces: TraceInput | Iterable[TraceInput]) -> list[tuple[str, Trace | Path]]:
+    """``(path, file or Trace)`` of every trace named (``agentlog.records.trace_files``),
+    unread."""
+    return [(str(f.path) if isinstance(f, Trace) else str(f), f)
+            for f in trace_files(traces, name="traces")]
 
 
 def _file_sha256(path: str) -> str:

@@ -10,7 +10,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._admissibility import EntryTable, TraceInput, _file_sha256, _task_of, _traces
+from agentlog.records import Score, iter_runs
+
+from ._admissibility import (
+    Entry,
+    EntryTable,
+    TraceInput,
+    _file_sha256,
+    _run_entry,
+    _task_of,
+    _trace_files,
+)
 from ._plan import Plan
 from ._radius import _codes
 
@@ -81,51 +91,56 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
         raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
     win = window if window is not None else plan.window
     readouts = plan.readout_names
-    loaded = _traces(paths)
-    hashes = {p: _file_sha256(p) for p, _ in loaded}
+    files = _trace_files(paths)
+    hashes = {p: _file_sha256(p) for p, _ in files}
     # (system, task) -> list of per-run readout vectors (None = failed run)
     cells: dict[tuple[str, str], list[FloatArray | None]] = {}
     cluster_of: dict[str, str] = {}
+    entries: list[Entry] = []
     n_runs = n_failed = 0
-    for path, trace in loaded:
-        by_run: dict[int, dict[str, list[float]]] = {}
-        for rec in trace.scores():
-            ro = plan.readouts.get(rec.name)
-            if ro is None or (ro.channel is not None and rec.channel != ro.channel):
-                continue
-            by_run.setdefault(rec.run, {}).setdefault(rec.name, []).append(float(rec.value))
-        for run in trace.runs:
-            start = run.start
-            if start is None or not plan.matches(start.meta):
-                continue
-            task = _task_of(start.task, path, start.run_id)
-            cluster = str(start.meta.get("cluster", task))
-            if cluster_of.setdefault(task, cluster) != cluster:
-                raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
-                                 f"{cluster_of[task]!r} in another run; a task has one cluster")
-            n_runs += 1
-            failed = (not run.complete or run.failed
-                      or (win is not None and any(w.failed for w in run.windows
-                                                  if w.name == win)))
-            got = by_run.get(run.run, {})
-            if failed:
-                n_failed += 1
-                vec: FloatArray | None = None
-            else:
-                missing = [n for n in readouts if n not in got]
-                if missing:
-                    raise ValueError(
-                        f"{path}: run {start.run_id} (system {start.system!r}, task {task!r}) "
-                        f"ended normally but has no score for readout(s) {missing}; record "
-                        "them with al.score(...) or remove them from the plan")
-                vec = np.array([np.mean(got[n]) for n in readouts])
-                if not np.isfinite(vec).all():
-                    raise ValueError(f"{path}: run {start.run_id} scored a non-finite value "
-                                     f"({dict(zip(readouts, vec.tolist(), strict=True))})")
-            cells.setdefault((start.system, task), []).append(vec)
+    # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run, not a file.
+    for trace, run in iter_runs([f for _, f in files], name="paths"):
+        path = str(trace.path)
+        if win is not None and (entry := _run_entry(path, run, win, plan.select)) is not None:
+            entries.append(entry)
+        start = run.start
+        if start is None or not plan.matches(start.meta):
+            continue
+        task = _task_of(start.task, path, start.run_id)
+        cluster = str(start.meta.get("cluster", task))
+        if cluster_of.setdefault(task, cluster) != cluster:
+            raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
+                             f"{cluster_of[task]!r} in another run; a task has one cluster")
+        n_runs += 1
+        failed = (not run.complete or run.failed
+                  or (win is not None and any(w.failed for w in run.windows
+                                              if w.name == win)))
+        if failed:
+            n_failed += 1
+            vec: FloatArray | None = None
+        else:
+            got: dict[str, list[float]] = {}
+            for rec in run.records:
+                if type(rec) is not Score:
+                    continue
+                ro = plan.readouts.get(rec.name)
+                if ro is None or (ro.channel is not None and rec.channel != ro.channel):
+                    continue
+                got.setdefault(rec.name, []).append(float(rec.value))
+            missing = [n for n in readouts if n not in got]
+            if missing:
+                raise ValueError(
+                    f"{path}: run {start.run_id} (system {start.system!r}, task {task!r}) "
+                    f"ended normally but has no score for readout(s) {missing}; record "
+                    "them with al.score(...) or remove them from the plan")
+            vec = np.array([np.mean(got[n]) for n in readouts])
+            if not np.isfinite(vec).all():
+                raise ValueError(f"{path}: run {start.run_id} scored a non-finite value "
+                                 f"({dict(zip(readouts, vec.tolist(), strict=True))})")
+        cells.setdefault((start.system, task), []).append(vec)
     if not cells:
         sel = f" matching select = {dict(plan.select)}" if plan.select else ""
-        raise ValueError(f"no run{sel} in {len(loaded)} trace file(s)")
+        raise ValueError(f"no run{sel} in {len(files)} trace file(s)")
     systems = tuple(sorted({s for s, _ in cells}))
     tasks = tuple(sorted({t for _, t in cells}))
     tindex = {t: i for i, t in enumerate(tasks)}
@@ -144,14 +159,11 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
             scores[s][i] = np.mean(ok, axis=0)
         else:
             failed_mask[s][i] = True
-    entries = (EntryTable.from_traces([tr for _, tr in loaded], window=win, select=plan.select)
-               if win is not None else None)
-    if entries is not None:  # a Trace's path may differ from how the caller named the file
-        entries = EntryTable(window=entries.window, entries=entries.entries,
-                             input_hashes=dict(hashes))
+    table = (EntryTable(window=win, entries=tuple(entries), input_hashes=dict(hashes))
+             if win is not None else None)
     return CertifyData(systems=systems, tasks=tasks,
                        clusters=tuple(cluster_of[t] for t in tasks), readouts=readouts,
-                       scores=scores, present=present, failed=failed_mask, entries=entries,
+                       scores=scores, present=present, failed=failed_mask, entries=table,
                        input_hashes=hashes, n_runs=n_runs, n_failed_runs=n_failed)
 
 

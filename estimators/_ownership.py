@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentlog import read_traces
+from agentlog.records import Continuation, Selection, iter_runs, trace_files
 
 from ._validity_cells import (
     FAIL,
@@ -16,6 +16,7 @@ from ._validity_cells import (
     Cell,
     TracesLike,
     _combine,
+    _file_name,
     _table,
 )
 
@@ -128,21 +129,29 @@ def ownership_map(traces: TracesLike) -> OwnershipMap:
     """Read which decisions the model owns and which the scaffold owns from traces.
 
     Args:
-        traces: trace paths or ``agentlog.Trace`` objects (one or a sequence).
+        traces: trace paths, folders, glob patterns or ``agentlog.Trace`` objects (one or
+            a sequence); files stream one run at a time, so memory does not grow with
+            their size.
 
     Returns:
         An ``OwnershipMap`` with one entry per (stream, kind), sorted by name.
     """
-    loaded = read_traces(traces)
+    files = trace_files(traces, name="traces")
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     runs: dict[tuple[str, str], set[tuple[int, int]]] = defaultdict(set)
-    for t_index, trace in enumerate(loaded):
-        for sel in trace.selections():
-            counts[(sel.name, "select")][sel.owner] += 1
-            runs[(sel.name, "select")].add((t_index, sel.run))
-        for cont in trace.continuations():
-            counts[(cont.name, "proceed")]["unrecorded"] += 1
-            runs[(cont.name, "proceed")].add((t_index, cont.run))
+    t_index, current = -1, None
+    # One run at a time (agentlog.records.iter_runs): memory holds a run, not a file.
+    for trace, run in iter_runs(files, name="traces"):
+        if trace is not current:
+            t_index, current = t_index + 1, trace
+        for r in run.records:
+            t = type(r)
+            if t is Selection:
+                counts[(r.name, "select")][r.owner] += 1
+                runs[(r.name, "select")].add((t_index, r.run))
+            elif t is Continuation:
+                counts[(r.name, "proceed")]["unrecorded"] += 1
+                runs[(r.name, "proceed")].add((t_index, r.run))
     decisions = []
     for (name, kind), c in sorted(counts.items()):
         n_model, n_scaffold = c.get("model", 0), c.get("scaffold", 0)
@@ -157,4 +166,4 @@ def ownership_map(traces: TracesLike) -> OwnershipMap:
             name=name, kind="select" if kind == "select" else "proceed", owner=owner,
             n_model=n_model, n_scaffold=n_scaffold, n_records=sum(c.values()),
             n_runs=len(runs[(name, kind)])))
-    return OwnershipMap(tuple(decisions), tuple(str(t.path) for t in loaded))
+    return OwnershipMap(tuple(decisions), tuple(_file_name(f) for f in files))

@@ -78,7 +78,8 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
-from agentlog import read_traces, verify
+from agentlog import verify
+from agentlog.records import trace_files
 
 from ._non_degeneracy import (
     NonDegeneracy,
@@ -109,6 +110,7 @@ from ._validity_cells import (
     Status,
     TracesLike,
     _combine,
+    _file_name,
     _table,
 )
 
@@ -131,12 +133,12 @@ def replay_check(traces: TracesLike, *, replayed: Cell | None = None) -> Cell:
         traces: the recorded runs.
         replayed: the outcome of re-executing them, when a replay has been run.
     """
-    loaded = read_traces(traces)
+    loaded = [_file_name(f) for f in trace_files(traces, name="traces")]
     problems = []
-    for trace in loaded:
-        report = verify(trace.path)
+    for path in loaded:
+        report = verify(path)  # streams the file
         if not report.ok:
-            problems.append(f"{trace.path}: {report.problems[0]}")
+            problems.append(f"{path}: {report.problems[0]}")
     if problems:
         return Cell(REPLAY_ITEM, FAIL,
                     f"{len(problems)}/{len(loaded)} trace(s) do not verify, e.g. {problems[0]}")
@@ -326,7 +328,8 @@ def validity_card(
         cells.append(Cell("scorer: ignores contradictory metadata", NOT_PROBED,
                           "no scorer and probes"))
     ownership: OwnershipMap | None = None
-    loaded = None if traces is None else read_traces(traces)  # read each file once
+    # Resolved once; each audit streams the files one run at a time.
+    loaded = None if traces is None else trace_files(traces, name="traces")
     if loaded is not None:
         ownership = ownership_map(loaded)
         own_cells = ownership.check(claimed_decisions)

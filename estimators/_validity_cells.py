@@ -54,6 +54,11 @@ class Cell:
         return {"item": self.item, "status": self.status, "detail": self.detail}
 
 
+def _file_name(item: Trace | os.PathLike[str] | str) -> str:
+    """The file a trace comes from, for an item of ``agentlog.records.trace_files``."""
+    return str(item.path) if isinstance(item, Trace) else os.fspath(item)
+
+
 def _combine(statuses: Sequence[Status]) -> Status:
     """``fail`` if any fails, ``pass`` only if there is at least one and all pass."""
     if FAIL in statuses:

@@ -53,10 +53,11 @@ def _no_whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError(f"a file was read whole: read{args}")
 
-    # read_traces calls the module's `read`; agentlog.read is the same function.
-    monkeypatch.setattr(reader, "read", refuse)
+    # read_traces calls the module's `read`; agentlog.read is the same function. agentlog's
+    # names load on first use: patch them before the module, or they would load `refuse`.
     monkeypatch.setattr(al, "read", refuse)
     monkeypatch.setattr(al, "read_traces", refuse)
+    monkeypatch.setattr(reader, "read", refuse)
 
 
 def test_cess_and_asv_from_trace_never_read_a_file_whole(
