@@ -30,8 +30,9 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,6 +61,33 @@ def inputs_hash(*arrays: Any, config: str = "") -> str:
         h.update(str(arr.shape).encode())
         h.update(arr.data)  # the buffer itself: no copy of large inputs
     return h.hexdigest()
+
+
+# Inputs past this many bytes are hashed on a second thread while the estimators run.
+_HASH_BESIDE_BYTES = 1 << 24
+
+
+def _hash_beside(*arrays: FloatArray, config: str) -> Callable[[], str]:
+    """``inputs_hash(*arrays, config=config)``, computed beside the estimators when large.
+
+    hashlib releases the GIL over large buffers and numpy's loops do too, so on a second
+    core the SHA-256 of 10⁶ × 10 rounds (~300 MB) overlaps the numpy work instead of
+    adding to it. The value is the same either way; call the returned function for it.
+    """
+    if sum(a.nbytes for a in arrays) < _HASH_BESIDE_BYTES:
+        value = inputs_hash(*arrays, config=config)
+        return lambda: value
+    out: list[str] = []
+    worker = threading.Thread(target=lambda: out.append(inputs_hash(*arrays, config=config)),
+                              name="agentlog-cess-inputs-hash", daemon=True)
+    worker.start()
+
+    def result() -> str:
+        worker.join()  # the hash of validated float64 arrays always finishes
+        # An exception on the worker left nothing: hashing again raises it here.
+        return out[0] if out else inputs_hash(*arrays, config=config)
+
+    return result
 
 
 @dataclass(frozen=True)
@@ -103,8 +131,10 @@ class CessResult:
 
 
 def _as_rounds(name: str, x: ArrayLike) -> FloatArray:
+    # No copy of a float64 input: estimate never writes to its inputs, and at 10⁶ × 10
+    # rounds each copy costs ~80 MB and tens of milliseconds.
     try:
-        arr = np.array(x, dtype=np.float64)
+        arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"`{name}` must be an array of numbers; {exc}") from None
     if arr.ndim == 1:
@@ -126,6 +156,32 @@ def _per_trajectory(name: str, x: ArrayLike, n: int) -> FloatArray:
             f"found shape {arr.shape}"
         )
     return arr.copy()
+
+
+def _rounds_problem(name: str, arr: FloatArray, observed: NDArray[np.bool_]) -> None:
+    """Raise the error that names the first round where ``arr`` (``p``, ``s`` or
+    ``m_chosen``) breaks its contract: NaN exactly where ``y`` is, finite where observed,
+    and ``p``/``s`` in (0, 1]."""
+    mismatch = np.isnan(arr) != ~observed
+    if mismatch.any():
+        row, col = np.argwhere(mismatch)[0]
+        what = "NaN" if np.isnan(arr[row, col]) else "a value"
+        raise ValueError(
+            f"`{name}` has {what} at trajectory {row}, round {col + 1} where `y` "
+            f"{'is observed' if observed[row, col] else 'is NaN (not reached)'}; "
+            "NaN must mark exactly the rounds not reached"
+        )
+    if np.isinf(arr).any():  # NaN outside the observed rounds was checked just above
+        row, col = np.argwhere(observed & ~np.isfinite(arr))[0]
+        raise ValueError(f"`{name}` must be finite on observed rounds; found "
+                         f"{arr[row, col]} at trajectory {row}, round {col + 1}")
+    bad = observed & ~((arr > 0) & (arr <= 1))
+    row, col = np.argwhere(bad)[0]
+    raise ValueError(
+        f"`{name}` must be in (0, 1] on observed rounds; found {arr[row, col]} at "
+        f"trajectory {row}, round {col + 1}. A zero probability breaks overlap "
+        "(Assumption 1): report the eq. 10 support interval instead"
+    )
 
 
 def _estimate_iv(
@@ -152,38 +208,33 @@ def _estimate_iv(
         # A prefix analysis: the first `budget` rounds, as in [SSC] Table 10.
         Y, P, S, M = Y[:, :budget], P[:, :budget], S[:, :budget], M[:, :budget]
     observed = ~np.isnan(Y)
-    # Rounds are a prefix: once a trajectory stops, every later round is NaN.
-    if (observed[:, 1:] & ~observed[:, :-1]).any():
+    n_observed = int(np.count_nonzero(observed))
+    # Rounds are a prefix: once a trajectory stops, every later round is NaN (a True after
+    # a False in a row; bools compare as 0 < 1, one pass).
+    if np.greater(observed[:, 1:], observed[:, :-1]).any():
         row, col = np.argwhere(observed[:, 1:] & ~observed[:, :-1])[0]
         raise ValueError(
             f"`y` has a NaN inside the observed prefix: trajectory {row}, round {col + 1} is "
             f"missing but round {col + 2} is observed; rounds not reached must be trailing NaN"
         )
+    # Each check below is a cheap screen over whole arrays; only an input that fails one
+    # pays for finding where (_rounds_problem), so valid inputs take a few passes each.
     for name, arr in (("p", P), ("s", S), ("m_chosen", M)):
-        mismatch = np.isnan(arr) != ~observed
-        if mismatch.any():
-            row, col = np.argwhere(mismatch)[0]
-            what = "NaN" if np.isnan(arr[row, col]) else "a value"
-            raise ValueError(
-                f"`{name}` has {what} at trajectory {row}, round {col + 1} where `y` "
-                f"{'is observed' if observed[row, col] else 'is NaN (not reached)'}; "
-                "NaN must mark exactly the rounds not reached"
-            )
-        if np.isinf(arr).any():  # NaN outside the observed rounds was checked just above
-            row, col = np.argwhere(observed & ~np.isfinite(arr))[0]
-            raise ValueError(f"`{name}` must be finite on observed rounds; found "
-                             f"{arr[row, col]} at trajectory {row}, round {col + 1}")
-    if np.isinf(Y).any():
+        if name == "m_chosen":
+            ok = np.array_equal(np.isfinite(arr), observed)
+        else:
+            # in (0, 1] is False for NaN and inf: equal to `observed` means in range where
+            # observed and not in range elsewhere.
+            ok = np.array_equal(np.greater(arr, 0) & np.less_equal(arr, 1), observed)
+        # ... and the rounds not reached hold NaN, not a value: as many NaN as unobserved.
+        if not ok or np.count_nonzero(np.isnan(arr)) != arr.size - n_observed:
+            _rounds_problem(name, arr, observed)
+    # fmin/fmax skip NaN (rounds not reached): one pass each, no temporary; an all-NaN
+    # `y` gives NaN, which no check below trips on.
+    y_low, y_high = ((np.fmin.reduce(Y, axis=None), np.fmax.reduce(Y, axis=None)) if Y.size
+                     else (np.nan, np.nan))
+    if np.isinf(y_low) or np.isinf(y_high):
         raise ValueError("`y` must be finite on observed rounds (inf found)")
-    for name, arr in (("p", P), ("s", S)):
-        bad = observed & ~((arr > 0) & (arr <= 1))
-        if bad.any():
-            row, col = np.argwhere(bad)[0]
-            raise ValueError(
-                f"`{name}` must be in (0, 1] on observed rounds; found {arr[row, col]} at "
-                f"trajectory {row}, round {col + 1}. A zero probability breaks overlap "
-                "(Assumption 1): report the eq. 10 support interval instead"
-            )
     # s_t = Π_{k≤t}(1 − c_k) cannot grow; the slack absorbs rounding in a recomputed product.
     # NaN (rounds not reached) compares False, so no mask is needed on this hot path, and
     # the exact comparison (no temporary) screens before the tolerance is applied.
@@ -199,8 +250,7 @@ def _estimate_iv(
     low, high = bounds
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
         raise ValueError(f"`bounds` must be finite with L < U; found {bounds!r}")
-    # fmin/fmax skip NaN (rounds not reached): one pass each, no temporary
-    if Y.size and (np.fmin.reduce(Y, axis=None) < low or np.fmax.reduce(Y, axis=None) > high):
+    if y_low < low or y_high > high:
         row, col = np.argwhere(np.less(Y, low) | np.greater(Y, high))[0]
         raise ValueError(
             f"`y` must lie in `bounds` [{float(low)!r}, {float(high)!r}] (the score range of "
@@ -276,6 +326,12 @@ def estimate(
     Y, P, S, M, MB, N, LAM, observed = _estimate_iv(
         y, p, s, m_chosen, m_bar, n_pool, budget, lam, order, anchor, bounds)
     low, high = float(bounds[0]), float(bounds[1])
+    R = None if rho is None else _per_trajectory("rho", rho, Y.shape[0])
+    if R is not None and not ((R >= 0) & (R <= 1)).all():
+        raise ValueError("`rho` must be in [0, 1] for every trajectory (NaN found or out "
+                         "of range)")
+    digest = _hash_beside(Y, P, S, M, MB, N, LAM, config=f"{budget}|{order}|{anchor}|"
+                          f"{low!r}|{high!r}|{rho is not None}")
     K = float(budget)
     n_rounds = observed.sum(axis=1)
     # w_t = 1/(N p_t s_t); unobserved rounds contribute nothing (weight 0, no NaN).
@@ -307,13 +363,9 @@ def estimate(
     # reducing over a contiguous first axis is ~15x faster than over short rows
     min_ps = np.ascontiguousarray(PS.T).min(axis=0)
     min_ps = np.where(n_rounds > 0, min_ps, np.nan)
-    if rho is None:
+    if R is None:
         s_low = s_high = np.full(Y.shape[0], np.nan)
     else:
-        R = _per_trajectory("rho", rho, Y.shape[0])
-        if not ((R >= 0) & (R <= 1)).all():
-            raise ValueError("`rho` must be in [0, 1] for every trajectory (NaN found or out "
-                             "of range)")
         s_low, s_high = support_interval(est, R, bounds=bounds)
         if (R > 0).any():
             warnings.warn(
@@ -327,8 +379,7 @@ def estimate(
         ess=ess, max_weight=max_w, min_ps=min_ps, n_rounds=n_rounds.astype(np.int64),
         support_low=s_low, support_high=s_high, lam=LAM, budget=int(budget), order=order,
         anchor=anchor, bounds=(low, high),
-        inputs_hash=inputs_hash(Y, P, S, M, MB, N, LAM, config=f"{budget}|{order}|{anchor}|"
-                                f"{low!r}|{high!r}|{rho is not None}"),
+        inputs_hash=digest(),
     )
 
 

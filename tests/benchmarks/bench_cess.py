@@ -21,6 +21,11 @@ Workloads (deterministic, seeded):
 
 Timings are the min and median of ``--repeat`` runs after one warm-up run (the first pass
 over 80 MB arrays pays page faults that later passes do not).
+
+``--against OLD_CESS_PY`` (e.g. ``git show <commit>:estimators/_cess.py > /tmp/old.py``)
+also times that copy of ``_cess.py`` on the same arrays, rounds interleaved with the
+current one, checks that both give the same numbers and hash, and prints the median of the
+paired ratios (an A/B that both sides see under the same load).
 """
 
 from __future__ import annotations
@@ -133,6 +138,40 @@ def bench_estimate(n: int, repeat: int, profile: bool) -> bool:
     return ok
 
 
+def bench_against(n: int, repeat: int, old_path: str) -> None:
+    """Interleaved A/B of ``cess.estimate`` against an older copy of ``_cess.py``."""
+    import importlib.util
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("agentlog_old_cess", old_path)
+    assert spec is not None and spec.loader is not None, old_path
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old  # dataclasses look their module up
+    spec.loader.exec_module(old)
+    y, p, s, m, m_bar = trajectories(n)
+
+    def run(mod: Any) -> Any:
+        return mod.estimate(y, p, s, m, m_bar, N_POOL, budget=K, lam=0.5)
+
+    a, b = run(old), run(_cess)
+    for f in ("opened_mean", "outcome_regression", "ipw", "dr_raw", "estimate", "ess",
+              "max_weight", "min_ps", "n_rounds"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+    assert a.inputs_hash == b.inputs_hash, "the inputs hash changed"
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    for i in range(repeat):
+        for name in ("old", "new") if i % 2 == 0 else ("new", "old"):
+            t0 = time.perf_counter()
+            run(old if name == "old" else _cess)
+            times[name].append(time.perf_counter() - t0)
+    for name, ts in times.items():
+        print(f"  {name + ' _cess.py' if name == 'old' else 'this _cess.py':<50} min "
+              f"{min(ts):8.3f} s   median {statistics.median(ts):8.3f} s")
+    ratio = statistics.median(x / o for x, o in zip(times["new"], times["old"], strict=True))
+    print(f"  this / old: median of {repeat} paired ratios {ratio:.3f} (same numbers, same "
+          "hash)")
+
+
 def bench_bootstrap(Q: int, R: int, resamples: int, repeat: int) -> bool:
     rng = np.random.default_rng(1)
     values = rng.normal(size=(Q * R, 4))
@@ -169,8 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="time each line of estimate")
     ap.add_argument("--no-check", action="store_true", help="exit 0 even when a target is missed")
+    ap.add_argument("--against", metavar="OLD_CESS_PY", help="A/B against this _cess.py copy")
     args = ap.parse_args(argv)
     ok = bench_estimate(args.trajectories, args.repeat, args.profile)
+    if args.against:
+        bench_against(args.trajectories, max(args.repeat, 6), args.against)
     ok &= bench_bootstrap(args.questions, args.runs_per_question, args.resamples, args.repeat)
     return 0 if ok or args.no_check else 1
 
