@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import httpx2
 import openai
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved, per_call_us, row
 
 import agentlog as al
@@ -61,73 +61,73 @@ def client() -> openai.OpenAI:
 
 
 def main() -> None:
+    with bench_dir("agentlog-bench-adapters-") as folder:
+        measure(folder)
+
+
+def measure(folder: str) -> None:
     bare = client()
     wrapped = adapter.wrap(client())
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-")
     trace = os.path.join(folder, "bench.zst")
     cache_path = os.path.join(folder, "cache.sqlite")
-    try:
-        def call_bare() -> object:
-            return bare.chat.completions.create(**REQUEST)
 
-        def call_wrapped() -> object:
-            return wrapped.chat.completions.create(**REQUEST)
+    def call_bare() -> object:
+        return bare.chat.completions.create(**REQUEST)
 
-        size = len(str(REQUEST))
-        print(f"request ≈ {size} characters; bare client over MockTransport as reference\n")
-        ref, own = interleaved(call_bare, call_wrapped, number=300)
-        print(row("bare client", ref))
-        print(row("wrapped, outside any run", own, ref, "bare"))
-        print(f"{'':<58} overhead {own[0] - ref[0]:+8.2f} µs (min), "
-              f"{own[1] - ref[1]:+8.2f} µs (median)\n")
+    def call_wrapped() -> object:
+        return wrapped.chat.completions.create(**REQUEST)
 
-        prebuilt = bare.chat.completions.create(**REQUEST)
-        stubbed = client()
-        stubbed.chat.completions.create = lambda **kwargs: prebuilt  # type: ignore[method-assign]
-        adapter.wrap(stubbed)
+    size = len(str(REQUEST))
+    print(f"request ≈ {size} characters; bare client over MockTransport as reference\n")
+    ref, own = interleaved(call_bare, call_wrapped, number=300)
+    print(row("bare client", ref))
+    print(row("wrapped, outside any run", own, ref, "bare"))
+    print(f"{'':<58} overhead {own[0] - ref[0]:+8.2f} µs (min), "
+          f"{own[1] - ref[1]:+8.2f} µs (median)\n")
 
-        def stub() -> object:
-            return prebuilt
+    prebuilt = bare.chat.completions.create(**REQUEST)
+    stubbed = client()
+    stubbed.chat.completions.create = lambda **kwargs: prebuilt  # type: ignore[method-assign]
+    adapter.wrap(stubbed)
 
-        def call_stubbed() -> object:
-            return stubbed.chat.completions.create(**REQUEST)
+    def stub() -> object:
+        return prebuilt
 
-        ref, own = interleaved(stub, call_stubbed, number=5000)
-        print(row("stubbed SDK method (no HTTP), bare", ref))
-        print(row("stubbed, wrapped, outside any run", own, ref, "bare"))
-        print(f"{'':<58} overhead {own[0] - ref[0]:+8.2f} µs (min)\n")
+    def call_stubbed() -> object:
+        return stubbed.chat.completions.create(**REQUEST)
+
+    ref, own = interleaved(stub, call_stubbed, number=5000)
+    print(row("stubbed SDK method (no HTTP), bare", ref))
+    print(row("stubbed, wrapped, outside any run", own, ref, "bare"))
+    print(f"{'':<58} overhead {own[0] - ref[0]:+8.2f} µs (min)\n")
+    with al.record(trace, seed=1):
+        ref, own = interleaved(stub, call_stubbed, number=1000, before=al.flush)
+    print(row("stubbed, wrapped, inside a run: LLMCall recorded", own, ref, "bare"))
+
+    request = {**REQUEST, "base_url": str(bare.base_url)}
+    key_t = per_call_us(lambda: request_key("openai.chat", request), number=2000)
+    print(row("request_key alone (canonical encoding + SHA-256)", key_t))
+    over = own[0] - ref[0]
+    print(f"{'':<58} overhead {over:+8.2f} µs (min) = key {key_t[0]:.2f} µs + "
+          f"{over - key_t[0]:.2f} µs adapter (target ≤ 50 µs + key)\n")
+
+    key_t = per_call_us(lambda: request_key("openai.chat", request), number=2000)
+    print(row("request_key alone (canonical encoding + SHA-256)", key_t))
+    with al.record(trace, seed=1):
+        ref, own = interleaved(call_bare, call_wrapped, number=300, before=al.flush)
+    print(row("bare client over MockTransport (inside a run)", ref))
+    print(row("wrapped over MockTransport, inside a run", own, ref, "bare"))
+    print()
+
+    with ModelCache(path=cache_path) as cache:
+        cached = adapter.wrap(client(), cache=cache)
+        cached.chat.completions.create(**REQUEST)  # the one miss
         with al.record(trace, seed=1):
-            ref, own = interleaved(stub, call_stubbed, number=1000, before=al.flush)
-        print(row("stubbed, wrapped, inside a run: LLMCall recorded", own, ref, "bare"))
-
-        request = {**REQUEST, "base_url": str(bare.base_url)}
-        key_t = per_call_us(lambda: request_key("openai.chat", request), number=2000)
-        print(row("request_key alone (canonical encoding + SHA-256)", key_t))
-        over = own[0] - ref[0]
-        print(f"{'':<58} overhead {over:+8.2f} µs (min) = key {key_t[0]:.2f} µs + "
-              f"{over - key_t[0]:.2f} µs adapter (target ≤ 50 µs + key)\n")
-
-        key_t = per_call_us(lambda: request_key("openai.chat", request), number=2000)
-        print(row("request_key alone (canonical encoding + SHA-256)", key_t))
-        with al.record(trace, seed=1):
-            ref, own = interleaved(call_bare, call_wrapped, number=300, before=al.flush)
-        print(row("bare client over MockTransport (inside a run)", ref))
-        print(row("wrapped over MockTransport, inside a run", own, ref, "bare"))
-        print()
-
-        with ModelCache(path=cache_path) as cache:
-            cached = adapter.wrap(client(), cache=cache)
-            cached.chat.completions.create(**REQUEST)  # the one miss
-            with al.record(trace, seed=1):
-                ref, own = interleaved(call_bare, lambda: cached.chat.completions.create(
-                    **REQUEST), number=300, before=al.flush)
-            print(row("bare client (inside a run)", ref))
-            print(row("wrapped + cache hit, inside a run (no request)", own, ref, "bare"))
-            print(f"cache stats: {cache.stats()}")
-    finally:
-        for name in os.listdir(folder):
-            os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)
+            ref, own = interleaved(call_bare, lambda: cached.chat.completions.create(
+                **REQUEST), number=300, before=al.flush)
+        print(row("bare client (inside a run)", ref))
+        print(row("wrapped + cache hit, inside a run (no request)", own, ref, "bare"))
+        print(f"cache stats: {cache.stats()}")
 
 
 if __name__ == "__main__":

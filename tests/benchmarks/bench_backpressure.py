@@ -18,11 +18,12 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir  # noqa: E402
 
 
 def _child(kind: str, path: str, n: int, k: int) -> None:
@@ -70,7 +71,7 @@ def main() -> None:
     ap.add_argument("--selections", type=int, default=10_000)
     ap.add_argument("--candidates", type=int, default=10_000)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="agentlog-backpressure-") as d:
+    with bench_dir(prefix="agentlog-backpressure-") as d:
         for kind, label in (("small", "4 threads x 125,000 small records"),
                             ("sel", f"{args.selections:,} selections of "
                                     f"{args.candidates:,} candidates")):

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved, row
 
 from agentlog.replay import ModelCache, request_key
@@ -55,11 +54,8 @@ def response_of(size: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-cache-"))
-    try:
-        run(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with bench_dir("agentlog-bench-cache-") as tmp:
+        run(Path(tmp))
 
 
 def run(tmp: Path) -> None:

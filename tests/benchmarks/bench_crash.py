@@ -8,11 +8,12 @@ truncated), and the records lost after the last flush (at most one frame interva
 from __future__ import annotations
 
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 
 import agentlog as al
 from agentlog._records import WindowExit
@@ -21,7 +22,7 @@ from tests.core.test_crash_agent import INTERRUPTION, kill_trial
 
 def main() -> None:
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 300
-    with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(8) as pool:
+    with bench_dir() as folder, ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda s: kill_trial(Path(folder), 10_000 + s), range(trials)))
         complete = torn = unexpected = 0
         beyond_flush = []

@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 from _rss import run_child
+from _tempdir import bench_dir
 
 from agentlog import _noise
 from agentlog._writer import TraceWriter
@@ -135,7 +135,7 @@ def main() -> int:
     ap.add_argument("--max-growth-mb", type=float, default=20.0)
     args = ap.parse_args()
     peaks: dict[str, list[float]] = {"cess": [], "asv": []}
-    with tempfile.TemporaryDirectory(prefix="agentlog-estimate-rss-") as d:
+    with bench_dir(prefix="agentlog-estimate-rss-") as d:
         _, _, base = measure("import", Path(d) / "none")
         print(f"{'reference: python + agentlog + estimators imported':<52} "
               f"peak RSS {base:7.1f} MB")

@@ -13,16 +13,15 @@ Run: ``python tests/benchmarks/bench_export.py [--phoenix]`` (prints; asserts no
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved, per_call_us, row
 
 import agentlog as al
@@ -96,7 +95,8 @@ def _phoenix_rate(folder: str) -> str:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
-    work_dir = tempfile.mkdtemp(prefix="agentlog-bench-phoenix-")
+    work_dir = os.path.join(folder, "phoenix")  # removed with the benchmark's folder
+    os.mkdir(work_dir)
     env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(ports[0]),
            "PHOENIX_GRPC_PORT": str(ports[1]), "PHOENIX_WORKING_DIR": work_dir}
     proc = subprocess.Popen([str(venv / "bin" / "phoenix"), "serve"], env=env,
@@ -125,7 +125,6 @@ def _phoenix_rate(folder: str) -> str:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _live_overhead(folder: str) -> list[str]:
@@ -209,16 +208,13 @@ def _live_overhead(folder: str) -> list[str]:
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-export-")
-    try:
+    with bench_dir("agentlog-bench-export-") as folder:
         for text in _export_rates(folder):
             print(text)
         if "--phoenix" in sys.argv:
             print(_phoenix_rate(folder))
         for text in _live_overhead(folder):
             print(text)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

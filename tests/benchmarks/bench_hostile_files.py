@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import struct
 import sys
-import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 sys.path.insert(0, str(Path(__file__).parent))
 import msgspec
 from _rss import run_child
+from _tempdir import bench_dir
 
 from agentlog._trace_format import FILE_HEADER, FrameEncoder
 
@@ -115,7 +115,7 @@ def measure(*args: str) -> tuple[int, float, float]:
 
 def main() -> int:
     missed = []
-    with tempfile.TemporaryDirectory(prefix="agentlog-hostile-") as d:
+    with bench_dir(prefix="agentlog-hostile-") as d:
         paths = {}
         for i, (label, build) in enumerate(FILES.items()):
             p = Path(d) / f"h{i}.zst"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 from _rss import run_child
+from _tempdir import bench_dir
 from bench_estimate_rss import RUN_RECORDS, write_trace
 
 LOADERS = ("ownership_map", "replay_check", "certify.from_traces", "EntryTable.from_traces",
@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--max-growth-mb", type=float, default=20.0)
     args = ap.parse_args()
     peaks: dict[str, list[float]] = {w: [] for w in LOADERS}
-    with tempfile.TemporaryDirectory(prefix="agentlog-loaders-rss-") as d:
+    with bench_dir(prefix="agentlog-loaders-rss-") as d:
         _, _, base = measure("import", Path(d) / "none")
         print(f"{'reference: python + agentlog + estimators + CLI imported':<52} "
               f"peak RSS {base:7.1f} MB")

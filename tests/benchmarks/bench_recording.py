@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved, per_call_us, row
 
 import agentlog as al
@@ -41,11 +40,8 @@ windowed = al.window("bench")(bare)
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-")
-    try:
+    with bench_dir("agentlog-bench-recording-") as folder:  # the traces add up to ~330 MB
         measure(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # the traces add up to a few hundred MB
 
 
 def measure(folder: str) -> None:

@@ -15,13 +15,12 @@ kept).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved, row
 
 import agentlog as al
@@ -49,7 +48,11 @@ def generate(prompt: str, max_tokens: int = 64) -> str:
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-scrub-")
+    with bench_dir("agentlog-bench-scrub-") as folder:
+        measure(folder)
+
+
+def measure(folder: str) -> None:
     windows = {name: al.window(name)(fn) for name, fn in
                (("tiny", tiny), ("mid", mid), ("doc", doc), ("creds", creds),
                 ("generate", generate))}
@@ -89,7 +92,6 @@ def main() -> None:
                 print(f"{'':<58} cost: {own[0] - ref[0]:+.2f} µs (min)")
     finally:
         _window.may_hold_secret = real
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,14 @@ import importlib.util
 import signal
 import statistics
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("_sigterm_child",
                                               ROOT / "tests" / "core" / "_sigterm_child.py")
@@ -43,7 +45,7 @@ def main() -> None:
     sig = signal.SIGKILL if args.kill else signal.SIGTERM
     durabilities = ["frame", "window", "fsync"]
     jobs = [(durabilities[i % 3], i, i % 4 == 3 and not args.kill) for i in range(args.trials)]
-    with tempfile.TemporaryDirectory(prefix="agentlog-sigterm-") as d, \
+    with bench_dir(prefix="agentlog-sigterm-") as d, \
             ThreadPoolExecutor(args.parallel) as pool:
         results = list(pool.map(lambda j: (j[0], j[2], child.trial(Path(d), j[0], j[1],
                                                                     in_event_set=j[2], sig=sig)),

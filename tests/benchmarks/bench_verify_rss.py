@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
 from _rss import run_child
+from _tempdir import bench_dir
 
 from agentlog import _noise
 from agentlog._records import Continuation, RunEnd, RunStart, Score
@@ -91,7 +91,7 @@ def main() -> int:
                     help="also measure al.read (in memory) on files up to 1 M records")
     args = ap.parse_args()
     missed = []
-    with tempfile.TemporaryDirectory(prefix="agentlog-rss-") as d:
+    with bench_dir(prefix="agentlog-rss-") as d:
         _, _, base = measure("import", Path(d) / "none")
         print(f"{'reference: python + agentlog + CLI imported':<52} peak RSS {base:7.1f} MB")
         for n in args.sizes:

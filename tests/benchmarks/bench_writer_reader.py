@@ -26,7 +26,6 @@ import lzma
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +37,9 @@ import zstandard
 
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 
 from agentlog._encoding import decode
 from agentlog._reader import iter_records, read
@@ -200,7 +202,7 @@ def time_stream(path: Path, n: int) -> float:
 def put_cost_ns(n: int = 1_000_000) -> float:
     """ns per put() with the writer thread idle (frame_records above n): the caller's cost."""
     rec = small_records(1)[0]
-    with tempfile.TemporaryDirectory() as d:
+    with bench_dir() as d:
         w = TraceWriter(Path(d) / "p.zst", frame_records=n + 1, frame_interval=3600)
         put = w.put
         t0 = time.perf_counter()
@@ -228,7 +230,7 @@ def digest_cost(n: int, rounds: int) -> tuple[float, float, float]:
     bare = small + [Score(run=1, window=-1, name="x", value=0.0)] * 2  # same count
     with_s: list[float] = []
     without_s: list[float] = []
-    with tempfile.TemporaryDirectory() as d:
+    with bench_dir() as d:
         for _ in range(rounds):
             without_s.append(time_write(Path(d) / "bare.zst", bare)[1])
             with_s.append(time_write(Path(d) / "run.zst", with_run)[1])
@@ -304,7 +306,7 @@ def main() -> int:
     print(f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, "
           f"cpus {os.cpu_count()}, {args.small:,} small records, "
           f"{args.selections:,} 1,000-candidate selections")
-    with tempfile.TemporaryDirectory() as d:
+    with bench_dir() as d:
         p_small = Path(d) / "small.zst"
         p_sel = Path(d) / "sel.zst"
 
