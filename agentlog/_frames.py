@@ -87,6 +87,7 @@ class FrameIterator(Iterator[Frame]):
         self._offset = 0
         self._size = 0
         self._empty: tuple[bytes, int] | None = None
+        self._empty_frame: bytes | None = None  # header + payload of the last empty frame
 
     def __iter__(self) -> FrameIterator:
         return self
@@ -112,6 +113,21 @@ class FrameIterator(Iterator[Frame]):
             self.format_version = version
             self._offset = self.end_offset = FILE_HEADER_SIZE
         offset = self._offset
+        repeat = self._empty_frame
+        if repeat is not None:
+            # A file of many empty frames (never written by agentlog; a hostile or damaged
+            # file) repeats the same bytes: one read and one comparison per frame, the
+            # header and the payload having been checked the first time.
+            chunk = f.read(len(repeat))
+            if chunk == repeat:
+                self._offset = self.end_offset = offset + len(repeat)
+                self.frames += 1
+                if self._raw:
+                    return Frame(offset, len(repeat) - FRAME_HEADER_SIZE, [], [],
+                                 repeat[FRAME_HEADER_SIZE:])
+                return Frame(offset, len(repeat) - FRAME_HEADER_SIZE, [])
+            self._empty_frame = None
+            f.seek(offset)  # within the read buffer: no system call
         head = f.read(FRAME_HEADER_SIZE)
         if len(head) < FRAME_HEADER_SIZE:
             self._finish(truncated=bool(head), good=offset)
@@ -148,6 +164,7 @@ class FrameIterator(Iterator[Frame]):
             records = self._decoder.decode_payload(payload, header, path=path, offset=offset)
         if not header.n_records:
             self._empty = (payload, header.payload_crc)
+            self._empty_frame = head + payload
         self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
         self.frames += 1
         self.records += len(records)
