@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from agentlog._version import __version__
+from agentlog import __version__
 
 #: ``name -> (module, command function, one-line help)`` of ``agentlog NAME``.
 COMMANDS: dict[str, tuple[str, str, str]] = {

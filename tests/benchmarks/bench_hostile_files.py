@@ -5,10 +5,11 @@ Each file (record and byte bombs, huge declared lengths, deep nesting, ext value
 a 10 GiB sparse zero tail, 200,000 empty frames, a header-only file, records outside
 any run) is given to ``agentlog verify --json`` and ``agentlog inspect --json`` in a
 fresh child process that reports the command's wall time and its own peak RSS (imports
-excluded: the child first runs the command on a header-only file, then resets its peak). Target: every file rejected (exit 2) or reported (exit 1, or 0 with
-markers for inspect) within 2 s and 256 MB. Exits non-zero when one misses it. The
-files are built in a temporary folder and deleted afterwards; the in-suite version
-of the same files is ``tests/core/test_hostile_files.py``.
+excluded: the child first runs the command on a header-only file, then resets its peak).
+Target: every file rejected (exit 2) or reported (exit 1, or 0 with markers for inspect)
+within 2 s and 256 MB. Exits non-zero when one misses it. The files are built in a
+temporary folder and deleted afterwards; the in-suite version of the same files is
+``tests/core/test_hostile_files.py``.
 """
 
 from __future__ import annotations
