@@ -15,7 +15,7 @@ import pytest
 
 import agentlog as al
 from agentlog.records import RunStart, Score, WindowExit
-from agentlog.replay import ModelCache, Unit, read_units, run_units
+from agentlog.replay import ModelCache, Unit, read_units, run_units, sealed_units
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,3 +110,23 @@ def test_an_in_memory_cache_cannot_go_to_ray_workers(tmp_path: Path) -> None:
         run_units([Unit("u0", {"x": 0})], "tests.replay._unit_jobs:cached_score",
                   out=tmp_path / "o.zst", cache=cache, executor="ray", progress=False)
 
+
+
+def test_a_job_the_workers_cannot_import_is_a_clear_error_and_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's folder is on the driver's path only: the workers cannot import the job."""
+    folder = tmp_path / "driver_only"
+    folder.mkdir()
+    (folder / "driver_only_jobs.py").write_text(
+        "from agentlog.replay import UnitScore\n"
+        "def score(unit, ctx):\n"
+        "    return [UnitScore('v', 1.0)]\n")
+    monkeypatch.syspath_prepend(str(folder))
+    out = tmp_path / "o.zst"
+    with pytest.raises(al.ReplayError, match=r"a Ray task of the replay failed in its worker: "
+                       r"ImportError: cannot import module 'driver_only_jobs'.*PYTHONPATH"):
+        run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
+                  progress=False, executor="ray")
+    assert sealed_units(out) == set()
+    assert run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
+                     progress=False).done == 4
