@@ -130,3 +130,36 @@ def test_a_job_the_workers_cannot_import_is_a_clear_error_and_loses_nothing(
     assert sealed_units(out) == set()
     assert run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
                      progress=False).done == 4
+
+
+def test_cancelling_a_ray_replay_writes_the_finished_batches_and_a_rerun_completes_it(
+        tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from agentlog.replay import arun_units
+
+    out = tmp_path / "o.zst"
+    units = [Unit(f"u{i:02d}", {"x": i, "sleep": 0.05}) for i in range(40)]
+    job = "tests.replay._unit_jobs:slow_score"
+
+    async def interrupted() -> None:
+        task = asyncio.create_task(arun_units(units, job, out=out, progress=False,
+                                              executor="ray", concurrency=2))
+        deadline = time.monotonic() + 120
+        while not (out.exists() and sealed_units(out)):  # a batch came back and was written
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupted())
+    assert al.verify(out).ok
+    assert 0 < len(sealed_units(out)) < 40
+    summary = run_units(units, job, out=out, progress=False, executor="ray")
+    assert summary.done + summary.skipped == 40 and summary.failed == 0
+    reference = tmp_path / "ref.zst"
+    run_units(units, job, out=reference, progress=False)
+    assert {k: u.scores for k, u in read_units(out).items()} == {
+        k: u.scores for k, u in read_units(reference).items()}
