@@ -13,11 +13,13 @@ Example:
     >>> first.status, again.status, again.response
     ('miss', 'hit', {'id': 'r1'})
 
-Channel replay, paired interventions and the frozen/branch/rerun modes are not implemented
-yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
+The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
+with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
+finished unit as a sealed run of an output trace (``read_units`` reads them back).
 """
 
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._executor import arun_units, run_units
 from ._request_fields import (
     CacheKey,
     RequestFields,
@@ -26,17 +28,33 @@ from ._request_fields import (
     request_fields,
     request_key,
 )
+from ._retry import RetryPolicy, is_transient
+from ._unit_output import UnitOutput, read_units, sealed_units
+from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
 __all__ = [
     "CacheKey",
     "CacheMode",
     "CacheResult",
     "CacheStatus",
+    "Job",
     "ModelCache",
     "RequestFields",
+    "RetryPolicy",
+    "RunSummary",
+    "Unit",
+    "UnitContext",
+    "UnitFailure",
+    "UnitOutput",
+    "UnitScore",
+    "arun_units",
     "default_cache_path",
+    "is_transient",
+    "read_units",
     "register_request_fields",
     "registered_request_fields",
     "request_fields",
     "request_key",
+    "run_units",
+    "sealed_units",
 ]

@@ -19,9 +19,11 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == [
-        "CacheKey", "CacheMode", "CacheResult", "CacheStatus", "ModelCache", "RequestFields",
-        "default_cache_path", "register_request_fields", "registered_request_fields",
-        "request_fields", "request_key",
+        "CacheKey", "CacheMode", "CacheResult", "CacheStatus", "Job", "ModelCache",
+        "RequestFields", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure",
+        "UnitOutput", "UnitScore", "arun_units", "default_cache_path", "is_transient",
+        "read_units", "register_request_fields", "registered_request_fields",
+        "request_fields", "request_key", "run_units", "sealed_units",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None
