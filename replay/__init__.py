@@ -13,11 +13,19 @@ Example:
     >>> first.status, again.status, again.response
     ('miss', 'hit', {'id': 'r1'})
 
-Channel replay, paired interventions and the frozen/branch/rerun modes are not implemented
-yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
+Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+``window_function``, ``tool_result``) and the interventions a re-entry runs under
+(``agentlog.replay.interventions``) are documented in their modules.
 """
 
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._reentry import (
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    tool_result,
+    window_function,
+)
 from ._request_fields import (
     CacheKey,
     RequestFields,
@@ -35,8 +43,13 @@ __all__ = [
     "ModelCache",
     "RequestFields",
     "default_cache_path",
+    "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
     "request_fields",
     "request_key",
+    "resume_streams",
+    "stream_offsets",
+    "tool_result",
+    "window_function",
 ]

@@ -20,8 +20,9 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
 
     assert replay.__all__ == sorted(replay.__all__) == [
         "CacheKey", "CacheMode", "CacheResult", "CacheStatus", "ModelCache", "RequestFields",
-        "default_cache_path", "register_request_fields", "registered_request_fields",
-        "request_fields", "request_key",
+        "default_cache_path", "reenter_arguments", "register_request_fields",
+        "registered_request_fields", "request_fields", "request_key", "resume_streams",
+        "stream_offsets", "tool_result", "window_function",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None
