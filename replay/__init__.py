@@ -18,6 +18,13 @@ yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
 """
 
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._registry import (
+    NotRegisteredError,
+    Registered,
+    Registry,
+    RegistryCollisionWarning,
+    object_id,
+)
 from ._request_fields import (
     CacheKey,
     RequestFields,
@@ -33,8 +40,13 @@ __all__ = [
     "CacheResult",
     "CacheStatus",
     "ModelCache",
+    "NotRegisteredError",
+    "Registered",
+    "Registry",
+    "RegistryCollisionWarning",
     "RequestFields",
     "default_cache_path",
+    "object_id",
     "register_request_fields",
     "registered_request_fields",
     "request_fields",
