@@ -26,6 +26,16 @@ from ._app import (
     resolve_app,
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._channels import (
+    Channel,
+    ScoreContext,
+    Scorer,
+    channel,
+    get_channel,
+    get_scorer,
+    registry,
+    scorer,
+)
 from ._registry import (
     NotRegisteredError,
     Registered,
@@ -41,6 +51,14 @@ from ._request_fields import (
     request_fields,
     request_key,
 )
+from ._states import (
+    FrozenTransition,
+    State,
+    StateDecodeError,
+    WindowNotFoundError,
+    frozen_transitions,
+    trace_file_hash,
+)
 
 __all__ = [
     "APP_ENV",
@@ -50,19 +68,33 @@ __all__ = [
     "CacheMode",
     "CacheResult",
     "CacheStatus",
+    "Channel",
+    "FrozenTransition",
     "ModelCache",
     "NotRegisteredError",
     "Registered",
     "Registry",
     "RegistryCollisionWarning",
     "RequestFields",
+    "ScoreContext",
+    "Scorer",
+    "State",
+    "StateDecodeError",
+    "WindowNotFoundError",
     "app_from_pyproject",
+    "channel",
     "default_cache_path",
+    "frozen_transitions",
+    "get_channel",
+    "get_scorer",
     "object_id",
     "recorded_modules",
     "register_request_fields",
     "registered_request_fields",
+    "registry",
     "request_fields",
     "request_key",
     "resolve_app",
+    "scorer",
+    "trace_file_hash",
 ]
