@@ -13,8 +13,9 @@ Example:
     >>> first.status, again.status, again.response
     ('miss', 'hit', {'id': 'r1'})
 
-Channel replay, paired interventions and the frozen/branch/rerun modes are not implemented
-yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
+Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+``window_function``, ``tool_result``) and the interventions a re-entry runs under
+(``agentlog.replay.interventions``) are documented in their modules.
 """
 
 from ._app import (
@@ -35,6 +36,13 @@ from ._channels import (
     get_scorer,
     registry,
     scorer,
+)
+from ._reentry import (
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    tool_result,
+    window_function,
 )
 from ._registry import (
     NotRegisteredError,
@@ -89,12 +97,17 @@ __all__ = [
     "get_scorer",
     "object_id",
     "recorded_modules",
+    "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
     "registry",
     "request_fields",
     "request_key",
     "resolve_app",
+    "resume_streams",
     "scorer",
+    "stream_offsets",
+    "tool_result",
     "trace_file_hash",
+    "window_function",
 ]

@@ -20,6 +20,10 @@ CACHE_NAMES = [
     "default_cache_path", "register_request_fields", "registered_request_fields",
     "request_fields", "request_key",
 ]
+# Re-entry seams (issue 14).
+REENTRY_NAMES = [
+    "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
+]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
     "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "FrozenTransition",
@@ -33,8 +37,8 @@ CHANNEL_REPLAY_NAMES = [
 def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
-    assert replay.__all__ == sorted(replay.__all__) == sorted(CACHE_NAMES
-                                                              + CHANNEL_REPLAY_NAMES)
+    assert replay.__all__ == sorted(replay.__all__) == sorted(
+        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
 
