@@ -102,7 +102,8 @@ class Steer(_CoreSteer):
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = cls.__name__.lower()
-        cls._registered = STEERS.register(cls.name, cls)
+        if not cls.name.startswith("_"):  # a private base of steers is not one itself
+            cls._registered = STEERS.register(cls.name, cls)
 
     def params(self) -> dict[str, Any]:
         """The constructor arguments, canonical-encodable (hashed into the arm)."""
@@ -128,22 +129,35 @@ def _check_stream(stream: str | None) -> str | None:
     return stream
 
 
-class Uniform(Steer):
-    """Uniform selection: every candidate gets ``1/N``."""
+class _SelectionSteer(Steer):
+    """A steer that replaces the probability vector of the streams it applies to."""
 
-    name = "uniform"
+    name = "_selection"
 
     def __init__(self, stream: str | None = None) -> None:
         self.stream = _check_stream(stream)
 
     def select(self, stream: str, step: int, probs: NDArray[np.float64],
                ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
-        if not self.applies(stream):
-            return None
+        return self.vector(stream, step, probs) if self.applies(stream) else None
+
+    def vector(self, stream: str, step: int,
+               probs: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The replacement of the agent's vector ``probs``."""
+        raise NotImplementedError
+
+
+class Uniform(_SelectionSteer):
+    """Uniform selection: every candidate gets ``1/N``."""
+
+    name = "uniform"
+
+    def vector(self, stream: str, step: int,
+               probs: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.full(probs.shape[0], 1.0 / probs.shape[0])
 
 
-class Permute(Steer):
+class Permute(_SelectionSteer):
     """The candidate listed ``i``-th gets the probability of the ``order[i]``-th."""
 
     name = "permute"
@@ -154,12 +168,10 @@ class Permute(Steer):
             raise ValueError(f"`order` must be a permutation of 0..{len(perm) - 1}; found "
                              f"{list(order)!r}")
         self.order = perm
-        self.stream = _check_stream(stream)
+        super().__init__(stream)
 
-    def select(self, stream: str, step: int, probs: NDArray[np.float64],
-               ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
-        if not self.applies(stream):
-            return None
+    def vector(self, stream: str, step: int,
+               probs: NDArray[np.float64]) -> NDArray[np.float64]:
         if len(self.order) != probs.shape[0]:
             raise ValueError(
                 f"Permute of {len(self.order)} positions applied to select {stream!r} step "
@@ -169,23 +181,18 @@ class Permute(Steer):
         return out
 
 
-class Reverse(Steer):
+class Reverse(_SelectionSteer):
     """The candidate listed ``i``-th gets the probability of the ``(N-1-i)``-th."""
 
     name = "reverse"
 
-    def __init__(self, stream: str | None = None) -> None:
-        self.stream = _check_stream(stream)
-
-    def select(self, stream: str, step: int, probs: NDArray[np.float64],
-               ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
-        if not self.applies(stream):
-            return None
+    def vector(self, stream: str, step: int,
+               probs: NDArray[np.float64]) -> NDArray[np.float64]:
         out: NDArray[np.float64] = probs[::-1].copy()
         return out
 
 
-class Temperature(Steer):
+class Temperature(_SelectionSteer):
     """``p_i^(1/t)`` renormalised: ``t < 1`` sharpens, ``t > 1`` flattens."""
 
     name = "temperature"
@@ -195,12 +202,10 @@ class Temperature(Steer):
         if not math.isfinite(t) or t <= 0:
             raise ValueError(f"`t` of Temperature must be a finite number > 0; found {t}")
         self.t = t
-        self.stream = _check_stream(stream)
+        super().__init__(stream)
 
-    def select(self, stream: str, step: int, probs: NDArray[np.float64],
-               ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
-        if not self.applies(stream):
-            return None
+    def vector(self, stream: str, step: int,
+               probs: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(divide="ignore"):
             logits = np.log(probs) / self.t
         logits -= logits.max()
