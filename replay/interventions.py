@@ -69,13 +69,13 @@ from agentlog.reentry import continuation_uniform, gumbel_draws, stream_origin
 from ._registry import Registered, Registry
 
 __all__ = [
+    "STEERS",
     "Compose",
     "FixedHorizon",
     "ForceRecorded",
     "NeverStop",
     "Permute",
     "Reverse",
-    "STEERS",
     "Steer",
     "StopAt",
     "Temperature",
