@@ -51,7 +51,9 @@ if TYPE_CHECKING:
     from ._trace import Trace
     from ._trace_format import ReadLimits
     from ._verify import VerifyReport, verify
-    from ._window import tool, window
+    from ._tool import tool
+    from ._window import window
+    from .replay import channel, scorer
 
 # Each public name -> the module defining it, imported on first use (PEP 562).
 _LAZY: dict[str, str] = {
@@ -62,6 +64,7 @@ _LAZY: dict[str, str] = {
     "VerifyReport": "._verify",
     "WindowRef": "._state",
     "WindowState": "._state",
+    "channel": ".replay",
     "current_run": "._state",
     "current_window": "._state",
     "decode_arguments": "._encoding",
@@ -75,8 +78,9 @@ _LAZY: dict[str, str] = {
     "read_traces": "._reader",
     "record": "._recorder",
     "score": "._recorder",
+    "scorer": ".replay",
     "select": "._select",
-    "tool": "._window",
+    "tool": "._tool",
     "verify": "._verify",
     "window": "._window",
 }
@@ -118,6 +122,7 @@ __all__ = [
     "WindowRef",
     "WindowState",
     "__version__",
+    "channel",
     "current_run",
     "current_window",
     "decode_arguments",
@@ -131,6 +136,7 @@ __all__ = [
     "read_traces",
     "record",
     "score",
+    "scorer",
     "select",
     "tool",
     "verify",

@@ -16,10 +16,45 @@ Example:
 The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
 with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
 finished unit as a sealed run of an output trace (``read_units`` reads them back).
+Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+``window_function``, ``tool_result``) and the interventions a re-entry runs under
+(``agentlog.replay.interventions``) are documented in their modules.
 """
 
+from ._app import (
+    APP_ENV,
+    AppImportError,
+    AppNotGivenError,
+    app_from_pyproject,
+    recorded_modules,
+    resolve_app,
+)
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._executor import arun_units, run_units
+from ._channels import (
+    Channel,
+    ScoreContext,
+    Scorer,
+    channel,
+    get_channel,
+    get_scorer,
+    registry,
+    scorer,
+)
+from ._reentry import (
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    tool_result,
+    window_function,
+)
+from ._registry import (
+    NotRegisteredError,
+    Registered,
+    Registry,
+    RegistryCollisionWarning,
+    object_id,
+)
 from ._request_fields import (
     CacheKey,
     RequestFields,
@@ -31,30 +66,68 @@ from ._request_fields import (
 from ._retry import RetryPolicy, is_transient
 from ._unit_output import UnitOutput, read_units, sealed_units
 from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
+from ._states import (
+    FrozenTransition,
+    State,
+    StateDecodeError,
+    WindowNotFoundError,
+    frozen_transitions,
+    trace_file_hash,
+)
 
 __all__ = [
+    "APP_ENV",
+    "AppImportError",
+    "AppNotGivenError",
     "CacheKey",
     "CacheMode",
     "CacheResult",
     "CacheStatus",
+    "Channel",
+    "FrozenTransition",
     "Job",
     "ModelCache",
+    "NotRegisteredError",
+    "Registered",
+    "Registry",
+    "RegistryCollisionWarning",
     "RequestFields",
     "RetryPolicy",
     "RunSummary",
+    "ScoreContext",
+    "Scorer",
+    "State",
+    "StateDecodeError",
     "Unit",
     "UnitContext",
     "UnitFailure",
     "UnitOutput",
     "UnitScore",
+    "WindowNotFoundError",
+    "app_from_pyproject",
     "arun_units",
+    "channel",
     "default_cache_path",
+    "frozen_transitions",
+    "get_channel",
+    "get_scorer",
     "is_transient",
+    "object_id",
     "read_units",
+    "recorded_modules",
+    "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
+    "registry",
     "request_fields",
     "request_key",
+    "resolve_app",
+    "resume_streams",
     "run_units",
+    "scorer",
     "sealed_units",
+    "stream_offsets",
+    "tool_result",
+    "trace_file_hash",
+    "window_function",
 ]
