@@ -6,6 +6,13 @@ without credentials, response, usage, latency, logprobs, ``system_fingerprint``)
 into the window and emitted as a CLIENT span ``chat {model}``. Streams are passed through
 unchanged and recorded when they end, fail, or are closed or dropped early.
 
+The SDK's helpers built on ``create`` are recorded and cached with it:
+``chat.completions.stream()`` and ``responses.stream()`` (they call the wrapped ``create``
+with ``stream=True``) and ``with_raw_response.create`` (the caller gets the raw response
+object; its parsed body is recorded). Not recorded: ``chat.completions.parse()`` and
+``responses.parse()`` (they bypass ``create``), ``with_streaming_response``, and
+``with_raw_response.create(stream=True)``, which is passed to the SDK as is.
+
 With ``cache=ModelCache(...)`` every call goes through the exact-input cache. A streamed
 call under a cache is fetched whole (the upstream stream is read to its end and stored as
 its accumulated response), then served to the caller as a stream of the same type; a hit
