@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import pydantic
 import pytest
 
 openai = pytest.importorskip("openai")
@@ -143,3 +145,82 @@ def test_async_chat_completions_stream_is_recorded(tmp_path: Path) -> None:
     assert asyncio.run(main()) == " answerB"
     (call,) = al.read(tmp_path / "t.zst").llm_calls()
     assert call.status == 0 and call.output_tokens == 2
+
+
+class Answer(pydantic.BaseModel):
+    answer: str
+    confidence: float
+
+
+def _json_provider() -> Any:
+    """A FakeProvider whose chat answers are the JSON a ``response_format`` asks for."""
+    provider = FakeProvider()
+    plain = provider.__call__
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        reply = plain(request)
+        if reply.status_code != 200 or not request.url.path.endswith("/chat/completions"):
+            return reply
+        body = reply.json()
+        body["choices"][0]["message"]["content"] = '{"answer": "B", "confidence": 0.75}'
+        return httpx2.Response(200, json=body)
+
+    handler.provider = provider  # type: ignore[attr-defined]
+    return handler
+
+
+def _json_client(handler: Any, **kwargs: Any) -> Any:
+    return openai.OpenAI(api_key="sk-test", max_retries=0, http_client=httpx2.Client(
+        transport=httpx2.MockTransport(handler)), **kwargs)
+
+
+def test_parse_is_recorded_with_its_wire_body_and_returns_the_parsed_object(
+        tmp_path: Path) -> None:
+    handler = _json_provider()
+    client = adapter.wrap(_json_client(handler))
+
+    def ask() -> Any:
+        return client.chat.completions.parse(**ASK, response_format=Answer)
+
+    result, calls = _recorded(tmp_path / "t.zst", ask)
+    bare = _json_client(_json_provider()).chat.completions.parse(**ASK, response_format=Answer)
+    assert type(result) is type(bare) and result == bare  # what the SDK alone returns
+    assert result.choices[0].message.parsed == Answer(answer="B", confidence=0.75)
+    (call,) = calls
+    assert (call.provider, call.status, call.input_tokens) == ("openai.chat", 0, 31)
+    message = decode(call.response)["choices"][0]["message"]
+    assert "parsed" not in message and message["content"].startswith('{"answer"')
+    schema = decode(call.request)["request"]["response_format"]["pydantic_schema"]
+    assert schema["properties"]["confidence"]["type"] == "number"
+
+
+def test_a_parse_cache_hit_is_parsed_again_into_the_callers_class(tmp_path: Path) -> None:
+    handler = _json_provider()
+    with ModelCache(tmp_path / "c.sqlite") as cache:
+        client = adapter.wrap(_json_client(handler), cache=cache)
+        first = client.chat.completions.parse(**ASK, response_format=Answer)
+        again = client.chat.completions.parse(**ASK, response_format=Answer)
+        assert cache.stats()["hits"] == 1
+    assert handler.provider.count == 1
+    assert first is not again and type(again) is type(first)
+    assert again.choices[0].message.parsed == first.choices[0].message.parsed
+    assert again.choices[0].logprobs == first.choices[0].logprobs
+
+
+def test_async_parse_is_recorded_and_wrapping_twice_records_it_once(tmp_path: Path) -> None:
+    handler = _json_provider()
+    client = adapter.wrap(adapter.wrap(openai.AsyncOpenAI(
+        api_key="sk-test", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))))
+
+    async def main() -> Any:
+        with al.record(tmp_path / "t.zst", seed=1):
+            @al.window("ask", entry=lambda *a, **k: 0, exit=lambda r: 0)
+            async def ask() -> Any:
+                return await client.chat.completions.parse(**ASK, response_format=Answer)
+            return await ask()
+
+    result = asyncio.run(main())
+    assert result.choices[0].message.parsed.answer == "B"
+    (call,) = al.read(tmp_path / "t.zst").llm_calls()
+    assert call.status == 0
