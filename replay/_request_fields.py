@@ -322,6 +322,9 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
 
 
 _MISSING: Any = object()
+# JSON Schema keywords whose keys name properties or definitions (a tool's ``password``
+# parameter, a ``Credentials`` model), not credentials.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
 def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
@@ -363,7 +366,8 @@ def _without_credentials(scrubbed: Any, original: Any, *, in_schema: bool) -> An
     field is dropped instead, as the top-level credentials are, so two requests that differ
     only in a credential share one entry. Unchanged subtrees are ``original`` itself and are
     not walked again. A credential-named key directly under a JSON Schema ``properties``
-    names a tool parameter, not a secret: its schema is content and stays (scrubbed).
+    (or ``$defs``, ...) names a tool parameter or a model, not a secret: its schema is
+    content and stays (scrubbed).
     """
     if scrubbed is original:
         return original
@@ -377,7 +381,7 @@ def _without_credentials(scrubbed: Any, original: Any, *, in_schema: bool) -> An
                     out[name] = _without_credentials(scrub_value(before), before,
                                                      in_schema=False)
                 continue
-            out[name] = _without_credentials(value, before, in_schema=name == "properties")
+            out[name] = _without_credentials(value, before, in_schema=name in _SCHEMA_MAPS)
         return out
     if isinstance(scrubbed, list):
         items = (list(original) if isinstance(original, list | tuple)

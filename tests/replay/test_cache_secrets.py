@@ -89,6 +89,20 @@ def test_a_tool_parameter_named_like_a_credential_keeps_its_schema() -> None:
     assert k.hex != key(tools=tool("integer")).hex
 
 
+def test_a_schema_definition_named_like_a_credential_keeps_its_schema() -> None:
+    def fmt(kind: str) -> dict[str, Any]:
+        return {"type": "json_schema", "json_schema": {"name": "login", "schema": {
+            "$defs": {"Credentials": {"type": "object",
+                                      "properties": {"token": {"type": kind}}}},
+            "properties": {"auth": {"$ref": "#/$defs/Credentials"}}}}}
+
+    k = key(response_format=fmt("string"))
+    schema = k.canonical["request"]["response_format"]["json_schema"]["schema"]
+    assert schema["$defs"]["Credentials"]["properties"] == {"token": {"type": "string"}}
+    assert schema["properties"] == {"auth": {"$ref": "#/$defs/Credentials"}}
+    assert k.hex != key(response_format=fmt("integer")).hex
+
+
 def test_a_request_without_credentials_keeps_its_exact_encoding() -> None:
     # Keys stored before credentials were scrubbed must still serve: a clean request is
     # hashed exactly as the canonical sorted-key JSON of its kept fields.
