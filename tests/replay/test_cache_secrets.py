@@ -133,3 +133,12 @@ def test_the_sqlite_file_holds_no_canary(tmp_path: Path) -> None:
     data = _file_bytes(path)
     assert b"proxy.example" in data  # the store was written and read back
     assert CANARY.encode() not in data and PLAIN_CANARY.encode() not in data
+
+
+def test_the_packages_scrub_with_the_core_scrubber_itself() -> None:
+    # agentlog.scrubbing is a public face, not a second scrubber: one set of rules.
+    from agentlog import _scrub, scrubbing
+
+    assert scrubbing.__all__ == sorted(scrubbing.__all__)
+    for name in scrubbing.__all__:
+        assert getattr(scrubbing, name) is getattr(_scrub, name), name
