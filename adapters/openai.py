@@ -12,7 +12,8 @@ with ``stream=True``) and ``with_raw_response.create`` (the caller gets the raw 
 object; its parsed body is recorded), and ``chat.completions.parse()`` is wrapped on its
 own (recorded is the wire body; a cache hit is parsed again with the call's
 ``response_format``). Not recorded: ``responses.parse()``, ``with_streaming_response``,
-and ``with_raw_response.create(stream=True)``, which are passed to the SDK as they are.
+``with_raw_response.create(stream=True)`` and ``with_raw_response.parse()``, which are
+passed to the SDK as they are.
 
 With ``cache=ModelCache(...)`` every call goes through the exact-input cache. A streamed
 call under a cache is fetched whole (the upstream stream is read to its end and stored as
