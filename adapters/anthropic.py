@@ -10,8 +10,14 @@ spans for one call would double every count in a tracing backend, so ``wrap`` tu
 SDK's spans off on this client; pass ``sdk_spans=True`` to keep both.
 
 Anthropic Messages return no logprobs: ``choice_probs`` on a Message raises
-``NoLogprobsError`` rather than inventing a vector. ``messages.stream()`` (the SDK's
-stream helper) is not wrapped: use ``messages.create(stream=True)``.
+``NoLogprobsError`` rather than inventing a vector.
+
+``messages.stream()`` (the SDK's stream helper) returns the SDK's own stream manager over
+the wrapped ``create(stream=True)``: the same events, text stream and ``get_final_message()``;
+the call is recorded when the stream ends or is closed (the final message), or, abandoned
+unclosed, with what was received, marked as closed early; under a cache a hit replays the
+stored message as a stream. With ``output_format=`` (structured parsing) the helper is
+passed to the SDK unrecorded.
 
 Example:
     >>> import anthropic, httpx2
@@ -87,9 +93,58 @@ def wrap(
     target: Any = client
     wrap_method(target.messages, "create", _messages_endpoint(sdk), config,
                 client=client, is_async=is_async)
+    _wrap_stream(target.messages, sdk, is_async=is_async)
     wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
                                           capture_content=capture_content, sdk_spans=sdk_spans))
     return client
+
+
+# The telemetry headers the SDK's own helper sends (anthropic.lib._stainless_helpers).
+_STREAM_HEADERS = {"x-stainless-helper-method": "stream", "x-stainless-stream-helper": "messages"}
+
+
+def _wrap_stream(messages: Any, sdk: Any, *, is_async: bool) -> None:
+    """``messages.stream(...)``: the SDK's stream manager around the wrapped ``create``.
+
+    The SDK's helper posts the request itself (it never calls ``create``), so it is rebuilt
+    here from the public parts it is made of: ``create(stream=True, ...)`` with the same
+    keyword arguments and the helper's telemetry headers, handed to the SDK's
+    ``MessageStreamManager`` (which accumulates the events exactly as for its own request).
+    """
+    original = messages.stream
+    original = getattr(original, "__agentlog_original__", original)
+    streaming = sdk.lib.streaming
+    not_given = sdk.NOT_GIVEN
+
+    def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+        headers = {**_STREAM_HEADERS, **(kwargs.pop("extra_headers", None) or {})}
+        kwargs.pop("output_format", None)
+        return {**kwargs, "stream": True, "extra_headers": headers}
+
+    def structured(kwargs: Mapping[str, Any]) -> bool:
+        value = kwargs.get("output_format")
+        return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+    if is_async:
+        def astream(**kwargs: Any) -> Any:
+            if structured(kwargs):
+                return original(**kwargs)
+            return streaming.AsyncMessageStreamManager(
+                messages.create(**arguments(kwargs)), output_format=not_given)
+
+        wrapper: Any = astream
+    else:
+        def stream(**kwargs: Any) -> Any:
+            if structured(kwargs):
+                return original(**kwargs)
+            request = arguments(kwargs)
+            return streaming.MessageStreamManager(lambda: messages.create(**request),
+                                                  output_format=not_given)
+
+        wrapper = stream
+    wrapper.__agentlog_original__ = original
+    wrapper.__doc__ = original.__doc__
+    messages.stream = wrapper
 
 
 def _disable_sdk_spans(client: Any) -> None:

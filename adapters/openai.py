@@ -6,6 +6,15 @@ without credentials, response, usage, latency, logprobs, ``system_fingerprint``)
 into the window and emitted as a CLIENT span ``chat {model}``. Streams are passed through
 unchanged and recorded when they end, fail, or are closed or dropped early.
 
+The SDK's helpers built on ``create`` are recorded and cached with it:
+``chat.completions.stream()`` and ``responses.stream()`` (they call the wrapped ``create``
+with ``stream=True``) and ``with_raw_response.create`` (the caller gets the raw response
+object; its parsed body is recorded), and ``chat.completions.parse()`` is wrapped on its
+own (recorded is the wire body; a cache hit is parsed again with the call's
+``response_format``). Not recorded: ``responses.parse()``, ``with_streaming_response``,
+``with_raw_response.create(stream=True)`` and ``with_raw_response.parse()``, which are
+passed to the SDK as they are.
+
 With ``cache=ModelCache(...)`` every call goes through the exact-input cache. A streamed
 call under a cache is fetched whole (the upstream stream is read to its end and stored as
 its accumulated response), then served to the caller as a stream of the same type; a hit
@@ -35,6 +44,7 @@ from typing import Any, TypeVar
 
 from ._recording import (
     Accumulator,
+    Config,
     Endpoint,
     Meta,
     Prices,
@@ -82,13 +92,160 @@ def wrap(
         secret_attrs=("api_key",), cache=cache, channel=channel, prices=prices,
         capture_content=capture_content)
     target: Any = client
-    wrap_method(target.chat.completions, "create", _chat_endpoint(sdk), config,
-                client=client, is_async=is_async)
-    wrap_method(target.responses, "create", _responses_endpoint(sdk), config,
-                client=client, is_async=is_async)
+    for resource, endpoint, path in ((target.chat.completions, _chat_endpoint(sdk),
+                                      "chat/completions"),
+                                     (target.responses, _responses_endpoint(sdk), "responses")):
+        wrap_method(resource, "create", endpoint, config, client=client, is_async=is_async)
+        _wrap_raw(resource, endpoint, path, client=client, is_async=is_async)
+    _wrap_parse(target.chat.completions, sdk, config, client=client, is_async=is_async)
     wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
                                           capture_content=capture_content))
     return client
+
+
+# --------------------------------------------------------------------------- raw responses
+
+
+def _to_body(obj: Any) -> dict[str, Any]:
+    """The JSON body of a response, also of a ``with_raw_response`` call's raw response.
+
+    ``LegacyAPIResponse.parse()`` keeps what it parsed, so the caller's own ``.parse()``
+    later returns the very object recorded here.
+    """
+    if hasattr(obj, "http_response") and callable(getattr(obj, "parse", None)):
+        obj = obj.parse()
+    return dump_body(obj)
+
+
+def _wrap_raw(resource: Any, endpoint: Endpoint, path: str, *, client: Any,
+              is_async: bool) -> None:
+    """``resource.with_raw_response.create`` recorded and cached like ``create``.
+
+    The SDK builds ``with_raw_response`` (a cached property) once per resource around
+    ``resource.create`` as it is then, so it is built again here, around the wrapped
+    ``create``: the caller gets the raw response object of the HTTP call unchanged, and its
+    parsed body is what is recorded and cached. A cache hit has no HTTP exchange: it is
+    served as a raw response built from the stored body (status 200, JSON, no provider
+    headers). ``stream=True`` through ``with_raw_response`` is passed to the SDK unrecorded.
+    """
+    resource.__dict__.pop("with_raw_response", None)
+    raw = resource.with_raw_response
+    sdk_create = raw.create
+    wrapped = resource.create
+    bare = wrapped.__wrapped__  # the SDK's create, for the unrecorded stream case
+    unrecorded = type(raw)(_Bare(resource, bare)).create
+
+    def as_raw(result: Any) -> Any:
+        if hasattr(result, "http_response"):
+            return result
+        return _raw_response(result, endpoint, client, path)
+
+    if is_async:
+        async def acreate(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("stream"):
+                return await unrecorded(*args, **kwargs)
+            return as_raw(await sdk_create(*args, **kwargs))
+
+        raw.create = acreate
+    else:
+        def create(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("stream"):
+                return unrecorded(*args, **kwargs)
+            return as_raw(sdk_create(*args, **kwargs))
+
+        raw.create = create
+    resource.__dict__["with_raw_response"] = raw
+
+
+class _Bare:
+    """A stand-in resource whose ``create`` is the SDK's own (for the raw-response class)."""
+
+    def __init__(self, resource: Any, create: Any) -> None:
+        self._resource = resource
+        self.create = create
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resource, name)
+
+
+def _raw_response(parsed: Any, endpoint: Endpoint, client: Any, path: str) -> Any:
+    """A ``LegacyAPIResponse`` serving a cached body, as the SDK builds one for a reply."""
+    import httpx2  # type: ignore[import-not-found,unused-ignore]
+    from openai._legacy_response import LegacyAPIResponse  # type: ignore[import-not-found,unused-ignore]
+    from openai._models import FinalRequestOptions  # type: ignore[import-not-found,unused-ignore]
+
+    body = dump_body(parsed)
+    url = str(client.base_url).rstrip("/") + "/" + path
+    reply = httpx2.Response(200, json=body, request=httpx2.Request("POST", url))
+    return LegacyAPIResponse(raw=reply, cast_to=type(parsed), client=client, stream=False,
+                             stream_cls=None, options=FinalRequestOptions.construct(
+                                 method="post", url="/" + path))
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def _unparsed_body(obj: Any) -> dict[str, Any]:
+    """The body the server sent for a ``parse()`` call, without the SDK's parsed objects.
+
+    ``message.parsed`` and ``function.parsed_arguments`` are derived from the content by
+    the SDK (and are instances of the caller's classes): recorded and cached is the wire
+    body, and a hit is parsed again with the caller's ``response_format``. They are left
+    out of the dump itself (dumping them makes pydantic warn in the host: their declared
+    type is a generic placeholder).
+    """
+    body: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True, warnings=False,
+                                          exclude=_PARSED_FIELDS)
+    return body
+
+
+_PARSED_FIELDS: Any = {"choices": {"__all__": {"message": {
+    "parsed": True, "tool_calls": {"__all__": {"function": {"parsed_arguments"}}}}}}}
+
+
+def _wrap_parse(resource: Any, sdk: Any, config: Config, *, client: Any,
+                is_async: bool) -> None:
+    """``chat.completions.parse()`` recorded and cached as an ``openai.chat`` call.
+
+    ``parse()`` posts the request itself (it never calls ``create``), so it is wrapped on its
+    own; its ``response_format`` class is keyed by its JSON schema. A cache hit is a plain
+    ``ChatCompletion`` of the stored body, turned into the ``ParsedChatCompletion`` the
+    caller expects by the SDK's own parser, with the call's ``response_format`` and tools.
+    """
+    from openai.lib._parsing._completions import (  # type: ignore[import-not-found,unused-ignore]
+        parse_chat_completion,
+    )
+
+    chat = _chat_endpoint(sdk)
+    endpoint = Endpoint(provider=chat.provider, operation=chat.operation,
+                        to_body=_unparsed_body, from_body=chat.from_body, meta=chat.meta,
+                        accumulator=chat.accumulator, replay_stream=chat.replay_stream)
+    wrap_method(resource, "parse", endpoint, config, client=client, is_async=is_async)
+    inner = resource.parse
+    parsed_type = sdk.types.chat.ParsedChatCompletion
+    omit = sdk.omit
+
+    def parsed(result: Any, kwargs: Mapping[str, Any]) -> Any:
+        if isinstance(result, parsed_type):
+            return result
+        return parse_chat_completion(response_format=kwargs.get("response_format", omit),
+                                     input_tools=kwargs.get("tools", omit),
+                                     chat_completion=result)
+
+    if is_async:
+        async def aparse(*args: Any, **kwargs: Any) -> Any:
+            return parsed(await inner(*args, **kwargs), kwargs)
+
+        wrapper: Any = aparse
+    else:
+        def parse(*args: Any, **kwargs: Any) -> Any:
+            return parsed(inner(*args, **kwargs), kwargs)
+
+        wrapper = parse
+    wrapper.__wrapped__ = inner.__wrapped__  # wrapping the client again replaces, not stacks
+    wrapper.__agentlog_endpoint__ = endpoint
+    wrapper.__doc__ = inner.__doc__
+    resource.parse = wrapper
 
 
 # --------------------------------------------------------------------------- chat
@@ -199,7 +356,7 @@ def _chat_endpoint(sdk: Any) -> Endpoint:
                           is_async)
 
     return Endpoint(
-        provider="openai.chat", operation="chat", to_body=dump_body,
+        provider="openai.chat", operation="chat", to_body=_to_body,
         from_body=lambda body: ChatCompletion.construct(**body),
         meta=_chat_meta, accumulator=lambda request: _ChatAccumulator(),
         replay_stream=replay,
@@ -276,7 +433,7 @@ def _responses_endpoint(sdk: Any) -> Endpoint:
                           sse_bytes(_responses_events(body), False), is_async)
 
     return Endpoint(
-        provider="openai.responses", operation="chat", to_body=dump_body,
+        provider="openai.responses", operation="chat", to_body=_to_body,
         from_body=lambda body: Response.construct(**body),
         meta=_responses_meta, accumulator=lambda request: _ResponsesAccumulator(),
         replay_stream=replay,

@@ -8,6 +8,11 @@ in-process). With ``cache=ModelCache(...)`` each prompt has its own exact-input 
 are served from the cache and only the missing prompts go to the engine, in one batch.
 A served hit is a ``vllm.RequestOutput`` rebuilt from the stored body.
 
+The async engine (``vllm.AsyncLLMEngine``, i.e. ``AsyncLLM``) is wrapped too: its
+``generate`` stays an async generator of outputs, passed through as the engine yields them,
+and the final output is recorded when the generator ends, fails or is closed early; under
+a cache it yields the final output alone, fetched (a miss) or stored (a hit).
+
 For vLLM's OpenAI-compatible server use ``agentlog.adapters.openai.wrap`` with its
 ``base_url``; ``choice_probs_from_vllm`` reads candidate vectors from both.
 
@@ -53,7 +58,8 @@ def wrap(llm: LLMT, *, cache: Any = None, channel: str | None = None,
     """Record (and, with ``cache``, serve from the exact-input cache) every offline call.
 
     Args:
-        llm: a ``vllm.LLM``; it is modified in place and returned.
+        llm: a ``vllm.LLM``, or the async engine ``vllm.AsyncLLMEngine`` (``AsyncLLM``,
+            whose ``generate`` is then wrapped; see below); modified in place and returned.
         cache: an ``agentlog.replay.ModelCache`` every prompt goes through, or None.
         channel: the evaluation channel id these calls serve (part of the cache key);
             ``agentlog.adapters.call_options`` overrides it per call.
@@ -62,15 +68,23 @@ def wrap(llm: LLMT, *, cache: Any = None, channel: str | None = None,
 
     Raises:
         agentlog.MissingDependencyError: vLLM is not installed.
-        TypeError: ``llm`` is not a ``vllm.LLM``.
+        TypeError: ``llm`` is neither a ``vllm.LLM`` nor a ``vllm.AsyncLLMEngine``.
     """
     sdk = require("vllm", "vllm")
-    if not isinstance(llm, sdk.LLM):
-        raise TypeError(f"`llm` must be a vllm.LLM; found {type(llm).__qualname__}. For vLLM's "
-                        "OpenAI-compatible server use agentlog.adapters.openai.wrap")
     config = Config(cache=cache, channel=channel, prices=prices,
                     capture_content=capture_content)
-    engine = _engine_info(llm, sdk)
+    async_engine = getattr(sdk, "AsyncLLMEngine", None)
+    if async_engine is not None and isinstance(llm, async_engine):
+        from ._vllm_async import wrap_generate
+
+        wrap_generate(llm, config, _engine_info(llm.model_config, sdk), _key, _to_body,
+                      _rebuild, _record)
+        return llm
+    if not isinstance(llm, sdk.LLM):
+        raise TypeError(f"`llm` must be a vllm.LLM or vllm.AsyncLLMEngine; found "
+                        f"{type(llm).__qualname__}. For vLLM's OpenAI-compatible server use "
+                        "agentlog.adapters.openai.wrap")
+    engine = _engine_info(llm.llm_engine.model_config, sdk)
     for name, provider, operation in (("generate", "vllm.generate", "text_completion"),
                                       ("chat", "vllm.chat", "chat")):
         original = getattr(llm, name)
@@ -82,8 +96,7 @@ def wrap(llm: LLMT, *, cache: Any = None, channel: str | None = None,
     return llm
 
 
-def _engine_info(llm: Any, sdk: Any) -> dict[str, Any]:
-    model_config = llm.llm_engine.model_config
+def _engine_info(model_config: Any, sdk: Any) -> dict[str, Any]:
     dtype = str(getattr(model_config, "dtype", "")).removeprefix("torch.")
     revision = getattr(model_config, "revision", None)
     model = str(getattr(model_config, "served_model_name", None) or model_config.model)

@@ -33,6 +33,8 @@ from typing import Any
 
 import msgspec
 
+from agentlog.scrubbing import is_credential_name, may_hold_secret, scrub_value
+
 __all__ = [
     "CacheKey",
     "RequestFields",
@@ -303,9 +305,10 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
         raise ValueError(f"`channel` must be a channel id string or None, got {channel!r}")
     rules = request_fields(provider)
     part = _request_part(rules, request)
-    canonical = {"provider": provider, "version": rules.version, "draw": draw,
-                 "channel": channel, "request": part}
     try:
+        request_part = _without_secrets(part)
+        canonical = {"provider": provider, "version": rules.version, "draw": draw,
+                     "channel": channel, "request": request_part}
         encoded = _json_key.encode(canonical)
     except (TypeError, ValueError, OverflowError):
         # Walk the messages value by value to name the field that has no JSON form.
@@ -313,9 +316,79 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
             if name in part:
                 _plain(part[name], name)
         raise
-    model = part.get("model")
+    model = request_part.get("model")
     return CacheKey(encoded=encoded, provider=provider, version=rules.version,
                     model=model if isinstance(model, str) else None)
+
+
+_MISSING: Any = object()
+# JSON Schema keywords whose keys name properties or definitions (a tool's ``password``
+# parameter, a ``Credentials`` model), not credentials.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
+    """``part`` ready to encode, with every credential removed by the core scrubber.
+
+    The key is stored (SQLite, the trace's ``LLMCall``): a credential placed anywhere in a
+    request, e.g. ``extra_body={"api_key": ...}`` or a key pasted into a message, must not
+    reach it. Each top-level value is tested on its own bytes (the field names themselves,
+    such as ``max_tokens``, would trip the prefilter on every request), and only a value that
+    may hold a credential is walked; a container is encoded once and embedded as
+    ``msgspec.Raw``, so the whole request is still encoded once. A request the scrubber
+    leaves unchanged keeps its exact encoding: keys stored before this rule still serve,
+    and one that held a credential got a key nothing computes any more.
+    """
+    out: dict[str, Any] = {}
+    for name, value in part.items():
+        if is_credential_name(name):
+            continue  # e.g. a proxy's ``my_service_api_key=...`` passed as a keyword
+        if isinstance(value, str):
+            if may_hold_secret(value.encode("utf-8", "surrogatepass")):
+                value = _without_credentials(scrub_value(value), value, in_schema=False)
+            out[name] = value
+        elif isinstance(value, dict | list):
+            data = _json_key.encode(value)
+            if may_hold_secret(data):
+                clean = _without_credentials(scrub_value(value), value, in_schema=False)
+                if clean is not value:
+                    data = _json_key.encode(clean)
+            out[name] = msgspec.Raw(data)
+        else:
+            out[name] = value
+    return out
+
+
+def _without_credentials(scrubbed: Any, original: Any, *, in_schema: bool) -> Any:
+    """``scrubbed`` (the core scrubber's copy of ``original``) without credential-named keys.
+
+    The scrubber replaces a credential-named value by ``"<redacted>"``; in a cache key the
+    field is dropped instead, as the top-level credentials are, so two requests that differ
+    only in a credential share one entry. Unchanged subtrees are ``original`` itself and are
+    not walked again. A credential-named key directly under a JSON Schema ``properties``
+    (or ``$defs``, ...) names a tool parameter or a model, not a secret: its schema is
+    content and stays (scrubbed).
+    """
+    if scrubbed is original:
+        return original
+    if isinstance(scrubbed, dict):
+        source = original if isinstance(original, Mapping) else {}
+        out: dict[Any, Any] = {}
+        for name, value in scrubbed.items():
+            before = source.get(name, _MISSING)
+            if isinstance(name, str) and is_credential_name(name):
+                if in_schema and isinstance(before, Mapping):
+                    out[name] = _without_credentials(scrub_value(before), before,
+                                                     in_schema=False)
+                continue
+            out[name] = _without_credentials(value, before, in_schema=name in _SCHEMA_MAPS)
+        return out
+    if isinstance(scrubbed, list):
+        items = (list(original) if isinstance(original, list | tuple)
+                 and len(original) == len(scrubbed) else [_MISSING] * len(scrubbed))
+        return [_without_credentials(v, o, in_schema=False)
+                for v, o in zip(scrubbed, items, strict=True)]
+    return scrubbed
 
 
 def _reasons(names: Iterable[str], why: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ MODULES = [
     "agentlog", "agentlog._window", "agentlog._select", "agentlog._recorder",
     "agentlog._verify", "agentlog._reader", "agentlog._frames", "agentlog._digest",
     "agentlog.records",
-    "agentlog._encoding", "agentlog._scrub", "agentlog.context",
+    "agentlog._encoding", "agentlog._scrub", "agentlog.scrubbing", "agentlog.context",
     "agentlog.testing", "agentlog._shared_writers", "agentlog._llm", "agentlog.adapters",
     "agentlog.adapters._choice", "agentlog.adapters._recording",
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",

@@ -10,16 +10,21 @@ random-weight llama with a locally trained tokenizer, generated into a temporary
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,9 +46,30 @@ def _missing(message: str) -> None:
     pytest.skip(message)
 
 
+_SOURCE: list[Path] = []
+
+
+def _this_checkout() -> Path:
+    """A folder holding only an ``agentlog`` link to this checkout's package.
+
+    The vLLM environment has agentlog installed in editable mode from wherever it was built
+    (possibly another checkout); on ``PYTHONPATH`` this folder makes the engine scripts
+    import the code under test, without putting the repository's other top-level folders
+    (``tests``, ``cli``, ...) on the path.
+    """
+    if not _SOURCE:
+        folder = Path(tempfile.mkdtemp(prefix="agentlog-src-"))
+        (folder / "agentlog").symlink_to(REPO / "agentlog", target_is_directory=True)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _SOURCE.append(folder)
+    return _SOURCE[0]
+
+
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update(VLLM_ENV)
+    env["PYTHONPATH"] = str(_this_checkout())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # the environment may be shared: leave it unchanged
     return env
 
 
@@ -69,6 +95,23 @@ def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         pytest.fail(f"could not write the tiny model into {out}:\n{done.stderr[-3000:]}",
                     pytrace=False)
     return out
+
+
+def run_engine_script(vllm_python: Path, script: str, tiny_model: Path, work: Path
+                      ) -> dict[str, Any]:
+    """Run ``tests/adapters/<script>`` in the vLLM environment; its ``RESULT`` JSON line.
+
+    The script prints its observations; the tests decide pass or fail.
+    """
+    done = subprocess.run([str(vllm_python), str(REPO / "tests/adapters" / script),
+                           str(tiny_model), str(work)], capture_output=True, text=True,
+                          timeout=1200, env=child_env(), cwd=work, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        pytest.fail(f"{script} failed ({done.returncode}):\n{done.stderr[-4000:]}",
+                    pytrace=False)
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    return result
 
 
 def free_port() -> int:

@@ -7,30 +7,20 @@ test reads the observations it prints and checks them.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from .conftest import REPO, child_env
+from .conftest import run_engine_script
 
 
 @pytest.fixture(scope="module")
 def offline(vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
             ) -> dict[str, Any]:
-    work = tmp_path_factory.mktemp("vllm-offline")
-    done = subprocess.run([str(vllm_python), str(REPO / "tests/adapters/_vllm_offline.py"),
-                           str(tiny_model), str(work)], capture_output=True, text=True,
-                          timeout=1200, env=child_env(), cwd=work, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        pytest.fail(f"the offline vLLM script failed ({done.returncode}):\n"
-                    f"{done.stderr[-4000:]}", pytrace=False)
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
-    return result
+    return run_engine_script(vllm_python, "_vllm_offline.py", tiny_model,
+                             tmp_path_factory.mktemp("vllm-offline"))
 
 
 def test_only_missing_prompts_reach_the_engine(offline: dict[str, Any]) -> None:
