@@ -13,6 +13,10 @@ Example:
     >>> first.status, again.status, again.response
     ('miss', 'hit', {'id': 'r1'})
 
+The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
+with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
+finished unit as a sealed run of an output trace (``read_units`` reads them back).
+
 Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
 (``agentlog.replay.interventions``) are documented in their modules.
@@ -37,6 +41,7 @@ from ._channels import (
     registry,
     scorer,
 )
+from ._executor import arun_units, run_units
 from ._reentry import (
     reenter_arguments,
     resume_streams,
@@ -59,6 +64,7 @@ from ._request_fields import (
     request_fields,
     request_key,
 )
+from ._retry import RetryPolicy, is_transient
 from ._states import (
     FrozenTransition,
     State,
@@ -67,6 +73,8 @@ from ._states import (
     frozen_transitions,
     trace_file_hash,
 )
+from ._unit_output import UnitOutput, read_units, sealed_units
+from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
 __all__ = [
     "APP_ENV",
@@ -78,24 +86,35 @@ __all__ = [
     "CacheStatus",
     "Channel",
     "FrozenTransition",
+    "Job",
     "ModelCache",
     "NotRegisteredError",
     "Registered",
     "Registry",
     "RegistryCollisionWarning",
     "RequestFields",
+    "RetryPolicy",
+    "RunSummary",
     "ScoreContext",
     "Scorer",
     "State",
     "StateDecodeError",
+    "Unit",
+    "UnitContext",
+    "UnitFailure",
+    "UnitOutput",
+    "UnitScore",
     "WindowNotFoundError",
     "app_from_pyproject",
+    "arun_units",
     "channel",
     "default_cache_path",
     "frozen_transitions",
     "get_channel",
     "get_scorer",
+    "is_transient",
     "object_id",
+    "read_units",
     "recorded_modules",
     "reenter_arguments",
     "register_request_fields",
@@ -105,7 +124,9 @@ __all__ = [
     "request_key",
     "resolve_app",
     "resume_streams",
+    "run_units",
     "scorer",
+    "sealed_units",
     "stream_offsets",
     "tool_result",
     "trace_file_hash",

@@ -20,6 +20,11 @@ CACHE_NAMES = [
     "default_cache_path", "register_request_fields", "registered_request_fields",
     "request_fields", "request_key",
 ]
+# The replay execution engine (issue 13).
+ENGINE_NAMES = [
+    "Job", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
+    "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
+]
 # Re-entry seams (issue 14).
 REENTRY_NAMES = [
     "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
@@ -38,7 +43,7 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == sorted(
-        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES)
+        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + ENGINE_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
 
