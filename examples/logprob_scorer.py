@@ -50,6 +50,7 @@ __all__ = [
     "PROMPT",
     "TargetNotListedError",
     "logprob_margin",
+    "logprob_request",
     "option_lines",
     "register_channels",
     "render_prompt",
@@ -83,13 +84,14 @@ def option_lines(layout: int) -> list[str]:
 
 
 def state_text(state: Any) -> str:
-    """The projected state as text: x⁻ before any document is opened, x⁺ the opened
-    documents with their evidence scores."""
+    """The projected state as text: the question, then for x⁻ that no document is opened
+    yet, for x⁺ the opened documents with their evidence scores."""
+    question = f"question {state.entry['pool']['task_id']}: "
     if state.before:
-        return (f"no document opened yet; {len(state.value['pool']['ids'])} candidates, "
-                f"ranked by {state.value['ranking']}")
-    return "; ".join(f"{d}: evidence {y:+.2f}" for d, y in zip(state.value["opened"],
-                                                               state.value["y"], strict=True))
+        return (f"{question}no document opened yet; {len(state.value['pool']['ids'])} "
+                f"candidates, ranked by {state.value['ranking']}")
+    return question + "; ".join(f"{d}: evidence {y:+.2f}" for d, y in zip(
+        state.value["opened"], state.value["y"], strict=True))
 
 
 def render_prompt(template: str, state: Any, view: str | None, layout: int) -> str:
@@ -118,6 +120,15 @@ def _client(base_url: str, cache: Any) -> Any:
     return client
 
 
+def logprob_request(label_token_ids: list[int] | None) -> dict[str, Any]:
+    """How the label log-probabilities are asked for: the top ``TOP_LOGPROBS`` tokens, or,
+    given the labels' token ids, exactly those (vLLM's ``logprob_token_ids``: every label
+    is scored, whatever its rank)."""
+    if label_token_ids:
+        return {"extra_body": {"logprob_token_ids": list(label_token_ids)}}
+    return {"top_logprobs": TOP_LOGPROBS}
+
+
 @al.scorer("logprob-margin", labels=list(LABELS), top_logprobs=TOP_LOGPROBS, max_tokens=1,
            temperature=0.0)
 def logprob_margin(state: Any, view: str | None, layout: int, *, context: Any) -> float:
@@ -130,7 +141,7 @@ def logprob_margin(state: Any, view: str | None, layout: int, *, context: Any) -
     prompt = render_prompt(ch.template or PROMPT, state, view, layout)
     reply = _client(base_url, context.cache).chat.completions.create(
         model=ch.model, messages=[{"role": "user", "content": prompt}], max_tokens=1,
-        temperature=0.0, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        temperature=0.0, logprobs=True, **logprob_request(ch.params.get("label_token_ids")))
     probs = choice_probs(reply, LABELS)
     if probs.missing:
         raise TargetNotListedError(
@@ -144,9 +155,12 @@ def logprob_margin(state: Any, view: str | None, layout: int, *, context: Any) -
 
 
 def register_channels(*, model: str, base_url: str, layouts: int = len(OPTIONS),
-                      template: str = PROMPT) -> tuple[str, str]:
+                      template: str = PROMPT,
+                      label_token_ids: list[int] | None = None) -> tuple[str, str]:
     """Register ``logprob-direct`` (no added view) and ``logprob-quote`` (the bundled quote
-    view) for ``model`` at ``base_url``; returns their names."""
+    view) for ``model`` at ``base_url``; returns their names. ``label_token_ids`` (the
+    token ids of "A".."D" in the model's vocabulary) asks a vLLM server for exactly those
+    log-probabilities instead of the top ``TOP_LOGPROBS``."""
     def logprob_direct(state: Any) -> None:
         return None
 
@@ -155,5 +169,6 @@ def register_channels(*, model: str, base_url: str, layouts: int = len(OPTIONS),
 
     for name, view in (("logprob-direct", logprob_direct), ("logprob-quote", logprob_quote)):
         al.channel(name, scorer="logprob-margin", template=template, model=model,
-                   layouts=layouts, base_url=base_url)(view)
+                   layouts=layouts, base_url=base_url,
+                   label_token_ids=list(label_token_ids or []))(view)
     return "logprob-direct", "logprob-quote"
