@@ -17,7 +17,9 @@ the scorer name, id and hash, the layout, the wave, the states' hashes and the c
 declared model.
 
 Execution (bounded concurrency, retry, progress, resume, Ray) is ``run_units``'s. The
-code that runs is the app module the user names (``resolve_app``), never the trace.
+code that runs is the app module the user names (``resolve_app``), never the trace. (In
+the example the channel is registered in the session itself, so ``app`` only has to name
+an importable module; a real app module registers its channels when imported.)
 
 Example:
     >>> import agentlog as al
