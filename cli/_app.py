@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "score, eq. 4 per pair, rank intervals, the R0–R5 ladder ([LBC])."),
     "export": ("._export_cmd", "export_command",
                "Export traces as OpenTelemetry spans."),
+    "replay": ("._replay_cmd", "replay_command",
+               "Replay recorded states under evaluation channels."),
 }
 
 #: ``name -> (module, command function, one-line help)`` of ``agentlog estimate NAME``.

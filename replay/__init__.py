@@ -16,6 +16,7 @@ Example:
 The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
 with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
 finished unit as a sealed run of an output trace (``read_units`` reads them back).
+
 Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
 (``agentlog.replay.interventions``) are documented in their modules.
@@ -30,7 +31,16 @@ from ._app import (
     resolve_app,
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
-from ._executor import arun_units, run_units
+from ._channel_replay import (
+    ChannelVersionError,
+    RederivedReplay,
+    areplay_channels,
+    ascore_channel_unit,
+    plan_channel_units,
+    rederive_channel_replay,
+    replay_channels,
+    score_channel_unit,
+)
 from ._channels import (
     Channel,
     ScoreContext,
@@ -41,6 +51,7 @@ from ._channels import (
     registry,
     scorer,
 )
+from ._executor import arun_units, run_units
 from ._reentry import (
     reenter_arguments,
     resume_streams,
@@ -64,8 +75,6 @@ from ._request_fields import (
     request_key,
 )
 from ._retry import RetryPolicy, is_transient
-from ._unit_output import UnitOutput, read_units, sealed_units
-from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 from ._states import (
     FrozenTransition,
     State,
@@ -74,6 +83,8 @@ from ._states import (
     frozen_transitions,
     trace_file_hash,
 )
+from ._unit_output import UnitOutput, read_units, sealed_units
+from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
 __all__ = [
     "APP_ENV",
@@ -84,10 +95,12 @@ __all__ = [
     "CacheResult",
     "CacheStatus",
     "Channel",
+    "ChannelVersionError",
     "FrozenTransition",
     "Job",
     "ModelCache",
     "NotRegisteredError",
+    "RederivedReplay",
     "Registered",
     "Registry",
     "RegistryCollisionWarning",
@@ -105,7 +118,9 @@ __all__ = [
     "UnitScore",
     "WindowNotFoundError",
     "app_from_pyproject",
+    "areplay_channels",
     "arun_units",
+    "ascore_channel_unit",
     "channel",
     "default_cache_path",
     "frozen_transitions",
@@ -113,17 +128,21 @@ __all__ = [
     "get_scorer",
     "is_transient",
     "object_id",
+    "plan_channel_units",
     "read_units",
     "recorded_modules",
+    "rederive_channel_replay",
     "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
     "registry",
+    "replay_channels",
     "request_fields",
     "request_key",
     "resolve_app",
     "resume_streams",
     "run_units",
+    "score_channel_unit",
     "scorer",
     "sealed_units",
     "stream_offsets",

@@ -20,8 +20,8 @@ CACHE_NAMES = [
     "default_cache_path", "register_request_fields", "registered_request_fields",
     "request_fields", "request_key",
 ]
-# Execution engine (issue 13): resumable units, retries, local and Ray executors.
-EXECUTION_NAMES = [
+# The replay execution engine (issue 13).
+ENGINE_NAMES = [
     "Job", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
     "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
 ]
@@ -31,7 +31,9 @@ REENTRY_NAMES = [
 ]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
-    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "FrozenTransition",
+    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
+    "FrozenTransition", "RederivedReplay", "areplay_channels", "ascore_channel_unit",
+    "plan_channel_units", "rederive_channel_replay", "replay_channels", "score_channel_unit",
     "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
     "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
     "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",
@@ -43,7 +45,7 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == sorted(
-        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + EXECUTION_NAMES)
+        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + ENGINE_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
 
