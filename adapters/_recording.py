@@ -235,7 +235,6 @@ class _Call:
             secrets=self.config.secrets,
             capture_content=self.config.capture_content,
             kind=self.endpoint.kind,
-            parameters=self.request,
         )
 
 

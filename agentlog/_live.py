@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from ._errors import InstrumentationWarning
 from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
 from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
 from ._state import Run, WindowState
@@ -84,11 +86,22 @@ def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
            call.t_ns, call.error_type if call.status else None)
 
 
-def model(run: Run, window: WindowState | None, call: LLMCall) -> None:
-    """The ``{operation} {model}`` CLIENT span of a model call that has just been recorded."""
-    name, attributes = model_span(run.run_id, call)
-    _child(run, window, name, trace.SpanKind.CLIENT, attributes, call.t_ns - call.latency_ns,
-           call.t_ns, call.error_type if call.status else None)
+def model(run: Run, window: WindowState | None, call: LLMCall, *,
+          capture_content: bool = False) -> None:
+    """The ``{operation} {model}`` span of a model call that has just been recorded.
+
+    CLIENT, or INTERNAL for an in-process engine. A failing tracer loses the span with an
+    ``InstrumentationWarning``, never the call.
+    """
+    try:
+        name, attributes = model_span(run.run_id, call, capture_content=capture_content)
+        _child(run, window, name,
+               trace.SpanKind.INTERNAL if call.in_process else trace.SpanKind.CLIENT,
+               attributes, call.t_ns - call.latency_ns, call.t_ns,
+               call.error_type if call.status else None)
+    except Exception as exc:  # a span is a copy: losing it must not break the host
+        warnings.warn(f"could not emit the span of a model call: {exc}",
+                      InstrumentationWarning, stacklevel=3)
 
 
 def score(run: Run, window: WindowState | None, rec: Score) -> None:

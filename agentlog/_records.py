@@ -153,6 +153,14 @@ class LLMCall(msgspec.Struct, tag=6, **_OPTS):
     error_type: str | None = None
     error_message: str | None = None
     fingerprint: str | None = None
+    # What the call's span needs that the payloads do not say in one provider-independent
+    # place (older traces read these defaults; the span builder then infers from payloads).
+    operation: str | None = None  # GenAI operation name; None: inferred from the request
+    in_process: bool = False  # served in-process (vLLM offline): an INTERNAL span
+    cache: str | None = None  # "hit", "miss" or "off" when the call went through a cache
+    response_model: str | None = None
+    response_id: str | None = None
+    finish_reasons: tuple[str, ...] = ()
 
 
 class ToolCall(msgspec.Struct, tag=7, **_OPTS):

@@ -12,6 +12,12 @@ often echoes the key it refused). Three rules:
   ``max_tokens``, ``max_completion_tokens``, ``top_logprobs``, ``prompt_tokens``,
   ``input_tokens``, ``total_tokens``, ``eos_token_id`` and the like survive (an
   exact-input cache is keyed on them).
+* **Model content.** One exemption from the names rule: ``token`` in a mapping that also
+  has a ``logprob`` key is a logprob entry's token text (OpenAI Chat and Responses,
+  vLLM's server), not a credential, so a model response keeps its log-probabilities.
+  Anywhere else ``token`` is a credential name, at any depth. Its value still passes
+  the formats and known-values rules below. Counts (``*_tokens``) and ids
+  (``token_ids``, ``logprob_token_ids``) are not credential names in the first place.
 * **Credential formats.** Inside any string: OpenAI/Anthropic keys (``sk-…``),
   ``Bearer …`` tokens, the userinfo of URLs (``https://user:pass@host`` →
   ``https://<redacted>@host``) and credential-named query parameters (``?api_key=…``).
@@ -244,12 +250,20 @@ def scrub_value(obj: Any, known: set[str] | None = None) -> Any:
     return _scrub(obj, known, 0)
 
 
-def _scrub_map(items: Any, known: set[str] | None, depth: int) -> dict[Any, Any] | None:
+# The field of a logprob entry that the model-content exemption keeps (module docstring).
+_LOGPROB_TOKEN = "token"
+_LOGPROB = "logprob"
+
+
+def _scrub_map(items: Any, known: set[str] | None, depth: int,
+               logprob_entry: bool = False) -> dict[Any, Any] | None:
     """The scrubbed dict of ``items`` (key, value pairs), or None when nothing changed."""
     out: dict[Any, Any] = {}
     changed = False
     for k, v in items:
-        if isinstance(k, str) and is_credential_name(k):
+        if isinstance(k, str) and is_credential_name(k) and not (
+            logprob_entry and k == _LOGPROB_TOKEN
+        ):
             remember(known, v)
             new: Any = REDACTED
         else:
@@ -268,7 +282,7 @@ def _scrub(obj: Any, known: set[str] | None, depth: int) -> Any:
         return REDACTED
     # Exact types first: the ABC check below costs more than the rest of a small walk.
     if type(obj) is dict or isinstance(obj, Mapping):
-        scrubbed = _scrub_map(obj.items(), known, depth)
+        scrubbed = _scrub_map(obj.items(), known, depth, _LOGPROB in obj)
         return obj if scrubbed is None else scrubbed
     if isinstance(obj, list | tuple | set | frozenset):
         items = [_scrub(v, known, depth + 1) for v in obj]

@@ -168,6 +168,7 @@ def to_spans(
     service_name: str | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
     incomplete: list[str] | None = None,
+    capture_content: bool = False,
 ) -> Iterator[ReadableSpan]:
     """Yield a stored trace's spans: run, window, tool and model spans, with their events.
 
@@ -177,6 +178,9 @@ def to_spans(
         resource_attributes: extra resource attributes (``openinference.project.name``...).
         incomplete: when given, a line is appended per run or window that never closed
             (its span ends at the run's last record and carries ``agentlog.incomplete``).
+        capture_content: put each model call's stored (scrubbed) request and response on
+            its span as ``gen_ai.input.messages`` / ``gen_ai.output.messages``, as a live
+            call with ``capture_content=True`` does; off by default.
 
     Yields:
         ``opentelemetry.sdk.trace.ReadableSpan`` objects, ready for any ``SpanExporter``.
@@ -277,13 +281,14 @@ def to_spans(
                 end_time=call.t_ns, instrumentation_scope=scope,
             )
         for i, llm in enumerate(run.models):
-            name, attributes = model_span(rid, llm)
+            name, attributes = model_span(rid, llm, capture_content=capture_content)
             status = Status(StatusCode.ERROR, llm.error_type) if llm.status else Status(
                 StatusCode.UNSET)
             yield ReadableSpan(
                 name, ctx(f"m{i}"), parent_of(llm.window), resource, attributes, (), (),
-                SpanKind.CLIENT, status=status, start_time=llm.t_ns - llm.latency_ns,
-                end_time=llm.t_ns, instrumentation_scope=scope,
+                SpanKind.INTERNAL if llm.in_process else SpanKind.CLIENT, status=status,
+                start_time=llm.t_ns - llm.latency_ns, end_time=llm.t_ns,
+                instrumentation_scope=scope,
             )
 
 
