@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _live, _state
-from ._encoding import encode, seal_clean
+from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
-from ._scrub import REDACTED, remember, scrub_error
+from ._scrub import REDACTED, may_change, remember, scrub_error, scrub_value
 from ._span_builder import GENAI_ATTRIBUTES
 from ._state import Run, current_run_var, window_in
 
@@ -92,14 +92,18 @@ def _cost(model: str, input_tokens: int, output_tokens: int, prices: Prices | No
 def _sealed(run: Run, payload: Any, what: str) -> bytes:
     """The canonical bytes of a request, response or error payload as it may be written.
 
-    The run's ``redact`` hook, then the core scrubber (``seal_clean``: credential names at
-    any depth, key formats, URL credentials, the run's known secrets, with its
-    model-content exemption for logprob entries); a cheap byte prefilter skips the walk
-    when nothing can match, so a clean payload is encoded once.
+    The run's ``redact`` hook, then the core scrubber (credential names at any depth, key
+    formats, URL credentials, the run's known secrets, with its model-content exemption
+    for logprob entries); ``may_change`` skips the copying walk when nothing can match,
+    so a clean payload is encoded once.
     """
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
-    data, _ = seal_clean(payload, run.secrets, what=what, strict=True)
+    data = encode(payload, what=what)
+    if may_change(payload, data, run.secrets):
+        clean = scrub_value(payload, run.secrets)
+        if clean is not payload:
+            data = encode(clean, what=what)
     return data
 
 

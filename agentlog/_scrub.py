@@ -191,6 +191,72 @@ def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     return _has_needle(data.lower().decode("latin-1"))
 
 
+def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> bool:
+    """A sharper ``may_hold_secret`` for payloads full of ``token`` (model calls).
+
+    ``data`` is ``obj``'s canonical encoding. False guarantees that ``scrub_value(obj,
+    known)`` returns ``obj`` unchanged. Where the byte prefilter finds a stem but none of
+    the markers a string rule needs (``sk-``, ``bearer``, ``://`` with ``@``, ``=``), only
+    the names rule can apply, and a walk over the mapping keys that copies nothing and
+    caches each name's verdict decides. A model response names ``prompt_tokens`` and a
+    logprob entry's ``token`` many times: without this every call would pay the copying
+    walk over every string and number.
+    """
+    if known:
+        text = data.decode("latin-1")
+        if any(_as_latin1(s) in text for s in _snapshot(known)):
+            return True
+    if len(data) < _MIN_SECRET_BYTES:
+        return False
+    low = data.lower().decode("latin-1")
+    if not _has_needle(low):
+        return False
+    if "sk-" in low or "bearer" in low or "=" in low or ("@" in low and "://" in low):
+        return True  # a string rule may apply: let the scrubber look
+    return _has_credential_key(obj, 0)
+
+
+_PLAIN = (str, int, float, bool, type(None), bytes)
+# Key names already found not to be credentials: a dict whose keys are all here costs one
+# set difference in C instead of a Python loop over its keys. Bounded; "token" (a
+# credential name) never enters it, so the logprob exemption is decided per mapping.
+_safe_names: set[str] = set()
+_MAX_SAFE_NAMES = 4096
+
+
+def _has_credential_key(obj: Any, depth: int) -> bool:
+    """Whether ``_scrub``'s names rule could fire in ``obj`` (True when unsure)."""
+    if depth > _MAX_DEPTH:
+        return True
+    kind = type(obj)
+    if kind is dict:
+        # issuperset iterates the dict's keys in C (``keys() - set`` would iterate the set).
+        if not _safe_names.issuperset(obj):
+            for k in obj:
+                if k in _safe_names or type(k) is not str or (
+                    k == _LOGPROB_TOKEN and _LOGPROB in obj
+                ):
+                    continue
+                if is_credential_name(k):
+                    return True
+                if len(_safe_names) < _MAX_SAFE_NAMES:
+                    _safe_names.add(k)
+        values: Any = obj.values()
+    elif kind is list or kind is tuple:
+        values = obj
+    else:
+        # Other mappings, sets, Structs, dataclasses, pydantic models, SecretStr: the walk.
+        return kind not in _PLAIN
+    for v in values:
+        t = type(v)
+        if t is dict or t is list or t is tuple:
+            if _has_credential_key(v, depth + 1):
+                return True
+        elif t not in _PLAIN:
+            return True
+    return False
+
+
 def _snapshot(known: Collection[str]) -> tuple[str, ...]:
     # tuple(set) runs in C under the GIL: another thread adding a secret meanwhile cannot
     # make the iteration fail ("Set changed size during iteration") inside the host.

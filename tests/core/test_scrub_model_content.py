@@ -87,3 +87,46 @@ def test_a_window_secret_echoed_in_a_response_is_removed(tmp_path: Path) -> None
     (call,) = al.read(path).llm_calls()
     assert decode(call.response) == {
         "choices": [{"message": {"content": f"you said {REDACTED}"}}]}
+
+
+def test_may_change_finds_credential_names_at_any_depth_and_spares_logprob_tokens() -> None:
+    from agentlog._encoding import encode
+    from agentlog._scrub import may_change
+
+    def check(obj: Any) -> bool:
+        return may_change(obj, encode(obj))
+
+    assert not check(RESPONSE)
+    assert not check({"max_tokens": 5, "top_logprobs": 3, "logprob_token_ids": [1, 2]})
+    assert check({"a": [{"b": {"token": "xyz12345"}}]})
+    assert check({"a": [{"b": {"X-Api-Key": "xyz12345"}}]})
+    assert check({"a": {"db_password": "xyz12345"}})
+    assert check({"text": "see https://u:pw@host/x"})
+    assert check({"text": "Bearer abcdefgh12345678 and more"})
+    assert may_change({"text": "the value Zq-known-9 is here"},
+                      encode({"text": "the value Zq-known-9 is here"}), {"Zq-known-9"})
+
+
+def test_may_change_false_guarantees_the_scrubber_changes_nothing() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from agentlog._encoding import encode
+    from agentlog._scrub import may_change
+
+    keys = st.sampled_from(["token", "logprob", "max_tokens", "api_key", "Authorization",
+                            "x-api-key", "db_password", "content", "model", "tokens",
+                            "token_ids", "bytes", "top_logprobs", "auth", "url"])
+    texts = st.sampled_from(["plain", "sk-" + "a" * 20, "Bearer abcdefgh12345678",
+                             "https://u:p@h/", "?api_key=zz", "a token", "key=v", "x@y"])
+    leaves = st.none() | st.integers(-5, 5) | st.floats(allow_nan=False) | texts
+    values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(keys, inner, max_size=4), max_leaves=12)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values)
+    def prop(obj: Any) -> None:
+        if not may_change(obj, encode(obj)):
+            assert scrub_value(obj) is obj
+
+    prop()
