@@ -12,6 +12,7 @@ result.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from typing import Any
@@ -79,9 +80,21 @@ def _child(run: Run, window: WindowState | None, name: str, kind: trace.SpanKind
     span.end(end_time=end_ns)
 
 
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def capture_tool_content() -> bool:
+    """Whether live tool spans carry their arguments and result (opt-in).
+
+    The switch the OpenTelemetry GenAI instrumentations share: the environment variable
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; off by default.
+    """
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
 def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
     """The ``execute_tool {name}`` span of a tool call that has just been recorded."""
-    name, attributes = tool_span(run.run_id, call)
+    name, attributes = tool_span(run.run_id, call, capture_content=capture_tool_content())
     _child(run, window, name, trace.SpanKind.INTERNAL, attributes, call.t_ns - call.wall_ns,
            call.t_ns, call.error_type if call.status else None)
 

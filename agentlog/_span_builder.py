@@ -49,6 +49,7 @@ __all__ = [
     "score_event",
     "selection_event",
     "span_id",
+    "tool_call_id",
     "tool_span",
     "trace_id",
     "window_attributes",
@@ -200,11 +201,27 @@ def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[
 _TOOL_STATUS = {1: "failed", 2: "refused"}
 
 
-def tool_span(run_id: str, call: ToolCall) -> tuple[str, dict[str, Any]]:
-    """``execute_tool {name}`` (INTERNAL); arguments and result by hash only."""
+def tool_call_id(run_id: str, call: ToolCall) -> str:
+    """The deterministic ``gen_ai.tool.call.id`` of a tool call, from its stored record.
+
+    A hash of the run id and the record's window, name, end time and duration: the same
+    for the live span and for every export of the trace, distinct for distinct calls.
+    """
+    return hashlib.sha256(
+        f"agentlog-tool\0{run_id}\0{call.window}\0{call.name}\0{call.t_ns}\0{call.wall_ns}"
+        .encode()).hexdigest()[:32]
+
+
+def tool_span(run_id: str, call: ToolCall, *, capture_content: bool = False
+              ) -> tuple[str, dict[str, Any]]:
+    """``execute_tool {name}`` (INTERNAL); arguments and result by hash only, unless
+    ``capture_content`` (opt-in) adds them as ``gen_ai.tool.call.arguments`` /
+    ``.result``: the stored, scrubbed canonical values as JSON, where the record holds
+    them inline (an artifact stored as a Blob is left out, live and exported alike)."""
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
+        GEN_AI_OPERATION_NAME: "execute_tool",
+        GEN_AI_TOOL_NAME: call.name,
+        GEN_AI_TOOL_CALL_ID: tool_call_id(run_id, call),
         "agentlog.run_id": run_id,
     }
     if call.args_hash is not None:
@@ -214,7 +231,12 @@ def tool_span(run_id: str, call: ToolCall) -> tuple[str, dict[str, Any]]:
     if call.status in _TOOL_STATUS:
         attributes["agentlog.status"] = _TOOL_STATUS[call.status]
         if call.error_type is not None:
-            attributes["error.type"] = call.error_type
+            attributes[ERROR_TYPE] = call.error_type
+    if capture_content:
+        if call.args is not None:
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json_text(call.args)
+        if call.result is not None:
+            attributes[GEN_AI_TOOL_CALL_RESULT] = _json_text(call.result)
     return f"execute_tool {call.name}", attributes
 
 

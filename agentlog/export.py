@@ -180,7 +180,10 @@ def to_spans(
             (its span ends at the run's last record and carries ``agentlog.incomplete``).
         capture_content: put each model call's stored (scrubbed) request and response on
             its span as ``gen_ai.input.messages`` / ``gen_ai.output.messages``, as a live
-            call with ``capture_content=True`` does; off by default.
+            call with ``capture_content=True`` does, and each tool call's stored arguments
+            and result as ``gen_ai.tool.call.arguments`` / ``.result``, as live spans do
+            with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; off by
+            default.
 
     Yields:
         ``opentelemetry.sdk.trace.ReadableSpan`` objects, ready for any ``SpanExporter``.
@@ -272,7 +275,7 @@ def to_spans(
                 start_time=enter.t_ns, end_time=end_t, instrumentation_scope=scope,
             )
         for i, call in enumerate(run.tools):
-            name, attributes = tool_span(rid, call)
+            name, attributes = tool_span(rid, call, capture_content=capture_content)
             status = Status(StatusCode.ERROR, call.error_type) if call.status else Status(
                 StatusCode.UNSET)
             yield ReadableSpan(
