@@ -21,26 +21,35 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._errors import InstrumentationWarning
+from ._otel import run_spans
 from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
 from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
-from ._state import Run, WindowState
+from ._state import Run, WindowState, current_run_var, window_in
 
-# The open runs' root spans by run id (bounded by the number of open runs): a run-level
-# score or a tool/model call outside any window parents to it.
-_run_spans: dict[str, Any] = {}
+_run_spans = run_spans
 _lock = threading.Lock()
 
 
 def start_run(run: Run, start: RunStart) -> Any:
     """Start the run's ``invoke_agent`` span and make it current; returns a detach token.
 
-    The enclosing context's span (an enclosing run's window, the user's own span) is its
-    parent, so nested runs nest.
+    Called while the enclosing run (if any) is still the current one. A nested run's span
+    is the child of the enclosing window's span, else of the enclosing run's span: the
+    parent its stored ``RunStart`` names (``parent_run``, ``parent_window``), so export
+    gives it the same parent even from a separate file. A root run's parent is the span
+    current in the caller's context (the user's own, if any), which no trace records.
     """
     name, attributes = run_span(start)
-    span = run.tracer.start_span(
-        name, kind=trace.SpanKind.INTERNAL, attributes=attributes, start_time=start.t_ns
-    )
+    parent = current_run_var.get()
+    context = None
+    if parent is not None:
+        window = window_in(parent)
+        span = window.span if window is not None and window.span is not None else (
+            _run_spans.get(parent.run_id))
+        if span is not None:
+            context = trace.set_span_in_context(span)
+    span = run.tracer.start_span(name, context=context, kind=trace.SpanKind.INTERNAL,
+                                 attributes=attributes, start_time=start.t_ns)
     with _lock:
         _run_spans[run.run_id] = span
     return otel_context.attach(trace.set_span_in_context(span))
@@ -66,8 +75,7 @@ def end_run(run: Run, end: RunEnd, token: Any) -> None:
 def _parent(run: Run, window: WindowState | None) -> Any:
     span = window.span if window is not None else None
     if span is None:
-        with _lock:
-            span = _run_spans.get(run.run_id)
+        span = _run_spans.get(run.run_id)
     return None if span is None else trace.set_span_in_context(span)
 
 
@@ -121,8 +129,7 @@ def score(run: Run, window: WindowState | None, rec: Score) -> None:
     """``gen_ai.evaluation.result`` on the scored window's span (the run's outside one)."""
     span = window.span if window is not None else None
     if span is None:
-        with _lock:
-            span = _run_spans.get(run.run_id)
+        span = _run_spans.get(run.run_id)
     if span is not None:
         name, attributes = score_event(rec)
         span.add_event(name, attributes, timestamp=rec.t_ns)

@@ -198,6 +198,7 @@ class record:
                 agentlog_version=__version__,
                 parent_run=run.parent_run,
                 pid=os.getpid(),
+                **_nesting(parent, run.run_id),
             )
         writer.put(start)
         self._span_token = None if run.tracer is None else _live.start_run(run, start)
@@ -242,6 +243,7 @@ class record:
                 error_type=None if exc_type is None else exc_type.__qualname__,
             )
         run.writer.put(end)
+        _roots.pop(run.run_id, None)
         if run.tracer is not None:
             _live.end_run(run, end, self._span_token)
         release_writer(run.writer)
@@ -257,6 +259,21 @@ class record:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+# Open runs' outermost run ids (bounded by the number of open runs), for RunStart.root_run.
+_roots: dict[str, str] = {}
+
+
+def _nesting(parent: Run | None, run_id: str) -> dict[str, Any]:
+    """``RunStart``'s ``parent_window`` and ``root_run`` for a run opened inside ``parent``."""
+    if parent is None:
+        _roots[run_id] = run_id
+        return {}
+    window = window_in(parent)
+    root = _roots.get(parent.run_id, parent.run_id)
+    _roots[run_id] = root
+    return {"parent_window": -1 if window is None else window.id, "root_run": root}
 
 
 def _redacted(redact: Callable[[Any], Any], payload: Any) -> Any:

@@ -51,6 +51,12 @@ class RunStart(msgspec.Struct, tag=1, **_OPTS):
     agentlog_version: str
     parent_run: str | None = None  # run_id of the enclosing run when record() nests
     pid: int = 0
+    # Where a nested run was opened, so that its spans find their parent even when it is
+    # stored in another file: the enclosing run's window id (-1: outside any window) and
+    # the outermost run's id (whose trace the spans join). None in root runs and older
+    # traces.
+    parent_window: int | None = None
+    root_run: str | None = None
 
 
 class WindowEnter(msgspec.Struct, tag=2, **_OPTS):
