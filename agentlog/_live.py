@@ -21,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._errors import InstrumentationWarning
-from ._otel import run_spans
+from ._otel import run_contexts, run_spans
 from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
 from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
 from ._state import Run, WindowState, current_run_var, window_in
@@ -50,14 +50,17 @@ def start_run(run: Run, start: RunStart) -> Any:
             context = trace.set_span_in_context(span)
     span = run.tracer.start_span(name, context=context, kind=trace.SpanKind.INTERNAL,
                                  attributes=attributes, start_time=start.t_ns)
+    context = trace.set_span_in_context(span)
     with _lock:
         _run_spans[run.run_id] = span
-    return otel_context.attach(trace.set_span_in_context(span))
+        run_contexts[run.run_id] = context
+    return otel_context.attach(context)
 
 
 def end_run(run: Run, end: RunEnd, token: Any) -> None:
     with _lock:
         span = _run_spans.pop(run.run_id, None)
+        run_contexts.pop(run.run_id, None)
     if token is not None:
         # Exited in another context: the span still ends below.
         with contextlib.suppress(Exception):

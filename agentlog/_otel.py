@@ -65,6 +65,9 @@ def tracer() -> trace.Tracer | None:
 # run's top level, a run-level score, and tool/model calls outside any window parent to it.
 # Written only by _live.start_run/end_run; a dict read is atomic, so readers take no lock.
 run_spans: dict[str, Any] = {}
+# The same runs' spans wrapped in a Context once: set_span_in_context copies the current
+# context on every call, and every top-level window would otherwise pay for that.
+run_contexts: dict[str, Any] = {}
 
 
 def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
@@ -76,11 +79,11 @@ def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -
     No attributes at the start: the window's are all known only at its exit and are set
     there in one call (``_window._close``); samplers see the window in the span name.
     """
-    if parent_span is None:
-        run = current_run_var.get()
-        parent_span = None if run is None else run_spans.get(run.run_id)
-    context = trace.set_span_in_context(parent_span) if parent_span is not None else None
-    return tracer_.start_span(span_name, context=context)
+    if parent_span is not None:
+        return tracer_.start_span(span_name, context=trace.set_span_in_context(parent_span))
+    run = current_run_var.get()
+    return tracer_.start_span(
+        span_name, context=None if run is None else run_contexts.get(run.run_id))
 
 
 def record_exception(span: Any, exc: BaseException, message: str,

@@ -195,10 +195,10 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
     """A sharper ``may_hold_secret`` for payloads full of ``token`` (model calls).
 
     ``data`` is ``obj``'s canonical encoding. False guarantees that ``scrub_value(obj,
-    known)`` returns ``obj`` unchanged. Where the byte prefilter finds a stem but none of
-    the markers a string rule needs (``sk-``, ``bearer``, ``://`` with ``@``, ``=``), only
-    the names rule can apply, and a walk over the mapping keys that copies nothing and
-    caches each name's verdict decides. A model response names ``prompt_tokens`` and a
+    known)`` returns ``obj`` unchanged. Without the markers a string rule needs (``sk-``,
+    ``bearer``, ``://`` with ``@``, ``=``) and without a known secret, only the names rule
+    can apply, and a walk over the mapping keys that copies nothing and caches each
+    name's verdict decides. A model response names ``prompt_tokens`` and a
     logprob entry's ``token`` many times: without this every call would pay the copying
     walk over every string and number.
     """
@@ -206,13 +206,14 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
         text = data.decode("latin-1")
         if any(_as_latin1(s) in text for s in _snapshot(known)):
             return True
-    if len(data) < _MIN_SECRET_BYTES:
-        return False
+    # No size shortcut here: {"token": None} is 8 bytes and the names rule redacts it.
     low = data.lower().decode("latin-1")
-    if not _has_needle(low):
-        return False
     if "sk-" in low or "bearer" in low or "=" in low or ("@" in low and "://" in low):
-        return True  # a string rule may apply: let the scrubber look
+        # A string rule may apply; each needs one of the stems (and so does every
+        # credential name), so without a stem nothing can change.
+        return _has_needle(low)
+    # No string rule can fire: only a credential-named key could, and the walk decides
+    # (cheaper than the ten stem searches on a long prompt).
     return _has_credential_key(obj, 0)
 
 
