@@ -219,7 +219,7 @@ def llm_call(
         cache=cache,
         response_model=response_model,
         response_id=response_id,
-        finish_reasons=tuple(str(r) for r in finish_reasons),
+        finish_reasons=[str(r) for r in finish_reasons] or None,
     )
     run.writer.put(rec)
     if run.tracer is not None:

@@ -179,7 +179,7 @@ class LLMCall(msgspec.Struct, tag=6, **_OPTS):
     cache: str | None = None  # "hit", "miss" or "off" when the call went through a cache
     response_model: str | None = None
     response_id: str | None = None
-    finish_reasons: tuple[str, ...] = ()
+    finish_reasons: list[str] | None = None
 
 
 class ToolCall(msgspec.Struct, tag=7, **_OPTS):

@@ -312,7 +312,7 @@ def model_span(run_id: str, call: LLMCall, *, capture_content: bool = False
                 attributes[attr] = value
             break
     response_model, response_id = call.response_model, call.response_id
-    reasons = list(call.finish_reasons)
+    reasons = list(call.finish_reasons or ())
     if call.operation is None:  # an older record: read what the response says
         response_model, response_id, reasons = _response_meta(call.response)
     if response_model is not None:
