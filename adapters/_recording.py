@@ -170,6 +170,9 @@ def _model_of(kwargs: Mapping[str, Any]) -> str:
     return model if isinstance(model, str) else str(model)
 
 
+_NOT_ITERATORS = frozenset({str, int, float, bool, type(None), list, dict, tuple, bytes})
+
+
 class _Call:
     """One call in flight: its request, key and clock; records itself exactly once."""
 
@@ -179,7 +182,8 @@ class _Call:
         self.endpoint = endpoint
         self.config = config
         for name, value in list(kwargs.items()):
-            if isinstance(value, Iterator):
+            # The exact-type test first: an ABC isinstance check costs ~0.5 µs per argument.
+            if type(value) not in _NOT_ITERATORS and isinstance(value, Iterator):
                 # A generator (the SDKs accept any Iterable of messages) could be read only
                 # once: the SDK gets the same items as a list, and the key and record see them.
                 kwargs[name] = list(value)
@@ -235,7 +239,6 @@ class _Call:
             secrets=self.config.secrets,
             capture_content=self.config.capture_content,
             kind=self.endpoint.kind,
-            parameters=self.request,
         )
 
 

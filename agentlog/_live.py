@@ -12,40 +12,55 @@ result.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import warnings
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from ._errors import InstrumentationWarning
+from ._otel import run_contexts, run_spans
 from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
 from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
-from ._state import Run, WindowState
+from ._state import Run, WindowState, current_run_var, window_in
 
-# The open runs' root spans by run id (bounded by the number of open runs): a run-level
-# score or a tool/model call outside any window parents to it.
-_run_spans: dict[str, Any] = {}
+_run_spans = run_spans
 _lock = threading.Lock()
 
 
 def start_run(run: Run, start: RunStart) -> Any:
     """Start the run's ``invoke_agent`` span and make it current; returns a detach token.
 
-    The enclosing context's span (an enclosing run's window, the user's own span) is its
-    parent, so nested runs nest.
+    Called while the enclosing run (if any) is still the current one. A nested run's span
+    is the child of the enclosing window's span, else of the enclosing run's span: the
+    parent its stored ``RunStart`` names (``parent_run``, ``parent_window``), so export
+    gives it the same parent even from a separate file. A root run's parent is the span
+    current in the caller's context (the user's own, if any), which no trace records.
     """
     name, attributes = run_span(start)
-    span = run.tracer.start_span(
-        name, kind=trace.SpanKind.INTERNAL, attributes=attributes, start_time=start.t_ns
-    )
+    parent = current_run_var.get()
+    context = None
+    if parent is not None:
+        window = window_in(parent)
+        span = window.span if window is not None and window.span is not None else (
+            _run_spans.get(parent.run_id))
+        if span is not None:
+            context = trace.set_span_in_context(span)
+    span = run.tracer.start_span(name, context=context, kind=trace.SpanKind.INTERNAL,
+                                 attributes=attributes, start_time=start.t_ns)
+    context = trace.set_span_in_context(span)
     with _lock:
         _run_spans[run.run_id] = span
-    return otel_context.attach(trace.set_span_in_context(span))
+        run_contexts[run.run_id] = context
+    return otel_context.attach(context)
 
 
 def end_run(run: Run, end: RunEnd, token: Any) -> None:
     with _lock:
         span = _run_spans.pop(run.run_id, None)
+        run_contexts.pop(run.run_id, None)
     if token is not None:
         # Exited in another context: the span still ends below.
         with contextlib.suppress(Exception):
@@ -63,8 +78,7 @@ def end_run(run: Run, end: RunEnd, token: Any) -> None:
 def _parent(run: Run, window: WindowState | None) -> Any:
     span = window.span if window is not None else None
     if span is None:
-        with _lock:
-            span = _run_spans.get(run.run_id)
+        span = _run_spans.get(run.run_id)
     return None if span is None else trace.set_span_in_context(span)
 
 
@@ -77,26 +91,48 @@ def _child(run: Run, window: WindowState | None, name: str, kind: trace.SpanKind
     span.end(end_time=end_ns)
 
 
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def capture_tool_content() -> bool:
+    """Whether live tool spans carry their arguments and result (opt-in).
+
+    The switch the OpenTelemetry GenAI instrumentations share: the environment variable
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; off by default.
+    """
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
 def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
     """The ``execute_tool {name}`` span of a tool call that has just been recorded."""
-    name, attributes = tool_span(run.run_id, call)
+    name, attributes = tool_span(run.run_id, call, capture_content=capture_tool_content())
     _child(run, window, name, trace.SpanKind.INTERNAL, attributes, call.t_ns - call.wall_ns,
            call.t_ns, call.error_type if call.status else None)
 
 
-def model(run: Run, window: WindowState | None, call: LLMCall) -> None:
-    """The ``{operation} {model}`` CLIENT span of a model call that has just been recorded."""
-    name, attributes = model_span(run.run_id, call)
-    _child(run, window, name, trace.SpanKind.CLIENT, attributes, call.t_ns - call.latency_ns,
-           call.t_ns, call.error_type if call.status else None)
+def model(run: Run, window: WindowState | None, call: LLMCall, *,
+          capture_content: bool = False) -> None:
+    """The ``{operation} {model}`` span of a model call that has just been recorded.
+
+    CLIENT, or INTERNAL for an in-process engine. A failing tracer loses the span with an
+    ``InstrumentationWarning``, never the call.
+    """
+    try:
+        name, attributes = model_span(run.run_id, call, capture_content=capture_content)
+        _child(run, window, name,
+               trace.SpanKind.INTERNAL if call.in_process else trace.SpanKind.CLIENT,
+               attributes, call.t_ns - call.latency_ns, call.t_ns,
+               call.error_type if call.status else None)
+    except Exception as exc:  # a span is a copy: losing it must not break the host
+        warnings.warn(f"could not emit the span of a model call: {exc}",
+                      InstrumentationWarning, stacklevel=3)
 
 
 def score(run: Run, window: WindowState | None, rec: Score) -> None:
     """``gen_ai.evaluation.result`` on the scored window's span (the run's outside one)."""
     span = window.span if window is not None else None
     if span is None:
-        with _lock:
-            span = _run_spans.get(run.run_id)
+        span = _run_spans.get(run.run_id)
     if span is not None:
         name, attributes = score_event(rec)
         span.add_event(name, attributes, timestamp=rec.t_ns)

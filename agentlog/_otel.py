@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from opentelemetry import trace
 
 from ._scrub import exception_attributes
+from ._state import current_run_var
 from ._version import __version__
 
 # A TracerProvider set by agentlog.testing.capture_spans(): a context variable, so that
@@ -60,14 +61,29 @@ def tracer() -> trace.Tracer | None:
     return tracer_
 
 
-def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
-    """Start a window's span under its enclosing window's span (else the current context).
+# The open runs' root spans by run id (bounded by the number of open runs): a window at a
+# run's top level, a run-level score, and tool/model calls outside any window parent to it.
+# Written only by _live.start_run/end_run; a dict read is atomic, so readers take no lock.
+run_spans: dict[str, Any] = {}
+# The same runs' spans wrapped in a Context once: set_span_in_context copies the current
+# context on every call, and every top-level window would otherwise pay for that.
+run_contexts: dict[str, Any] = {}
 
+
+def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
+    """Start a window's span under its enclosing window's span, else its run's span.
+
+    Never the thread's current OpenTelemetry context: a thread that sees the run but not
+    the context (or a user's span current inside the run) would otherwise give the live
+    span another parent than the one ``agentlog export`` reads from the stored trace.
     No attributes at the start: the window's are all known only at its exit and are set
     there in one call (``_window._close``); samplers see the window in the span name.
     """
-    context = trace.set_span_in_context(parent_span) if parent_span is not None else None
-    return tracer_.start_span(span_name, context=context)
+    if parent_span is not None:
+        return tracer_.start_span(span_name, context=trace.set_span_in_context(parent_span))
+    run = current_run_var.get()
+    return tracer_.start_span(
+        span_name, context=None if run is None else run_contexts.get(run.run_id))
 
 
 def record_exception(span: Any, exc: BaseException, message: str,

@@ -21,12 +21,13 @@ from typing import Any, Literal
 from . import _live, _state
 from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
-from ._errors import ArtifactEncodingError, InstrumentationWarning
+from ._errors import InstrumentationWarning
 from ._noise import GENERATOR_ID
 from ._otel import tracer as _tracer
-from ._records import LLMCall, RunEnd, RunStart, Score
-from ._scrub import REDACTED, scrub_error, scrub_value
+from ._records import RunEnd, RunStart, Score
+from ._scrub import REDACTED, scrub_value
 from ._shared_writers import flush_all, release_writer, shared_writer
+from ._span_builder import operation_of, response_meta
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
 from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES
@@ -197,6 +198,7 @@ class record:
                 agentlog_version=__version__,
                 parent_run=run.parent_run,
                 pid=os.getpid(),
+                **_nesting(parent, run.run_id),
             )
         writer.put(start)
         self._span_token = None if run.tracer is None else _live.start_run(run, start)
@@ -241,6 +243,7 @@ class record:
                 error_type=None if exc_type is None else exc_type.__qualname__,
             )
         run.writer.put(end)
+        _roots.pop(run.run_id, None)
         if run.tracer is not None:
             _live.end_run(run, end, self._span_token)
         release_writer(run.writer)
@@ -256,6 +259,21 @@ class record:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+# Open runs' outermost run ids (bounded by the number of open runs), for RunStart.root_run.
+_roots: dict[str, str] = {}
+
+
+def _nesting(parent: Run | None, run_id: str) -> dict[str, Any]:
+    """``RunStart``'s ``parent_window`` and ``root_run`` for a run opened inside ``parent``."""
+    if parent is None:
+        _roots[run_id] = run_id
+        return {}
+    window = window_in(parent)
+    root = _roots.get(parent.run_id, parent.run_id)
+    _roots[run_id] = root
+    return {"parent_window": -1 if window is None else window.id, "root_run": root}
 
 
 def _redacted(redact: Callable[[Any], Any], payload: Any) -> Any:
@@ -373,52 +391,18 @@ def log_llm_call(
     error: BaseException | None = None,
     fingerprint: str | None = None,
 ) -> None:
-    """The one place every model call passes: record it in the current window.
+    """Record one model call: a delegate of ``al.llm_call`` (the one recording path).
 
-    Credentials are removed before anything is encoded: header and field names that carry
-    them (Authorization, x-api-key, api_key, ...) are replaced by ``"<redacted>"`` and the
-    user's ``redact`` hook runs after that. Usage is counted into the current window (and,
-    at its exit, into its enclosing windows). No-op without an active recorder.
+    ``headers``, when given, are stored with the request under ``"headers"`` (scrubbed
+    like the rest of it). No-op without an active recorder.
     """
-    run = current_run_var.get()
-    if run is None:
-        return
-    window = window_in(run)
-    payload: dict[str, Any] = dict(scrub_value(dict(request), run.secrets))
-    if headers is not None:
-        payload["headers"] = scrub_value(dict(headers), run.secrets)
-    try:
-        if run.redact is not None:
-            payload = _redacted(run.redact, payload)
-            response = _redacted(run.redact, response)
-        request_bytes = encode(scrub_value(payload, run.secrets), what=f"{provider} request")
-        response_bytes = encode(scrub_value(response, run.secrets),
-                                what=f"{provider} response")
-    except ArtifactEncodingError as exc:
-        warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
-        return
-    if window is not None:
-        window.add_usage(
-            llm_calls=1, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost
-        )
-    rec = LLMCall(
-            run=run.index,
-            window=-1 if window is None else window.id,
-            t_ns=run.now_ns(),
-            provider=provider,
-            model=model,
-            request=request_bytes,
-            response=response_bytes,
-            cache_key=cache_key,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency_ns=latency_ns,
-            cost=cost,
-            status=0 if error is None else 1,
-            error_type=None if error is None else type(error).__qualname__,
-            error_message=None if error is None else scrub_error(error, run.secrets, run.redact),
-            fingerprint=fingerprint,
-        )
-    run.writer.put(rec)
-    if run.tracer is not None:
-        _live.model(run, window, rec)
+    from ._llm import llm_call  # _llm imports this module
+
+    payload = dict(request) if headers is None else {**request, "headers": dict(headers)}
+    response_model, response_id, reasons = response_meta(response)
+    llm_call(provider, model, request=payload, response=response, input_tokens=input_tokens,
+             output_tokens=output_tokens, latency_ns=latency_ns, cost=cost,
+             cache_key=cache_key, error=error, fingerprint=fingerprint,
+             operation=operation_of(payload), response_model=response_model,
+             response_id=response_id, finish_reasons=reasons)
+

@@ -51,6 +51,12 @@ class RunStart(msgspec.Struct, tag=1, **_OPTS):
     agentlog_version: str
     parent_run: str | None = None  # run_id of the enclosing run when record() nests
     pid: int = 0
+    # Where a nested run was opened, so that its spans find their parent even when it is
+    # stored in another file: the enclosing run's window id (-1: outside any window) and
+    # the outermost run's id (whose trace the spans join). None in root runs and older
+    # traces.
+    parent_window: int | None = None
+    root_run: str | None = None
 
 
 # gc=False: ``steps`` (a dict) and ``secret_args`` (a list) would make every entry a
@@ -166,6 +172,14 @@ class LLMCall(msgspec.Struct, tag=6, **_OPTS):
     error_type: str | None = None
     error_message: str | None = None
     fingerprint: str | None = None
+    # What the call's span needs that the payloads do not say in one provider-independent
+    # place (older traces read these defaults; the span builder then infers from payloads).
+    operation: str | None = None  # GenAI operation name; None: inferred from the request
+    in_process: bool = False  # served in-process (vLLM offline): an INTERNAL span
+    cache: str | None = None  # "hit", "miss" or "off" when the call went through a cache
+    response_model: str | None = None
+    response_id: str | None = None
+    finish_reasons: list[str] | None = None
 
 
 class ToolCall(msgspec.Struct, tag=7, **_OPTS):

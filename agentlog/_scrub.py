@@ -12,6 +12,12 @@ often echoes the key it refused). Three rules:
   ``max_tokens``, ``max_completion_tokens``, ``top_logprobs``, ``prompt_tokens``,
   ``input_tokens``, ``total_tokens``, ``eos_token_id`` and the like survive (an
   exact-input cache is keyed on them).
+* **Model content.** One exemption from the names rule: ``token`` in a mapping that also
+  has a ``logprob`` key is a logprob entry's token text (OpenAI Chat and Responses,
+  vLLM's server), not a credential, so a model response keeps its log-probabilities.
+  Anywhere else ``token`` is a credential name, at any depth. Its value still passes
+  the formats and known-values rules below. Counts (``*_tokens``) and ids
+  (``token_ids``, ``logprob_token_ids``) are not credential names in the first place.
 * **Credential formats.** Inside any string: OpenAI/Anthropic keys (``sk-…``),
   ``Bearer …`` tokens, the userinfo of URLs (``https://user:pass@host`` →
   ``https://<redacted>@host``) and credential-named query parameters (``?api_key=…``).
@@ -185,6 +191,73 @@ def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     return _has_needle(data.lower().decode("latin-1"))
 
 
+def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> bool:
+    """A sharper ``may_hold_secret`` for payloads full of ``token`` (model calls).
+
+    ``data`` is ``obj``'s canonical encoding. False guarantees that ``scrub_value(obj,
+    known)`` returns ``obj`` unchanged. Without the markers a string rule needs (``sk-``,
+    ``bearer``, ``://`` with ``@``, ``=``) and without a known secret, only the names rule
+    can apply, and a walk over the mapping keys that copies nothing and caches each
+    name's verdict decides. A model response names ``prompt_tokens`` and a
+    logprob entry's ``token`` many times: without this every call would pay the copying
+    walk over every string and number.
+    """
+    if known:
+        text = data.decode("latin-1")
+        if any(_as_latin1(s) in text for s in _snapshot(known)):
+            return True
+    # No size shortcut here: {"token": None} is 8 bytes and the names rule redacts it.
+    low = data.lower().decode("latin-1")
+    if "sk-" in low or "bearer" in low or "=" in low or ("@" in low and "://" in low):
+        # A string rule may apply; each needs one of the stems (and so does every
+        # credential name), so without a stem nothing can change.
+        return _has_needle(low)
+    # No string rule can fire: only a credential-named key could, and the walk decides
+    # (cheaper than the ten stem searches on a long prompt).
+    return _has_credential_key(obj, 0)
+
+
+_PLAIN = (str, int, float, bool, type(None), bytes)
+# Key names already found not to be credentials: a dict whose keys are all here costs one
+# set difference in C instead of a Python loop over its keys. Bounded; "token" (a
+# credential name) never enters it, so the logprob exemption is decided per mapping.
+_safe_names: set[str] = set()
+_MAX_SAFE_NAMES = 4096
+
+
+def _has_credential_key(obj: Any, depth: int) -> bool:
+    """Whether ``_scrub``'s names rule could fire in ``obj`` (True when unsure)."""
+    if depth > _MAX_DEPTH:
+        return True
+    kind = type(obj)
+    if kind is dict:
+        # issuperset iterates the dict's keys in C (``keys() - set`` would iterate the set).
+        if not _safe_names.issuperset(obj):
+            for k in obj:
+                if k in _safe_names or type(k) is not str or (
+                    k == _LOGPROB_TOKEN and _LOGPROB in obj
+                ):
+                    continue
+                if is_credential_name(k):
+                    return True
+                if len(_safe_names) < _MAX_SAFE_NAMES:
+                    _safe_names.add(k)
+        values: Any = obj.values()
+    elif kind is list or kind is tuple:
+        values = obj
+    else:
+        # Other mappings, sets, Structs, dataclasses, pydantic models, SecretStr: the walk.
+        return kind not in _PLAIN
+    for v in values:
+        t = type(v)
+        if t is dict or t is list or t is tuple:
+            if _has_credential_key(v, depth + 1):
+                return True
+        elif t not in _PLAIN:
+            return True
+    return False
+
+
 def _snapshot(known: Collection[str]) -> tuple[str, ...]:
     # tuple(set) runs in C under the GIL: another thread adding a secret meanwhile cannot
     # make the iteration fail ("Set changed size during iteration") inside the host.
@@ -244,12 +317,20 @@ def scrub_value(obj: Any, known: set[str] | None = None) -> Any:
     return _scrub(obj, known, 0)
 
 
-def _scrub_map(items: Any, known: set[str] | None, depth: int) -> dict[Any, Any] | None:
+# The field of a logprob entry that the model-content exemption keeps (module docstring).
+_LOGPROB_TOKEN = "token"
+_LOGPROB = "logprob"
+
+
+def _scrub_map(items: Any, known: set[str] | None, depth: int,
+               logprob_entry: bool = False) -> dict[Any, Any] | None:
     """The scrubbed dict of ``items`` (key, value pairs), or None when nothing changed."""
     out: dict[Any, Any] = {}
     changed = False
     for k, v in items:
-        if isinstance(k, str) and is_credential_name(k):
+        if isinstance(k, str) and is_credential_name(k) and not (
+            logprob_entry and k == _LOGPROB_TOKEN
+        ):
             remember(known, v)
             new: Any = REDACTED
         else:
@@ -268,7 +349,7 @@ def _scrub(obj: Any, known: set[str] | None, depth: int) -> Any:
         return REDACTED
     # Exact types first: the ABC check below costs more than the rest of a small walk.
     if type(obj) is dict or isinstance(obj, Mapping):
-        scrubbed = _scrub_map(obj.items(), known, depth)
+        scrubbed = _scrub_map(obj.items(), known, depth, _LOGPROB in obj)
         return obj if scrubbed is None else scrubbed
     if isinstance(obj, list | tuple | set | frozenset):
         items = [_scrub(v, known, depth + 1) for v in obj]

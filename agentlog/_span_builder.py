@@ -16,6 +16,7 @@ contribute only their scalar parameters.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -37,14 +38,18 @@ from ._records import (
 )
 
 __all__ = [
+    "GENAI_ATTRIBUTES",
     "META_VALUE_MAX",
     "continuation_event",
     "model_span",
+    "operation_of",
+    "response_meta",
     "run_end_attributes",
     "run_span",
     "score_event",
     "selection_event",
     "span_id",
+    "tool_call_id",
     "tool_span",
     "trace_id",
     "window_attributes",
@@ -53,10 +58,50 @@ __all__ = [
 
 META_VALUE_MAX = 256  # characters of a string meta value kept on a run span
 SCORE_EVENT = "gen_ai.evaluation.result"
-# Scalar request parameters copied onto a model span (GenAI ``gen_ai.request.*``).
-_REQUEST_PARAMS = (
-    "temperature", "top_p", "top_k", "max_tokens", "seed", "frequency_penalty",
-    "presence_penalty",
+
+# OpenTelemetry GenAI semantic-convention attribute names. The semantic-conventions package
+# deprecated its gen_ai module (moved to a separate project) with the names unchanged, so we
+# keep our own copies; a test compares them with the package's.
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K = "gen_ai.request.top_k"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+ERROR_TYPE = "error.type"
+AGENTLOG_CACHE = "agentlog.cache"
+AGENTLOG_CACHE_KEY = "agentlog.cache_key"
+
+GENAI_ATTRIBUTES: dict[str, str] = {
+    name: value for name, value in globals().items()
+    if name.startswith("GEN_AI_") and isinstance(value, str)
+}
+"""Our GenAI attribute constants by their semantic-conventions name (tests compare them)."""
+
+# Request fields that map onto gen_ai.request.* (first present name wins).
+_REQUEST_PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (GEN_AI_REQUEST_TEMPERATURE, ("temperature",)),
+    (GEN_AI_REQUEST_TOP_P, ("top_p",)),
+    (GEN_AI_REQUEST_TOP_K, ("top_k",)),
+    (GEN_AI_REQUEST_MAX_TOKENS, ("max_tokens", "max_completion_tokens", "max_output_tokens")),
+    (GEN_AI_REQUEST_SEED, ("seed",)),
+    (GEN_AI_REQUEST_FREQUENCY_PENALTY, ("frequency_penalty",)),
+    (GEN_AI_REQUEST_PRESENCE_PENALTY, ("presence_penalty",)),
 )
 
 
@@ -156,11 +201,27 @@ def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[
 _TOOL_STATUS = {1: "failed", 2: "refused"}
 
 
-def tool_span(run_id: str, call: ToolCall) -> tuple[str, dict[str, Any]]:
-    """``execute_tool {name}`` (INTERNAL); arguments and result by hash only."""
+def tool_call_id(run_id: str, call: ToolCall) -> str:
+    """The deterministic ``gen_ai.tool.call.id`` of a tool call, from its stored record.
+
+    A hash of the run id and the record's window, name, end time and duration: the same
+    for the live span and for every export of the trace, distinct for distinct calls.
+    """
+    return hashlib.sha256(
+        f"agentlog-tool\0{run_id}\0{call.window}\0{call.name}\0{call.t_ns}\0{call.wall_ns}"
+        .encode()).hexdigest()[:32]
+
+
+def tool_span(run_id: str, call: ToolCall, *, capture_content: bool = False
+              ) -> tuple[str, dict[str, Any]]:
+    """``execute_tool {name}`` (INTERNAL); arguments and result by hash only, unless
+    ``capture_content`` (opt-in) adds them as ``gen_ai.tool.call.arguments`` /
+    ``.result``: the stored, scrubbed canonical values as JSON, where the record holds
+    them inline (an artifact stored as a Blob is left out, live and exported alike)."""
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
+        GEN_AI_OPERATION_NAME: "execute_tool",
+        GEN_AI_TOOL_NAME: call.name,
+        GEN_AI_TOOL_CALL_ID: tool_call_id(run_id, call),
         "agentlog.run_id": run_id,
     }
     if call.args_hash is not None:
@@ -170,11 +231,17 @@ def tool_span(run_id: str, call: ToolCall) -> tuple[str, dict[str, Any]]:
     if call.status in _TOOL_STATUS:
         attributes["agentlog.status"] = _TOOL_STATUS[call.status]
         if call.error_type is not None:
-            attributes["error.type"] = call.error_type
+            attributes[ERROR_TYPE] = call.error_type
+    if capture_content:
+        if call.args is not None:
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json_text(call.args)
+        if call.result is not None:
+            attributes[GEN_AI_TOOL_CALL_RESULT] = _json_text(call.result)
     return f"execute_tool {call.name}", attributes
 
 
-def _operation(request: Any) -> str:
+def operation_of(request: Any) -> str:
+    """The GenAI operation a request's fields suggest (``chat`` unless it says otherwise)."""
     if isinstance(request, Mapping):
         if "messages" in request:
             return "chat"
@@ -185,61 +252,116 @@ def _operation(request: Any) -> str:
     return "chat"
 
 
-def model_span(run_id: str, call: LLMCall) -> tuple[str, dict[str, Any]]:
-    """``{operation} {model}`` (CLIENT) with the current GenAI attributes.
+def _parameters(request: Any) -> Mapping[str, Any]:
+    """Where a stored request keeps its sampling parameters.
+
+    At the top level (a request passed to ``al.llm_call``), under ``request`` (an
+    adapter's canonical request: provider, version, draw, channel, request), and under
+    ``sampling_params`` (vLLM); the innermost wins.
+    """
+    if not isinstance(request, Mapping):
+        return {}
+    params: Mapping[str, Any] = request
+    inner = params.get("request")
+    if isinstance(inner, Mapping) and "provider" in params and "version" in params:
+        params = inner
+    sampling = params.get("sampling_params")
+    if isinstance(sampling, Mapping):
+        return {**params, **sampling}
+    return params
+
+
+def _json_text(data: bytes) -> str:
+    try:
+        return json.dumps(decode(data), sort_keys=True, default=str)
+    except Exception:  # a damaged artifact: no content, never an exception in the host
+        return ""
+
+
+def model_span(run_id: str, call: LLMCall, *, capture_content: bool = False
+               ) -> tuple[str, dict[str, Any]]:
+    """``{operation} {model}`` (CLIENT, INTERNAL when ``call.in_process``) with the current
+    GenAI attributes.
 
     Only scalar request parameters and response identifiers are copied: no prompt, no
     completion, no header (the stored request is already scrubbed; this adds a second
-    guard by never copying a mapping or a string other than the ids below).
+    guard by never copying a mapping or a string other than the ids below), unless
+    ``capture_content`` asks for the stored request and response as
+    ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (opt-in, live and exported).
+    The operation and the response identifiers come from the record; a record written
+    before they were stored has them inferred from its request and response.
     """
     try:
         request = decode(call.request)
     except Exception:  # a damaged artifact still exports its span, without parameters
         request = None
-    try:
-        response = decode(call.response)
-    except Exception:
-        response = None
-    operation = _operation(request)
+    operation = call.operation or operation_of(_parameters(request))
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": call.provider,
-        "gen_ai.request.model": call.model,
+        GEN_AI_OPERATION_NAME: operation,
+        GEN_AI_PROVIDER_NAME: call.provider.split(".", 1)[0],
+        GEN_AI_REQUEST_MODEL: call.model,
         "agentlog.run_id": run_id,
     }
-    if isinstance(request, Mapping):
-        for key in _REQUEST_PARAMS:
-            value = request.get(key)
+    params = _parameters(request)
+    for attr, names in _REQUEST_PARAMS:
+        for key in names:
+            value = params.get(key)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             if _finite(float(value)) is not None:
-                attributes[f"gen_ai.request.{key}"] = value
-    if isinstance(response, Mapping):
-        if isinstance(response.get("model"), str):
-            attributes["gen_ai.response.model"] = response["model"][:META_VALUE_MAX]
-        if isinstance(response.get("id"), str):
-            attributes["gen_ai.response.id"] = response["id"][:META_VALUE_MAX]
-        choices = response.get("choices")
-        if isinstance(choices, list):
-            reasons = [
-                c["finish_reason"] for c in choices
-                if isinstance(c, Mapping) and isinstance(c.get("finish_reason"), str)
-            ]
-            if reasons:
-                attributes["gen_ai.response.finish_reasons"] = tuple(reasons)
+                attributes[attr] = value
+            break
+    response_model, response_id = call.response_model, call.response_id
+    reasons = list(call.finish_reasons or ())
+    if call.operation is None:  # an older record: read what the response says
+        response_model, response_id, reasons = _response_meta(call.response)
+    if response_model is not None:
+        attributes[GEN_AI_RESPONSE_MODEL] = response_model[:META_VALUE_MAX]
+    if response_id is not None:
+        attributes[GEN_AI_RESPONSE_ID] = response_id[:META_VALUE_MAX]
+    if reasons:
+        attributes[GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
     if call.input_tokens:
-        attributes["gen_ai.usage.input_tokens"] = call.input_tokens
+        attributes[GEN_AI_USAGE_INPUT_TOKENS] = call.input_tokens
     if call.output_tokens:
-        attributes["gen_ai.usage.output_tokens"] = call.output_tokens
+        attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = call.output_tokens
     if call.cost is not None and _finite(call.cost) is not None:
         attributes["agentlog.cost"] = call.cost
+    if call.cache is not None:
+        attributes[AGENTLOG_CACHE] = call.cache
     if call.cache_key is not None:
-        attributes["agentlog.cache_key"] = call.cache_key.hex()
+        attributes[AGENTLOG_CACHE_KEY] = call.cache_key.hex()
     if call.fingerprint is not None:
         attributes["agentlog.fingerprint"] = call.fingerprint[:META_VALUE_MAX]
     if call.status != 0:
-        attributes["error.type"] = call.error_type or "error"
+        attributes[ERROR_TYPE] = call.error_type or "error"
+    if capture_content:
+        attributes[GEN_AI_INPUT_MESSAGES] = _json_text(call.request)
+        attributes[GEN_AI_OUTPUT_MESSAGES] = _json_text(call.response)
     return f"{operation} {call.model}", attributes
+
+
+def _response_meta(data: bytes) -> tuple[str | None, str | None, list[str]]:
+    try:
+        response = decode(data)
+    except Exception:
+        return None, None, []
+    return response_meta(response)
+
+
+def response_meta(response: Any) -> tuple[str | None, str | None, list[str]]:
+    """``(model, id, finish reasons)`` of an OpenAI-shaped response body, where present."""
+    if not isinstance(response, Mapping):
+        return None, None, []
+    model = response.get("model")
+    rid = response.get("id")
+    choices = response.get("choices")
+    reasons = [
+        c["finish_reason"] for c in choices
+        if isinstance(c, Mapping) and isinstance(c.get("finish_reason"), str)
+    ] if isinstance(choices, list) else []
+    return (model if isinstance(model, str) else None, rid if isinstance(rid, str) else None,
+            reasons)
 
 
 def score_event(score: Score) -> tuple[str, dict[str, Any]]:

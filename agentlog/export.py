@@ -168,6 +168,7 @@ def to_spans(
     service_name: str | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
     incomplete: list[str] | None = None,
+    capture_content: bool = False,
 ) -> Iterator[ReadableSpan]:
     """Yield a stored trace's spans: run, window, tool and model spans, with their events.
 
@@ -177,6 +178,12 @@ def to_spans(
         resource_attributes: extra resource attributes (``openinference.project.name``...).
         incomplete: when given, a line is appended per run or window that never closed
             (its span ends at the run's last record and carries ``agentlog.incomplete``).
+        capture_content: put each model call's stored (scrubbed) request and response on
+            its span as ``gen_ai.input.messages`` / ``gen_ai.output.messages``, as a live
+            call with ``capture_content=True`` does, and each tool call's stored arguments
+            and result as ``gen_ai.tool.call.arguments`` / ``.result``, as live spans do
+            with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; off by
+            default.
 
     Yields:
         ``opentelemetry.sdk.trace.ReadableSpan`` objects, ready for any ``SpanExporter``.
@@ -207,7 +214,7 @@ def to_spans(
     for run in runs:
         start = run.start
         rid = start.run_id
-        tid = trace_id(root_of(run))
+        tid = trace_id(start.root_run or root_of(run))
         resource = Resource.create({
             "service.name": service_name or start.system,
             "agentlog.version": __version__,
@@ -218,9 +225,7 @@ def to_spans(
             return SpanContext(tid, span_id(rid, key), is_remote=False, trace_flags=flags)
 
         run_ctx = ctx("run")
-        parent_run = by_id.get(start.parent_run) if start.parent_run else None
-        run_parent = None if parent_run is None else SpanContext(
-            tid, span_id(parent_run.start.run_id, "run"), is_remote=False, trace_flags=flags)
+        run_parent = _run_parent(start, by_id, tid, flags, SpanContext)
         name, attributes = run_span(start)
         status = Status(StatusCode.UNSET)
         end_t = run.last_t
@@ -268,7 +273,7 @@ def to_spans(
                 start_time=enter.t_ns, end_time=end_t, instrumentation_scope=scope,
             )
         for i, call in enumerate(run.tools):
-            name, attributes = tool_span(rid, call)
+            name, attributes = tool_span(rid, call, capture_content=capture_content)
             status = Status(StatusCode.ERROR, call.error_type) if call.status else Status(
                 StatusCode.UNSET)
             yield ReadableSpan(
@@ -277,14 +282,38 @@ def to_spans(
                 end_time=call.t_ns, instrumentation_scope=scope,
             )
         for i, llm in enumerate(run.models):
-            name, attributes = model_span(rid, llm)
+            name, attributes = model_span(rid, llm, capture_content=capture_content)
             status = Status(StatusCode.ERROR, llm.error_type) if llm.status else Status(
                 StatusCode.UNSET)
             yield ReadableSpan(
                 name, ctx(f"m{i}"), parent_of(llm.window), resource, attributes, (), (),
-                SpanKind.CLIENT, status=status, start_time=llm.t_ns - llm.latency_ns,
-                end_time=llm.t_ns, instrumentation_scope=scope,
+                SpanKind.INTERNAL if llm.in_process else SpanKind.CLIENT, status=status,
+                start_time=llm.t_ns - llm.latency_ns, end_time=llm.t_ns,
+                instrumentation_scope=scope,
             )
+
+
+def _run_parent(start: RunStart, by_id: Mapping[str, Any], tid: int, flags: Any,
+                span_context: Any) -> Any:
+    """The parent of a run's span: where a nested run was opened, in whatever file.
+
+    The rule live spans follow too: a nested run is the child of the enclosing run's
+    window it was opened in (``RunStart.parent_window``), else of that run's span, and
+    joins the outermost run's trace (``RunStart.root_run``), so a nested run stored in its
+    own file exports into its parent's trace. A trace written before those fields
+    existed links a nested run to its parent run's span when both are in this file.
+    """
+    if start.parent_run is None:
+        return None
+    if start.root_run is None:  # older trace
+        if start.parent_run not in by_id:
+            return None
+        key = "run"
+    else:
+        key = "run" if start.parent_window is None or start.parent_window < 0 else (
+            f"w{start.parent_window}")
+    return span_context(tid, span_id(start.parent_run, key), is_remote=False,
+                        trace_flags=flags)
 
 
 def _traces(traces: TraceLike | Iterable[TraceLike]) -> list[TraceLike]:

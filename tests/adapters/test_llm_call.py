@@ -81,7 +81,7 @@ def test_each_call_is_a_client_span_under_its_window_span(tmp_path: Path) -> Non
                     response_model="gpt-x-2", response_id="r-1", finish_reasons=["stop"],
                     cache="miss", cache_key=bytes(range(32)))
 
-    with capture_spans() as spans, al.record(tmp_path / "t.zst", seed=1):
+    with capture_spans() as spans, al.record(tmp_path / "t.zst", seed=1) as run:
         ask()
     (call,) = spans.by_name("chat gpt-x")
     (window,) = spans.by_name("agentlog.window.ask")
@@ -96,6 +96,7 @@ def test_each_call_is_a_client_span_under_its_window_span(tmp_path: Path) -> Non
         "gen_ai.response.id": "r-1", "gen_ai.response.finish_reasons": ("stop",),
         "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 3,
         "agentlog.cache": "miss", "agentlog.cache_key": bytes(range(32)).hex(),
+        "agentlog.run_id": run.run_id,
     }
     assert "gen_ai.system" not in (call.attributes or {})
     assert window.attributes["agentlog.llm_calls"] == 1

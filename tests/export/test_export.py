@@ -65,7 +65,44 @@ def _model_run(path: Path, durability: Any = "frame") -> None:
             boom()
 
 
-@pytest.mark.parametrize("agent", [_bundled, _model_run], ids=["bundled-agent", "model-calls"])
+def _adapter_run(path: Path) -> None:
+    """Calls through wrapped openai and anthropic clients (real SDKs, in-process fake
+    transport): chat, the Responses API, a stream, a cache hit and a 401."""
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    from agentlog.adapters import anthropic as anthropic_adapter
+    from agentlog.adapters import openai as openai_adapter
+    from agentlog.replay import ModelCache
+    from tests.adapters._providers import FakeProvider, anthropic_client, openai_client
+
+    provider = FakeProvider(fail={5: 401})  # the second anthropic call
+    messages = [{"role": "user", "content": "A or B?"}]
+    with ModelCache(path=path.with_suffix(".sqlite")) as cache:
+        oai = openai_adapter.wrap(openai_client(provider), cache=cache)
+        claude = anthropic_adapter.wrap(anthropic_client(provider))
+
+        @al.window("ask")
+        def ask(question: str) -> None:
+            for _ in range(2):  # a miss, then a hit
+                oai.chat.completions.create(model="gpt-4o-mini", messages=messages,
+                                            temperature=0.5, max_tokens=4, logprobs=True,
+                                            top_logprobs=2, seed=7)
+            oai.responses.create(model="gpt-4.1-mini", input=question, max_output_tokens=8)
+            stream = oai.chat.completions.create(model="gpt-4o-mini", messages=messages,
+                                                 stream=True, top_p=0.9)
+            for _ in stream:
+                pass
+            claude.messages.create(model="claude-opus-4-7", max_tokens=16, messages=messages)
+            with contextlib.suppress(Exception):
+                claude.messages.create(model="claude-opus-4-7", max_tokens=17,
+                                       messages=messages)
+
+        with al.record(path, system="adapters", seed=3):
+            ask("q")
+
+
+@pytest.mark.parametrize("agent", [_bundled, _model_run, _adapter_run],
+                         ids=["bundled-agent", "model-calls", "adapter-calls"])
 def test_live_spans_equal_the_spans_exported_from_the_stored_trace(
     agent: Any, trace_path: Path
 ) -> None:
@@ -83,6 +120,13 @@ def test_live_spans_equal_the_spans_exported_from_the_stored_trace(
     exported_times = sorted((s.name, s.start_time, s.end_time) for s in exported
                             if s.name.startswith(("execute_tool", "chat")))
     assert live_times == exported_times and live_times
+    if agent is _adapter_run:  # the model spans carry the conventions' attributes
+        chat = [dict(s.attributes or {}) for s in live if s.name == "chat gpt-4o-mini"]
+        assert sorted(a["agentlog.cache"] for a in chat) == ["hit", "miss", "miss"]
+        assert {a.get("gen_ai.request.temperature") for a in chat} == {0.5, None}
+        assert [s.kind.name for s in live if s.name.startswith("chat claude")] == [
+            "CLIENT", "CLIENT"]
+        assert sum(s.status.status_code.name == "ERROR" for s in live) == 1
 
 
 def test_the_model_run_has_the_spans_and_events_the_conventions_name(trace_path: Path) -> None:
