@@ -17,7 +17,22 @@ Channel replay, paired interventions and the frozen/branch/rerun modes are not i
 yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
 """
 
+from ._app import (
+    APP_ENV,
+    AppImportError,
+    AppNotGivenError,
+    app_from_pyproject,
+    recorded_modules,
+    resolve_app,
+)
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._registry import (
+    NotRegisteredError,
+    Registered,
+    Registry,
+    RegistryCollisionWarning,
+    object_id,
+)
 from ._request_fields import (
     CacheKey,
     RequestFields,
@@ -28,15 +43,26 @@ from ._request_fields import (
 )
 
 __all__ = [
+    "APP_ENV",
+    "AppImportError",
+    "AppNotGivenError",
     "CacheKey",
     "CacheMode",
     "CacheResult",
     "CacheStatus",
     "ModelCache",
+    "NotRegisteredError",
+    "Registered",
+    "Registry",
+    "RegistryCollisionWarning",
     "RequestFields",
+    "app_from_pyproject",
     "default_cache_path",
+    "object_id",
+    "recorded_modules",
     "register_request_fields",
     "registered_request_fields",
     "request_fields",
     "request_key",
+    "resolve_app",
 ]

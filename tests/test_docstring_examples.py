@@ -22,6 +22,7 @@ MODULES = [
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
+    "agentlog.replay._registry", "agentlog.replay._app",
 ]
 
 

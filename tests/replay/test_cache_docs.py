@@ -19,9 +19,12 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == [
-        "CacheKey", "CacheMode", "CacheResult", "CacheStatus", "ModelCache", "RequestFields",
-        "default_cache_path", "register_request_fields", "registered_request_fields",
-        "request_fields", "request_key",
+        "APP_ENV", "AppImportError", "AppNotGivenError", "CacheKey", "CacheMode",
+        "CacheResult", "CacheStatus", "ModelCache",
+        "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
+        "RequestFields", "app_from_pyproject", "default_cache_path", "object_id",
+        "recorded_modules", "register_request_fields", "registered_request_fields",
+        "request_fields", "request_key", "resolve_app",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None
