@@ -26,6 +26,7 @@ from ._app import (
     resolve_app,
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._design import Arm, Design, parse_design, replicate_seed
 from ._registry import (
     NotRegisteredError,
     Registered,
@@ -46,10 +47,12 @@ __all__ = [
     "APP_ENV",
     "AppImportError",
     "AppNotGivenError",
+    "Arm",
     "CacheKey",
     "CacheMode",
     "CacheResult",
     "CacheStatus",
+    "Design",
     "ModelCache",
     "NotRegisteredError",
     "Registered",
@@ -59,9 +62,11 @@ __all__ = [
     "app_from_pyproject",
     "default_cache_path",
     "object_id",
+    "parse_design",
     "recorded_modules",
     "register_request_fields",
     "registered_request_fields",
+    "replicate_seed",
     "request_fields",
     "request_key",
     "resolve_app",

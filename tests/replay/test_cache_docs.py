@@ -19,12 +19,13 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == [
-        "APP_ENV", "AppImportError", "AppNotGivenError", "CacheKey", "CacheMode",
-        "CacheResult", "CacheStatus", "ModelCache",
+        "APP_ENV", "AppImportError", "AppNotGivenError", "Arm", "CacheKey", "CacheMode",
+        "CacheResult", "CacheStatus", "Design", "ModelCache",
         "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
         "RequestFields", "app_from_pyproject", "default_cache_path", "object_id",
-        "recorded_modules", "register_request_fields", "registered_request_fields",
-        "request_fields", "request_key", "resolve_app",
+        "parse_design", "recorded_modules", "register_request_fields",
+        "registered_request_fields", "replicate_seed", "request_fields", "request_key",
+        "resolve_app",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None
