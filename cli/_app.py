@@ -19,6 +19,7 @@ from ._certify_cmd import certify_command
 from ._demo import demo_command
 from ._estimate import estimate_app
 from ._estimate_asv import asv_command
+from ._estimate_effects import effects_command
 from ._estimate_reliability import reliability_command
 from ._export_cmd import export_command
 from ._inspect import inspect_command
@@ -66,6 +67,7 @@ app.command("certify")(certify_command)
 app.command("export")(export_command)
 estimate_app.command("asv")(asv_command)
 estimate_app.command("reliability")(reliability_command)
+estimate_app.command("effects")(effects_command)
 app.add_typer(estimate_app, name="estimate")
 
 
