@@ -13,8 +13,9 @@ Example:
     >>> first.status, again.status, again.response
     ('miss', 'hit', {'id': 'r1'})
 
-Channel replay, paired interventions and the frozen/branch/rerun modes are not implemented
-yet; the seams they will use exist in the core (``agentlog.decode_arguments``).
+The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
+with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
+finished unit as a sealed run of an output trace (``read_units`` reads them back).
 """
 
 from ._app import (
@@ -27,6 +28,7 @@ from ._app import (
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._design import Arm, Design, parse_design, replicate_seed
+from ._executor import arun_units, run_units
 from ._registry import (
     NotRegisteredError,
     Registered,
@@ -42,6 +44,9 @@ from ._request_fields import (
     request_fields,
     request_key,
 )
+from ._retry import RetryPolicy, is_transient
+from ._unit_output import UnitOutput, read_units, sealed_units
+from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
 __all__ = [
     "APP_ENV",
@@ -53,16 +58,27 @@ __all__ = [
     "CacheResult",
     "CacheStatus",
     "Design",
+    "Job",
     "ModelCache",
     "NotRegisteredError",
     "Registered",
     "Registry",
     "RegistryCollisionWarning",
     "RequestFields",
+    "RetryPolicy",
+    "RunSummary",
+    "Unit",
+    "UnitContext",
+    "UnitFailure",
+    "UnitOutput",
+    "UnitScore",
     "app_from_pyproject",
+    "arun_units",
     "default_cache_path",
+    "is_transient",
     "object_id",
     "parse_design",
+    "read_units",
     "recorded_modules",
     "register_request_fields",
     "registered_request_fields",
@@ -70,4 +86,6 @@ __all__ = [
     "request_fields",
     "request_key",
     "resolve_app",
+    "run_units",
+    "sealed_units",
 ]

@@ -1,0 +1,410 @@
+"""``run_units`` / ``arun_units``: run replay units with bounded concurrency, resumably.
+
+The engine owns the output trace (layout: ``agentlog.replay._unit_output``). It reads the
+keys already sealed there, runs every other unit through the job (at most
+``concurrency`` at once; async jobs on the event loop, sync jobs in a context-copying
+thread pool), retries transient failures (``RetryPolicy``), and appends each finished
+unit as a sealed run. Interrupted (Ctrl-C, task cancellation), it stops starting units,
+writes the ones that finished, closes every run it opened and re-raises: the output is
+a valid trace and a re-run does the rest. A process killed outright loses only the units
+not yet written.
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.replay import Unit, UnitScore, read_units, run_units
+    >>> def square(unit, ctx):
+    ...     return [UnitScore("sq", unit.payload["x"] ** 2)]
+    >>> units = [Unit(f"u{i}", {"x": i}) for i in range(3)]
+    >>> first = run_units(units, square, out="agentlog-units-doc.zst", app=None,
+    ...                   progress=False)
+    >>> again = run_units(units, square, out="agentlog-units-doc.zst", app=None,
+    ...                   progress=False)
+    >>> (first.done, again.done, again.skipped)
+    (3, 0, 3)
+    >>> sorted((k, u.scores[0].value) for k, u in read_units("agentlog-units-doc.zst").items())
+    [('u0', 0.0), ('u1', 1.0), ('u2', 4.0)]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any, Literal
+
+from agentlog.context import copy_context_executor
+
+from ._cache import ModelCache
+from ._progress import Progress
+from ._retry import RetryPolicy, is_transient, retry_after
+from ._unit_output import Outcome, OutputWriter, read_units, sealed_units
+from ._units import (
+    RunSummary,
+    Unit,
+    UnitContext,
+    UnitFailure,
+    check_scores,
+    decode_unit,
+    encode_unit,
+    is_async_job,
+    resolve_job,
+)
+
+__all__ = ["arun_units", "run_units"]
+
+Executor_ = Literal["local", "ray"]
+_BATCH_MAX = 256  # units written per batch at most
+_BATCH_DELAY = 0.02  # seconds a finished unit waits for others to share its batch
+
+
+def _error_text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception as err:  # a broken __str__ must not lose the failure
+        return f"<str() of {type(exc).__name__} raised {type(err).__name__}>"
+
+
+async def run_attempts(
+    fn: Callable[..., Any], unit: Unit, *, is_async: bool, pool: Executor,
+    policy: RetryPolicy, rng: random.Random, cache: ModelCache | None, frozen: bool,
+    timeout: float | None,
+) -> Outcome:
+    """One unit, attempt after attempt, as an ``Outcome`` (never raises but cancellation)."""
+    loop = asyncio.get_running_loop()
+    sleep = policy.sleep or asyncio.sleep
+    attempt = 0
+    live = 0
+    while True:
+        attempt += 1
+        ctx = UnitContext(unit.key, attempt, cache, frozen=frozen)
+        try:
+            if is_async:
+                pending: Awaitable[Any] = fn(unit, ctx)
+            else:
+                pending = loop.run_in_executor(pool, fn, unit, ctx)
+            result = await (pending if timeout is None else asyncio.wait_for(pending, timeout))
+            if inspect.isawaitable(result):  # a sync callable that returned a coroutine
+                result = await (result if timeout is None
+                                else asyncio.wait_for(result, timeout))
+            scores = check_scores(result, unit.key)
+            return Outcome(unit.key, unit.provenance, attempt, scores,
+                           live_calls=live + ctx.live_calls)
+        except Exception as exc:
+            live += ctx.live_calls
+            transient = is_transient(exc)
+            if transient and attempt < policy.max_attempts:
+                await sleep(policy.delay(attempt, rng=rng, retry_after=retry_after(exc)))
+                continue
+            return Outcome(unit.key, unit.provenance, attempt, error_type=type(exc).__qualname__,
+                           message=_error_text(exc), transient=transient, live_calls=live)
+
+
+def import_app(app: str | None) -> None:
+    """Import the user's app module (it registers the channels and scorers jobs use)."""
+    if app is None:
+        return
+    if not isinstance(app, str) or not app:
+        raise TypeError(f"`app` must be a module name or None; found {app!r}")
+    try:
+        importlib.import_module(app)
+    except ImportError as exc:
+        raise ImportError(f"cannot import the app module {app!r}: {exc}. Pass --app with a "
+                          "module importable from here (check PYTHONPATH)") from exc
+
+
+def _open_cache(cache: ModelCache | str | os.PathLike[str] | None,
+                frozen: bool) -> ModelCache | None:
+    if cache is None:
+        if frozen:
+            raise ValueError("`frozen=True` needs a model cache to serve the calls: pass "
+                             "`cache=` (a path to the cache file, --cache PATH)")
+        return None
+    if isinstance(cache, ModelCache):
+        if frozen and cache.mode != "read-only":
+            raise ValueError(f"`frozen=True` needs a read-only cache; `cache` is in mode "
+                             f"{cache.mode!r}: pass its path, or ModelCache(path, "
+                             "mode='read-only')")
+        return cache
+    path = Path(cache)
+    if frozen and not path.is_file():
+        raise FileNotFoundError(f"`cache` {str(path)!r} does not exist; a frozen replay "
+                                "serves every model call from it: build it first (a "
+                                "read-write replay, or ModelCache.from_traces)")
+    return ModelCache(path, mode="read-only" if frozen else "read-write")
+
+
+def _iv(out: Any, concurrency: int, executor: str, retry: RetryPolicy,
+        timeout: float | None) -> Path:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"`concurrency` must be an int >= 1; found {concurrency!r}")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"`retry` must be a RetryPolicy; found {type(retry).__name__}")
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise ValueError(f"`timeout` must be a positive number of seconds or None; "
+                         f"found {timeout!r}")
+    path = Path(out)
+    if path.is_dir():
+        raise IsADirectoryError(f"`out` {str(path)!r} is a folder; name the output trace "
+                                "file (e.g. out/replay.zst)")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"the folder of `out` {str(path)!r} does not exist; create "
+                                "it first")
+    return path
+
+
+class _Batcher:
+    """Collects finished units on the loop and writes them in batches (see the layout)."""
+
+    def __init__(self, writer: OutputWriter, bar: Progress) -> None:
+        self.writer = writer
+        self.bar = bar
+        self.pending: list[Outcome] = []
+        self.handle: asyncio.TimerHandle | None = None
+        self.done = 0
+        self.failures: list[Outcome] = []
+        self.retries = 0
+        self.live_calls = 0
+        self.cache_hits_remote = 0  # counted by the caches of worker processes
+        self.cache_misses_remote = 0
+
+    def add_stats(self, hits: int, misses: int, upstream: int) -> None:
+        """Cache counts reported by a worker process (its own ``ModelCache``)."""
+        self.cache_hits_remote += hits
+        self.cache_misses_remote += misses + upstream
+        self.live_calls += upstream
+
+    def add(self, outcome: Outcome) -> None:
+        self.pending.append(outcome)
+        if len(self.pending) >= _BATCH_MAX:
+            self.flush()
+        elif self.handle is None:
+            self.handle = asyncio.get_running_loop().call_later(_BATCH_DELAY, self.flush)
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        batch, self.pending = self.pending, []
+        if not batch:
+            return
+        self.writer.write(batch)
+        failed = [o for o in batch if not o.ok]
+        self.failures.extend(failed)
+        self.done += len(batch) - len(failed)
+        self.retries += sum(o.attempts - 1 for o in batch)
+        self.live_calls += sum(o.live_calls for o in batch)
+        self.bar.advance(len(batch), len(failed))
+
+
+async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurrency: int,
+                     policy: RetryPolicy, cache: ModelCache | None, frozen: bool,
+                     timeout: float | None, on_done: Callable[[Outcome], None]) -> None:
+    is_async = is_async_job(fn)
+    rng = random.Random(policy.seed)
+    limit = asyncio.Semaphore(concurrency)
+    tasks: set[asyncio.Task[Outcome]] = set()
+
+    def finished(task: asyncio.Task[Outcome]) -> None:
+        tasks.discard(task)
+        limit.release()
+        if not task.cancelled() and task.exception() is None:
+            on_done(task.result())
+
+    pool = copy_context_executor(max_workers=concurrency,
+                                 thread_name_prefix="agentlog-replay")
+    try:
+        for data in units:
+            await limit.acquire()
+            task = asyncio.create_task(run_attempts(
+                fn, decode_unit(data), is_async=is_async, pool=pool, policy=policy, rng=rng,
+                cache=cache, frozen=frozen, timeout=timeout))
+            tasks.add(task)
+            task.add_done_callback(finished)
+        while tasks:
+            await asyncio.wait(set(tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            # Cancelled tasks end at their next await; a sync job's thread cannot be
+            # stopped, so its result is dropped (the unit is not written and runs again).
+            await asyncio.wait(set(tasks), timeout=1.0)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def arun_units(
+    units: Iterable[Unit],
+    job: str | Callable[..., Any],
+    *,
+    out: str | os.PathLike[str],
+    app: str | None = None,
+    concurrency: int = 8,
+    executor: Executor_ = "local",
+    ray_address: str | None = None,
+    retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
+    progress: bool = True,
+    output_system: str = "agentlog.replay",
+    output_meta: Mapping[str, Any] | None = None,
+    cache: ModelCache | str | os.PathLike[str] | None = None,
+    frozen: bool = False,
+    timeout: float | None = None,
+    ray_num_cpus: int | None = None,
+) -> RunSummary:
+    """The async twin of ``run_units`` (same arguments, same result).
+
+    Cancelling the task that awaits it stops the replay as Ctrl-C does: the finished
+    units are written, every output run is closed, and ``CancelledError`` propagates.
+    """
+    t0 = time.perf_counter()
+    path = _iv(out, concurrency, executor, retry, timeout)
+    import_app(app)
+    fn, job_id = resolve_job(job)
+    if executor == "ray" and job_id is None:
+        raise ValueError(_NO_JOB_ID.format(job=job))
+    if frozen and cache is None:
+        _open_cache(cache, frozen)  # raises: say so before any work
+    wire: dict[str, bytes] = {}
+    for i, unit in enumerate(units):
+        data = encode_unit(unit, i)
+        if unit.key in wire:
+            raise ValueError(f"unit key {unit.key!r} appears twice in `units`; a key is a "
+                             "unit's resume identity and must be unique")
+        wire[unit.key] = data
+    sealed = sealed_units(path) if wire else set()
+    todo = [d for k, d in wire.items() if k not in sealed]
+    skipped = len(wire) - len(todo)
+    store = _open_cache(cache, frozen) if todo else None
+    stats0 = store.stats() if store is not None else {}
+    writer = OutputWriter(path, system=output_system, meta=output_meta, job_id=job_id)
+    bar = Progress(len(todo), enabled=progress)
+    batcher = _Batcher(writer, bar)
+    interrupted = False
+    try:
+        if todo and executor == "local":
+            await _run_local(todo, fn, concurrency=concurrency, policy=retry, cache=store,
+                             frozen=frozen, timeout=timeout, on_done=batcher.add)
+        elif todo:
+            from ._ray_executor import run_ray
+
+            assert job_id is not None
+            await run_ray(todo, job_id=job_id, app=app, concurrency=concurrency,
+                          policy=retry, cache=store, frozen=frozen, timeout=timeout,
+                          address=ray_address, num_cpus=ray_num_cpus, on_done=batcher.add,
+                          on_stats=batcher.add_stats)
+    except BaseException:
+        interrupted = True
+        raise
+    finally:
+        batcher.flush()
+        bar.close()
+        if store is not None and store is not cache:
+            store.close()
+    stats1 = store.stats() if store is not None else {}
+
+    def delta(name: str) -> int:
+        return stats1.get(name, 0) - stats0.get(name, 0)
+
+    failures = _failures(path, batcher.failures)
+    return RunSummary(
+        total=len(wire), skipped=skipped, done=batcher.done, failed=len(failures),
+        failures=failures, cache_hits=delta("hits") + batcher.cache_hits_remote,
+        cache_misses=delta("misses") + delta("upstream_calls") + batcher.cache_misses_remote,
+        live_calls=delta("upstream_calls") + batcher.live_calls,
+        wall_s=time.perf_counter() - t0, retries=batcher.retries, interrupted=interrupted)
+
+
+_NO_JOB_ID = ("`job` {job!r} has no importable 'module:qualname' (a lambda, a local function "
+              "or one defined in __main__?); a Ray worker finds the job by that name: define "
+              "it at the top level of a module and pass 'module:qualname'")
+
+
+def _failures(path: Path, failed: Sequence[Outcome]) -> list[UnitFailure]:
+    """The failures as written: the message the core scrubbed, read back from the output."""
+    if not failed:
+        return []
+    written = read_units(path)
+    out = []
+    for o in failed:
+        unit = written.get(o.key)
+        message = unit.error_message if unit is not None and unit.status == "failed" else None
+        out.append(UnitFailure(o.key, o.error_type or "Exception",
+                               message if message is not None else "<not written>",
+                               o.attempts, o.transient))
+    return out
+
+
+def run_units(
+    units: Iterable[Unit],
+    job: str | Callable[..., Any],
+    *,
+    out: str | os.PathLike[str],
+    app: str | None = None,
+    concurrency: int = 8,
+    executor: Executor_ = "local",
+    ray_address: str | None = None,
+    retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
+    progress: bool = True,
+    output_system: str = "agentlog.replay",
+    output_meta: Mapping[str, Any] | None = None,
+    cache: ModelCache | str | os.PathLike[str] | None = None,
+    frozen: bool = False,
+    timeout: float | None = None,
+    ray_num_cpus: int | None = None,
+) -> RunSummary:
+    """Run every unit not yet sealed in ``out`` through ``job``; write each as a sealed run.
+
+    Args:
+        units: the work (``Unit``); keys must be unique.
+        job: ``"module:qualname"`` of ``job(unit, ctx) -> Sequence[UnitScore]`` (sync or
+            async), or the function itself (the Ray executor needs an importable one).
+        out: the output trace; created, or appended to (``al.record(mode="a")``).
+        app: the user's app module, imported first here and in every worker (it
+            registers the channels and scorers); None imports nothing.
+        concurrency: units running at once (threads for a sync job; for Ray, tasks in
+            flight).
+        executor: ``"local"`` or ``"ray"``.
+        ray_address: an existing Ray cluster (``"auto"``, ``"ray://host:10001"``); None
+            starts a local one.
+        retry: retry of transient failures (``RetryPolicy``).
+        progress: show a progress bar on stderr (only when stderr is a terminal).
+        output_system: ``system`` of the output runs.
+        output_meta: extra ``meta`` of every output run.
+        cache: the model cache (``ModelCache`` or the path of its SQLite file) handed to
+            jobs as ``ctx.cache``.
+        frozen: open ``cache`` read-only: a call it does not hold raises
+            ``agentlog.CacheMiss`` and fails that unit.
+        timeout: seconds one attempt may take (None: unbounded); a timed-out attempt is
+            retried like a transient error.
+        ray_num_cpus: CPUs of the local Ray cluster started when ``ray_address`` is None.
+
+    Returns:
+        ``RunSummary``: units skipped (already sealed), done, failed (with the errors as
+        written), cache hits and misses, live calls.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C. The units that finished are written and the output is
+            a valid trace: run again to finish.
+        ValueError, TypeError: bad arguments or units (nothing is written).
+        ImportError: ``app`` or ``job`` cannot be imported.
+        RuntimeError: called from a running event loop (use ``arun_units``).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_units was called from a running event loop; use "
+                           "`await arun_units(...)` there")
+    return asyncio.run(arun_units(
+        units, job, out=out, app=app, concurrency=concurrency, executor=executor,
+        ray_address=ray_address, retry=retry, progress=progress, output_system=output_system,
+        output_meta=output_meta, cache=cache, frozen=frozen, timeout=timeout,
+        ray_num_cpus=ray_num_cpus))
