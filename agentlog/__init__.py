@@ -38,11 +38,12 @@ from ._reader import read, read_traces
 from ._recorder import flush, record, score
 from ._select import proceed, select
 from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+from ._tool import tool
 from ._trace import Trace
 from ._trace_format import ReadLimits
 from ._verify import VerifyReport, verify
 from ._version import __version__
-from ._window import tool, window
+from ._window import window
 
 __all__ = [
     "AdapterError",

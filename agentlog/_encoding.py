@@ -360,7 +360,13 @@ class ArgumentBinder:
 
     @property
     def secrets(self) -> frozenset[str]:
+        """Declared, ``Annotated[..., Secret]`` and credential-named parameters."""
         return self._secrets
+
+    @property
+    def skips_first(self) -> bool:
+        """True for a method: the leading ``self``/``cls`` is not part of the entry."""
+        return self._skip_first
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any],
              known: set[str] | None = None) -> dict[str, Any]:
@@ -416,27 +422,51 @@ def _convert(value: Any, annotation: Any) -> Any:
     return msgspec.convert(value, type=annotation, dec_hook=dec_hook, strict=False)
 
 
+SECRET_ENV_PREFIX = "AGENTLOG_SECRET_"
+
+
+def secret_env_name(name: str) -> str:
+    """The environment variable a replay reads a secret argument from: ``api_key`` ->
+    ``AGENTLOG_SECRET_API_KEY``."""
+    return SECRET_ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in name).upper()
+
+
 def decode_arguments(
     fn: Callable[..., Any],
     data: bytes,
     *,
     secrets: Mapping[str, Any] | None = None,
+    secret_names: Iterable[str] = (),
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Rebuild ``(args, kwargs)`` that re-invoke ``fn`` from a sealed entry's bytes.
 
     Annotated parameters are converted back to their declared types (dataclasses, Structs,
-    pydantic models, tuples, numpy arrays, ...). Secret parameters were never stored: pass
-    them in ``secrets``; a missing one raises ``ValueError`` naming it. Replay is built on
-    this function.
+    pydantic models, tuples, numpy arrays, ...). Secret parameters were never stored: each
+    must be supplied, in ``secrets`` or in the environment variable
+    ``AGENTLOG_SECRET_<NAME>`` (``api_key`` -> ``AGENTLOG_SECRET_API_KEY``). Secret are the
+    parameters declared with ``window(secret=...)`` (when ``fn`` is the decorated window),
+    ``Annotated[..., Secret]`` or a credential name, those named in ``secret_names`` (the
+    entry's ``WindowEnter.secret_args``), and any whose sealed value is ``"<redacted>"``.
+    For a method (``self``/``cls`` first) the result leaves the instance out: prepend it.
+    Replay is built on this function.
+
+    Raises:
+        ValueError: a secret is not supplied (the message names the argument and both ways
+            to supply it), the bytes are not an argument map, or an argument is missing.
     """
     raw = decode(data)
     if not isinstance(raw, dict):
         raise ValueError(
             f"expected a sealed argument map (dict) for {getattr(fn, '__qualname__', fn)}, "
             f"found {type(raw).__name__}; was the window declared with an `entry=` projection? "
-            "Projected entries cannot re-invoke the function: use the stored bound arguments."
+            "Projected entries cannot re-invoke the function: use the stored bound arguments "
+            "(agentlog.replay.reenter_arguments)."
         )
-    binder = ArgumentBinder(fn)
+    spec = getattr(fn, "__agentlog_window__", None)
+    binder = getattr(spec, "binder", None)
+    if not isinstance(binder, ArgumentBinder):
+        binder = ArgumentBinder(fn)
+    secret_params = set(binder.secrets) | set(secret_names)
     try:
         hints = get_type_hints(fn, include_extras=True)
     except Exception:
@@ -444,14 +474,19 @@ def decode_arguments(
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     secrets = dict(secrets or {})
+    env = os.environ
     for param in binder.parameters:
         name = param.name
         if name in secrets:
             value = secrets.pop(name)
-        elif name in binder.secrets:
+        elif secret_env_name(name) in env:
+            value = env[secret_env_name(name)]
+        elif name in secret_params or (isinstance(raw.get(name), str) and raw[name] == REDACTED):
             raise ValueError(
-                f"argument `{name}` of {getattr(fn, '__qualname__', fn)} is secret and was "
-                f"not recorded; pass it with secrets={{{name!r}: ...}}"
+                f"argument `{name}` of {getattr(fn, '__qualname__', fn)} is secret: it was "
+                f"recorded as {REDACTED!r}, not its value. Supply it again with "
+                f"secrets={{{name!r}: ...}} or the environment variable "
+                f"{secret_env_name(name)}"
             )
         elif name in raw:
             value = _convert(raw[name], hints.get(name, param.annotation))

@@ -68,6 +68,15 @@ class WindowEnter(msgspec.Struct, tag=2, **_OPTS):
     link_hash: bytes | None = None  # hash compared against the predecessor's exit
     expected_hash: bytes | None = None  # the predecessor's exit hash (None: no predecessor)
     thread: int = 0
+    # What a replay needs to re-enter this instance (all None/False in older traces):
+    # {stream: step of its next draw} when the window opened (None: nothing drawn yet, so
+    # every stream was at step 0), the decorated function as "module:qualname", the names
+    # of its secret arguments (sealed as "<redacted>", to be supplied again), and whether it
+    # is a method (its ``self``/``cls`` is not in the entry).
+    steps: dict[str, int] | None = None
+    function: str | None = None
+    secret_args: list[str] | None = None
+    method: bool = False
 
 
 class WindowExit(msgspec.Struct, tag=3, **_OPTS):
@@ -168,6 +177,10 @@ class ToolCall(msgspec.Struct, tag=7, **_OPTS):
     result_hash: bytes | None = None
     error_type: str | None = None
     error_message: str | None = None
+    # The scrubbed canonical arguments and result inline when small (None when stored as
+    # the Blob named by the hash, or in older traces, which kept small ones as hashes only).
+    args: bytes | None = None
+    result: bytes | None = None
 
 
 class Score(msgspec.Struct, tag=8, **_OPTS):

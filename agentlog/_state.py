@@ -55,6 +55,7 @@ class Run:
     """
 
     __slots__ = (
+        "_next_steps",
         "_steps",
         "_window_ids",
         "closed",
@@ -64,6 +65,7 @@ class Run:
         "link_exit",
         "lock",
         "meta",
+        "origins",
         "parent_run",
         "path",
         "plain",
@@ -112,6 +114,12 @@ class Run:
         self.receipt = receipt_genesis(run_id)
         self._window_ids = itertools.count()  # next() is atomic under the GIL
         self._steps: dict[str, itertools.count[int]] = {}
+        # stream -> the step its next draw gets: what a window's entry records so that a
+        # replay can start the streams where the recording stood (``stream_steps``).
+        self._next_steps: dict[str, int] = {}
+        # The offsets a replay started the streams at (resume_steps): where a steer that
+        # counts rounds of the re-entered window (a fixed horizon) starts counting.
+        self.origins: dict[str, int] = {}
         # window name -> (window id, entry hash, exit hash) of its latest successful exit
         self.last_exit: dict[str, tuple[int, bytes, bytes]] = {}
         # generator window name -> (window id, hash of its list of yields): what an
@@ -141,7 +149,49 @@ class Run:
         if counter is None:
             with self.lock:
                 counter = self._steps.setdefault(stream, itertools.count())
-        return next(counter)
+        step = next(counter)  # atomic under the GIL: two threads never share a step
+        # A plain store, not under the lock: exact when one thread draws at a time (the
+        # only case a replay can reproduce anyway); racing threads may leave it one short.
+        self._next_steps[stream] = step + 1
+        return step
+
+    def stream_steps(self) -> dict[str, int] | None:
+        """``{stream: next step}`` of every stream drawn so far; None before the first draw.
+
+        A window's entry records it (``WindowEnter.steps``): a stream absent from it had
+        not been drawn, so its next step was 0.
+        """
+        steps = self._next_steps
+        return steps.copy() if steps else None
+
+    def resume_steps(self, offsets: dict[str, int]) -> None:
+        """Continue each stream of ``offsets`` at its step (replay re-enters a window there).
+
+        Raises:
+            ValueError: a stream this run already drew is past its offset or missing from
+                ``offsets``: the steps would repeat or differ from the recording's, so the
+                re-entry needs a run of its own.
+        """
+        for stream, start in offsets.items():
+            if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+                raise ValueError(f"stream offset of {stream!r} must be an int >= 0; "
+                                 f"found {start!r}")
+        with self.lock:
+            for stream, used in self._next_steps.items():
+                begin = offsets.get(stream)
+                if begin is None or begin < used:
+                    raise ValueError(
+                        f"run {self.run_id} already drew stream {stream!r} up to step "
+                        f"{used - 1}, but the re-entered window starts it at "
+                        f"{'step 0 (it had not been drawn)' if begin is None else begin}: "
+                        "re-enter each window in a run of its own (a fresh al.record), "
+                        "before any select/proceed of that run"
+                    )
+            self.origins = dict(offsets)
+            for stream, start in offsets.items():
+                self._steps[stream] = itertools.count(start)
+                if start:
+                    self._next_steps[stream] = start
 
     def now_ns(self) -> int:
         """Wall-clock ns derived from one monotonic clock (cheaper than time.time_ns)."""

@@ -190,6 +190,15 @@ class WindowView:
         return inline if inline is not None else self._trace.blob(self.enter.entry_hash)
 
     @property
+    def arguments_bytes(self) -> bytes | None:
+        """The canonical bound-argument map of a window whose ``entry=`` projects (stored
+        beside the projection, scrubbed; replay re-invokes the function from it). None
+        when the entry is the argument map itself, or when the arguments had no canonical
+        encoding and were not stored."""
+        h = self.enter.args_hash
+        return None if h is None else self._trace.blob(h)
+
+    @property
     def exit_bytes(self) -> bytes | None:
         """The canonical exit encoding (inline or Blob); None while the window is open."""
         if self.exit is None:

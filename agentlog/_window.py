@@ -61,13 +61,13 @@ from typing import Any, TypeVar, cast, overload
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from . import _live, _otel, _span_builder, _state
+from . import _otel, _span_builder, _state
 from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
 from ._encoding import _encoder as _canonical_encoder
-from ._errors import ArtifactEncodingError, InstrumentationWarning, SealedWindowError
+from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._llm import known_secrets as _model_secrets
 from ._recorder import INLINE_MAX, _redacted, store_artifact
-from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, ToolCall, WindowEnter, WindowExit
+from ._records import EXIT_CLOSED, EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
 from ._scrub import has_stem, may_hold_secret, scrub_error
 from ._state import (
     Run,
@@ -85,15 +85,67 @@ _perf = time.perf_counter_ns
 _get_ident = threading.get_ident
 _fast_encode = _canonical_encoder.encode
 
-_registry: dict[str, Callable[..., Any]] = {}
+# The window registry. Keyed by "module:qualname" of the decorated function, so two
+# windows that share a name (a test module and an app, two classes) both stay reachable;
+# a replay looks a window up by the function its trace recorded (WindowEnter.function).
+_registry: dict[str, Callable[..., Any]] = {}  # function id -> the decorated callable
+_by_name: dict[str, list[str]] = {}  # window name -> function ids, in registration order
 _registry_lock = threading.Lock()
 _warned: set[str] = set()
+
+
+def function_id(fn: Callable[..., Any]) -> str:
+    """``"module:qualname"`` of a function (how registries and traces name it)."""
+    module = getattr(fn, "__module__", None) or "?"
+    return f"{module}:{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', '?')}"
 
 
 def window_registry() -> dict[str, Callable[..., Any]]:
     """Window name → the (undecorated) function last registered under it (used by replay)."""
     with _registry_lock:
-        return dict(_registry)
+        out: dict[str, Callable[..., Any]] = {}
+        for name, ids in _by_name.items():
+            out[name] = _registry[ids[-1]].__agentlog_window__.fn  # type: ignore[attr-defined]
+        return out
+
+
+def registered_window(name: str, function: str | None = None) -> Callable[..., Any]:
+    """The decorated window function registered as ``function`` ("module:qualname"), or
+    the one window called ``name`` when no function id is given (older traces).
+
+    Raises:
+        KeyError: nothing is registered under that id or name (the message lists the
+            registered windows and says to import the app that defines them), or ``name``
+            is ambiguous without an id.
+    """
+    with _registry_lock:
+        if function is not None and function in _registry:
+            return _registry[function]
+        ids = list(_by_name.get(name, ()))
+        known = sorted(_by_name)
+    if function is not None:
+        raise KeyError(
+            f"window {name!r} was recorded from {function}, which is not registered in this "
+            f"process (registered windows: {known or 'none'}); import the module that "
+            f"defines it (pass --app {function.split(':', 1)[0]})")
+    if not ids:
+        raise KeyError(f"no window {name!r} is registered (registered windows: "
+                       f"{known or 'none'}); import the app module that defines it (--app)")
+    if len(ids) > 1:
+        raise KeyError(
+            f"window name {name!r} is registered by {len(ids)} functions ({', '.join(ids)}) "
+            "and the trace does not say which one recorded it; pass the function id")
+    return _registry[ids[0]]
+
+
+def _register(name: str, fid: str, wrapped: Callable[..., Any]) -> None:
+    """Register ``wrapped``; the same id again (a module reload) silently replaces it."""
+    with _registry_lock:
+        _registry[fid] = wrapped
+        ids = _by_name.setdefault(name, [])
+        if fid in ids:
+            ids.remove(fid)
+        ids.append(fid)
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -111,11 +163,14 @@ class _Spec:
         "exit",
         "fn",
         "forbid",
+        "function_id",
         "link_param",
+        "method",
         "n_positional",
         "name",
         "name_key",
         "positional",
+        "secret_args",
         "span_name",
         "tails",
     )
@@ -146,6 +201,12 @@ class _Spec:
         self.tails = self.binder.default_tails()
         self.entry_struct = self.binder.entry_struct()
         self.span_name = f"agentlog.window.{name}"
+        # Recorded with every entry so that a replay can find the function (the app
+        # module is named by the user; the trace only says which function it expects)
+        # and knows what to supply again: secrets, and the instance of a method.
+        self.function_id = function_id(fn)
+        self.secret_args = sorted(self.binder.secrets) or None
+        self.method = self.binder.skips_first
 
 
 def _link_parameter(name: str, fn: Callable[..., Any], binder: ArgumentBinder,
@@ -283,7 +344,8 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         WindowEnter(
             run.index, st.id, spec.name, -1 if parent is None else parent.id,
             run.t0_ns + (_perf() - run.t0_perf), entry_hash, entry_inline, args_hash,
-            spec.after, link_hash, expected, _get_ident(),
+            spec.after, link_hash, expected, _get_ident(), run.stream_steps(),
+            spec.function_id, spec.secret_args, spec.method,
         )
     )
     if run.tracer is not None:
@@ -501,7 +563,8 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             t0 = st.t0_perf = perf()
             writer.put(WindowEnter(run.index, st.id, name, -1 if parent is None else parent.id,
                                    run.t0_ns + (t0 - run.t0_perf), entry_hash, data, None,
-                                   None, None, None, _get_ident()))
+                                   None, None, None, _get_ident(), run.stream_steps(),
+                                   spec.function_id))
             token = set_window(st)
             tracer = run.tracer
             if tracer is None:
@@ -782,142 +845,7 @@ def window(
         else:
             wrapped = _wrap_function(spec)
         wrapped.__agentlog_window__ = spec  # type: ignore[attr-defined]
-        with _registry_lock:
-            _registry[window_name] = fn
+        _register(window_name, spec.function_id, wrapped)
         return cast(F, wrapped)
-
-    return decorate
-
-
-# ------------------------------------------------------------------------------ tools
-
-
-def _tool_record(
-    run: Run, st: WindowState | None, name: str, t0: int, status: int,
-    args_hash: bytes | None, result: Any, exc: BaseException | None,
-) -> None:
-    result_hash = None
-    if status == 0:
-        try:
-            result_hash, _ = store_artifact(run, result, what=f"tool {name!r} result")
-        except ArtifactEncodingError:
-            result_hash = None
-    rec = ToolCall(
-            run=run.index,
-            window=-1 if st is None else st.id,
-            name=name,
-            t_ns=run.now_ns(),
-            wall_ns=_perf() - t0,
-            status=status,
-            args_hash=args_hash,
-            result_hash=result_hash,
-            error_type=None if exc is None else type(exc).__qualname__,
-            error_message=None if exc is None else _error_text(run, exc),
-        )
-    run.writer.put(rec)
-    if run.tracer is not None:
-        _live.tool(run, st, rec)
-
-
-def _tool_enter(
-    name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Run, WindowState | None, bytes | None]:
-    run = cast(Run, current_run_var.get())
-    st = window_in(run)
-    bound = binder.bind(args, kwargs, run.secrets)
-    try:
-        args_hash, _ = store_artifact(run, bound, what=f"tool {name!r} arguments",
-                                      strict=run.strict)
-    except ArtifactEncodingError:
-        if run.strict:
-            raise
-        args_hash = None
-    if st is not None and name in st.forbid:
-        err = SealedWindowError(
-            f"tool {name!r} was called inside window {st.name!r}, which is sealed against it "
-            f"(forbid={sorted(st.forbid)}). The call was refused and recorded; remove the "
-            f"call from this window or drop {name!r} from its forbid= list."
-        )
-        _tool_record(run, st, name, _perf(), 2, args_hash, None, err)
-        raise err
-    if st is not None:
-        st.add_usage(tool_calls=1)
-    return run, st, args_hash
-
-
-@overload
-def tool(name: F, /) -> F: ...
-
-
-@overload
-def tool(name: str, *, secret: Iterable[str] = ()) -> Callable[[F], F]: ...
-
-
-def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
-    """Declare a tool. Each call is recorded as a ToolCall in the current window.
-
-    Inside a window that forbids ``name`` (``window(..., forbid=(name,))``) a call raises
-    ``SealedWindowError``: absence by construction. No-op without an active recorder.
-    Bare ``@al.tool`` names the tool after the function.
-
-    A call from a thread that does not see the run (a plain ``ThreadPoolExecutor``) is
-    not recorded; while a run is open the first such call warns
-    (``InstrumentationWarning``): use ``agentlog.context.copy_context_executor()``.
-
-    Raises:
-        ValueError: ``name`` is not a non-empty string.
-    """
-    if callable(name):  # bare @al.tool
-        return tool(getattr(name, "__name__", ""))(name)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"`name` of @tool must be a non-empty str; found {name!r}")
-    if isinstance(secret, str):
-        secret = (secret,)
-    tool_name = name
-
-    def decorate(fn: F) -> F:
-        if not callable(fn):
-            raise TypeError(f"@tool({tool_name!r}) decorates a function; found "
-                            f"{type(fn).__name__}")
-        binder = ArgumentBinder(fn, secret=secret)
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                if not _state.active_runs:
-                    return await fn(*args, **kwargs)
-                if current_run_var.get() is None:
-                    _state.warn_runless_thread(f"tool {tool_name!r}")
-                    return await fn(*args, **kwargs)
-                run, st, args_hash = _tool_enter(tool_name, binder, args, kwargs)
-                t0 = _perf()
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    _tool_record(run, st, tool_name, t0, 1, args_hash, None, exc)
-                    raise
-                _tool_record(run, st, tool_name, t0, 0, args_hash, result, None)
-                return result
-
-            return cast(F, awrapper)
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not _state.active_runs:
-                return fn(*args, **kwargs)
-            if current_run_var.get() is None:
-                _state.warn_runless_thread(f"tool {tool_name!r}")
-                return fn(*args, **kwargs)
-            run, st, args_hash = _tool_enter(tool_name, binder, args, kwargs)
-            t0 = _perf()
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                _tool_record(run, st, tool_name, t0, 1, args_hash, None, exc)
-                raise
-            _tool_record(run, st, tool_name, t0, 0, args_hash, result, None)
-            return result
-
-        return cast(F, wrapper)
 
     return decorate

@@ -16,6 +16,9 @@ Example:
 The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
 with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
 finished unit as a sealed run of an output trace (``read_units`` reads them back).
+Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+``window_function``, ``tool_result``) and the interventions a re-entry runs under
+(``agentlog.replay.interventions``) are documented in their modules.
 """
 
 from ._app import (
@@ -29,6 +32,13 @@ from ._app import (
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
+from ._reentry import (
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    tool_result,
+    window_function,
+)
 from ._registry import (
     NotRegisteredError,
     Registered,
@@ -80,12 +90,17 @@ __all__ = [
     "parse_design",
     "read_units",
     "recorded_modules",
+    "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
     "replicate_seed",
     "request_fields",
     "request_key",
     "resolve_app",
+    "resume_streams",
     "run_units",
     "sealed_units",
+    "stream_offsets",
+    "tool_result",
+    "window_function",
 ]

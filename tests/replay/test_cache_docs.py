@@ -25,8 +25,9 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
         "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
         "UnitScore", "app_from_pyproject", "arun_units", "default_cache_path",
         "is_transient", "object_id", "parse_design", "read_units", "recorded_modules",
-        "register_request_fields", "registered_request_fields", "replicate_seed",
-        "request_fields", "request_key", "resolve_app", "run_units", "sealed_units",
+        "reenter_arguments", "register_request_fields", "registered_request_fields",
+        "replicate_seed", "request_fields", "request_key", "resolve_app", "resume_streams",
+        "run_units", "sealed_units", "stream_offsets", "tool_result", "window_function",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None

@@ -1,0 +1,201 @@
+"""``@al.tool``: tool calls recorded as ``ToolCall`` records of the current window.
+
+A call's arguments (the bound map, secrets redacted) and its result are sealed like a
+window's entry and exit: scrubbed of credentials, canonically encoded and hashed. Small
+ones are kept inline in the record, larger ones as Blobs named by their hash, so a frozen
+replay can serve a tool from the trace as it serves model calls
+(``agentlog.replay.tool_result``).
+
+Example:
+    >>> import agentlog as al
+    >>> @al.tool("search")
+    ... def search(query: str) -> list[str]:
+    ...     return [query]
+    >>> search("q")  # no recorder active: just the call
+    ['q']
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast, overload
+
+from . import _live, _state
+from ._encoding import ArgumentBinder, seal_clean
+from ._errors import ArtifactEncodingError, SealedWindowError
+from ._recorder import _redacted, store_artifact
+from ._records import ToolCall
+from ._state import Run, WindowState, current_run_var, window_in
+from ._window import _error_text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_perf = time.perf_counter_ns
+
+
+def _tool_record(
+    run: Run, st: WindowState | None, name: str, t0: int, status: int,
+    args: tuple[bytes, bytes | None] | None, result: Any, exc: BaseException | None,
+) -> None:
+    result_hash = result_inline = None
+    if status == 0:
+        try:
+            result_hash, result_inline = store_artifact(run, result,
+                                                        what=f"tool {name!r} result")
+        except ArtifactEncodingError:
+            result_hash = None
+    rec = ToolCall(
+            run=run.index,
+            window=-1 if st is None else st.id,
+            name=name,
+            t_ns=run.now_ns(),
+            wall_ns=_perf() - t0,
+            status=status,
+            args_hash=None if args is None else args[0],
+            result_hash=result_hash,
+            error_type=None if exc is None else type(exc).__qualname__,
+            error_message=None if exc is None else _error_text(run, exc),
+            args=None if args is None else args[1],
+            result=result_inline,
+        )
+    run.writer.put(rec)
+    if run.tracer is not None:
+        _live.tool(run, st, rec)
+
+
+def _tool_enter(
+    name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Run, WindowState | None, tuple[bytes, bytes | None] | None]:
+    run = cast(Run, current_run_var.get())
+    st = window_in(run)
+    bound = binder.bind(args, kwargs, run.secrets)
+    sealed: tuple[bytes, bytes | None] | None
+    try:
+        sealed = store_artifact(run, bound, what=f"tool {name!r} arguments", strict=run.strict)
+    except ArtifactEncodingError:
+        if run.strict:
+            raise
+        sealed = None
+    if st is not None and name in st.forbid:
+        err = SealedWindowError(
+            f"tool {name!r} was called inside window {st.name!r}, which is sealed against it "
+            f"(forbid={sorted(st.forbid)}). The call was refused and recorded; remove the "
+            f"call from this window or drop {name!r} from its forbid= list."
+        )
+        _tool_record(run, st, name, _perf(), 2, sealed, None, err)
+        raise err
+    if st is not None:
+        st.add_usage(tool_calls=1)
+    return run, st, sealed
+
+
+def tool_args_hash(fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> bytes:
+    """The ``ToolCall.args_hash`` a call ``fn(*args, **kwargs)`` of a tool records.
+
+    Computed as the tool wrapper does (secret arguments redacted, credentials scrubbed,
+    the run's ``redact=`` hook when called inside a run), so a frozen replay can look the
+    recorded result up by it.
+
+    Raises:
+        TypeError: ``fn`` is not an ``@al.tool`` function.
+        ArtifactEncodingError: an argument has no canonical encoding.
+    """
+    binder = getattr(fn, "__agentlog_tool__", None)
+    if not isinstance(binder, ArgumentBinder):
+        raise TypeError(f"{getattr(fn, '__qualname__', fn)!r} is not an @al.tool function; "
+                        "pass the decorated tool")
+    run = current_run_var.get()
+    known = None if run is None else run.secrets
+    bound: Any = binder.bind(args, kwargs, known)
+    if run is not None and run.redact is not None:
+        bound = _redacted(run.redact, bound)
+    data, _ = seal_clean(bound, known, what="tool arguments", strict=True)
+    return hashlib.sha256(data).digest()
+
+
+@overload
+def tool(name: F, /) -> F: ...
+
+
+@overload
+def tool(name: str, *, secret: Iterable[str] = ()) -> Callable[[F], F]: ...
+
+
+def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
+    """Declare a tool. Each call is recorded as a ToolCall in the current window.
+
+    The call's arguments (secrets redacted) and result are stored scrubbed: inline when
+    small, as Blobs otherwise, so a frozen replay can serve them.
+
+    Inside a window that forbids ``name`` (``window(..., forbid=(name,))``) a call raises
+    ``SealedWindowError``: absence by construction. No-op without an active recorder.
+    Bare ``@al.tool`` names the tool after the function.
+
+    A call from a thread that does not see the run (a plain ``ThreadPoolExecutor``) is
+    not recorded; while a run is open the first such call warns
+    (``InstrumentationWarning``): use ``agentlog.context.copy_context_executor()``.
+
+    Raises:
+        ValueError: ``name`` is not a non-empty string.
+    """
+    if callable(name):  # bare @al.tool
+        return tool(getattr(name, "__name__", ""))(name)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` of @tool must be a non-empty str; found {name!r}")
+    if isinstance(secret, str):
+        secret = (secret,)
+    tool_name = name
+
+    def decorate(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"@tool({tool_name!r}) decorates a function; found "
+                            f"{type(fn).__name__}")
+        binder = ArgumentBinder(fn, secret=secret)
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                if not _state.active_runs:
+                    return await fn(*args, **kwargs)
+                if current_run_var.get() is None:
+                    _state.warn_runless_thread(f"tool {tool_name!r}")
+                    return await fn(*args, **kwargs)
+                run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
+                t0 = _perf()
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException as exc:
+                    _tool_record(run, st, tool_name, t0, 1, sealed, None, exc)
+                    raise
+                _tool_record(run, st, tool_name, t0, 0, sealed, result, None)
+                return result
+
+            awrapper.__agentlog_tool__ = binder  # type: ignore[attr-defined]
+            return cast(F, awrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not _state.active_runs:
+                return fn(*args, **kwargs)
+            if current_run_var.get() is None:
+                _state.warn_runless_thread(f"tool {tool_name!r}")
+                return fn(*args, **kwargs)
+            run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
+            t0 = _perf()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                _tool_record(run, st, tool_name, t0, 1, sealed, None, exc)
+                raise
+            _tool_record(run, st, tool_name, t0, 0, sealed, result, None)
+            return result
+
+        wrapper.__agentlog_tool__ = binder  # type: ignore[attr-defined]
+        return cast(F, wrapper)
+
+    return decorate

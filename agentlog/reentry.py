@@ -1,0 +1,100 @@
+"""The core's re-entry seams (public API): what replay builds interventions on.
+
+A sealed window instance is re-entered by calling its decorated function again with the
+decoded entry, in a fresh run with the recorded seed, with every random stream started
+at the step it had reached when the window opened (``WindowEnter.steps``) and, for an
+intervention, a ``Steer`` installed with ``steering``. Because the noise of a draw is a
+function of (seed, stream, step, candidate id), the re-entered window then sees the
+recorded Gumbel draws and stop uniforms: common random numbers ([SSC] Appendix D).
+``agentlog.replay`` (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+``agentlog.replay.interventions``) is the user-facing layer on top of this module.
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.reentry import gumbel_draws, start_streams
+    >>> with al.record("agentlog-reentry-doctest.zst", seed=3, mode="w"):
+    ...     start_streams({"doc": 5})
+    ...     i = al.select([0.5, 0.5], candidates=["a", "b"], name="doc")
+    >>> sel = al.read("agentlog-reentry-doctest.zst").selections()[0]
+    >>> sel.step, bool((al.read("agentlog-reentry-doctest.zst").draws(sel)
+    ...                  == gumbel_draws(["a", "b"], 3, "doc", 5)).all())
+    (5, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import _noise
+from ._encoding import secret_env_name
+from ._state import current_run_var
+from ._steering import Steer, current_steer_var, steering
+from ._tool import tool_args_hash
+from ._window import function_id, registered_window
+
+__all__ = [
+    "Steer",
+    "continuation_uniform",
+    "current_steer",
+    "function_id",
+    "gumbel_draws",
+    "registered_window",
+    "secret_env_name",
+    "start_streams",
+    "steering",
+    "stream_origin",
+    "tool_args_hash",
+]
+
+
+def current_steer() -> Steer | None:
+    """The ``Steer`` installed in this context (``steering``), or None."""
+    return current_steer_var.get()
+
+
+def start_streams(offsets: Mapping[str, int]) -> None:
+    """Start the current run's random streams at these steps (``{stream: next step}``).
+
+    Streams not named start at 0, as they had when a window whose ``WindowEnter.steps``
+    does not name them opened.
+
+    Raises:
+        RuntimeError: no run is being recorded in this context.
+        ValueError: an offset is not an int >= 0, or the run already drew a stream past
+            its offset (re-enter each window in a run of its own).
+    """
+    run = current_run_var.get()
+    if run is None:
+        raise RuntimeError(
+            "start_streams needs a run: call it inside `with al.record(..., seed=<the "
+            "recorded run's seed>)`, before the re-entered window")
+    run.resume_steps(dict(offsets))
+
+
+def stream_origin(stream: str) -> int:
+    """The step ``start_streams`` started ``stream`` at in the current run (0 if none).
+
+    A steer that counts the rounds of a re-entered window (``FixedHorizon``) counts from
+    here, so round 0 is the window's first decision whatever the recorded offset.
+    """
+    run = current_run_var.get()
+    return 0 if run is None else run.origins.get(stream, 0)
+
+
+def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str,
+                 step: int) -> NDArray[np.float64]:
+    """The Gumbel draws ``al.select`` makes for these candidate ids at (seed, stream, step)."""
+    pool = _noise.pool(list(candidates), len(candidates))
+    out: NDArray[np.float64] = _noise.gumbel(pool.keys, seed, stream, step)
+    return out
+
+
+def continuation_uniform(seed: int, stream: str, step: int) -> float:
+    """The uniform ``al.proceed`` compares with ``p_continue`` at (seed, stream, step)."""
+    return _noise.uniform(seed, stream, step)
+
+
