@@ -300,7 +300,9 @@ def effects_from_traces(
         start = run.start
         prov = start.meta.get(PROVENANCE_KEY) if start is not None else None
         factors = prov.get("factors") if isinstance(prov, Mapping) else None
-        if start is None or not isinstance(factors, Mapping) or not run.complete or run.failed:
+        failed_unit = isinstance(prov, Mapping) and prov.get("status", "ok") != "ok"
+        if (start is None or not isinstance(factors, Mapping) or not run.complete or run.failed
+                or failed_unit):  # a unit the engine recorded as failed is left out
             n_skipped += 1
             continue
         assert isinstance(prov, Mapping)
@@ -316,7 +318,9 @@ def effects_from_traces(
                 )
             seen[factor].add(level)
             arm.append(level)
-        task = str(start.meta.get("cluster", start.task if start.task is not None else ""))
+        # The task: the provenance's (replay outputs are runs of their own), else the run's.
+        task_of = prov.get("task", start.task)
+        task = str(start.meta.get("cluster", task_of if task_of is not None else ""))
         source = prov.get("source_run")
         unit = (f"{source}#{prov.get('window')}" if source is not None
                 else f"task {start.task}")

@@ -32,6 +32,7 @@ from ._app import (
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
+from ._intervene import InterventionRun, intervene
 from ._reentry import (
     reenter_arguments,
     resume_streams,
@@ -68,6 +69,7 @@ __all__ = [
     "CacheResult",
     "CacheStatus",
     "Design",
+    "InterventionRun",
     "Job",
     "ModelCache",
     "NotRegisteredError",
@@ -85,6 +87,7 @@ __all__ = [
     "app_from_pyproject",
     "arun_units",
     "default_cache_path",
+    "intervene",
     "is_transient",
     "object_id",
     "parse_design",

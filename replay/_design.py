@@ -26,12 +26,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from agentlog.records import encode_artifact
+from agentlog.reentry import Steer
 
 __all__ = [
     "FACTORS",
@@ -47,19 +48,6 @@ __all__ = [
 FACTORS = ("selection", "stopping")
 OWN_LEVELS = {"selection": "agent", "stopping": "adaptive"}  # the agent's own: no steer
 
-
-
-@runtime_checkable
-class Steer(Protocol):
-    """What a level of a factor is: an intervention with ``agentlog``'s steering hooks
-    (``agentlog.replay.interventions``; any object with these members works)."""
-
-    name: str
-
-    def select(self, stream: str, step: int, probs: NDArray[np.float64],
-               ids: tuple[Any, ...]) -> NDArray[np.float64] | int | None: ...
-
-    def proceed(self, stream: str, step: int, p: float) -> float | bool | None: ...
 
 
 Level = str | Steer
@@ -105,7 +93,7 @@ def level_label(factor: str, level: Level) -> str:
     return str(label) if label else str(level.name)
 
 
-class _ArmSteer:
+class _ArmSteer(Steer):
     """One selection steer and one stopping steer acting together: ``select`` is the
     selection level's, ``proceed`` the stopping level's (the factors stay separate)."""
 

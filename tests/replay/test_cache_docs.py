@@ -20,14 +20,15 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
 
     assert replay.__all__ == sorted(replay.__all__) == [
         "APP_ENV", "AppImportError", "AppNotGivenError", "Arm", "CacheKey", "CacheMode",
-        "CacheResult", "CacheStatus", "Design", "Job", "ModelCache", "NotRegisteredError",
-        "Registered", "Registry", "RegistryCollisionWarning", "RequestFields",
-        "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
-        "UnitScore", "app_from_pyproject", "arun_units", "default_cache_path",
-        "is_transient", "object_id", "parse_design", "read_units", "recorded_modules",
-        "reenter_arguments", "register_request_fields", "registered_request_fields",
-        "replicate_seed", "request_fields", "request_key", "resolve_app", "resume_streams",
-        "run_units", "sealed_units", "stream_offsets", "tool_result", "window_function",
+        "CacheResult", "CacheStatus", "Design", "InterventionRun", "Job", "ModelCache",
+        "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
+        "RequestFields", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure",
+        "UnitOutput", "UnitScore", "app_from_pyproject", "arun_units",
+        "default_cache_path", "intervene", "is_transient", "object_id", "parse_design",
+        "read_units", "recorded_modules", "reenter_arguments", "register_request_fields",
+        "registered_request_fields", "replicate_seed", "request_fields", "request_key",
+        "resolve_app", "resume_streams", "run_units", "sealed_units", "stream_offsets",
+        "tool_result", "window_function",
     ]
     for name in replay.__all__:
         assert getattr(replay, name) is not None
