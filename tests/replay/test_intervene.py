@@ -12,28 +12,10 @@ import agentlog as al
 from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation
-from agentlog.reentry import Steer
 from agentlog.replay import Design, intervene, read_units, replicate_seed
+from tests.replay.test_intervene_design import Flat, Horizon
 
 APP = "agentlog.examples.deep_research"
-
-
-class Flat(Steer):
-    name = "uniform"
-
-    def select(self, stream: str, step: int, probs: Any, ids: Any) -> Any:
-        return np.full(len(probs), 1.0 / len(probs))
-
-
-class Horizon(Steer):
-    name = "fixed"
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.label = f"fixed:{n}"
-
-    def proceed(self, stream: str, step: int, p: float) -> bool | None:
-        return True
 
 
 def opened_mean(result: Any) -> dict[str, float]:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog._steering import Steer, steering
 from agentlog.records import Continuation, Selection
+from agentlog.reentry import Steer, steering, stream_origin
 from agentlog.replay import Design, parse_design, replicate_seed
 
 
@@ -29,7 +29,7 @@ class Horizon(Steer):
         self.label = f"fixed:{n}"
 
     def proceed(self, stream: str, step: int, p: float) -> bool | None:
-        return step + 1 < self.n
+        return step - stream_origin(stream) + 1 < self.n  # continue until round n
 
 
 def test_a_2x2_design_expands_to_four_named_arms_and_paired_replicates() -> None:
