@@ -178,7 +178,7 @@ class _Batcher:
     def add_stats(self, hits: int, misses: int, upstream: int) -> None:
         """Cache counts reported by a worker process (its own ``ModelCache``)."""
         self.cache_hits_remote += hits
-        self.cache_misses_remote += misses + upstream
+        self.cache_misses_remote += misses
         self.live_calls += upstream
 
     def add(self, outcome: Outcome) -> None:
@@ -316,7 +316,7 @@ async def arun_units(
     return RunSummary(
         total=len(wire), skipped=skipped, done=batcher.done, failed=len(failures),
         failures=failures, cache_hits=delta("hits") + batcher.cache_hits_remote,
-        cache_misses=delta("misses") + delta("upstream_calls") + batcher.cache_misses_remote,
+        cache_misses=delta("misses") + batcher.cache_misses_remote,
         live_calls=delta("upstream_calls") + batcher.live_calls,
         wall_s=time.perf_counter() - t0, retries=batcher.retries, interrupted=interrupted)
 

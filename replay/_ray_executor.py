@@ -1,9 +1,161 @@
-"""Placeholder: the Ray executor lands in a later commit."""
+"""The Ray executor: batches of units as plain Ray tasks; the driver writes the output.
+
+Each task receives plain data only: the app module name, the job's ``"module:qualname"``,
+the retry policy's numbers, the cache's path and mode, and the units' msgpack bytes. The
+worker imports the app and the job by name (agentlog pickles nothing; how Ray moves the
+arguments is Ray's business), runs the batch with the same code as the local executor
+(``run_attempts``) and returns the outcomes as msgpack bytes. So the two executors give
+the same ``Score`` values and provenance; only timestamps and run ids differ.
+
+Sizing: ``T = min(concurrency, cluster CPUs)`` tasks are in flight at once, each running
+up to ``concurrency // T`` of its units at a time, so at most ``concurrency`` units run
+in the cluster; a batch holds enough units to give each task slot about four batches.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import math
+import os
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 
-async def run_ray(*args: Any, **kwargs: Any) -> None:
-    raise NotImplementedError("executor='ray' is not implemented yet")
+from agentlog import MissingDependencyError
+from agentlog.context import copy_context_executor
+
+from ._cache import ModelCache
+from ._retry import RetryPolicy
+from ._unit_output import Outcome
+
+_enc = msgspec.msgpack.Encoder()
+_dec = msgspec.msgpack.Decoder()
+_BATCH_MAX = 256
+
+# Caches a worker process opened, by (path, mode): one SQLite connection set per process.
+_worker_caches: dict[tuple[str, str], ModelCache] = {}
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "executor='ray' needs Ray: pip install 'agentlog[ray]'") from exc
+    return ray
+
+
+def _cache_spec(cache: ModelCache | None) -> tuple[str, str] | None:
+    if cache is None:
+        return None
+    if cache.path == ":memory:" or not os.path.isfile(cache.path):
+        raise ValueError(
+            f"executor='ray' opens the model cache by path in every worker; the cache "
+            f"{cache.path!r} is not a file (an in-memory cache or ModelCache.from_traces): "
+            "pass the path of a SQLite cache file")
+    return (os.path.abspath(cache.path), cache.mode)
+
+
+def run_batch(app: str | None, job_id: str, policy: tuple[int, float, float, int | None],
+              cache: tuple[str, str] | None, frozen: bool, timeout: float | None,
+              concurrency: int, units: list[bytes]) -> bytes:
+    """The body of one Ray task (runs in a worker process): plain data in, bytes out."""
+    from ._executor import import_app, run_attempts
+    from ._units import decode_unit, is_async_job, resolve_job
+
+    import_app(app)
+    fn, _ = resolve_job(job_id)
+    store = None
+    if cache is not None:
+        store = _worker_caches.get(cache)
+        if store is None:
+            store = _worker_caches[cache] = ModelCache(cache[0], mode=cache[1])  # type: ignore[arg-type]
+    before = store.stats() if store is not None else {}
+    max_attempts, base, cap, seed = policy
+    retry = RetryPolicy(max_attempts, base, cap, seed)
+    is_async = is_async_job(fn)
+
+    async def main() -> list[Outcome]:
+        limit = asyncio.Semaphore(concurrency)
+        rng = random.Random(seed)
+        with copy_context_executor(max_workers=concurrency,
+                                   thread_name_prefix="agentlog-replay") as pool:
+
+            async def one(data: bytes) -> Outcome:
+                async with limit:
+                    return await run_attempts(
+                        fn, decode_unit(data), is_async=is_async, pool=pool, policy=retry,
+                        rng=rng, cache=store, frozen=frozen, timeout=timeout)
+
+            return list(await asyncio.gather(*(one(d) for d in units)))
+
+    outcomes = asyncio.run(main())
+    after = store.stats() if store is not None else {}
+    stats = [after.get(k, 0) - before.get(k, 0) for k in ("hits", "misses", "upstream_calls")]
+    return _enc.encode({
+        "outcomes": [[o.key, dict(o.provenance), o.attempts, [list(s) for s in o.scores],
+                      o.error_type, o.message, o.transient, o.live_calls] for o in outcomes],
+        "stats": stats,
+    })
+
+
+def _outcomes(data: bytes) -> tuple[list[Outcome], list[int]]:
+    body = _dec.decode(data)
+    out = [Outcome(key, prov, attempts, [tuple(s) for s in scores], error_type, message,
+                   transient, live)
+           for key, prov, attempts, scores, error_type, message, transient, live
+           in body["outcomes"]]
+    return out, list(body["stats"])
+
+
+async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concurrency: int,
+                  policy: RetryPolicy, cache: ModelCache | None, frozen: bool,
+                  timeout: float | None, address: str | None, num_cpus: int | None,
+                  on_done: Callable[[Outcome], None],
+                  on_stats: Callable[[int, int, int], None]) -> None:
+    """Run ``units`` as Ray tasks; hand each outcome to ``on_done`` on this loop."""
+    ray = _import_ray()
+    spec = _cache_spec(cache)
+    started = not ray.is_initialized()
+    if started:
+        if address is None:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
+        else:
+            ray.init(address=address, log_to_driver=True)
+    try:
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        tasks_at_once = max(1, min(concurrency, slots))
+        per_task = max(1, concurrency // tasks_at_once)
+        size = max(per_task, min(_BATCH_MAX, math.ceil(len(units) / (4 * tasks_at_once))))
+        batches = [list(units[i:i + size]) for i in range(0, len(units), size)]
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_batch)
+        wire = policy.to_wire()
+        waiting: dict[asyncio.Future[Any], Any] = {}
+        pending = iter(batches)
+        try:
+            while True:
+                while len(waiting) < tasks_at_once:
+                    batch = next(pending, None)
+                    if batch is None:
+                        break
+                    ref = remote.remote(app, job_id, wire, spec, frozen, timeout, per_task,
+                                        batch)
+                    waiting[asyncio.wrap_future(ref.future())] = ref
+                if not waiting:
+                    break
+                done, _ = await asyncio.wait(set(waiting),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    del waiting[future]
+                    outcomes, stats = _outcomes(future.result())
+                    on_stats(*stats)
+                    for o in outcomes:
+                        on_done(o)
+        finally:
+            for ref in waiting.values():
+                ray.cancel(ref, force=True)
+    finally:
+        if started:
+            ray.shutdown()

@@ -98,3 +98,11 @@ def sync_barrier(unit: Unit, ctx: UnitContext) -> Sequence[UnitScore]:
         with b.lock:
             b.now -= 1
     return score_states(unit, ctx)
+
+
+def slow_score(unit: Unit, ctx: UnitContext) -> Sequence[UnitScore]:
+    """``score_states`` after ``payload['sleep']`` seconds: keeps units in flight."""
+    import time
+
+    time.sleep(float(unit.payload.get("sleep", 0.0)))
+    return score_states(unit, ctx)

@@ -335,3 +335,14 @@ def test_a_job_whose_name_cannot_be_imported_cannot_go_to_ray(tmp_path: Path) ->
 
 def test_retry_policy_travels_as_plain_data() -> None:
     assert RetryPolicy(3, 0.1, 2.0, seed=5).to_wire() == (3, 0.1, 2.0, 5)
+
+
+def test_importing_the_engine_imports_neither_ray_nor_rich() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, agentlog.replay; from agentlog.replay import run_units; "
+            "print([m for m in ('ray', 'rich') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

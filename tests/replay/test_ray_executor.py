@@ -1,0 +1,112 @@
+"""The Ray executor gives the same output as the local one (content, not timestamps).
+
+Runs on a small local cluster (``num_cpus=2``) started once for the module. Ray is in the
+``dev`` extra, so CI has it; elsewhere the module is skipped with the install command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentlog as al
+from agentlog.records import RunStart, Score, WindowExit
+from agentlog.replay import ModelCache, Unit, read_units, run_units
+
+ROOT = Path(__file__).resolve().parents[2]
+
+try:
+    import ray
+except ImportError:  # pragma: no cover - CI installs the dev extra, which has Ray
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("Ray is not installed: pip install -e '.[dev]' (or 'agentlog[ray]')",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster() -> Iterator[None]:
+    # Workers are processes started by this cluster: they find the test jobs through the
+    # PYTHONPATH they inherit.
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def _units(n: int) -> list[Unit]:
+    return [Unit(f"t{i:03d}", {"x": i, "layout": i % 4, "fail": i % 37 == 5,
+                               "why": f"state {i} cannot be decoded"},
+                 {"source_trace": "ab" * 32, "source_run": "run-1", "window": i,
+                  "channel": "quote", "channel_hash": "cd" * 32})
+            for i in range(n)]
+
+
+def _content(out: Path) -> list[tuple[Any, ...]]:
+    """Every record that matters, by unit key, without timestamps, run ids or indices."""
+    rows: list[tuple[Any, ...]] = []
+    for run in al.read(out).runs:
+        assert isinstance(run.start, RunStart) and run.end is not None
+        key = run.start.meta["agentlog.replay"]["unit"]
+        rows.append((key, "meta", run.start.system, repr(sorted(run.start.meta.items()))))
+        for r in run.records:
+            if isinstance(r, Score):
+                rows.append((key, "score", r.window, r.name, r.value, r.channel, r.layout,
+                             r.wave, r.transition, r.state_hash))
+            elif isinstance(r, WindowExit):
+                rows.append((key, "exit", r.name, r.status, r.error_type, r.error_message))
+    return sorted(rows, key=repr)
+
+
+def test_ray_and_local_executors_write_identical_scores_and_provenance_on_200_units(
+        tmp_path: Path) -> None:
+    local, remote = tmp_path / "local.zst", tmp_path / "ray.zst"
+    a = run_units(_units(200), "tests.replay._unit_jobs:score_states", out=local,
+                  progress=False, concurrency=4)
+    b = run_units(_units(200), "tests.replay._unit_jobs:score_states", out=remote,
+                  progress=False, concurrency=4, executor="ray")
+    assert (a.done, a.failed) == (b.done, b.failed) == (194, 6)
+    assert sorted((f.key, f.error_type, f.message, f.attempts) for f in a.failures) == sorted(
+        (f.key, f.error_type, f.message, f.attempts) for f in b.failures)
+    assert _content(local) == _content(remote)
+    assert al.verify(remote).ok
+
+
+def test_a_ray_replay_resumes_like_a_local_one(tmp_path: Path) -> None:
+    out = tmp_path / "o.zst"
+    run_units(_units(20), "tests.replay._unit_jobs:ascore_states", out=out, progress=False)
+    summary = run_units(_units(30), "tests.replay._unit_jobs:ascore_states", out=out,
+                        progress=False, executor="ray")
+    assert (summary.skipped, summary.done, summary.failed) == (19, 10, 1)
+    assert len(read_units(out)) == 30
+
+
+def test_ray_workers_count_their_cache_calls_into_the_summary(tmp_path: Path) -> None:
+    cache = tmp_path / "c.sqlite3"
+    units = [Unit(f"u{i}", {"x": i}) for i in range(12)]
+    job = "tests.replay._unit_jobs:cached_score"
+    first = run_units(units, job, out=tmp_path / "a.zst", cache=cache, executor="ray",
+                      progress=False)
+    assert (first.cache_hits, first.cache_misses, first.live_calls) == (0, 12, 12)
+    frozen = run_units(units, job, out=tmp_path / "b.zst", cache=cache, frozen=True,
+                       executor="ray", progress=False)
+    assert (frozen.done, frozen.cache_hits, frozen.live_calls) == (12, 12, 0)
+
+
+def test_an_in_memory_cache_cannot_go_to_ray_workers(tmp_path: Path) -> None:
+    with ModelCache(":memory:") as cache, pytest.raises(
+            ValueError, match=r"opens the model cache by path in every worker"):
+        run_units([Unit("u0", {"x": 0})], "tests.replay._unit_jobs:cached_score",
+                  out=tmp_path / "o.zst", cache=cache, executor="ray", progress=False)
+
