@@ -15,6 +15,8 @@ Example:
 Importing agentlog never imports scipy, POT, openai, anthropic, vllm, ray or matplotlib.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._encoding import Secret, decode_arguments
 from ._errors import (
     AdapterError,
@@ -45,6 +47,9 @@ from ._verify import VerifyReport, verify
 from ._version import __version__
 from ._window import window
 
+if TYPE_CHECKING:
+    from .replay import channel, scorer
+
 __all__ = [
     "AdapterError",
     "AgentlogError",
@@ -68,6 +73,7 @@ __all__ = [
     "WindowRef",
     "WindowState",
     "__version__",
+    "channel",
     "current_run",
     "current_window",
     "decode_arguments",
@@ -81,8 +87,19 @@ __all__ = [
     "read_traces",
     "record",
     "score",
+    "scorer",
     "select",
     "tool",
     "verify",
     "window",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # `al.channel` / `al.scorer` live in agentlog.replay: imported on first use, so that
+    # `import agentlog` stays as light as it was (no sqlite3, no asyncio).
+    if name in ("channel", "scorer"):
+        from . import replay
+
+        return getattr(replay, name)
+    raise AttributeError(f"module 'agentlog' has no attribute {name!r}")

@@ -575,13 +575,33 @@ def _add_run(
         kind = type(rec)
         if kind is Continuation:
             if rec.name == stop_stream and len(chosen) < budget:
+                if rec.forced:
+                    raise ValueError(
+                        f"{where}, before round {len(chosen) + 1}: the stop decision (stream "
+                        f"{stop_stream!r} step {rec.step}) was forced by steer {rec.steer!r}, "
+                        "so no continuation probability produced it and the run has no "
+                        "survival weight ([SSC] eq. 6). Steer with a probability (p=1 or 0 "
+                        "for a fixed horizon) instead of a forced bool, or leave the run out"
+                    )
+                # After a steer, rec.p is the probability the decision was drawn with
+                # (the agent's own is in rec.policy_p): the weight of the logged design.
                 surv *= rec.p
         elif kind is Selection and rec.name == stream:
             logged.add(rec.pool)
             if len(chosen) >= budget:
                 continue
             t = len(chosen) + 1
+            if rec.forced:
+                raise ValueError(
+                    f"{where}, round {t}: the choice (stream {stream!r} step {rec.step}) was "
+                    f"forced by steer {rec.steer!r}: an index, not a draw from a logged "
+                    "vector, so it has no inverse-probability weight ([SSC] eq. 5). Steer "
+                    "with a probability vector instead, or leave the run out (a policy "
+                    "effect, not CESS, compares such arms)"
+                )
             ids = ids_of(rec)
+            # After a steer, the logged vector is the one the choice was drawn from (the
+            # agent's own is policy_probs): its entry is the propensity of the choice.
             probs = trace.probs(rec)
             if not 0 <= rec.choice < len(ids) or len(ids) != len(probs):
                 raise ValueError(f"{where}, round {t}: the selection does not match its pool "

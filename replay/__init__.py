@@ -30,6 +30,16 @@ from ._app import (
     resolve_app,
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._channels import (
+    Channel,
+    ScoreContext,
+    Scorer,
+    channel,
+    get_channel,
+    get_scorer,
+    registry,
+    scorer,
+)
 from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene
@@ -56,6 +66,14 @@ from ._request_fields import (
     request_key,
 )
 from ._retry import RetryPolicy, is_transient
+from ._states import (
+    FrozenTransition,
+    State,
+    StateDecodeError,
+    WindowNotFoundError,
+    frozen_transitions,
+    trace_file_hash,
+)
 from ._unit_output import UnitOutput, read_units, sealed_units
 from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
@@ -68,7 +86,9 @@ __all__ = [
     "CacheMode",
     "CacheResult",
     "CacheStatus",
+    "Channel",
     "Design",
+    "FrozenTransition",
     "InterventionRun",
     "Job",
     "ModelCache",
@@ -79,14 +99,23 @@ __all__ = [
     "RequestFields",
     "RetryPolicy",
     "RunSummary",
+    "ScoreContext",
+    "Scorer",
+    "State",
+    "StateDecodeError",
     "Unit",
     "UnitContext",
     "UnitFailure",
     "UnitOutput",
     "UnitScore",
+    "WindowNotFoundError",
     "app_from_pyproject",
     "arun_units",
+    "channel",
     "default_cache_path",
+    "frozen_transitions",
+    "get_channel",
+    "get_scorer",
     "intervene",
     "is_transient",
     "object_id",
@@ -96,14 +125,17 @@ __all__ = [
     "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
+    "registry",
     "replicate_seed",
     "request_fields",
     "request_key",
     "resolve_app",
     "resume_streams",
     "run_units",
+    "scorer",
     "sealed_units",
     "stream_offsets",
     "tool_result",
+    "trace_file_hash",
     "window_function",
 ]

@@ -100,7 +100,7 @@ def app_from_pyproject(start: Path | None = None) -> tuple[str, Path] | None:
 def _module_of(record: Any) -> str | None:
     # Where the recording core stores a window's module (traces recorded before it did
     # not say; then only the window names can be reported).
-    for field in ("module", "qualname"):
+    for field in ("function", "module"):
         value = getattr(record, field, None)
         if isinstance(value, str) and value:
             return value.split(":", 1)[0]

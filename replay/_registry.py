@@ -199,6 +199,17 @@ class Registry:
             )
         return entry
 
+    def unregister(self, name: str) -> None:
+        """Forget the entry registered under ``name`` (no-op when there is none).
+
+        For tests and interactive sessions; an app registers at import time and never
+        needs it.
+        """
+        with self._lock:
+            entry = self._by_name.pop(name, None)
+            if entry is not None and self._by_id.get(entry.id) is entry:
+                del self._by_id[entry.id]
+
     def names(self) -> list[str]:
         """The registered short names, sorted."""
         with self._lock:

@@ -22,7 +22,8 @@ MODULES = [
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
-    "agentlog.replay._registry", "agentlog.replay._app",
+    "agentlog.replay._registry", "agentlog.replay._app", "agentlog.replay._channels",
+    "agentlog.replay._states",
 ]
 
 

@@ -9,10 +9,23 @@ EXPECTED = [
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
     "MissingDependencyError", "ReadLimits", "ReplayDivergenceError", "ReplayError", "Run",
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
-    "WindowRef", "WindowState", "__version__", "current_run", "current_window",
+    "WindowRef", "WindowState", "__version__", "channel", "current_run", "current_window",
     "decode_arguments", "flush", "iter_frames", "iter_records", "last_window", "llm_call",
-    "proceed", "read", "read_traces", "record", "score", "select", "tool", "verify", "window",
+    "proceed", "read", "read_traces", "record", "score", "scorer", "select", "tool", "verify",
+    "window",
 ]
+
+
+def test_channel_and_scorer_load_the_replay_package_only_when_used() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, agentlog as al; before = 'agentlog.replay' in sys.modules; "
+            "import agentlog.replay as r; print(before, al.channel is r.channel, "
+            "al.scorer is r.scorer)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "True", "True"]
 
 
 def test_all_is_sorted_and_fixed() -> None:

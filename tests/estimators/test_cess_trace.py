@@ -327,13 +327,29 @@ class ForceZero(Steer):
         return True if stream == "stop" else None
 
 
+def unforced(path: Path) -> al.Trace:
+    """The trace with its forced records marked unforced: what a hand-edited (or wrongly
+    written) trace looks like, so the checks behind the forced-record refusal are reached."""
+    import msgspec
+
+    trace = al.read(path)
+    for run in trace.runs:
+        run.records[:] = [msgspec.structs.replace(r, forced=False)
+                          if getattr(r, "forced", False) else r for r in run.records]
+    return trace
+
+
 def test_a_chosen_probability_of_zero_raises(tmp_path: Path) -> None:
     with al.record(tmp_path / "forced.zst", seed=1, task="t1"), steering(ForceZero()):
         al.select([0.5, 0.5, 0.0, 0.0, 0.0], candidates=list(IDS), name="doc")
     with pytest.raises(ValueError, match=r"forced\.zst: run \w+ \(task 't1'\), round 1: the "
+                       r"choice \(stream 'doc' step 0\) was forced by steer 'force-zero'"):
+        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=1)
+    with pytest.raises(ValueError, match=r"forced\.zst: run \w+ \(task 't1'\), round 1: the "
                        r"chosen candidate 'e' has logged probability 0\.0; a chosen "
                        r"probability must be > 0"):
-        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=1)
+        cess.from_trace(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
+                        budget=1)
 
 
 def test_a_round_reached_with_zero_survival_probability_raises(tmp_path: Path) -> None:
@@ -341,9 +357,13 @@ def test_a_round_reached_with_zero_survival_probability_raises(tmp_path: Path) -
         al.select([0.2] * 5, candidates=list(IDS), name="doc")
         al.proceed(0.0, name="stop")
         al.select([0.2] * 5, candidates=list(IDS), name="doc")
+    with pytest.raises(ValueError, match=r"round 1: the choice \(stream 'doc' step 0\) was "
+                       r"forced by steer 'force-zero'"):
+        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=2)
     with pytest.raises(ValueError, match=r"round 2: the run reached this round although its "
                        r"logged continue probabilities multiply to 0\.0"):
-        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=2)
+        cess.from_trace(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
+                        budget=2)
 
 
 def test_a_run_without_selections_of_the_stream_names_the_streams_it_has(

@@ -15,21 +15,40 @@ def test_docstring_examples_run(name: str) -> None:
     assert result.attempted > 0 and result.failed == 0
 
 
+CACHE_NAMES = [
+    "CacheKey", "CacheMode", "CacheResult", "CacheStatus", "ModelCache", "RequestFields",
+    "default_cache_path", "register_request_fields", "registered_request_fields",
+    "request_fields", "request_key",
+]
+# Re-entry seams (issue 14).
+REENTRY_NAMES = [
+    "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
+]
+# Execution engine (issue 13).
+ENGINE_NAMES = [
+    "Job", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
+    "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
+]
+# Paired interventions (issue 14): designs and re-entry under arms.
+INTERVENTION_NAMES = [
+    "Arm", "Design", "InterventionRun", "intervene", "parse_design", "replicate_seed",
+]
+# Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
+CHANNEL_REPLAY_NAMES = [
+    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "FrozenTransition",
+    "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
+    "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
+    "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",
+    "object_id", "recorded_modules", "registry", "resolve_app", "scorer", "trace_file_hash",
+]
+
+
 def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
-    assert replay.__all__ == sorted(replay.__all__) == [
-        "APP_ENV", "AppImportError", "AppNotGivenError", "Arm", "CacheKey", "CacheMode",
-        "CacheResult", "CacheStatus", "Design", "InterventionRun", "Job", "ModelCache",
-        "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
-        "RequestFields", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure",
-        "UnitOutput", "UnitScore", "app_from_pyproject", "arun_units",
-        "default_cache_path", "intervene", "is_transient", "object_id", "parse_design",
-        "read_units", "recorded_modules", "reenter_arguments", "register_request_fields",
-        "registered_request_fields", "replicate_seed", "request_fields", "request_key",
-        "resolve_app", "resume_streams", "run_units", "sealed_units", "stream_offsets",
-        "tool_result", "window_function",
-    ]
+    assert replay.__all__ == sorted(replay.__all__) == sorted(
+        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + ENGINE_NAMES
+        + INTERVENTION_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
 

@@ -181,3 +181,11 @@ def test_concurrent_registration_keeps_every_name() -> None:
     for t in threads:
         t.join(timeout=30)
     assert len(reg.names()) == 200
+
+
+def test_unregister_forgets_a_name_and_its_id() -> None:
+    reg = Registry("channel")
+    entry = reg.register("quote", first)
+    reg.unregister("quote")
+    reg.unregister("never-registered")
+    assert "quote" not in reg and entry.id not in reg and reg.names() == []

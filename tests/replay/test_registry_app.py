@@ -14,6 +14,7 @@ from agentlog.replay import (
     AppImportError,
     AppNotGivenError,
     app_from_pyproject,
+    recorded_modules,
     resolve_app,
 )
 
@@ -100,14 +101,30 @@ def _trace(path: Path) -> Path:
     return path
 
 
-def test_no_app_given_names_the_recorded_windows_and_the_flag(tmp_path: Path) -> None:
+def test_no_app_given_names_the_module_the_windows_were_recorded_from(tmp_path: Path) -> None:
     trace = _trace(tmp_path / "t.zst")
     with pytest.raises(AppNotGivenError,
-                       match=r"no app module given: .*agentlog-app-test-step.*--app pkg\.mod "
+                       match=r"no app module given: the windows of the trace were recorded "
+                             r"from tests\.replay\.test_registry_app; a trace never decides "
+                             r"what code runs, so name the module that registers the channels "
+                             r"and scorers: --app tests\.replay\.test_registry_app "
                              r"\(\[tool\.agentlog\] app = \"\.\.\.\" in pyproject\.toml or "
                              r"\$AGENTLOG_APP also work\)") as info:
         resolve_app(None, traces=[trace], start=tmp_path)
     assert isinstance(info.value, ValueError)
+    assert info.value.recorded == ("tests.replay.test_registry_app",)
+    assert recorded_modules([trace]) == (["tests.replay.test_registry_app"],
+                                         ["agentlog-app-test-step"])
+
+
+def test_no_app_given_for_an_old_trace_names_its_windows_and_the_flag(tmp_path: Path) -> None:
+    golden = Path(__file__).parents[1] / "fixtures" / "traces" / "v1" / "golden.zst"
+    with pytest.raises(AppNotGivenError,
+                       match=r"no app module given: the trace does not store which module its "
+                             r"windows \(retrieval, synthesis\) were recorded from; pass the "
+                             r"module that registers the channels and scorers with --app "
+                             r"pkg\.mod"):
+        resolve_app(None, traces=[golden], start=tmp_path)
 
 
 def test_no_app_given_and_no_trace_still_says_what_to_pass(tmp_path: Path) -> None:
