@@ -7,6 +7,15 @@ read off its state hash: the transition's entry hash is x⁻, its exit hash x⁺
 reduced within channel (mean over the channel's full layout set; a missing layout leaves
 the corner incomplete), waves are kept apart.
 
+The output of a channel replay (``agentlog replay --channel ...``, ``agentlog.replay.
+replay_channels``) is read the same way: each of its runs is one replayed unit whose meta
+``"agentlog.replay"`` names the source transition (source run id and identity, window and
+window id, entry and exit hashes), and its run-level ``Score`` records carry the raw score
+of one layout and wave. Such a transition joins the source's own when both are read, and
+is grouped into the trajectory of its source run, exactly as if the source had been read.
+Replayed transitions come after the source's, ordered by trajectory, source run and
+window id (the output's unit order depends on scheduling; the estimate must not).
+
 Example:
     >>> import agentlog as al
     >>> from agentlog.estimators import asv
@@ -138,6 +147,42 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else _canonical(value).decode()
 
 
+# The layout of a channel replay's output (documented in agentlog.replay's
+# `_channel_replay` and `_unit_output`): one run per unit, its meta under this key.
+REPLAY_META = "agentlog.replay"
+CHANNEL_REPLAY_KIND = "agentlog.channel-replay/1"
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """The source transition one replayed unit's run scores."""
+
+    key: tuple[str, int]  # (source run id, window id)
+    window: str
+    start: RunStart  # the source run's identity, as its RunStart held it
+    entry_hash: bytes
+    exit_hash: bytes
+
+
+def _replayed(start: RunStart, path: Any) -> _Replayed | None:
+    """The source transition of a channel-replay unit run, or None for any other run."""
+    meta = start.meta.get(REPLAY_META) if isinstance(start.meta, dict) else None
+    if not isinstance(meta, dict) or meta.get("kind") != CHANNEL_REPLAY_KIND:
+        return None
+    try:
+        source = RunStart(
+            run=0, run_id=str(meta["source_run"]), system=str(meta["source_system"]),
+            seed=int(meta["source_seed"]), task=meta["source_task"],
+            meta=dict(meta["source_meta"]), t_ns=0, generator="", agentlog_version="")
+        return _Replayed((source.run_id, int(meta["window_id"])), str(meta["window"]),
+                         source, bytes.fromhex(meta["entry_hash"]),
+                         bytes.fromhex(meta["exit_hash"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: run {start.run} is a channel-replay unit whose provenance "
+                         f"is incomplete ({type(exc).__name__}: {exc}); it was not written by "
+                         "agentlog replay, or was edited. Replay into a fresh output") from None
+
+
 def _default_window(runs: Iterable[TraceRun], channels: tuple[str, str]) -> str | None:
     """The one window whose transitions carry scores on both channels.
 
@@ -146,11 +191,15 @@ def _default_window(runs: Iterable[TraceRun], channels: tuple[str, str]) -> str 
     scored on both: the caller's own checks then say what is missing.
     """
     scored: dict[str, set[str]] = {}
-    for _, run in runs:
+    for trace, run in runs:
         names = {w.window: w.name for w in run.windows}
+        rep = None if run.start is None else _replayed(run.start, trace.path)
         for rec in run.records:
-            if (isinstance(rec, Score) and rec.channel in channels
-                    and rec.transition in names):
+            if not isinstance(rec, Score) or rec.channel not in channels:
+                continue
+            if rep is not None and rec.transition == rep.key[1]:
+                scored.setdefault(rep.window, set()).add(rec.channel)
+            elif rep is None and rec.transition in names:
                 scored.setdefault(names[rec.transition], set()).add(rec.channel)
     both = sorted(name for name, chans in scored.items() if len(chans) == 2)
     if len(both) > 1:
@@ -195,7 +244,7 @@ def from_trace(
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
     cells: dict[tuple[int, int, str, int, int], float] = {}  # (t, wave, ch, corner, layout)
-    transitions: list[tuple[str, int]] = []
+    transitions: list[tuple[str, int]] = []  # (run id, window id)
     names: list[str] = []
     trajectory: list[str] = []
     target: list[str] = []
@@ -208,21 +257,39 @@ def from_trace(
     # holds a run and the per-transition arrays, whatever the size of the files.
     if window is None:
         window = _default_window(iter_runs(source, name="source"), channels)
+    index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
+    hashes: dict[int, tuple[bytes, bytes | None]] = {}
+    replayed_order: dict[int, tuple[str, str, int]] = {}  # transitions first seen replayed
+
+    def add(key: tuple[str, int], name: str, start: RunStart, path: Any,
+            entry: bytes, exit_: bytes | None) -> int:
+        t = index[key] = len(transitions)
+        hashes[t] = (entry, exit_)
+        transitions.append(key)
+        names.append(name)
+        trajectory.append(_run_slot(runs, start, trajectory_key, path))
+        label = start.meta.get(target_key, start.task)
+        target.append("" if label is None else str(label))
+        return t
+
     for trace, run in iter_runs(source, name="source"):
         if run.start is None:
             continue
-        index: dict[int, int] = {}
-        hashes: dict[int, tuple[bytes, bytes | None]] = {}
-        for w in run.windows:
-            if window is not None and w.name != window:
+        rep = _replayed(run.start, trace.path)
+        if rep is not None:
+            if window is not None and rep.window != window:
                 continue
-            index[w.window] = len(transitions)
-            hashes[w.window] = (w.entry_hash, w.exit_hash)
-            transitions.append((run.start.run_id, w.window))
-            names.append(w.name)
-            trajectory.append(_run_slot(runs, run.start, trajectory_key, trace.path))
-            label = run.start.meta.get(target_key, run.start.task)
-            target.append("" if label is None else str(label))
+            if rep.key not in index:
+                t = add(rep.key, rep.window, rep.start, trace.path, rep.entry_hash,
+                        rep.exit_hash)
+                replayed_order[t] = (runs[rep.key[0]][1], *rep.key)
+        else:
+            for w in run.windows:
+                if window is not None and w.name != window:
+                    continue
+                add((run.start.run_id, w.window), w.name, run.start, trace.path,
+                    w.entry_hash, w.exit_hash)
+        source_run = rep.key[0] if rep is not None else run.start.run_id
         for rec in run.records:
             if not isinstance(rec, Score) or rec.channel is None:
                 continue
@@ -231,9 +298,12 @@ def from_trace(
                 continue
             if score is not None and rec.name != score:
                 continue
-            if rec.transition not in index:
+            if rep is not None and rec.transition != rep.key[1]:
+                continue  # a replayed unit scores its own transition only
+            t = index.get((source_run, rec.transition), -1)
+            if t < 0:
                 continue  # a transition of another window
-            entry, exit_ = hashes[rec.transition]
+            entry, exit_ = hashes[t]
             if rec.state_hash == entry:
                 corner = 0
             elif exit_ is not None and rec.state_hash == exit_:
@@ -247,14 +317,26 @@ def from_trace(
                     "x+ with WindowRef.exit_hash")
             layout = 0 if rec.layout is None else rec.layout
             wave = 0 if rec.wave is None else rec.wave
-            key = (index[rec.transition], wave, rec.channel, corner, layout)
+            key = (t, wave, rec.channel, corner, layout)
             if key in cells:
                 raise ValueError(
                     f"{trace.path}: transition {rec.transition} is scored twice on channel "
                     f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
-                    f"{wave}; give repeated acquisitions distinct waves")
+                    f"{wave}; give repeated acquisitions distinct waves (a replay's output "
+                    "and the record-time scores of the same traces are two acquisitions)")
             cells[key] = float(rec.value)
             layouts[rec.channel].add(layout)
+    if replayed_order:
+        # Transitions first seen in a replay's output: in a canonical order, not the
+        # order its units happened to finish in.
+        first = [t for t in range(len(transitions)) if t not in replayed_order]
+        perm = first + sorted(replayed_order, key=replayed_order.__getitem__)
+        new_of = {old: new for new, old in enumerate(perm)}
+        transitions = [transitions[t] for t in perm]
+        names = [names[t] for t in perm]
+        trajectory = [trajectory[t] for t in perm]
+        target = [target[t] for t in perm]
+        cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
     missing = [c for c in channels if c not in seen_channels]
     if missing:
         raise ValueError(f"no scores on channel(s) {missing}; channels present: "

@@ -16,6 +16,7 @@ Example:
 The execution engine (``run_units`` / ``arun_units``) runs resumable units of replay work
 with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
 finished unit as a sealed run of an output trace (``read_units`` reads them back).
+
 Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
 (``agentlog.replay.interventions``) are documented in their modules.
@@ -30,6 +31,14 @@ from ._app import (
     resolve_app,
 )
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
+from ._channel_replay import (
+    ChannelVersionError,
+    areplay_channels,
+    ascore_channel_unit,
+    plan_channel_units,
+    replay_channels,
+    score_channel_unit,
+)
 from ._channels import (
     Channel,
     ScoreContext,
@@ -87,6 +96,7 @@ __all__ = [
     "CacheResult",
     "CacheStatus",
     "Channel",
+    "ChannelVersionError",
     "Design",
     "FrozenTransition",
     "InterventionRun",
@@ -110,7 +120,9 @@ __all__ = [
     "UnitScore",
     "WindowNotFoundError",
     "app_from_pyproject",
+    "areplay_channels",
     "arun_units",
+    "ascore_channel_unit",
     "channel",
     "default_cache_path",
     "frozen_transitions",
@@ -120,18 +132,21 @@ __all__ = [
     "is_transient",
     "object_id",
     "parse_design",
+    "plan_channel_units",
     "read_units",
     "recorded_modules",
     "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",
     "registry",
+    "replay_channels",
     "replicate_seed",
     "request_fields",
     "request_key",
     "resolve_app",
     "resume_streams",
     "run_units",
+    "score_channel_unit",
     "scorer",
     "sealed_units",
     "stream_offsets",

@@ -23,7 +23,8 @@ MODULES = [
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
     "agentlog.replay._registry", "agentlog.replay._app", "agentlog.replay._channels",
-    "agentlog.replay._states",
+    "agentlog.replay._states", "agentlog.replay._channel_replay",
+    "agentlog.examples.deep_research.channels",
 ]
 
 

@@ -6,9 +6,12 @@ Example:
     >>> pool.ids[7], -1.0 <= pool.theta_star <= 1.0
     ('q3-d07', True)
 
-See ``agent.py`` for the model and README.md for a tour.
+See ``agent.py`` for the model, ``channels.py`` for the evaluation channels that channel
+replay uses (importing this package registers them: ``--app agentlog.examples.deep_research``)
+and README.md for a tour.
 """
 
+from . import channels
 from .agent import (
     DEFAULT_EVALUATOR,
     DEFAULT_POLICY,
@@ -45,6 +48,7 @@ __all__ = [
     "Policy",
     "Pool",
     "Retrieval",
+    "channels",
     "grade",
     "make_pool",
     "retrieve",

@@ -8,9 +8,12 @@ draws from a softmax over the ranking condition's order mixed with an exploratio
 more likely when the evidence opened so far leans one way (informative stopping,
 ``al.proceed``, stream ``"stop"``). Its conclusion is the Opened Mean, which leans
 towards whatever the ranking puts first: the agent's own ranking by relevance is
-correlated with ``Y``, so its Opened Mean is biased relative to ``θ*``. After retrieval,
-an ``Evaluator`` scores the transition's before and after states under a direct and a
-quote channel in four cyclic layouts ([ASV]'s target-option margin), for ASV.
+correlated with ``Y``, so its Opened Mean is biased relative to ``θ*``. For ASV, the
+retrieval transition's before and after states are scored under a direct and a quote
+channel in four cyclic layouts ([ASV]'s target-option margin): afterwards, from the sealed
+states alone, by channel replay of the channels registered in ``channels.py``
+(``agentlog replay ... --app agentlog.examples.deep_research``), or, as an alternative,
+while the agent runs, by the record-time ``Evaluator`` (``run_agent(evaluate=True)``).
 
 Example:
     >>> import agentlog as al
@@ -315,6 +318,13 @@ def option_scores(lean: float) -> NDArray[np.float64]:
     return np.array([lean, -lean, 2 * MIXED_BAND - abs(lean), -0.5])
 
 
+def quote_labels(values: Sequence[float], threshold: float = QUOTE_THRESHOLD) -> list[str]:
+    """The stance label a quote shows for each value: "supports" at or above ``threshold``,
+    "opposes" at or below ``-threshold``, else "neutral"."""
+    return ["supports" if v >= threshold else "opposes" if v <= -threshold else "neutral"
+            for v in values]
+
+
 def quoted_lean(values: Sequence[float], threshold: float = QUOTE_THRESHOLD) -> float:
     """The lean of quoted stance labels, (#supports − #opposes) / #quoted: a value is
     quoted as "supports" at or above ``threshold``, "opposes" at or below ``-threshold``,
@@ -356,19 +366,27 @@ class Evaluator:
     quote_threshold: float = QUOTE_THRESHOLD
     snippets: int = QUOTE_SNIPPETS
 
+    def direct_lean_before(self, pool: Pool) -> float:
+        """The direct channel's reading of x⁻: the pool's prediction mean m̄."""
+        return float(np.mean(pool.prediction))
+
+    def direct_lean_after(self, opened_y: Sequence[float]) -> float:
+        """The direct channel's reading of x⁺: the mean of the opened evidence scores."""
+        return float(np.mean(opened_y))
+
     def lean_before(self, channel: EvalChannel, pool: Pool, ranking: str) -> float:
         """What ``channel`` reads off x⁻: the pool before search."""
         if channel.view == "quote":
             shown = pool.order(ranking)[:self.snippets]
             return quoted_lean([pool.prediction[pool.ids.index(d)] for d in shown],
                                self.quote_threshold)
-        return float(np.mean(pool.prediction))
+        return self.direct_lean_before(pool)
 
     def lean_after(self, channel: EvalChannel, found: Retrieval) -> float:
         """What ``channel`` reads off x⁺: the opened evidence."""
         if channel.view == "quote":
             return quoted_lean(found.y, self.quote_threshold)
-        return float(np.mean(found.y))
+        return self.direct_lean_after(found.y)
 
     def margins(self, lean: float, target: int) -> NDArray[np.float64]:
         """The target-option margin in each layout: target's rating − best other rating."""

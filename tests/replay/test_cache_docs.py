@@ -20,14 +20,14 @@ CACHE_NAMES = [
     "default_cache_path", "register_request_fields", "registered_request_fields",
     "request_fields", "request_key",
 ]
-# Re-entry seams (issue 14).
-REENTRY_NAMES = [
-    "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
-]
-# Execution engine (issue 13).
+# The replay execution engine (issue 13).
 ENGINE_NAMES = [
     "Job", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
     "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
+]
+# Re-entry seams (issue 14).
+REENTRY_NAMES = [
+    "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
 ]
 # Paired interventions (issue 14): designs and re-entry under arms.
 INTERVENTION_NAMES = [
@@ -35,7 +35,9 @@ INTERVENTION_NAMES = [
 ]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
-    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "FrozenTransition",
+    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
+    "FrozenTransition", "areplay_channels", "ascore_channel_unit", "plan_channel_units",
+    "replay_channels", "score_channel_unit",
     "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
     "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
     "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",

@@ -1,0 +1,366 @@
+"""Channel replay: score the frozen states of recorded transitions under registered channels.
+
+For every completed instance of a window (a frozen transition, ``frozen_transitions``) and
+every channel, the replay scores the before state x⁻ and the after state x⁺ under each of
+the channel's cyclic layouts and in each acquisition wave, and writes the raw scores to an
+output trace ([ASV] §1, §4). Nothing is reduced here: the layouts are averaged within the
+channel later, by the estimator (``asv.from_trace(out)``), so the reduction can be re-run.
+
+The work is cut into units, one per (transition, channel, layout, wave); a unit scores
+both states. Its key is the SHA-256 of that identity (the transition's source run id,
+window id and sealed entry/exit hashes, the channel's name and version hash, the scorer's
+version hash, the layout and the wave), so a re-run into the same output skips every unit
+already sealed there, and a new version of a channel is new work. Each unit's output run
+carries its provenance: the source trace hash, the source run's identity (system, task,
+seed, meta, run id), the window and its id, the channel name, id and hash, the scorer name,
+id and hash, the layout, the wave, the states' hashes and the channel's declared model.
+
+Execution (bounded concurrency, retry, progress, resume, Ray) is ``run_units``'s. The
+code that runs is the app module the user names (``resolve_app``), never the trace.
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.replay import replay_channels
+    >>> @al.window("replay-doc-step")
+    ... def step(x: float) -> float:
+    ...     return x + 1.0
+    >>> @al.scorer("replay-doc-value")
+    ... def value(state, view, layout):
+    ...     v = state.value["x"] if state.before else state.value
+    ...     return float(v) + 0.1 * layout
+    >>> @al.channel("replay-doc-direct", scorer="replay-doc-value", layouts=2)
+    ... def direct(state):
+    ...     return None
+    >>> with al.record("agentlog-replay-doc.zst", seed=1, task="t"):
+    ...     _ = step(1.0)
+    >>> summary = replay_channels("agentlog-replay-doc.zst", ["replay-doc-direct"],
+    ...                           window="replay-doc-step", app="agentlog",
+    ...                           out="agentlog-replay-doc-out.zst", progress=False)
+    >>> summary.total, summary.done, summary.failed
+    (2, 2, 0)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import numbers
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentlog import AgentlogError, Trace
+from agentlog.adapters import call_options
+from agentlog.records import encode_artifact
+
+from ._app import resolve_app
+from ._channels import Channel, ScoreContext, Scorer, get_channel, get_scorer
+from ._executor import arun_units, run_units
+from ._retry import RetryPolicy
+from ._states import FrozenTransition, State, frozen_transitions
+from ._units import RunSummary, Unit, UnitContext, UnitScore
+
+if TYPE_CHECKING:
+    from ._cache import ModelCache
+
+__all__ = [
+    "CHANNEL_REPLAY_KIND",
+    "ChannelVersionError",
+    "areplay_channels",
+    "ascore_channel_unit",
+    "plan_channel_units",
+    "replay_channels",
+    "score_channel_unit",
+]
+
+CHANNEL_REPLAY_KIND = "agentlog.channel-replay/1"
+JOB = "agentlog.replay._channel_replay:score_channel_unit"
+AJOB = "agentlog.replay._channel_replay:ascore_channel_unit"
+
+TraceSource = Trace | str | os.PathLike[str] | Sequence[Any]
+
+
+class ChannelVersionError(AgentlogError):
+    """The worker's channel or scorer is not the version the replay was planned with."""
+
+
+def _unit_key(t: FrozenTransition, ch: Channel, sc: Scorer, layout: int, wave: int) -> str:
+    identity = [CHANNEL_REPLAY_KIND, t.run_id, t.window_id, t.entry_hash, t.exit_hash,
+                ch.name, ch.hash, sc.hash, layout, wave]
+    return hashlib.sha256(encode_artifact(identity, what="unit identity")).hexdigest()
+
+
+def _unit(t: FrozenTransition, ch: Channel, sc: Scorer, layout: int, wave: int) -> Unit:
+    payload = {
+        "channel": ch.name, "channel_hash": ch.hash, "scorer": sc.name,
+        "scorer_hash": sc.hash, "layout": layout, "wave": wave,
+        "source": None if t.source is None else str(t.source), "run_id": t.run_id,
+        "window": t.window, "window_id": t.window_id, "system": t.system, "task": t.task,
+        "seed": t.seed, "meta": dict(t.meta), "entry_hash": t.entry_hash,
+        "exit_hash": t.exit_hash, "entry": t.entry, "exit": t.exit,
+        "entry_problem": t.entry_problem, "exit_problem": t.exit_problem,
+    }
+    provenance = {
+        "kind": CHANNEL_REPLAY_KIND, "source_trace": t.trace_hash, "source_run": t.run_id,
+        "source_system": t.system, "source_task": t.task, "source_seed": t.seed,
+        "source_meta": dict(t.meta), "window": t.window, "window_id": t.window_id,
+        "entry_hash": t.entry_hash.hex(), "exit_hash": t.exit_hash.hex(),
+        "channel": ch.name, "channel_id": ch.id, "channel_hash": ch.hash,
+        "scorer": sc.name, "scorer_id": sc.id, "scorer_hash": sc.hash,
+        "layout": layout, "wave": wave, "model": ch.model,
+    }
+    return Unit(_unit_key(t, ch, sc, layout, wave), payload, provenance)
+
+
+def _check_counts(layouts: int | None, waves: int) -> None:
+    if layouts is not None and (isinstance(layouts, bool) or not isinstance(layouts, int)
+                                or layouts < 1):
+        raise ValueError(f"`layouts` must be an int >= 1 or None (each channel's declared "
+                         f"layouts); found {layouts!r}")
+    if isinstance(waves, bool) or not isinstance(waves, int) or waves < 1:
+        raise ValueError(f"`waves` must be an int >= 1 (acquisition waves); found {waves!r}")
+
+
+def _resolve_channels(channels: Iterable[str]) -> list[tuple[Channel, Scorer]]:
+    if isinstance(channels, str):
+        channels = [channels]
+    names = list(dict.fromkeys(channels))
+    if not names:
+        raise ValueError("`channels` must name at least one registered channel "
+                         "(--channel NAME)")
+    out = []
+    for name in names:
+        ch = get_channel(name)
+        out.append((ch, get_scorer(ch.scorer)))
+    return out
+
+
+def plan_channel_units(traces: TraceSource, channels: Iterable[str], *, window: str,
+                       layouts: int | None = None, waves: int = 1) -> list[Unit]:
+    """The units of a channel replay, in order: transition, channel, layout, wave.
+
+    Args:
+        traces: a ``Trace``, a trace file, a folder or a list of them.
+        channels: registered channel names.
+        window: the window whose transitions are scored.
+        layouts: score layouts ``0..layouts-1`` of every channel; None: each channel's
+            declared ``layouts``.
+        waves: acquisition waves ``0..waves-1``.
+
+    Raises:
+        agentlog.replay.NotRegisteredError: a channel, or the scorer it names, is not
+            registered (the app module was not imported, or the name is wrong).
+        agentlog.replay.WindowNotFoundError: the traces hold no completed ``window``.
+        ValueError: bad ``layouts``/``waves``, or no channel.
+    """
+    _check_counts(layouts, waves)
+    resolved = _resolve_channels(channels)
+    units = []
+    for t in frozen_transitions(traces, window=window):
+        for ch, sc in resolved:
+            for layout in range(ch.layouts if layouts is None else layouts):
+                for wave in range(waves):
+                    units.append(_unit(t, ch, sc, layout, wave))
+    return units
+
+
+# ---------------------------------------------------------------------------- the job
+
+
+def _payload_parts(unit: Unit) -> tuple[Channel, Scorer, FrozenTransition, int, int]:
+    p = unit.payload
+    ch = get_channel(p["channel"])
+    sc = get_scorer(p["scorer"])
+    for what, got, want in (("channel", ch, p["channel_hash"]),
+                            ("scorer", sc, p["scorer_hash"])):
+        if got.hash != want:
+            raise ChannelVersionError(
+                f"{what} {got.name!r} here has version {got.hash[:12]}…, but the replay was "
+                f"planned with {want[:12]}…: this process imports different code for it "
+                f"({got.id}). Run every worker with the same version of the app module")
+    source = p.get("source")
+    t = FrozenTransition(
+        source=None if source is None else Path(source), trace_hash="", run_id=p["run_id"],
+        window_id=p["window_id"], window=p["window"], system=p["system"], task=p["task"],
+        seed=p["seed"], meta=p["meta"], entry_hash=p["entry_hash"], exit_hash=p["exit_hash"],
+        entry=p["entry"], exit=p["exit"], entry_problem=p.get("entry_problem"),
+        exit_problem=p.get("exit_problem"))
+    return ch, sc, t, p["layout"], p["wave"]
+
+
+def _both_states(t: FrozenTransition) -> tuple[State, State]:
+    before = t.before()
+    after = State(side="after", value=t.decoded_exit(), entry=before.value, hash=t.exit_hash,
+                  window=t.window, task=t.task, system=t.system, seed=t.seed, meta=t.meta)
+    return before, after
+
+
+def _view(ch: Channel, state: State) -> str | None:
+    view = ch.view(state)
+    if view is not None and not isinstance(view, str):
+        raise TypeError(f"channel {ch.name!r}: view({state.side} state) must return a str or "
+                        f"None (no added view); returned {type(view).__name__}")
+    return view
+
+
+def _kwargs(sc: Scorer, ch: Channel, layout: int, wave: int, unit: Unit,
+            ctx: UnitContext) -> dict[str, Any]:
+    if not sc.takes_context:
+        return {}
+    return {"context": ScoreContext(channel=ch, scorer=sc, layout=layout, wave=wave,
+                                    cache=ctx.cache, unit=unit.key)}
+
+
+def _score(sc: Scorer, ch: Channel, layout: int, wave: int, t: FrozenTransition,
+           state: State, value: Any) -> UnitScore:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"scorer {sc.name!r} must return a float; returned "
+                        f"{type(value).__name__} for the {state.side} state")
+    return UnitScore(sc.name, float(value), channel=ch.name, layout=layout, wave=wave,
+                     transition=t.window_id, state_hash=state.hash)
+
+
+def score_channel_unit(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
+    """The job of one channel-replay unit: score x⁻ and x⁺ under its channel and layout.
+
+    Model calls inside use draw index = the wave and the channel's name in their cache key
+    (``adapters.call_options``), so each wave is its own acquisition.
+
+    Raises:
+        agentlog.replay.StateDecodeError: a state cannot be decoded (this unit fails).
+        ChannelVersionError: the channel or scorer here differs from the planned version.
+        TypeError: a view that returns neither str nor None, a scorer that returns no
+            float, or an async scorer (``ascore_channel_unit`` runs those).
+    """
+    ch, sc, t, layout, wave = _payload_parts(unit)
+    if sc.is_async:
+        raise TypeError(f"scorer {sc.name!r} is async: run the unit with "
+                        "ascore_channel_unit")
+    out = []
+    with call_options(draw=wave, channel=ch.name):
+        for state in _both_states(t):
+            view = _view(ch, state)
+            value = sc.fn(state, view, layout, **_kwargs(sc, ch, layout, wave, unit, ctx))
+            out.append(_score(sc, ch, layout, wave, t, state, value))
+    return out
+
+
+async def ascore_channel_unit(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
+    """The async twin of ``score_channel_unit``: awaits an async scorer; a sync scorer runs
+    in a worker thread (context copied), so it never blocks the event loop."""
+    ch, sc, t, layout, wave = _payload_parts(unit)
+    out = []
+    with call_options(draw=wave, channel=ch.name):
+        for state in _both_states(t):
+            view = _view(ch, state)
+            kwargs = _kwargs(sc, ch, layout, wave, unit, ctx)
+            if sc.is_async:
+                value = await sc.fn(state, view, layout, **kwargs)
+            else:
+                value = await asyncio.to_thread(sc.fn, state, view, layout, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            out.append(_score(sc, ch, layout, wave, t, state, value))
+    return out
+
+
+# ---------------------------------------------------------------------------- the replay
+
+
+def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str | None,
+             layouts: int | None, waves: int, start: Path | None) -> tuple[list[Unit], str,
+                                                                           str]:
+    paths: list[Path] = []
+    if isinstance(traces, str | os.PathLike):
+        paths = [Path(traces)]
+    elif not isinstance(traces, Trace):
+        paths = [Path(p) for p in traces if isinstance(p, str | os.PathLike)]
+    module = resolve_app(app, traces=paths, start=start)
+    units = plan_channel_units(traces, channels, window=window, layouts=layouts, waves=waves)
+    scorers = {get_scorer(get_channel(u.payload["channel"]).scorer).is_async for u in units}
+    return units, module.__name__, AJOB if True in scorers else JOB
+
+
+def replay_channels(
+    traces: TraceSource,
+    channels: Iterable[str],
+    *,
+    window: str,
+    out: str | os.PathLike[str],
+    app: str | None = None,
+    layouts: int | None = None,
+    waves: int = 1,
+    concurrency: int = 8,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+    cache: ModelCache | str | os.PathLike[str] | None = None,
+    frozen: bool = False,
+    retry: RetryPolicy | None = None,
+    progress: bool = True,
+    start: Path | None = None,
+) -> RunSummary:
+    """Score x⁻ and x⁺ of every transition of ``window`` under each channel; write ``out``.
+
+    Args:
+        traces: the recorded traces (a ``Trace``, a file, a folder or a list of them).
+        channels: registered channel names (``--channel``), e.g. ``["direct", "quote"]``.
+        window: the window whose transitions are scored (``--window``).
+        out: the output trace, appended to; units already sealed there are skipped.
+        app: the module that registers the channels and scorers (``--app``); else
+            ``[tool.agentlog] app`` in the nearest ``pyproject.toml``, else
+            ``$AGENTLOG_APP`` (``resolve_app``).
+        layouts: layouts ``0..layouts-1`` of every channel; None: each channel's declared.
+        waves: acquisition waves ``0..waves-1`` (repeat scoring passes of the same cells).
+        concurrency: units in flight at once.
+        executor: ``"local"`` (asyncio, sync scorers in threads) or ``"ray"``.
+        ray_address: an existing Ray cluster (``executor="ray"``); None starts a local one.
+        cache: the exact-input model cache (a ``ModelCache`` or its path) that scorers'
+            model calls go through (``ScoreContext.cache``).
+        frozen: every model call must be served by ``cache``; a miss fails its unit with
+            ``agentlog.CacheMiss``.
+        retry: the retry policy of transient errors (default ``RetryPolicy()``).
+        progress: show a progress bar (on a terminal).
+        start: where to look for ``pyproject.toml`` (default: the working folder).
+
+    Returns:
+        The ``RunSummary``: units total / skipped / done / failed, the failures, cache
+        hits, misses and live calls.
+
+    Raises:
+        agentlog.replay.AppNotGivenError, agentlog.replay.AppImportError: no app, or it
+            does not import.
+        agentlog.replay.NotRegisteredError: a channel or its scorer is not registered.
+        agentlog.replay.WindowNotFoundError: the traces hold no completed ``window``.
+    """
+    units, module, job = _prepare(traces, channels, window, app, layouts, waves, start)
+    return run_units(units, job, out=out, app=module, concurrency=concurrency,
+                     executor=executor, ray_address=ray_address, retry=retry or RetryPolicy(),
+                     progress=progress, cache=cache, frozen=frozen)
+
+
+async def areplay_channels(
+    traces: TraceSource,
+    channels: Iterable[str],
+    *,
+    window: str,
+    out: str | os.PathLike[str],
+    app: str | None = None,
+    layouts: int | None = None,
+    waves: int = 1,
+    concurrency: int = 8,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+    cache: ModelCache | str | os.PathLike[str] | None = None,
+    frozen: bool = False,
+    retry: RetryPolicy | None = None,
+    progress: bool = True,
+    start: Path | None = None,
+) -> RunSummary:
+    """The async twin of ``replay_channels`` (same arguments, same result)."""
+    units, module, job = _prepare(traces, channels, window, app, layouts, waves, start)
+    return await arun_units(units, job, out=out, app=module, concurrency=concurrency,
+                            executor=executor, ray_address=ray_address,
+                            retry=retry or RetryPolicy(), progress=progress, cache=cache,
+                            frozen=frozen)
