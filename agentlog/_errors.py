@@ -26,6 +26,8 @@ Every message says what was expected, what was found, where, and what to do.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AgentlogError(Exception):
     """Base class of every error agentlog raises on purpose."""
@@ -85,7 +87,26 @@ class CacheMiss(ReplayError):
 
 
 class ReplayDivergenceError(ReplayError):
-    """A replay that had to reproduce the recording made a different choice."""
+    """A replay that had to reproduce the recording made a different choice.
+
+    Attributes:
+        record: index of the diverging record in its run's records (None: the recording
+            has no draw at that stream and step).
+        stream, step: the ``select``/``proceed`` stream and step where it diverged.
+        field: what differed (``"choice"``, ``"decision"``, ``"candidates"``, ...).
+        recorded, replayed: both values.
+    """
+
+    def __init__(self, message: str, *, record: int | None = None, stream: str | None = None,
+                 step: int | None = None, field: str | None = None, recorded: Any = None,
+                 replayed: Any = None) -> None:
+        super().__init__(message)
+        self.record = record
+        self.stream = stream
+        self.step = step
+        self.field = field
+        self.recorded = recorded
+        self.replayed = replayed
 
 
 class IncompleteFaceError(AgentlogError, ValueError):

@@ -190,6 +190,11 @@ class WindowView:
         return inline if inline is not None else self._trace.blob(self.enter.entry_hash)
 
     @property
+    def trace(self) -> Trace:
+        """The trace this window instance was read from."""
+        return self._trace
+
+    @property
     def arguments_bytes(self) -> bytes | None:
         """The canonical bound-argument map of a window whose ``entry=`` projects (stored
         beside the projection, scrubbed; replay re-invokes the function from it). None
