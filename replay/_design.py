@@ -67,30 +67,43 @@ def _plain(value: Any) -> Any:
 
 
 def steer_identity(steer: Steer) -> dict[str, Any]:
-    """What identifies a steer in an arm's hash: its class and creation parameters.
+    """What identifies a steer in an arm's hash.
 
-    A steer that carries a registry ``hash`` (a ``str``: the registered class's version
-    with its constructor parameters) is identified by it; otherwise by its class's
-    ``module:qualname`` and its public attributes.
+    An intervention of ``agentlog.replay.interventions`` (every subclass of its ``Steer``
+    is registered) is identified by ``interventions.identity``: its registered hash
+    (``module:qualname`` and source digest) with its constructor parameters. Any other
+    core ``Steer`` by its class's ``module:qualname`` and public attributes.
     """
+    from . import interventions
+
+    if isinstance(steer, interventions.Steer):
+        return interventions.identity(steer)
     cls = type(steer)
-    registered = getattr(steer, "hash", None)
     params = {k: _plain(v) for k, v in sorted(vars(steer).items()) if not k.startswith("_")}
-    out: dict[str, Any] = {"id": f"{cls.__module__}:{cls.__qualname__}", "params": params}
-    if isinstance(registered, str):
-        out["hash"] = registered
-    return out
+    return {"name": steer.name, "id": f"{cls.__module__}:{cls.__qualname__}",
+            "params": params}
 
 
 def level_label(factor: str, level: Level) -> str:
-    """The short name of a level: ``"agent"``, ``"uniform"``, ``"fixed:4"``.
+    """The short name of a level, as the command line writes it: ``"agent"``,
+    ``"uniform"``, ``"fixed:4"``, ``"temperature:0.5"``.
 
-    A steer's label is its ``label`` attribute when it has one, else its ``name``.
+    The interventions of ``agentlog.replay.interventions`` get their command-line token;
+    another steer its ``label`` attribute when it has one, else its ``name``.
     """
     if isinstance(level, str):
         return level
     label = getattr(level, "label", None)
-    return str(label) if label else str(level.name)
+    if label:
+        return str(label)
+    for token, (_factor, cls_name, kind) in _TOKENS.items():
+        if type(level).__name__ != cls_name or type(level).__module__ != _INTERVENTIONS:
+            continue
+        if kind is None:
+            return token
+        value = level.n if kind is int else level.t  # type: ignore[attr-defined]
+        return f"{token}:{value:g}" if kind is float else f"{token}:{value}"
+    return str(level.name)
 
 
 class _ArmSteer(Steer):
@@ -271,6 +284,7 @@ def parse_design(options: Sequence[str], *, seeds: int = 1,
                   seeds=range(seeds))
 
 
+_INTERVENTIONS = "agentlog.replay.interventions"
 # token name -> (factor, class name in agentlog.replay.interventions, argument type)
 _TOKENS: dict[str, tuple[str, str, type | None]] = {
     "uniform": ("selection", "Uniform", None),
@@ -297,12 +311,7 @@ def default_level(factor: str, token: str) -> Level:
     _, cls_name, kind = spec
     import importlib
 
-    try:  # the interventions module, imported on first use
-        module = importlib.import_module("agentlog.replay.interventions")
-    except ImportError as exc:  # pragma: no cover - present in every release
-        raise ValueError(f"{factor} level {token!r} needs agentlog.replay.interventions, "
-                         f"which cannot be imported ({exc})") from None
-    cls = getattr(module, cls_name)
+    cls = getattr(importlib.import_module(_INTERVENTIONS), cls_name)
     if kind is None:
         if arg:
             raise ValueError(f"{factor} level {token!r}: {name} takes no argument")

@@ -35,16 +35,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.replay import Design, intervene, read_units
-
-try:
-    from agentlog.replay.interventions import FixedHorizon, Uniform
-
-    SELECTION: Any = Uniform()
-    STOPPING: Any = FixedHorizon(4)
-except ImportError:  # before the interventions module: the suite's own steers
-    from tests.replay.test_intervene_design import Flat, Horizon
-
-    SELECTION, STOPPING = Flat(), Horizon(4)
+from agentlog.replay.interventions import FixedHorizon, Uniform
 
 EFFECTS = ("selection", "stopping", "interaction", "total")
 CODES = {("uniform", 0): "00", ("agent", 0): "10", ("uniform", 1): "01", ("agent", 1): "11"}
@@ -82,7 +73,7 @@ def main() -> None:
     try:
         run_study(tmp / "src", tasks=task_ids(args.tasks), rankings=("agent",), seeds=(0,),
                   evaluate=False)
-        design = Design(selection=["agent", SELECTION], stopping=["adaptive", STOPPING],
+        design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
                         seeds=range(args.replicates))
         intervene(tmp / "src", window="retrieval", arms=design, out=tmp / "crn", app=APP,
                   mode="rerun", scores=opened_mean)

@@ -13,7 +13,7 @@ from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation
 from agentlog.replay import Design, intervene, read_units, replicate_seed
-from tests.replay.test_intervene_design import Flat, Horizon
+from agentlog.replay.interventions import FixedHorizon, Uniform
 
 APP = "agentlog.examples.deep_research"
 
@@ -22,7 +22,8 @@ def opened_mean(result: Any) -> dict[str, float]:
     return {"opened_mean": float(np.mean(result.y))}
 
 
-DESIGN = Design(selection=["agent", Flat()], stopping=["adaptive", Horizon(4)], seeds=range(2))
+DESIGN = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
+                seeds=range(2))
 
 
 @pytest.fixture(scope="module")

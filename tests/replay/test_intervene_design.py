@@ -10,30 +10,34 @@ import pytest
 
 import agentlog as al
 from agentlog.records import Continuation, Selection
-from agentlog.reentry import Steer, steering, stream_origin
+from agentlog.reentry import Steer as CoreSteer
+from agentlog.reentry import steering
 from agentlog.replay import Design, parse_design, replicate_seed
+from agentlog.replay.interventions import (
+    FixedHorizon,
+    NeverStop,
+    Reverse,
+    StopAt,
+    Temperature,
+    Uniform,
+)
 
 
-class Flat(Steer):
-    name = "uniform"
+class Flat(CoreSteer):
+    """A steer that is not a registered intervention: identified by class and attributes."""
+
+    name = "flat"
+
+    def __init__(self, label: str = "flat") -> None:
+        self.label = label
 
     def select(self, stream: str, step: int, probs: Any, ids: Any) -> Any:
         return np.full(len(probs), 1.0 / len(probs))
 
 
-class Horizon(Steer):
-    name = "fixed"
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.label = f"fixed:{n}"
-
-    def proceed(self, stream: str, step: int, p: float) -> bool | None:
-        return step - stream_origin(stream) + 1 < self.n  # continue until round n
-
-
 def test_a_2x2_design_expands_to_four_named_arms_and_paired_replicates() -> None:
-    d = Design(selection=["agent", Flat()], stopping=["adaptive", Horizon(4)], seeds=range(3))
+    d = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
+               seeds=range(3))
     arms = d.arms()
     assert [a.name for a in arms] == [
         "selection=agent,stopping=adaptive", "selection=agent,stopping=fixed:4",
@@ -44,20 +48,20 @@ def test_a_2x2_design_expands_to_four_named_arms_and_paired_replicates() -> None
     assert d.replicates == (0, 1, 2) and len(d) == 12
     # the hash is a function of the levels' identities: equal designs, equal hashes;
     # another horizon, another hash
-    again = Design(selection=["agent", Flat()], stopping=["adaptive", Horizon(4)]).arms()
+    again = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)]).arms()
     assert [a.hash for a in again] == [a.hash for a in arms]
-    other = Design(selection=["agent", Flat()], stopping=["adaptive", Horizon(5)]).arms()
+    other = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(5)]).arms()
     assert other[0].hash == arms[0].hash and other[1].hash != arms[1].hash
 
 
 def test_an_arms_steer_applies_each_factor_only_through_its_own_hook(tmp_path: Path) -> None:
-    arm = Design(selection=[Flat()], stopping=[Horizon(2)]).arms()[0]
+    arm = Design(selection=[Uniform()], stopping=[FixedHorizon(2)]).arms()[0]
     assert arm.steer is not None
     np.testing.assert_allclose(arm.steer.select("doc", 0, np.array([0.9, 0.1]), ("a", "b")),
                                [0.5, 0.5])
-    assert arm.steer.proceed("stop", 0, 0.01) is True
-    assert arm.steer.proceed("stop", 1, 0.99) is False
-    sel_only = Design(selection=[Flat()], stopping=["adaptive"]).arms()[0]
+    assert arm.steer.proceed("stop", 0, 0.01) == 1.0  # FixedHorizon(2): go on, then stop
+    assert arm.steer.proceed("stop", 1, 0.99) == 0.0
+    sel_only = Design(selection=[Uniform()], stopping=["adaptive"]).arms()[0]
     assert sel_only.steer is not None and sel_only.steer.proceed("stop", 0, 0.3) is None
     path = tmp_path / "arm.zst"
     with al.record(path, seed=3), steering(arm.steer):
@@ -65,7 +69,8 @@ def test_an_arms_steer_applies_each_factor_only_through_its_own_hook(tmp_path: P
         assert al.proceed(0.01, name="stop") is True
     sel = next(r for r in al.read(path).records if type(r) is Selection)
     cont = next(r for r in al.read(path).records if type(r) is Continuation)
-    assert sel.steer == cont.steer == arm.name and cont.forced and not sel.forced
+    assert sel.steer == cont.steer == arm.name and not cont.forced and not sel.forced
+    assert (cont.p, cont.policy_p) == (1.0, 0.01)
     np.testing.assert_allclose(np.frombuffer(sel.probs), [0.5, 0.5])
 
 
@@ -86,7 +91,7 @@ def test_bad_designs_say_what_was_expected() -> None:
         Design(stopping="adaptive")
     with pytest.raises(ValueError, match=r"`selection` has levels with the same label "
                                          r"\['uniform'\]"):
-        Design(selection=[Flat(), Flat()])
+        Design(selection=[Uniform(), Uniform()])
     with pytest.raises(ValueError, match="`seeds` repeats a replicate"):
         Design(seeds=[0, 0])
     with pytest.raises(ValueError, match="`seeds` are replicate indices >= 0; found -2"):
@@ -96,24 +101,28 @@ def test_bad_designs_say_what_was_expected() -> None:
 
 
 def _level(factor: str, token: str) -> Any:
-    if token in ("agent", "adaptive"):
-        return token
-    if token == "uniform":
-        return Flat()
-    if token.startswith("fixed:"):
-        return Horizon(int(token.split(":")[1]))
-    raise ValueError(f"unknown {factor} level {token!r}")
+    return Flat(token) if token.startswith("flat") else token
 
 
 def test_the_command_line_form_parses_to_the_same_design() -> None:
-    d = parse_design(["selection=agent,uniform", "stopping=adaptive,fixed:4"], seeds=3,
-                     level=_level)
-    direct = Design(selection=["agent", Flat()], stopping=["adaptive", Horizon(4)],
+    d = parse_design(["selection=agent,uniform", "stopping=adaptive,fixed:4"], seeds=3)
+    direct = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
                     seeds=range(3))
-    assert [a.name for a in d.arms()] == [a.name for a in direct.arms()]
+    assert [a.name for a in d.arms()] == [a.name for a in direct.arms()] == [
+        "selection=agent,stopping=adaptive", "selection=agent,stopping=fixed:4",
+        "selection=uniform,stopping=adaptive", "selection=uniform,stopping=fixed:4"]
     assert [a.hash for a in d.arms()] == [a.hash for a in direct.arms()]
     assert d.replicates == (0, 1, 2)
-    only_sel = parse_design(["selection=agent,uniform"], level=_level)
+    every = parse_design(["selection=agent,uniform,reverse,temperature:0.5",
+                          "stopping=adaptive,fixed:3,stop_at:2,never_stop"])
+    levels = {f: [dict(a.factors)[f] for a in every.arms()] for f in ("selection", "stopping")}
+    assert sorted(set(levels["selection"])) == ["agent", "reverse", "temperature:0.5",
+                                                "uniform"]
+    assert sorted(set(levels["stopping"])) == ["adaptive", "fixed:3", "never_stop", "stop_at:2"]
+    kinds = {type(v) for v in (*every.selection, *every.stopping) if not isinstance(v, str)}
+    assert kinds == {Uniform, Reverse, Temperature, FixedHorizon, StopAt, NeverStop}
+    assert next(v for v in every.selection if isinstance(v, Temperature)).t == 0.5
+    only_sel = parse_design(["selection=agent,uniform"])
     assert [a.name for a in only_sel.arms()] == ["selection=agent,stopping=adaptive",
                                                 "selection=uniform,stopping=adaptive"]
     for bad, message in (
@@ -121,16 +130,23 @@ def test_the_command_line_form_parses_to_the_same_design() -> None:
         (["ranking=agent"], "unknown factor 'ranking'; the factors are selection, stopping"),
         (["selection=agent", "selection=uniform"], "factor 'selection' is given twice"),
         (["selection=agent,,uniform"], "an empty level"),
-        (["selection=agent,greedy"], "unknown selection level 'greedy'"),
+        (["selection=agent,greedy"], r"unknown selection level 'greedy'; the selection "
+                                     r"levels are agent, uniform, reverse, temperature:T"),
+        (["stopping=adaptive,uniform"], r"unknown stopping level 'uniform'; the stopping "
+                                        r"levels are adaptive, fixed:N, stop_at:N, never_stop"),
+        (["stopping=fixed:x"], r"stopping level 'fixed:x': expected fixed:N with a whole "
+                               "number after the colon"),
+        (["selection=uniform:3"], "selection level 'uniform:3': uniform takes no argument"),
     ):
         with pytest.raises(ValueError, match=message):
-            parse_design(bad, level=_level)
+            parse_design(bad)
     with pytest.raises(ValueError, match="--seeds must be a positive number"):
-        parse_design([], seeds=0, level=_level)
+        parse_design([], seeds=0)
 
 
-def test_the_default_level_parser_names_the_known_levels_of_the_factor() -> None:
-    with pytest.raises(ValueError, match=r"unknown stopping level 'uniform'; the stopping "
-                                         r"levels are adaptive, fixed:N, stop_at:N, never_stop"):
-        parse_design(["stopping=adaptive,uniform"])
-    assert parse_design(["selection=agent"]).arms()[0].steer is None
+def test_a_custom_level_parser_and_an_unregistered_steer() -> None:
+    d = parse_design(["selection=agent,flat"], level=_level)
+    (own, flat) = d.arms()
+    assert flat.name == "selection=flat,stopping=adaptive" and own.steer is None
+    other = parse_design(["selection=agent,flat2"], level=_level).arms()[1]
+    assert other.hash != flat.hash  # the steer's attributes are in the hash
