@@ -43,6 +43,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import os
 import threading
@@ -171,8 +172,11 @@ def intervene(
             ``$AGENTLOG_SECRET_<NAME>``); never stored.
         instance: the object (or a factory of the ``WindowView``) a method window binds.
         concurrency: units running at once.
-        executor: ``"local"``; ``"ray"`` needs every steer to cross to workers, which
-            this release does not do (refused).
+        executor: ``"local"`` or ``"ray"``. On Ray each unit carries its arm as plain data
+            (every steer's ``interventions.identity``: a worker rebuilds it from its
+            registered class and refuses when the identity hash differs), ``scores`` and
+            ``instance`` must be module-level functions of the app, and secrets come from
+            ``$AGENTLOG_SECRET_<NAME>`` where the workers run.
         progress: show the engine's progress bar.
 
     Returns:
@@ -180,7 +184,8 @@ def intervene(
 
     Raises:
         ValueError: an unknown mode; a mode that cannot be served (``frozen``/``branch``);
-            no sealed instance of ``window``; bad traces. Each message says what to do.
+            no sealed instance of ``window``; bad traces; on Ray, an arm, ``scores`` or
+            ``instance`` a worker cannot rebuild. Each message says what to do.
         AppNotGivenError, AppImportError: the app module (``resolve_app``).
     """
     if mode not in MODES:
@@ -192,14 +197,19 @@ def intervene(
             "cache, so it cannot guarantee that nothing runs live; it refuses instead. Pass "
             "mode='rerun' (everything live) for an agent whose model and tools are "
             "deterministic, and say so when you report the results")
-    if executor != "local":
-        raise ValueError(
-            f"executor={executor!r}: the arms' steers are objects of this process and do "
-            "not cross to Ray workers in this release; use executor='local'")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
     files = _source_files(traces)
     arm_list = tuple(arms.arms() if isinstance(arms, Design) else arms)
     if not arm_list:
         raise ValueError("`arms` is empty; give a Design or a list of Arm")
+    specs = {a.hash: _arm_spec(a, executor) for a in arm_list}
+    scores_id = _function_id(scores, "scores", executor)
+    instance_id = _function_id(instance, "instance", executor)
+    if executor == "ray" and secrets:
+        raise ValueError("executor='ray': secrets= are values of this process and never "
+                         "cross to workers; set $AGENTLOG_SECRET_<NAME> where the workers "
+                         "run instead")
     reps = tuple(seeds) if seeds is not None else (
         arms.replicates if isinstance(arms, Design) else (0,))
     from ._design import replicate_seed
@@ -234,6 +244,7 @@ def intervene(
                         "token": token, "source": str(path), "run": view.run,
                         "window": view.window, "arm_hash": arm.hash, "seed": prov["seed"],
                         "arm_trace": str(out_dir / ARMS_DIR / f"{key}.zst"),
+                        "arm": specs[arm.hash], "scores": scores_id, "instance": instance_id,
                     }, provenance=prov))
     if not instances:
         raise ValueError(f"no sealed instance of window {window!r} in {len(files)} trace(s) "
@@ -243,7 +254,7 @@ def intervene(
         _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores)
     try:
         summary = run_units(units, JOB, out=out_dir / UNITS_FILE, app=app,
-                            concurrency=concurrency, executor="local", progress=progress)
+                            concurrency=concurrency, executor=executor, progress=progress)
     finally:
         with _calls_lock:
             _calls.pop(token, None)
@@ -276,9 +287,8 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     p = unit.payload
     with _calls_lock:
         call = _calls.get(p["token"])
-    if call is None:
-        raise RuntimeError("this unit belongs to an intervene() call of another process; "
-                           "run it through agentlog.replay.intervene")
+    if call is None:  # a worker of another process (Ray): rebuild from plain data
+        call = _rebuilt(p)
     arm = call.arms[p["arm_hash"]]
     trace = _source(p["source"])
     view = _view(trace, p["run"], p["window"])
@@ -304,3 +314,88 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
                                  wave=rec.wave, transition=rec.transition,
                                  state_hash=rec.state_hash))
     return out
+
+
+def _arm_spec(arm: Arm, executor: str) -> dict[str, Any]:
+    """The arm as plain data a worker rebuilds it from: each factor's steer identity
+    (``interventions.identity``: registered class, constructor parameters, hash)."""
+    from . import interventions
+
+    spec: dict[str, Any] = {"name": arm.name, "factors": dict(arm.factors)}
+    steer = arm.steer
+    for factor in ("selection", "stopping"):
+        level = getattr(steer, factor, None) if steer is not None else None
+        if level is None:
+            spec[factor] = None
+        elif isinstance(level, interventions.Steer):
+            spec[factor] = interventions.identity(level)
+        elif executor == "ray":
+            raise ValueError(
+                f"executor='ray': the {factor} level {level!r} of arm {arm.name} is not a "
+                "registered intervention, so a worker cannot rebuild it; derive it from "
+                "agentlog.replay.interventions.Steer, or use executor='local'")
+        else:
+            spec[factor] = None  # served by this process's objects only
+    return spec
+
+
+def _function_id(obj: Any, what: str, executor: str) -> str | None:
+    """``module:qualname`` of a module-level function (a worker imports it), else None
+    (served by this process only; refused for Ray)."""
+    if obj is None:
+        return None
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    ok = bool(module) and "<" not in qual and callable(obj)
+    if ok:
+        try:
+            ok = _resolve(f"{module}:{qual}") is obj
+        except (ImportError, AttributeError):
+            ok = False
+    if ok:
+        return f"{module}:{qual}"
+    if executor == "ray":
+        raise ValueError(f"executor='ray': `{what}` must be a module-level function a worker "
+                         f"can import (found {obj!r}); define it in your app module")
+    return None
+
+
+def _resolve(name: str) -> Any:
+    module, _, qual = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _rebuilt(payload: Mapping[str, Any]) -> _Call:
+    """The arm, scores and instance of a unit from its plain data, in a worker process.
+
+    Each steer is rebuilt from its registered class and parameters, and its identity hash
+    checked against the one the driver computed: a worker whose code differs refuses.
+    """
+    from . import interventions
+    from ._design import _ArmSteer
+
+    spec = payload["arm"]
+    levels: dict[str, Any] = {}
+    for factor in ("selection", "stopping"):
+        ident = spec.get(factor)
+        if ident is None:
+            levels[factor] = None
+            continue
+        cls = interventions.STEERS.get(ident["id"]).obj
+        steer = cls(**ident["params"])
+        if interventions.identity(steer)["hash"] != ident["hash"]:
+            raise RuntimeError(
+                f"the {factor} steer {ident['name']!r} rebuilt in this worker has another "
+                "identity than the driver's (its code or parameters differ): install the "
+                "same agentlog and app version on every worker")
+        levels[factor] = steer
+    own = levels["selection"] is None and levels["stopping"] is None
+    steer_obj = None if own else _ArmSteer(spec["name"], levels["selection"],
+                                           levels["stopping"])
+    arm = Arm(name=spec["name"], factors=spec["factors"], hash=payload["arm_hash"],
+              steer=steer_obj)
+    scores = _resolve(payload["scores"]) if payload.get("scores") else None
+    instance = _resolve(payload["instance"]) if payload.get("instance") else None
+    return _Call({arm.hash: arm}, None, instance, scores)

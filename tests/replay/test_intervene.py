@@ -140,9 +140,14 @@ def test_modes_fail_closed_and_bad_calls_say_what_to_do(replayed: Path, tmp_path
     with pytest.raises(ValueError, match="no sealed instance of window 'retrival'"):
         intervene(replayed / "src", window="retrival", arms=DESIGN, out=tmp_path / "o",
                   app=APP, mode="rerun")
-    with pytest.raises(ValueError, match="use executor='local'"):
+    with pytest.raises(ValueError, match="`scores` must be a module-level function a worker "
+                                         "can import"):
         intervene(replayed / "src", window="retrieval", arms=DESIGN, out=tmp_path / "o",
-                  app=APP, mode="rerun", executor="ray")
+                  app=APP, mode="rerun", executor="ray", scores=lambda r: {})
+    with pytest.raises(ValueError, match=r"secrets= are values of this process and never "
+                                         r"cross to workers; set \$AGENTLOG_SECRET_<NAME>"):
+        intervene(replayed / "src", window="retrieval", arms=DESIGN, out=tmp_path / "o",
+                  app=APP, mode="rerun", executor="ray", secrets={"token": "x"})
     with pytest.raises(ValueError, match="no such trace file or folder"):
         intervene(tmp_path / "missing", window="retrieval", arms=DESIGN, out=tmp_path / "o",
                   app=APP, mode="rerun")
