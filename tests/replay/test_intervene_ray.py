@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 import agentlog as al
 from agentlog.examples.deep_research import run_study, task_ids
@@ -16,30 +12,8 @@ from agentlog.replay import Design, intervene, read_units
 from agentlog.replay.interventions import FixedHorizon, Uniform
 from tests.replay.test_intervene import APP, opened_mean
 
-ROOT = Path(__file__).resolve().parents[2]
-
-try:
-    import ray
-except ImportError:  # pragma: no cover - CI installs the dev extra, which has Ray
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("Ray is not installed: pip install -e '.[dev]' (or 'agentlog[ray]')",
-                allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+# The exec engine's module-scoped local cluster (autouse; it skips without Ray).
+from tests.replay.test_ray_executor import cluster  # noqa: F401
 
 
 def _content(trace: al.Trace) -> list[tuple[Any, ...]]:
@@ -58,7 +32,7 @@ def _content(trace: al.Trace) -> list[tuple[Any, ...]]:
     return rows
 
 
-def test_local_and_ray_give_identical_arm_traces(cluster: None, tmp_path: Path) -> None:
+def test_local_and_ray_give_identical_arm_traces(tmp_path: Path) -> None:
     run_study(tmp_path / "src", tasks=task_ids(2), rankings=("agent",), seeds=(0,),
               evaluate=False)
     design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
