@@ -23,6 +23,7 @@ from ._estimate_effects import effects_command
 from ._estimate_reliability import reliability_command
 from ._export_cmd import export_command
 from ._inspect import inspect_command
+from ._replay_cmd import replay_command
 from ._validity_card import validity_card_command
 from ._verify_cmd import verify_command
 
@@ -65,6 +66,7 @@ app.command("verify")(verify_command)
 app.command("validity-card")(validity_card_command)
 app.command("certify")(certify_command)
 app.command("export")(export_command)
+app.command("replay")(replay_command)
 estimate_app.command("asv")(asv_command)
 estimate_app.command("reliability")(reliability_command)
 estimate_app.command("effects")(effects_command)

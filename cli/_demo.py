@@ -7,7 +7,9 @@ leaderboard of its search-policy variants ([LBC]).
 No network, no API key, a second or two. ``run_demo`` returns a JSON-ready summary dict
 (``summarize_study`` builds it from the trace files alone, never from in-memory results;
 ``summarize_cess_demo`` adds the ``"cess"`` key from the traces and the generated pools,
-``summarize_asv_demo`` the ``"asv"`` key from the evaluator's channel scores,
+``replay_asv_demo`` replays the retrieval transitions under the example's registered
+``direct`` and ``quote`` channels and ``summarize_asv_demo`` adds the ``"asv"`` key from
+the replayed scores,
 ``summarize_reliability_demo`` the ``"reliability"`` key from each run's error,
 ``summarize_certify_demo`` the ``"certify"`` key from the variants' traces and the
 bundled plan); ``render_demo`` draws it section by section, so that new sections
@@ -67,11 +69,15 @@ DEMO_CANDIDATES = 30
 DEMO_LAM = 0.5
 DEMO_ORDER = "clip-then-shrink"
 CESS_METHODS = (("opened_mean", "Opened Mean"), ("dr_raw", "raw DR"), ("cess", "CESS"))
-# The demo's ASV face: the example evaluator's retrieval scores, direct (ρ0) vs quote (ρ1).
+# The demo's ASV face: the retrieval transitions recorded without any evaluator, then
+# replayed from their sealed states under the example's registered channels, direct (ρ0)
+# vs quote (ρ1), four cyclic layouts each, into out/replay/asv.zst ([ASV]).
 # 2,000 bootstrap draws instead of the estimator's 10,000 keep the demo fast.
 ASV_CHANNELS = ("direct", "quote")
 ASV_WINDOW = "retrieval"
 ASV_SCORE = "margin"
+ASV_APP = "agentlog.examples.deep_research"  # the module that registers the channels
+ASV_REPLAY = ("replay", "asv.zst")  # below --out: not picked up by a glob of out/*.zst
 ASV_RESAMPLES = 2_000
 ASV_STATISTICS = ("mean_interaction", "mean_gain0", "mean_gain1", "mean_sign_disagreement")
 # The demo's reliability profile ([DMC] §4.4): each run's error |Opened Mean − θ*| per
@@ -286,11 +292,30 @@ def summarize_cess_demo(
     }
 
 
+def replay_asv_demo(paths: Sequence[Path], out: Path) -> tuple[Path, dict[str, Any]]:
+    """Replay the demo's retrieval transitions under ``ASV_CHANNELS`` into ``out/replay``.
+
+    What ``agentlog replay out/*.zst --channel direct --channel quote --window retrieval
+    --app agentlog.examples.deep_research`` does: x⁻ and x⁺ of every transition scored from
+    the sealed states alone, in each channel's four cyclic layouts. Returns the output path
+    and the run summary (as a dict).
+    """
+    from agentlog.replay import replay_channels
+
+    target = out.joinpath(*ASV_REPLAY)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    summary = replay_channels(list(paths), list(ASV_CHANNELS), window=ASV_WINDOW, out=target,
+                              app=ASV_APP, progress=False)
+    return target, summary.to_dict()
+
+
 def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
     """The ASV face of the demo's retrieval transitions, direct vs quote ([ASV]).
 
-    Trajectory = run, empirical weighting, ``ASV_RESAMPLES`` trajectory-block draws
-    (seed 0). The calibration verdict is Remark 2 applied to the mean gains.
+    ``paths`` are the channel scores: the demo's replay output (or traces recorded with
+    the record-time evaluator). Trajectory = the source run, empirical weighting,
+    ``ASV_RESAMPLES`` trajectory-block draws (seed 0). The calibration verdict is Remark 2
+    applied to the mean gains.
     """
     from agentlog.estimators import asv
 
@@ -392,13 +417,18 @@ def run_demo(
     )
 
     task_list: list[str] = task_ids(tasks)
+    # Recorded without the record-time evaluator: the channel scores come from replay.
     paths: list[Path] = run_study(
         out, tasks=task_list, rankings=rankings, seeds=range(seeds), budget=DEMO_BUDGET,
-        n_candidates=DEMO_CANDIDATES, pool_seed=DEMO_POOL_SEED,
+        n_candidates=DEMO_CANDIDATES, pool_seed=DEMO_POOL_SEED, evaluate=False,
     )
     summary = summarize_study(paths)
     summary["cess"] = summarize_cess_demo(paths, task_list)
-    summary["asv"] = summarize_asv_demo(paths)
+    replayed, replay_summary = replay_asv_demo(paths, out)
+    summary["asv"] = summarize_asv_demo([replayed])
+    summary["asv"]["replay"] = {"out": str(replayed), "app": ASV_APP,
+                                **{k: replay_summary[k] for k in ("total", "done", "skipped",
+                                                                  "failed", "wall_s")}}
     summary["reliability"] = summarize_reliability_demo(paths)
     summary["certify"] = summarize_certify_demo(out, task_list, seeds=seeds)
     summary["paired"] = summarize_paired_demo(out, paths, task_list)
@@ -415,7 +445,10 @@ def run_demo(
                        f"agentlog estimate cess {study} --outcomes "
                        f"{short_path(tables['outcomes'])} --predictions "
                        f"{short_path(tables['predictions'])}",
-                       f"agentlog estimate asv {study} --channels {','.join(ASV_CHANNELS)}",
+                       f"agentlog replay {study} "
+                       + " ".join(f"--channel {c}" for c in ASV_CHANNELS)
+                       + f" --window {ASV_WINDOW} --app {ASV_APP} --out asv.zst",
+                       f"agentlog estimate asv asv.zst --channels {','.join(ASV_CHANNELS)}",
                        f"agentlog estimate reliability {study} --by "
                        f"{','.join(RELIABILITY_BY)} --score {RELIABILITY_SCORE} "
                        f"--lower-is-better --tau {RELIABILITY_TAU:g}",
@@ -524,6 +557,12 @@ def _render_asv(summary: dict[str, Any], console: Console) -> None:
     console.print(f"[dim]Intervals: {a['confidence_level']:.0%} trajectory-block bootstrap, "
                   f"{a['n_resamples']:,} draws in the demo (agentlog estimate asv uses "
                   "10,000).[/]")
+    rep = a.get("replay")
+    if rep:
+        console.print(f"[dim]Scored by channel replay from the sealed states alone: "
+                      f"{rep['total']} units (transition x channel x layout) in "
+                      f"{rep['wall_s']:.2f} s into {escape(short_path(rep['out']))} "
+                      f"(channels registered by {escape(rep['app'])}).[/]")
     for w in a["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 

@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
-from agentlog.records import Score, iter_runs
 
 from ._inspect import table
 from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
@@ -72,19 +71,9 @@ def parse_channels(text: str) -> tuple[str, str]:
 
 
 def scored_cells(traces: Sequence[al.Trace | Path]) -> dict[str, dict[str, set[str]]]:
-    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition.
-
-    The files stream one run at a time (a score and its window share their run).
-    """
-    out: dict[str, dict[str, set[str]]] = {}
-    for _, run in iter_runs(list(traces), name="traces"):
-        names = {w.window: w.name for w in run.windows}
-        for s in run.records:
-            if type(s) is not Score or s.channel is None or s.transition is None:
-                continue
-            window = names.get(s.transition, "?")
-            out.setdefault(s.channel, {}).setdefault(window, set()).add(s.name)
-    return out
+    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition
+    (``asv.channel_scores``: recorded traces and channel replays' outputs alike)."""
+    return asv_module().channel_scores(list(traces))  # type: ignore[no-any-return]
 
 
 def choose_cells(

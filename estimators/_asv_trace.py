@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import Trace
-from agentlog.records import RunStart, Score, TraceRun, iter_runs
+from agentlog.records import RunStart, Score, iter_runs
 
 from ._asv import AsvFace, face
 
@@ -162,6 +162,7 @@ class _Replayed:
     start: RunStart  # the source run's identity, as its RunStart held it
     entry_hash: bytes
     exit_hash: bytes
+    source_file: str  # the source trace's file name ("" when not stored)
 
 
 def _replayed(start: RunStart, path: Any) -> _Replayed | None:
@@ -176,32 +177,48 @@ def _replayed(start: RunStart, path: Any) -> _Replayed | None:
             meta=dict(meta["source_meta"]), t_ns=0, generator="", agentlog_version="")
         return _Replayed((source.run_id, int(meta["window_id"])), str(meta["window"]),
                          source, bytes.fromhex(meta["entry_hash"]),
-                         bytes.fromhex(meta["exit_hash"]))
+                         bytes.fromhex(meta["exit_hash"]), str(meta.get("source_file") or ""))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: run {start.run} is a channel-replay unit whose provenance "
                          f"is incomplete ({type(exc).__name__}: {exc}); it was not written by "
                          "agentlog replay, or was edited. Replay into a fresh output") from None
 
 
-def _default_window(runs: Iterable[TraceRun], channels: tuple[str, str]) -> str | None:
+def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any]
+                   ) -> dict[str, dict[str, set[str]]]:
+    """``{channel: {window name: {score names}}}`` of the Score records tied to a transition.
+
+    Reads recorded traces and channel replays' outputs alike (a replayed unit's scores
+    belong to its source window); the files stream one run at a time. A score whose
+    transition is no window of its run is listed under the window name ``"?"``.
+    """
+    if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
+        source = list(source)
+    out: dict[str, dict[str, set[str]]] = {}
+    for trace, run in iter_runs(source, name="source"):
+        names = {w.window: w.name for w in run.windows}
+        rep = None if run.start is None else _replayed(run.start, trace.path)
+        for rec in run.records:
+            if type(rec) is not Score or rec.channel is None or rec.transition is None:
+                continue
+            if rep is not None:
+                window = rep.window if rec.transition == rep.key[1] else "?"
+            else:
+                window = names.get(rec.transition, "?")
+            out.setdefault(rec.channel, {}).setdefault(window, set()).add(rec.name)
+    return out
+
+
+def _default_window(source: Any, channels: tuple[str, str]) -> str | None:
     """The one window whose transitions carry scores on both channels.
 
     Taking every window instead would mix transitions that only one channel (or no
     channel) scored into the face, which is then incomplete. None when no window is
     scored on both: the caller's own checks then say what is missing.
     """
-    scored: dict[str, set[str]] = {}
-    for trace, run in runs:
-        names = {w.window: w.name for w in run.windows}
-        rep = None if run.start is None else _replayed(run.start, trace.path)
-        for rec in run.records:
-            if not isinstance(rec, Score) or rec.channel not in channels:
-                continue
-            if rep is not None and rec.transition == rep.key[1]:
-                scored.setdefault(rep.window, set()).add(rec.channel)
-            elif rep is None and rec.transition in names:
-                scored.setdefault(names[rec.transition], set()).add(rec.channel)
-    both = sorted(name for name, chans in scored.items() if len(chans) == 2)
+    cells = channel_scores(source)
+    both = sorted((set(cells.get(channels[0], {})) & set(cells.get(channels[1], {})))
+                  - {"?"})
     if len(both) > 1:
         raise ValueError(f"channels {channels[0]!r} and {channels[1]!r} both score the "
                          f"transitions of windows {both}; pass window= to pick one")
@@ -256,10 +273,10 @@ def from_trace(
     # Runs stream one at a time (a second pass finds the default window first): memory
     # holds a run and the per-transition arrays, whatever the size of the files.
     if window is None:
-        window = _default_window(iter_runs(source, name="source"), channels)
+        window = _default_window(source, channels)
     index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
     hashes: dict[int, tuple[bytes, bytes | None]] = {}
-    replayed_order: dict[int, tuple[str, str, int]] = {}  # transitions first seen replayed
+    replayed_order: dict[int, tuple[str, int, str]] = {}  # transitions first seen replayed
 
     def add(key: tuple[str, int], name: str, start: RunStart, path: Any,
             entry: bytes, exit_: bytes | None) -> int:
@@ -282,7 +299,7 @@ def from_trace(
             if rep.key not in index:
                 t = add(rep.key, rep.window, rep.start, trace.path, rep.entry_hash,
                         rep.exit_hash)
-                replayed_order[t] = (runs[rep.key[0]][1], *rep.key)
+                replayed_order[t] = (rep.source_file, rep.key[1], rep.key[0])
         else:
             for w in run.windows:
                 if window is not None and w.name != window:
@@ -326,26 +343,27 @@ def from_trace(
                     "and the record-time scores of the same traces are two acquisitions)")
             cells[key] = float(rec.value)
             layouts[rec.channel].add(layout)
-    if replayed_order:
-        # Transitions first seen in a replay's output: in a canonical order, not the
-        # order its units happened to finish in.
-        first = [t for t in range(len(transitions)) if t not in replayed_order]
-        perm = first + sorted(replayed_order, key=replayed_order.__getitem__)
-        new_of = {old: new for new, old in enumerate(perm)}
-        transitions = [transitions[t] for t in perm]
-        names = [names[t] for t in perm]
-        trajectory = [trajectory[t] for t in perm]
-        target = [target[t] for t in perm]
-        cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
     missing = [c for c in channels if c not in seen_channels]
     if missing:
         raise ValueError(f"no scores on channel(s) {missing}; channels present: "
                          f"{sorted(seen_channels) or 'none'}")
     if not transitions:
         raise ValueError("no transitions" + (f" of window {window!r}" if window else ""))
-    n = len(transitions)
     labels = _trajectory_labels(runs, trajectory_key is None)
     trajectory = [labels[r] for r in trajectory]
+    if replayed_order:
+        # Transitions first seen in a replay's output: in an order of what was recorded
+        # (trajectory, source file name, window id), not the order its units finished in.
+        first = [t for t in range(len(transitions)) if t not in replayed_order]
+        perm = first + sorted(replayed_order,
+                              key=lambda t: (trajectory[t], *replayed_order[t]))
+        new_of = {old: new for new, old in enumerate(perm)}
+        transitions = [transitions[t] for t in perm]
+        names = [names[t] for t in perm]
+        trajectory = [trajectory[t] for t in perm]
+        target = [target[t] for t in perm]
+        cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
+    n = len(transitions)
     waves = sorted({k[1] for k in cells})
     per_layout: dict[tuple[int, str, int], FloatArray] = {}
     for (t, wave, ch, corner, layout), v in cells.items():

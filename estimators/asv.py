@@ -24,7 +24,7 @@ from ._asv import (
     retry_disagreement,
     summarize,
 )
-from ._asv_trace import AsvData, from_trace
+from ._asv_trace import AsvData, channel_scores, from_trace
 
 __all__ = [
     "CALIBRATION_NOTE",
@@ -38,6 +38,7 @@ __all__ = [
     "RetryDisagreement",
     "auc_difference",
     "calibration_check",
+    "channel_scores",
     "cyclic_layouts",
     "face",
     "from_trace",

@@ -11,9 +11,10 @@ both states. Its key is the SHA-256 of that identity (the transition's source ru
 window id and sealed entry/exit hashes, the channel's name and version hash, the scorer's
 version hash, the layout and the wave), so a re-run into the same output skips every unit
 already sealed there, and a new version of a channel is new work. Each unit's output run
-carries its provenance: the source trace hash, the source run's identity (system, task,
-seed, meta, run id), the window and its id, the channel name, id and hash, the scorer name,
-id and hash, the layout, the wave, the states' hashes and the channel's declared model.
+carries its provenance: the source trace hash and file name, the source run's identity
+(system, task, seed, meta, run id), the window and its id, the channel name, id and hash,
+the scorer name, id and hash, the layout, the wave, the states' hashes and the channel's
+declared model.
 
 Execution (bounded concurrency, retry, progress, resume, Ray) is ``run_units``'s. The
 code that runs is the app module the user names (``resolve_app``), never the trace.
@@ -47,7 +48,7 @@ import hashlib
 import inspect
 import numbers
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -103,7 +104,8 @@ def _unit(t: FrozenTransition, ch: Channel, sc: Scorer, layout: int, wave: int) 
         "entry_problem": t.entry_problem, "exit_problem": t.exit_problem,
     }
     provenance = {
-        "kind": CHANNEL_REPLAY_KIND, "source_trace": t.trace_hash, "source_run": t.run_id,
+        "kind": CHANNEL_REPLAY_KIND, "source_trace": t.trace_hash,
+        "source_file": "" if t.source is None else t.source.name, "source_run": t.run_id,
         "source_system": t.system, "source_task": t.task, "source_seed": t.seed,
         "source_meta": dict(t.meta), "window": t.window, "window_id": t.window_id,
         "entry_hash": t.entry_hash.hex(), "exit_hash": t.exit_hash.hex(),
@@ -169,8 +171,16 @@ def plan_channel_units(traces: TraceSource, channels: Iterable[str], *, window: 
 # ---------------------------------------------------------------------------- the job
 
 
-def _payload_parts(unit: Unit) -> tuple[Channel, Scorer, FrozenTransition, int, int]:
-    p = unit.payload
+_resolved: dict[tuple[str, str, str, str], tuple[Channel, Scorer]] = {}
+
+
+def _channel_and_scorer(p: Mapping[str, Any]) -> tuple[Channel, Scorer]:
+    # A replay asks for the same few (channel, scorer) versions thousands of times; a
+    # version is fixed by its hash, so the pair resolved once serves every unit.
+    key = (p["channel"], p["channel_hash"], p["scorer"], p["scorer_hash"])
+    found = _resolved.get(key)
+    if found is not None:
+        return found
     ch = get_channel(p["channel"])
     sc = get_scorer(p["scorer"])
     for what, got, want in (("channel", ch, p["channel_hash"]),
@@ -180,6 +190,14 @@ def _payload_parts(unit: Unit) -> tuple[Channel, Scorer, FrozenTransition, int, 
                 f"{what} {got.name!r} here has version {got.hash[:12]}…, but the replay was "
                 f"planned with {want[:12]}…: this process imports different code for it "
                 f"({got.id}). Run every worker with the same version of the app module")
+    if len(_resolved) < 1024:  # bounded: versions come and go in a long-lived process
+        _resolved[key] = (ch, sc)
+    return ch, sc
+
+
+def _payload_parts(unit: Unit) -> tuple[Channel, Scorer, FrozenTransition, int, int]:
+    p = unit.payload
+    ch, sc = _channel_and_scorer(p)
     source = p.get("source")
     t = FrozenTransition(
         source=None if source is None else Path(source), trace_hash="", run_id=p["run_id"],
@@ -272,6 +290,7 @@ async def ascore_channel_unit(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
 def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str | None,
              layouts: int | None, waves: int, start: Path | None) -> tuple[list[Unit], str,
                                                                            str]:
+    channels = [channels] if isinstance(channels, str) else list(channels)
     paths: list[Path] = []
     if isinstance(traces, str | os.PathLike):
         paths = [Path(traces)]
@@ -279,8 +298,8 @@ def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str
         paths = [Path(p) for p in traces if isinstance(p, str | os.PathLike)]
     module = resolve_app(app, traces=paths, start=start)
     units = plan_channel_units(traces, channels, window=window, layouts=layouts, waves=waves)
-    scorers = {get_scorer(get_channel(u.payload["channel"]).scorer).is_async for u in units}
-    return units, module.__name__, AJOB if True in scorers else JOB
+    is_async = any(sc.is_async for _, sc in _resolve_channels(channels))
+    return units, module.__name__, AJOB if is_async else JOB
 
 
 def replay_channels(

@@ -15,6 +15,7 @@ from rich.console import Console
 import agentlog as al
 from agentlog.cli import main
 from agentlog.cli._demo import render_demo, run_demo
+from agentlog.records import Score
 from tests.cli._cli import invoke
 
 PLAN = Path(__file__).resolve().parents[2] / "examples" / "plans" / "deep_research.toml"
@@ -62,7 +63,16 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     # The study's traces lie at the top of --out, the certified variants below it.
     assert summary["next"][2] == (f"agentlog estimate cess {out}/*.zst --outcomes "
                                   f"{out}/outcomes.csv --predictions {out}/predictions.csv")
-    assert summary["next"][3] == f"agentlog estimate asv {out}/*.zst --channels direct,quote"
+    assert summary["next"][3] == (f"agentlog replay {out}/*.zst --channel direct --channel "
+                                  "quote --window retrieval --app "
+                                  "agentlog.examples.deep_research --out asv.zst")
+    assert summary["next"][4] == "agentlog estimate asv asv.zst --channels direct,quote"
+    # The ASV face comes from replay: the study itself holds no channel score.
+    replayed = out / "replay" / "asv.zst"
+    assert a["replay"]["out"] == str(replayed) and al.verify(replayed).ok
+    assert (a["replay"]["total"], a["replay"]["done"], a["replay"]["failed"]) == (64, 64, 0)
+    assert not any(isinstance(r, Score) and r.transition is not None
+                   for p in out.glob("*.zst") for r in al.read(p).records)
     r = summary["reliability"]
     assert (r["score"], r["by"], r["direction"], r["alpha"], r["tau"], r["n_resamples"]) == (
         "abs_error", ["ranking"], "lower is better", 0.2, 0.25, 2000)
@@ -72,9 +82,9 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
         assert g["mean"] <= g["cvar"] <= g["worst"]  # errors: the tail is the large end
         assert g["mean"] == pytest.approx(rows[g["labels"]["ranking"]]["mae"], abs=1e-12)
     assert r["counts"] == {"runs": 8, "scored": 8, "without_score": 0, "groups": 2}
-    assert summary["next"][4] == (f"agentlog estimate reliability {out}/*.zst --by ranking "
+    assert summary["next"][5] == (f"agentlog estimate reliability {out}/*.zst --by ranking "
                                   "--score abs_error --lower-is-better --tau 0.25")
-    assert summary["next"][5] == (f"agentlog certify {out / 'variants'} --plan "
+    assert summary["next"][6] == (f"agentlog certify {out / 'variants'} --plan "
                                   f"{out / 'plan.toml'} --plot ranks.png")
     c = summary["certify"]
     assert c["design"] == {"tasks": 2, "seeds": 2, "ranking": "agent"}

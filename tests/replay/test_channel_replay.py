@@ -177,6 +177,7 @@ def test_each_unit_carries_full_provenance(trace: Path, tmp_path: Path) -> None:
         p = unit.provenance
         w = windows[p["window_id"]]
         assert p["source_trace"] == hashlib.sha256(trace.read_bytes()).hexdigest()
+        assert p["source_file"] == "src.zst"
         assert (p["source_run"], p["source_system"], p["source_task"], p["source_seed"],
                 p["source_meta"]) == (start.run_id, "sys", "t", 3, {"target": "up"})
         assert (p["window"], p["entry_hash"], p["exit_hash"]) == (
