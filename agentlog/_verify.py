@@ -274,6 +274,8 @@ class _Verifier:
             elif t is Score or t is LLMCall or t is ToolCall:
                 self.count("scores" if t is Score else "llm_calls" if t is LLMCall
                            else "tool_calls")
+                if t is ToolCall:
+                    self.tool_call(i, rec)
             present.add(rec.run)
         # A run's digest takes the payload of every frame holding a record of it, up to
         # the frame of its RunEnd (agentlog._digest); runs that ended here are done.
@@ -373,9 +375,32 @@ class _Verifier:
             return False
         return True
 
+    def tool_call(self, i: int, rec: ToolCall) -> None:
+        # A frozen replay serves these bytes; older traces kept small ones as hashes only,
+        # so only stored bytes are checked.
+        for h, inline, what in ((rec.args_hash, rec.args, "arguments"),
+                                (rec.result_hash, rec.result, "result")):
+            if h is not None and inline is not None:
+                self._artifact(h, inline, f"{what} of tool {rec.name!r}", rec.run, i)
+
+    def _draw_in_window(self, i: int, run: int, window: int, stream: str, step: int) -> None:
+        """A draw inside a window comes at or after the step its entry recorded for the
+        stream: what a replay starts the stream at (``WindowEnter.steps``)."""
+        opened = self.open_windows.get((run, window))
+        if opened is None or opened[1].function is None:  # older traces record no offsets
+            return
+        start = (opened[1].steps or {}).get(stream, 0)
+        if step < start:
+            self.problem("stream-offset", f"{stream!r} step {step} is drawn inside window "
+                         f"{opened[1].name!r} (id {window}), whose entry recorded the stream "
+                         f"at step {start}: a replay would start it there", run, i)
+
     def window_enter(self, i: int, rec: WindowEnter) -> None:
         self.count("windows")
         self._artifact(rec.entry_hash, rec.entry, f"entry of window {rec.name!r}", rec.run, i)
+        if rec.args_hash is not None:  # the argument map of an entry= projection (a Blob)
+            self._artifact(rec.args_hash, None, f"arguments of window {rec.name!r}", rec.run,
+                           i)
         self.open_windows[(rec.run, rec.window)] = (i, rec)
         if rec.after is not None:
             if rec.expected_hash is None:
@@ -431,6 +456,7 @@ class _Verifier:
         self.tallies[rec.run][1] += 1
         where = f"select {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
+        self._draw_in_window(i, rec.run, rec.window, rec.name, rec.step)
         if len(rec.probs) != 8 * rec.n or len(rec.draws) != 8 * rec.n:
             self.problem("vector-size", f"{where}: expected {rec.n} float64 probabilities and "
                          f"draws, found {len(rec.probs)} and {len(rec.draws)} bytes", rec.run, i)
@@ -485,6 +511,7 @@ class _Verifier:
         self.tallies[rec.run][2] += 1
         where = f"proceed {rec.name!r} step {rec.step}"
         self._step(rec.run, rec.name, rec.step, i)
+        self._draw_in_window(i, rec.run, rec.window, rec.name, rec.step)
         if not 0.0 <= rec.p <= 1.0:
             self.problem("probabilities", f"{where}: p_continue {rec.p!r} outside [0, 1]",
                          rec.run, i)

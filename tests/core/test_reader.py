@@ -61,7 +61,12 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         (inner,) = [a for a in args if a is not type(None)]
         return st.none() | strategy_for(inner)
     if getattr(tp, "__origin__", None) is dict:
-        return st.dictionaries(st.text(), JSONISH, max_size=5)
+        key, value = tp.__args__
+        if value is Any:
+            return st.dictionaries(st.text(), JSONISH, max_size=5)
+        return st.dictionaries(strategy_for(key), strategy_for(value), max_size=5)
+    if getattr(tp, "__origin__", None) is list:
+        return st.lists(strategy_for(tp.__args__[0]), max_size=4)
     return {bool: st.booleans(), int: INT, float: FLOAT, str: st.text(),
             bytes: st.binary(max_size=300)}[tp]
 
@@ -106,8 +111,14 @@ def test_each_record_type_round_trips_with_extreme_values(tmp_path: Path, cls: t
         args = getattr(tp, "__args__", None)
         if args and type(None) in args:
             tp = next(a for a in args if a is not type(None))
-        values[f.name] = {"x": [1, None]} if getattr(tp, "__origin__", None) is dict \
-            else extremes[tp]
+        origin = getattr(tp, "__origin__", None)
+        if origin is dict:  # dict[str, Any] holds anything; dict[str, int] holds ints
+            values[f.name] = {"x": [1, None]} if tp.__args__[1] is Any else \
+                {"\u00e9": extremes[tp.__args__[1]]}
+        elif origin is list:
+            values[f.name] = [extremes[tp.__args__[0]]] * 2
+        else:
+            values[f.name] = extremes[tp]
     rec = cls(**values)
     path = tmp_path / "t.zst"
     with TraceWriter(path) as w:

@@ -208,3 +208,54 @@ def test_a_redacted_value_is_refused_even_when_the_parameter_is_not_declared(
     with pytest.raises(ValueError, match=r"argument `note` of .*echo is secret"):
         reenter_arguments(view)
     assert reenter_arguments(view, secrets={"note": "<redacted>"}) == (("<redacted>",), {})
+
+
+def test_the_reentry_modules_export_sorted_fixed_lists() -> None:
+    import agentlog.reentry as reentry
+    import agentlog.replay.interventions as interventions
+
+    assert reentry.__all__ == sorted(reentry.__all__) == [
+        "Steer", "continuation_uniform", "current_steer", "function_id", "gumbel_draws",
+        "registered_window", "secret_env_name", "start_streams", "steering", "stream_origin",
+        "tool_args_hash",
+    ]
+    assert interventions.__all__ == [  # ruff's order: the constant first
+        "STEERS", "Compose", "FixedHorizon", "ForceRecorded", "NeverStop", "Permute",
+        "Reverse", "Steer", "StopAt", "Temperature", "Uniform", "compose", "identity",
+    ]
+    for module in (reentry, interventions):
+        assert all(getattr(module, name) is not None for name in module.__all__)
+
+
+@al.window("reentry_shared")
+def shared_a(x: int) -> str:
+    return f"a{x}"
+
+
+@al.window("reentry_shared")
+def shared_b(x: int) -> str:
+    return f"b{x}"
+
+
+def test_a_window_name_shared_by_two_functions_is_found_by_the_recorded_function(
+        tmp_path: Path) -> None:
+    from agentlog.reentry import registered_window
+
+    with al.record(tmp_path / "a.zst", seed=0):
+        shared_a(1)
+        shared_b(2)
+    a, b = al.read(tmp_path / "a.zst").windows("reentry_shared")
+    assert (a.enter.function, b.enter.function) == (f"{__name__}:shared_a",
+                                                    f"{__name__}:shared_b")
+    assert window_function(a)(1) == "a1" and window_function(b)(1) == "b1"
+    with pytest.raises(KeyError, match=r"'reentry_shared' is registered by 2 functions "
+                                       r"\(tests\.core\.test_reentry:shared_a, "
+                                       r"tests\.core\.test_reentry:shared_b\) and the trace "
+                                       r"does not say which"):
+        registered_window("reentry_shared")
+    with pytest.raises(KeyError, match=r"was recorded from tests\.core\.test_reentry:nowhere, "
+                                       r"which is not registered.*--app tests\.core\."
+                                       r"test_reentry"):
+        registered_window("reentry_shared", "tests.core.test_reentry:nowhere")
+    with pytest.raises(KeyError, match=r"no window 'reentry_unknown' is registered"):
+        registered_window("reentry_unknown")
