@@ -303,8 +303,11 @@ async def arun_units(
         interrupted = True
         raise
     finally:
-        batcher.flush()
-        bar.close()
+        try:
+            batcher.flush()
+        finally:
+            writer.close()
+            bar.close()
         if store is not None and store is not cache:
             store.close()
     stats1 = store.stats() if store is not None else {}

@@ -189,7 +189,13 @@ def _write_failure(outcome: Outcome) -> None:
 
 
 class OutputWriter:
-    """Writes finished units into the output trace, a batch of runs at a time."""
+    """Writes finished units into the output trace, a batch of runs at a time.
+
+    The last run of a batch stays open until the next batch has opened its first run (or
+    ``close``): the core then keeps the file open for the whole replay instead of opening
+    and closing it per batch. That one unit is sealed a batch later; a crash before it
+    loses only that unit, which the re-run does again. Every batch is flushed to the OS.
+    """
 
     def __init__(self, out: Path, *, system: str, meta: Mapping[str, Any] | None,
                  job_id: str | None) -> None:
@@ -198,9 +204,10 @@ class OutputWriter:
         self.meta = dict(meta or {})
         self.job_id = job_id
         self.written = 0
+        self._held: tuple[contextvars.Context, al.record] | None = None
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
-        """Append one run per outcome; every run is closed (sealed) before this returns."""
+        """Append one run per outcome; all but the last are closed (sealed) on return."""
         if not outcomes:
             return
         opened: list[tuple[contextvars.Context, al.record]] = []
@@ -222,7 +229,24 @@ class OutputWriter:
                                 wave=u.wave, state_hash=u.state_hash, transition=u.transition)
                 else:
                     ctx.run(_write_failure, o)
-        finally:
-            for ctx, rec in opened:
-                ctx.run(rec.__exit__, None, None, None)
+        except BaseException:
+            self._close(opened)
+            raise
+        self.close()
+        self._held = held = opened.pop()
+        self._close(opened)
+        # Hand the sealed runs to the OS now (bounded wait), not at the next frame cut: a
+        # unit reported done is on disk even if the process is killed a moment later.
+        held[0].run(al.flush)
         self.written += len(outcomes)
+
+    def close(self) -> None:
+        """Seal the run held open, if any."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._close([held])
+
+    @staticmethod
+    def _close(runs: Sequence[tuple[contextvars.Context, al.record]]) -> None:
+        for ctx, rec in runs:
+            ctx.run(rec.__exit__, None, None, None)
