@@ -19,7 +19,10 @@ finished unit as a sealed run of an output trace (``read_units`` reads them back
 
 Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
-(``agentlog.replay.interventions``) are documented in their modules.
+(``agentlog.replay.interventions``) are documented in their modules. Paired
+interventions: a ``Design`` (selection × stopping levels × replicate seeds) expands to
+arms (``Arm``), and ``intervene`` re-enters every sealed window instance under each arm and
+seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
 """
 
 from ._app import (
