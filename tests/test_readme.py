@@ -106,7 +106,7 @@ def test_nothing_in_the_readme_the_package_or_the_cli_points_outside_the_reposit
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     commands = [[], ["demo"], ["inspect"], ["verify"], ["validity-card"], ["certify"],
                 ["estimate"], ["estimate", "cess"], ["estimate", "asv"],
-                ["estimate", "reliability"]]
+                ["estimate", "reliability"], ["replay"]]
     for command in commands:
         result = invoke(*command, "--help")
         assert result.exit_code == 0, (command, result.output)

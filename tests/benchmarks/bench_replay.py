@@ -118,7 +118,7 @@ def bench_cached(tmp: Path, n: int, rounds: int, concurrency: int) -> None:
 def bench_sleepy(tmp: Path, concurrencies: Sequence[int]) -> None:
     print("50 ms scorer: units/s by concurrency (ideal = concurrency / 0.05 s)")
     for c in concurrencies:
-        n = max(20, 4 * c)
+        n = max(20, 10 * c)
         out = tmp / f"sleepy-{c}.zst"
         t0 = time.perf_counter()
         s = run_units(_units(n), sleepy_scorer, out=out, concurrency=c, progress=False,
