@@ -15,6 +15,11 @@ selection × adaptive/fixed-4 stopping) twice:
 For each effect it prints the task-clustered bootstrap standard error under both, and
 their ratio (CRN / independent; below 1 means CRN helps), plus the per-block standard
 deviations. The temporary traces are removed.
+
+Measured (2026-12-01; SE ratio CRN / independent): 100 questions x 3 replicates: Δsel
+0.887, Δstop 0.513, Δint 0.509, total 0.933; 30 x 3: 0.898, 0.496, 0.570, 0.992. CRN
+halves the per-block spread of every effect, but Δsel's and the total's clustered
+standard errors are dominated by how much the effect varies between questions.
 """
 
 from __future__ import annotations

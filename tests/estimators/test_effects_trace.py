@@ -268,3 +268,24 @@ def test_no_arm_runs_and_missing_outcomes_are_clear_errors(tmp_path: Path) -> No
         cess.effects_from_traces(arms, outcome="opened_mean")
     with pytest.raises(ValueError, match="`incomplete` must be 'error' or 'drop'"):
         cess.effects_from_traces(arms, outcome="opened_mean", incomplete="keep")
+
+
+def test_the_intervals_cover_the_closed_form_effects_over_seeded_replications(
+    tmp_path: Path,
+) -> None:
+    """A small version of tests/benchmarks/bench_effects_coverage.py: 20 replications of
+    10 tasks; each 95 % interval must cover in at least 0.95 − 3·√(0.95·0.05/20) of them."""
+    truth = true_effects()
+    reps = 20
+    covered = dict.fromkeys(truth, 0)
+    for rep in range(reps):
+        path = tmp_path / f"arms-{rep}.zst"
+        write_arms(path, tasks=10, replicates=1, sim=1_000 + rep)
+        res = cess.effects_from_traces(path, outcome="opened_mean", n_resamples=1_000,
+                                       seed=rep)
+        for effect, value in truth.items():
+            low, high = res.confidence_interval(effect)
+            covered[effect] += low <= value <= high
+    floor = 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps)
+    for effect, n in covered.items():
+        assert n / reps >= floor, (effect, n, covered)
