@@ -53,7 +53,11 @@ class RunStart(msgspec.Struct, tag=1, **_OPTS):
     pid: int = 0
 
 
-class WindowEnter(msgspec.Struct, tag=2, **_OPTS):
+# gc=False: ``steps`` (a dict) and ``secret_args`` (a list) would make every entry a
+# GC-tracked object, and thousands of them wait in a writer's queue: each young-generation
+# collection would walk them all (measured: +11-17 % per window). No field can hold a
+# reference back to a record, so an entry can never be part of a cycle.
+class WindowEnter(msgspec.Struct, tag=2, gc=False, **_OPTS):
     """A window opened. The entry artifact is sealed: its hash is fixed here."""
 
     run: int

@@ -44,6 +44,9 @@ def receipt_next(prev: bytes, window: str, entry_hash: bytes, exit_hash: bytes) 
     return hashlib.sha256(prev + receipt_key(window) + entry_hash + exit_hash).digest()
 
 
+_UNSET = object()
+
+
 class Run:
     """One recorded run: what ``al.record(...)`` yields and ``al.current_run()`` returns.
 
@@ -56,6 +59,7 @@ class Run:
 
     __slots__ = (
         "_next_steps",
+        "_snapshot",
         "_steps",
         "_window_ids",
         "closed",
@@ -117,6 +121,10 @@ class Run:
         # stream -> the step its next draw gets: what a window's entry records so that a
         # replay can start the streams where the recording stood (``stream_steps``).
         self._next_steps: dict[str, int] = {}
+        # The last stream_steps() answer, shared by the entries of windows opened while
+        # nothing is drawn (records are immutable; a new dict is made after a draw), so a
+        # window entry allocates nothing in the common case. _UNSET: not computed yet.
+        self._snapshot: dict[str, int] | object | None = _UNSET
         # The offsets a replay started the streams at (resume_steps): where a steer that
         # counts rounds of the re-entered window (a fixed horizon) starts counting.
         self.origins: dict[str, int] = {}
@@ -153,6 +161,7 @@ class Run:
         # A plain store, not under the lock: exact when one thread draws at a time (the
         # only case a replay can reproduce anyway); racing threads may leave it one short.
         self._next_steps[stream] = step + 1
+        self._snapshot = _UNSET
         return step
 
     def stream_steps(self) -> dict[str, int] | None:
@@ -161,8 +170,11 @@ class Run:
         A window's entry records it (``WindowEnter.steps``): a stream absent from it had
         not been drawn, so its next step was 0.
         """
-        steps = self._next_steps
-        return steps.copy() if steps else None
+        snap = self._snapshot
+        if snap is _UNSET:
+            steps = self._next_steps
+            snap = self._snapshot = steps.copy() if steps else None
+        return snap  # type: ignore[return-value]
 
     def resume_steps(self, offsets: dict[str, int]) -> None:
         """Continue each stream of ``offsets`` at its step (replay re-enters a window there).
@@ -188,6 +200,7 @@ class Run:
                         "before any select/proceed of that run"
                     )
             self.origins = dict(offsets)
+            self._snapshot = _UNSET
             for stream, start in offsets.items():
                 self._steps[stream] = itertools.count(start)
                 if start:

@@ -34,7 +34,7 @@ from ._encoding import secret_env_name
 from ._state import current_run_var
 from ._steering import Steer, current_steer_var, steering
 from ._tool import tool_args_hash
-from ._window import function_id, registered_window
+from ._window_registry import function_id, registered_window
 
 __all__ = [
     "Steer",

@@ -92,7 +92,9 @@ class Steer(_CoreSteer):
 
     Override ``select`` and/or ``proceed`` (return None to leave a draw alone) and
     ``params`` (the constructor arguments that make two instances differ; by default the
-    instance's public attributes), so that ``identity`` tells arms apart.
+    instance's public attributes), so that ``identity`` tells arms apart. ``params`` are
+    keyword arguments of the constructor: ``type(s)(**s.params())`` rebuilds the steer
+    (what a worker process does with an arm's identity).
     """
 
     name: str = "steer"

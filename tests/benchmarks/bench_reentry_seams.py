@@ -2,8 +2,9 @@
 
 Run: ``python tests/benchmarks/bench_reentry_seams.py`` (prints a table; asserts nothing).
 
-The seams record, per window entry, the stream steps (``Run.stream_steps``: a copy of a
-small dict, None before the first draw) and the function id, and per ``select``/``proceed``
+The seams record, per window entry, the stream steps (``Run.stream_steps``: a snapshot
+of a small dict, shared by entries while nothing is drawn, None before the first draw)
+and the function id, and per ``select``/``proceed``
 the stream's next step (one dict store in ``Run.next_step``). Variant "without" swaps
 those pieces for the previous behaviour (no steps, no function id, the previous
 ``next_step``) in the same process, so both variants see the same machine load; batches
@@ -82,7 +83,16 @@ def main() -> None:
             al.proceed(0.5, name="stop")
             off, on = ab(lambda: windowed("q"), 20_000, before=al.flush)
             print(row("@window, two streams drawn: without seams", off))
-            print(row("  with seams (steps dict copied per entry)", on, off, "without"))
+            print(row("  with seams (one shared steps snapshot)", on, off, "without"))
+
+
+            def draw_then_window() -> None:  # an agent's round: a decision, then a window
+                al.proceed(0.5, name="stop")
+                windowed("q")
+
+            off, on = ab(draw_then_window, 20_000, before=al.flush)
+            print(row("proceed + @window (new steps per entry): without seams", off))
+            print(row("  with seams", on, off, "without"))
             probs = [1 / 1000] * 1000
             ids = list(range(1000))
             off, on = ab(lambda: al.select(probs, candidates=ids, name="doc"), 500,

@@ -259,3 +259,31 @@ def test_a_window_name_shared_by_two_functions_is_found_by_the_recorded_function
         registered_window("reentry_shared", "tests.core.test_reentry:nowhere")
     with pytest.raises(KeyError, match=r"no window 'reentry_unknown' is registered"):
         registered_window("reentry_unknown")
+
+
+def test_window_entries_holding_offsets_are_not_tracked_by_the_gc() -> None:
+    """Thousands of entries wait in a writer's queue; tracked, each young-generation
+    collection would walk them all (their dict and list fields would make them tracked)."""
+    import gc
+
+    from agentlog._records import WindowEnter
+
+    rec = WindowEnter(0, 0, "w", -1, 1, b"h" * 32, b"e", None, None, None, None, 0,
+                      {"doc": 3}, "m:f", ["api_key"], False)
+    assert not gc.is_tracked(rec)
+
+
+def test_entries_opened_between_two_draws_share_one_offsets_snapshot() -> None:
+    from agentlog.testing import record_in_memory
+
+    with record_in_memory(seed=1):
+        run = al.current_run()
+        assert run is not None and run.stream_steps() is None
+        al.select([0.5, 0.5], name="doc")
+        first = run.stream_steps()
+        assert first == {"doc": 1} and run.stream_steps() is first  # no new dict
+        al.proceed(0.5, name="stop")
+        second = run.stream_steps()
+        assert second == {"doc": 1, "stop": 1} and first == {"doc": 1}  # never mutated
+        with resume_streams({"doc": 4, "stop": 1}):
+            assert run.stream_steps() == {"doc": 4, "stop": 1}

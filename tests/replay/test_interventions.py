@@ -199,3 +199,12 @@ def test_a_core_steer_that_is_not_registered_has_no_arm_identity() -> None:
     with pytest.raises(TypeError, match=r"is not registered as an intervention: derive it "
                                         r"from agentlog\.replay\.interventions\.Steer"):
         identity(CoreSteer())
+
+
+@pytest.mark.parametrize("steer", [Uniform(), Uniform(stream="doc"), Reverse(),
+                                   Permute([1, 0, 2]), Temperature(0.7), FixedHorizon(3),
+                                   StopAt(2, stream="stop"), NeverStop(), Greedy(0.2)])
+def test_a_steer_is_rebuilt_from_its_registered_class_and_parameters(steer: Steer) -> None:
+    ident = identity(steer)
+    cls = STEERS.get(ident["id"]).obj
+    assert identity(cls(**ident["params"])) == ident
