@@ -202,7 +202,7 @@ def replay_command(
     app: Annotated[
         str | None,
         typer.Option("--app", help="The module that registers the channels and scorers "
-                     "(default: [tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).",
+                     "(default: \\[tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).",
                      show_default=False),
     ] = None,
     layouts: Annotated[

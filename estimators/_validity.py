@@ -149,6 +149,40 @@ def replay_check(traces: TracesLike, *, replayed: Cell | None = None) -> Cell:
     return Cell(REPLAY_ITEM, replayed.status, f"{verified}; re-execution: {replayed.detail}")
 
 
+def replay_cell(report: Mapping[str, Any]) -> Cell:
+    """The ``replayed`` cell of ``replay_check`` from a channel replay's re-derivation.
+
+    ``report`` is ``agentlog.replay.rederive_channel_replay(...).to_dict()``: how many units
+    the traces need (``planned``), how many are ``sealed`` ok in the replay's output,
+    ``failed`` or ``missing``, and how many re-derived scores were ``mismatched``. The gate
+    is probed only when a replay actually ran and its scores were derived again:
+
+    * nothing sealed (no replay ran, or of other traces) → **not probed**;
+    * a failed unit, or a re-derived score that differs from the stored one → **fail**;
+    * units not replayed yet → **not probed** (finish the replay: re-running it does only
+      the missing units);
+    * every unit sealed and every re-derived score equal → **pass**.
+    """
+    planned, sealed = int(report.get("planned", 0)), int(report.get("sealed", 0))
+    failed, missing = int(report.get("failed", 0)), int(report.get("missing", 0))
+    mismatched, rederived = int(report.get("mismatched", 0)), int(report.get("rederived", 0))
+    where = (f"channel replay {report.get('out', '?')} of window {report.get('window')!r} "
+             f"under {', '.join(report.get('channels', ())) or 'no channel'}")
+    first = list(report.get("problems", ()))[:1]
+    example = f", e.g. {first[0]}" if first else ""
+    if sealed == 0 and failed == 0:
+        return Cell(REPLAY_ITEM, NOT_PROBED, f"{where}: no unit of these traces is sealed "
+                    f"there ({planned} needed): run the replay first{example}")
+    if failed or mismatched:
+        return Cell(REPLAY_ITEM, FAIL, f"{where}: {failed} of {planned} units failed, "
+                    f"{mismatched} of {rederived} re-derived units gave other scores{example}")
+    if missing:
+        return Cell(REPLAY_ITEM, NOT_PROBED, f"{where}: {missing} of {planned} units not "
+                    "replayed yet; run the replay again to finish it")
+    return Cell(REPLAY_ITEM, PASS, f"{where}: all {planned} units ran, and their scores, "
+                f"derived again from the sealed states, matched ({rederived} units)")
+
+
 def licensed_claim(
     *,
     scorer: Status,

@@ -38,7 +38,13 @@ from ._pass_hat_k import PassHatK, pass_hat_k
 from ._probe_battery import ProbeReport, ProbeTask, Submission, probe_scorer, probe_variants
 from ._record_f1 import RecordF1, record_f1
 from ._reliability import MIN_RUNS_FOR_COVERAGE, GroupedReliability, ReliabilitySummary, summary
-from ._validity import ValidityCard, licensed_claim, replay_check, validity_card
+from ._validity import (
+    ValidityCard,
+    licensed_claim,
+    replay_cell,
+    replay_check,
+    validity_card,
+)
 from ._validity_cells import CLAIMS, VARIANTS, Cell
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "probe_variants",
     "record_f1",
     "reliability_gap",
+    "replay_cell",
     "replay_check",
     "summary",
     "validity_card",

@@ -36,9 +36,11 @@ from ._app import (
 from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._channel_replay import (
     ChannelVersionError,
+    RederivedReplay,
     areplay_channels,
     ascore_channel_unit,
     plan_channel_units,
+    rederive_channel_replay,
     replay_channels,
     score_channel_unit,
 )
@@ -106,6 +108,7 @@ __all__ = [
     "Job",
     "ModelCache",
     "NotRegisteredError",
+    "RederivedReplay",
     "Registered",
     "Registry",
     "RegistryCollisionWarning",
@@ -138,6 +141,7 @@ __all__ = [
     "plan_channel_units",
     "read_units",
     "recorded_modules",
+    "rederive_channel_replay",
     "reenter_arguments",
     "register_request_fields",
     "registered_request_fields",

@@ -17,7 +17,9 @@ the scorer name, id and hash, the layout, the wave, the states' hashes and the c
 declared model.
 
 Execution (bounded concurrency, retry, progress, resume, Ray) is ``run_units``'s. The
-code that runs is the app module the user names (``resolve_app``), never the trace.
+code that runs is the app module the user names (``resolve_app``), never the trace. (In
+the example the channel is registered in the session itself, so ``app`` only has to name
+an importable module; a real app module registers its channels when imported.)
 
 Example:
     >>> import agentlog as al
@@ -49,6 +51,7 @@ import inspect
 import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,9 +72,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CHANNEL_REPLAY_KIND",
     "ChannelVersionError",
+    "RederivedReplay",
     "areplay_channels",
     "ascore_channel_unit",
     "plan_channel_units",
+    "rederive_channel_replay",
     "replay_channels",
     "score_channel_unit",
 ]
@@ -383,3 +388,158 @@ async def areplay_channels(
                             executor=executor, ray_address=ray_address,
                             retry=retry or RetryPolicy(), progress=progress, cache=cache,
                             frozen=frozen)
+
+
+# ---------------------------------------------------------------------------- re-derivation
+
+
+@dataclass(frozen=True)
+class RederivedReplay:
+    """A channel replay's output checked against the traces it replays: did it run, and do
+    its scores come out the same when derived again from the sealed states?
+
+    Attributes:
+        out: the replay's output trace.
+        window: the window replayed.
+        channels: the channels replayed.
+        planned: units the traces' transitions need: the design the output holds
+            (layouts 0..L−1 of each channel, L its largest layout there plus one; waves
+            0..W−1).
+        sealed: of them, sealed ok in ``out``.
+        failed: sealed as failures only.
+        missing: not in ``out`` at all (the replay did not reach them).
+        rederived: sealed units whose scores were derived again.
+        mismatched: re-derived units whose scores differ from the stored ones.
+        problems: the first few problems, one line each.
+    """
+
+    out: str
+    window: str | None
+    channels: tuple[str, ...]
+    planned: int
+    sealed: int
+    failed: int
+    missing: int
+    rederived: int
+    mismatched: int
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready)."""
+        return {"out": self.out, "window": self.window, "channels": list(self.channels),
+                "planned": self.planned, "sealed": self.sealed, "failed": self.failed,
+                "missing": self.missing, "rederived": self.rederived,
+                "mismatched": self.mismatched, "problems": list(self.problems)}
+
+    def cell(self) -> Any:
+        """The validity card's replay cell (``reliability.replay_cell``): pass only when
+        the replay ran for every unit and each re-derived score matched."""
+        from agentlog.estimators.reliability import replay_cell
+
+        return replay_cell(self.to_dict())
+
+
+def _same(stored: Sequence[UnitScore], again: Sequence[UnitScore], tolerance: float) -> bool:
+    if len(stored) != len(again):
+        return False
+    for a, b in zip(stored, again, strict=True):
+        if (a.name, a.channel, a.layout, a.wave, a.transition, a.state_hash) != (
+                b.name, b.channel, b.layout, b.wave, b.transition, b.state_hash):
+            return False
+        if abs(float(a.value) - float(b.value)) > tolerance:
+            return False
+    return True
+
+
+def rederive_channel_replay(
+    traces: TraceSource, out: str | os.PathLike[str], *, app: str | None = None,
+    window: str | None = None, channels: Iterable[str] | None = None,
+    cache: ModelCache | str | os.PathLike[str] | None = None, tolerance: float = 0.0,
+    start: Path | None = None,
+) -> RederivedReplay:
+    """Check that a channel replay of ``traces`` ran into ``out`` and re-derive its scores.
+
+    Every unit the traces' transitions need is looked up in ``out``; each one sealed ok is
+    scored again, in this process, from the sealed states (the job the replay ran), and
+    its scores compared with the stored ones (within ``tolerance``; 0: exactly). With
+    ``cache`` the scorers' model calls are served from it and a miss is an error (a
+    re-derivation never calls a model live). Nothing is written.
+
+    Args:
+        traces: the recorded traces the replay read.
+        out: the replay's output trace.
+        app: the module that registers the channels (as for ``replay_channels``).
+        window: the window replayed (default: the one the output's units name).
+        channels: the channels to check (default: every channel in the output).
+        cache: the model cache (``ModelCache`` or path), opened read-only.
+        tolerance: the largest absolute difference counted as equal.
+        start: where to look for ``pyproject.toml``.
+
+    Raises:
+        ValueError: the output names several windows and ``window`` is not given.
+        agentlog.replay.AppNotGivenError, AppImportError, NotRegisteredError: as
+            ``replay_channels``.
+    """
+    from ._cache import ModelCache
+    from ._unit_output import read_units
+
+    stored = {k: u for k, u in read_units(out).items()
+              if u.provenance.get("kind") == CHANNEL_REPLAY_KIND}
+    windows = sorted({str(u.provenance.get("window")) for u in stored.values()})
+    if window is None and len(windows) > 1:
+        raise ValueError(f"{out} replays several windows ({', '.join(windows)}); pass "
+                         "window= to pick one")
+    window = window if window is not None else (windows[0] if windows else None)
+    in_window = [u for u in stored.values() if u.provenance.get("window") == window]
+    names = (list(dict.fromkeys(channels)) if channels is not None
+             else sorted({str(u.provenance["channel"]) for u in in_window}))
+    if window is None or not names or not in_window:
+        return RederivedReplay(str(out), window, tuple(names), 0, 0, 0, 0, 0, 0,
+                               (f"{out} holds no channel-replay unit"
+                                + (f" of window {window!r}" if window else ""),))
+    waves = 1 + max(int(u.provenance["wave"]) for u in in_window)
+    units: list[Unit] = []
+    for name in names:  # each channel with the layouts the output holds of it
+        held = [int(u.provenance["layout"]) for u in in_window
+                if u.provenance["channel"] == name]
+        layouts = 1 + max(held) if held else None
+        units += _prepare(traces, [name], window, app, layouts, waves, start)[0]
+    opened = (ModelCache(cache, mode="read-only") if isinstance(cache, str | os.PathLike)
+              else cache)
+    sealed = failed = missing = mismatched = 0
+    problems: list[str] = []
+    try:
+        for unit in units:
+            found = stored.get(unit.key)
+            if found is None:
+                missing += 1
+                continue
+            if found.status != "ok":
+                failed += 1
+                if len(problems) < 5:
+                    problems.append(f"unit {unit.key[:12]}… failed: {found.error_type}: "
+                                    f"{found.error_message}")
+                continue
+            sealed += 1
+            ctx = UnitContext(unit.key, 1, opened, frozen=opened is not None)
+            again = _derive_again(unit, ctx)
+            if not _same(found.scores, again, tolerance):
+                mismatched += 1
+                if len(problems) < 5:
+                    problems.append(
+                        f"unit {unit.key[:12]}… (channel {unit.payload['channel']!r}, layout "
+                        f"{unit.payload['layout']}, wave {unit.payload['wave']}): stored "
+                        f"{[s.value for s in found.scores]}, derived again "
+                        f"{[s.value for s in again]}")
+    finally:
+        if opened is not None and opened is not cache:
+            opened.close()
+    return RederivedReplay(str(out), window, tuple(names), len(units), sealed, failed,
+                           missing, sealed, mismatched, tuple(problems))
+
+
+def _derive_again(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
+    _, sc = _channel_and_scorer(unit.payload)
+    if sc.is_async:
+        return asyncio.run(ascore_channel_unit(unit, ctx))
+    return score_channel_unit(unit, ctx)

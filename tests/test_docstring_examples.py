@@ -24,7 +24,7 @@ MODULES = [
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
     "agentlog.replay._registry", "agentlog.replay._app", "agentlog.replay._channels",
     "agentlog.replay._states", "agentlog.replay._channel_replay",
-    "agentlog.examples.deep_research.channels",
+    "agentlog.examples.deep_research.channels", "agentlog.examples.logprob_scorer",
 ]
 
 

@@ -567,8 +567,8 @@ def test_public_names_are_fixed_and_sorted() -> None:
         "ProbeTask", "RecordF1", "ReliabilityGap", "ReliabilitySummary", "Submission",
         "ValidityCard", "cliffs_delta", "decision_outcomes", "degradation_curve",
         "licensed_claim", "non_degeneracy", "ownership_map", "pass_hat_k", "probe_scorer",
-        "probe_variants", "record_f1", "reliability_gap", "replay_check", "summary",
-        "validity_card",
+        "probe_variants", "record_f1", "reliability_gap", "replay_cell", "replay_check",
+        "summary", "validity_card",
     }
 
 

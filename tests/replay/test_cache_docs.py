@@ -36,8 +36,8 @@ INTERVENTION_NAMES = [
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
     "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
-    "FrozenTransition", "areplay_channels", "ascore_channel_unit", "plan_channel_units",
-    "replay_channels", "score_channel_unit",
+    "FrozenTransition", "RederivedReplay", "areplay_channels", "ascore_channel_unit",
+    "plan_channel_units", "rederive_channel_replay", "replay_channels", "score_channel_unit",
     "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
     "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
     "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",

@@ -1,0 +1,67 @@
+"""Channel replay on Ray gives the scores and provenance of the local executor (200
+transitions of the bundled agent, on a small local cluster started once for the module)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agentlog.estimators import asv
+from agentlog.replay import read_units, replay_channels
+
+ROOT = Path(__file__).resolve().parents[2]
+
+try:
+    import ray
+except ImportError:  # pragma: no cover - CI installs the dev extra, which has Ray
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("Ray is not installed: pip install -e '.[dev]' (or 'agentlog[ray]')",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster() -> Iterator[None]:
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def _content(out: Path) -> dict[str, tuple[Any, ...]]:
+    return {key: (unit.status, tuple(sorted(unit.provenance.items(), key=repr)),
+                  tuple((s.name, s.value, s.channel, s.layout, s.wave, s.transition,
+                         s.state_hash) for s in unit.scores))
+            for key, unit in read_units(out).items()}
+
+
+def test_ray_and_local_channel_replays_are_identical_on_200_transitions(
+        tmp_path: Path) -> None:
+    from agentlog.examples.deep_research import run_study, task_ids
+
+    paths = run_study(tmp_path / "runs", tasks=task_ids(100), seeds=(0,), evaluate=False)
+    kw: dict[str, Any] = {"window": "retrieval", "app": "agentlog.examples.deep_research",
+                          "layouts": 1, "progress": False}
+    local = replay_channels(paths, ["direct", "quote"], out=tmp_path / "local.zst", **kw)
+    remote = replay_channels(paths, ["direct", "quote"], out=tmp_path / "ray.zst",
+                             executor="ray", **kw)
+    assert (local.total, local.done, local.failed) == (400, 400, 0)
+    assert (remote.total, remote.done, remote.failed) == (400, 400, 0)
+    a, b = _content(tmp_path / "local.zst"), _content(tmp_path / "ray.zst")
+    assert len(a) == 400 and a == b
+    fa = asv.from_trace(tmp_path / "local.zst", channels=("direct", "quote"))
+    fb = asv.from_trace(tmp_path / "ray.zst", channels=("direct", "quote"))
+    assert len(fa.transitions) == 200 and fa.transitions == fb.transitions
+    assert np.array_equal(fa.corners[0], fb.corners[0])
