@@ -212,10 +212,17 @@ async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurre
     limit = asyncio.Semaphore(concurrency)
     tasks: set[asyncio.Task[Outcome]] = set()
 
+    errors: list[BaseException] = []  # from a job that raised a BaseException (not Exception)
+
     def finished(task: asyncio.Task[Outcome]) -> None:
         tasks.discard(task)
         limit.release()
-        if not task.cancelled() and task.exception() is None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            errors.append(exc)
+        else:
             on_done(task.result())
 
     pool = copy_context_executor(max_workers=concurrency,
@@ -223,13 +230,19 @@ async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurre
     try:
         for data in units:
             await limit.acquire()
+            if errors:
+                break
             task = asyncio.create_task(run_attempts(
                 fn, decode_unit(data), is_async=is_async, pool=pool, policy=policy, rng=rng,
                 cache=cache, frozen=frozen, timeout=timeout))
             tasks.add(task)
             task.add_done_callback(finished)
-        while tasks:
-            await asyncio.wait(set(tasks))
+        while tasks and not errors:
+            await asyncio.wait(set(tasks), return_when=asyncio.FIRST_EXCEPTION)
+        if errors:
+            # Not a unit failure (those are Exceptions): the job asked the whole program
+            # to stop. Stop as Ctrl-C does, the finished units written, and re-raise it.
+            raise errors[0]
     finally:
         for task in tasks:
             task.cancel()

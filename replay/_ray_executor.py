@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from agentlog import MissingDependencyError
+from agentlog import MissingDependencyError, ReplayError
 from agentlog.context import copy_context_executor
 
 from ._cache import ModelCache
@@ -110,6 +110,15 @@ def _outcomes(data: bytes) -> tuple[list[Outcome], list[int]]:
     return out, list(body["stats"])
 
 
+def _task_failed(exc: BaseException) -> ReplayError:
+    cause = getattr(exc, "cause", None) or exc  # RayTaskError carries the worker's error
+    return ReplayError(
+        f"a Ray task of the replay failed in its worker: {type(cause).__name__}: {cause}. "
+        "The units it held are not written (a re-run does them). Workers import the app "
+        "and the job by name: install their package on every node, or start the cluster "
+        "with it on PYTHONPATH (or a Ray runtime_env)")
+
+
 async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concurrency: int,
                   policy: RetryPolicy, cache: ModelCache | None, frozen: bool,
                   timeout: float | None, address: str | None, num_cpus: int | None,
@@ -149,7 +158,11 @@ async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concu
                                              return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
                     del waiting[future]
-                    outcomes, stats = _outcomes(future.result())
+                    try:
+                        data = future.result()
+                    except Exception as exc:
+                        raise _task_failed(exc) from exc
+                    outcomes, stats = _outcomes(data)
                     on_stats(*stats)
                     for o in outcomes:
                         on_done(o)

@@ -15,7 +15,7 @@ import pytest
 
 import agentlog as al
 from agentlog.records import RunStart, Score, WindowExit
-from agentlog.replay import ModelCache, Unit, read_units, run_units
+from agentlog.replay import ModelCache, Unit, read_units, run_units, sealed_units
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,3 +110,56 @@ def test_an_in_memory_cache_cannot_go_to_ray_workers(tmp_path: Path) -> None:
         run_units([Unit("u0", {"x": 0})], "tests.replay._unit_jobs:cached_score",
                   out=tmp_path / "o.zst", cache=cache, executor="ray", progress=False)
 
+
+
+def test_a_job_the_workers_cannot_import_is_a_clear_error_and_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's folder is on the driver's path only: the workers cannot import the job."""
+    folder = tmp_path / "driver_only"
+    folder.mkdir()
+    (folder / "driver_only_jobs.py").write_text(
+        "from agentlog.replay import UnitScore\n"
+        "def score(unit, ctx):\n"
+        "    return [UnitScore('v', 1.0)]\n")
+    monkeypatch.syspath_prepend(str(folder))
+    out = tmp_path / "o.zst"
+    with pytest.raises(al.ReplayError, match=r"a Ray task of the replay failed in its worker: "
+                       r"ImportError: cannot import module 'driver_only_jobs'.*PYTHONPATH"):
+        run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
+                  progress=False, executor="ray")
+    assert sealed_units(out) == set()
+    assert run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
+                     progress=False).done == 4
+
+
+def test_cancelling_a_ray_replay_writes_the_finished_batches_and_a_rerun_completes_it(
+        tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from agentlog.replay import arun_units
+
+    out = tmp_path / "o.zst"
+    units = [Unit(f"u{i:02d}", {"x": i, "sleep": 0.05}) for i in range(40)]
+    job = "tests.replay._unit_jobs:slow_score"
+
+    async def interrupted() -> None:
+        task = asyncio.create_task(arun_units(units, job, out=out, progress=False,
+                                              executor="ray", concurrency=2))
+        deadline = time.monotonic() + 120
+        while not (out.exists() and sealed_units(out)):  # a batch came back and was written
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupted())
+    assert al.verify(out).ok
+    assert 0 < len(sealed_units(out)) < 40
+    summary = run_units(units, job, out=out, progress=False, executor="ray")
+    assert summary.done + summary.skipped == 40 and summary.failed == 0
+    reference = tmp_path / "ref.zst"
+    run_units(units, job, out=reference, progress=False)
+    assert {k: u.scores for k, u in read_units(out).items()} == {
+        k: u.scores for k, u in read_units(reference).items()}

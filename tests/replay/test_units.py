@@ -346,3 +346,24 @@ def test_importing_the_engine_imports_neither_ray_nor_rich() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+class Abort(BaseException):
+    """Not an Exception: a job's way of stopping the whole program, not failing a unit."""
+
+
+def test_a_job_raising_a_base_exception_stops_the_replay_with_the_finished_units_written(
+        tmp_path: Path) -> None:
+    out = tmp_path / "o.zst"
+
+    def job(unit: Unit, ctx: Any) -> list[UnitScore]:
+        if unit.key == "u005":
+            raise Abort("stop everything")
+        return [UnitScore("v", 1.0)]
+
+    with pytest.raises(Abort, match="stop everything"):
+        run_units(_units(6), job, out=out, concurrency=1, progress=False)
+    assert al.verify(out).ok
+    assert sealed_units(out) == {f"u{i:03d}" for i in range(5)}
+    summary = run_units(_units(6), JOB, out=out, progress=False)
+    assert (summary.skipped, summary.done) == (5, 1)
