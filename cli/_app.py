@@ -62,6 +62,9 @@ ESTIMATE_COMMANDS: dict[str, tuple[str, str, str]] = {
     "reliability": ("._estimate_reliability", "reliability_command",
                     "Reliability beyond the mean per group of runs: worst case, CVaR@α, "
                     "Reliability@τ and a bootstrap CI of the mean ([DMC] §4.4)."),
+    "effects": ("._estimate_effects", "effects_command",
+                "Policy effects Δsel, Δstop, Δint and total of a paired 2×2 ([SSC] eq. "
+                "3–4), with task-clustered intervals and ICC(1,k) across seeds."),
 }
 
 # Output cites the papers behind each estimator by short keys; --help says which.

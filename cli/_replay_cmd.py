@@ -238,10 +238,36 @@ def replay_command(
                            "miss fails its unit (agentlog.CacheMiss).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    design: Annotated[
+        list[str] | None,
+        typer.Option("--design", help="Paired interventions: FACTOR=LEVEL,LEVEL (repeatable), "
+                     "e.g. selection=agent,uniform and stopping=adaptive,fixed:4; --out "
+                     "is then a folder.", show_default=False),
+    ] = None,
+    seeds: Annotated[
+        int, typer.Option("--seeds", min=1, help="With --design: replicate seeds shared by "
+                          "every arm (common random numbers).")
+    ] = 1,
+    mode: Annotated[
+        str, typer.Option("--mode", help="With --design: frozen (every call served from the "
+                          "recording), branch or rerun (everything live).")
+    ] = "frozen",
+    score: Annotated[
+        str | None,
+        typer.Option("--score", help="With --design: module:function turning the window's "
+                     "return value into {name: value} scores.", show_default=False),
+    ] = None,
 ) -> None:
     """Replay recorded states under evaluation channels. Exit 0 ok, 1 units failed, 2 bad
     input."""
     # The interventions path (--design/--seeds/--mode) dispatches here, before this check.
+    if design:
+        from ._replay_design import run_design_replay
+
+        raise typer.Exit(run_design_replay(
+            traces, design=design, seeds=seeds, mode=mode, window=window, app=app,
+            score=score, out=out, concurrency=concurrency, executor=executor.value,
+            as_json=as_json))
     if not channel:
         fail("agentlog replay: pass --channel NAME (repeatable): the registered channels to "
              "score the window's states under")

@@ -28,6 +28,7 @@ from ._cess import (
 )
 from ._cess_trace import CessData, from_trace, load_table
 from ._effects import PolicyEffects, icc_1k, policy_effects
+from ._effects_trace import TraceEffects, effects_from_traces
 from ._tuning import TuneResult, fit_taskwise_prior, taskwise_lambda, tune_lambda
 
 __all__ = [
@@ -38,11 +39,13 @@ __all__ = [
     "CessResult",
     "PolicyEffects",
     "Support",
+    "TraceEffects",
     "TuneResult",
     "audit",
     "cluster_bootstrap",
     "direction",
     "direction_error",
+    "effects_from_traces",
     "estimate",
     "fit_taskwise_prior",
     "from_trace",

@@ -19,7 +19,10 @@ finished unit as a sealed run of an output trace (``read_units`` reads them back
 
 Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
-(``agentlog.replay.interventions``) are documented in their modules.
+(``agentlog.replay.interventions``) are documented in their modules. Paired
+interventions: a ``Design`` (selection × stopping levels × replicate seeds) expands to
+arms (``Arm``), and ``intervene`` re-enters every sealed window instance under each arm and
+seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
 """
 
 from ._app import (
@@ -51,7 +54,9 @@ from ._channels import (
     registry,
     scorer,
 )
+from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
+from ._intervene import InterventionRun, intervene
 from ._reentry import (
     reenter_arguments,
     resume_streams,
@@ -90,13 +95,16 @@ __all__ = [
     "APP_ENV",
     "AppImportError",
     "AppNotGivenError",
+    "Arm",
     "CacheKey",
     "CacheMode",
     "CacheResult",
     "CacheStatus",
     "Channel",
     "ChannelVersionError",
+    "Design",
     "FrozenTransition",
+    "InterventionRun",
     "Job",
     "ModelCache",
     "NotRegisteredError",
@@ -126,8 +134,10 @@ __all__ = [
     "frozen_transitions",
     "get_channel",
     "get_scorer",
+    "intervene",
     "is_transient",
     "object_id",
+    "parse_design",
     "plan_channel_units",
     "read_units",
     "recorded_modules",
@@ -137,6 +147,7 @@ __all__ = [
     "registered_request_fields",
     "registry",
     "replay_channels",
+    "replicate_seed",
     "request_fields",
     "request_key",
     "resolve_app",

@@ -17,6 +17,7 @@ MODULES = [
     "agentlog.adapters._choice", "agentlog.adapters._recording",
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",
     "agentlog.estimators._tuning", "agentlog.estimators._effects",
+    "agentlog.estimators._effects_trace", "agentlog.replay._design",
     "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",

@@ -29,6 +29,10 @@ ENGINE_NAMES = [
 REENTRY_NAMES = [
     "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
 ]
+# Paired interventions (issue 14): designs and re-entry under arms.
+INTERVENTION_NAMES = [
+    "Arm", "Design", "InterventionRun", "intervene", "parse_design", "replicate_seed",
+]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
     "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
@@ -45,7 +49,8 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
     import agentlog.replay as replay
 
     assert replay.__all__ == sorted(replay.__all__) == sorted(
-        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + ENGINE_NAMES)
+        CACHE_NAMES + CHANNEL_REPLAY_NAMES + REENTRY_NAMES + ENGINE_NAMES
+        + INTERVENTION_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
 

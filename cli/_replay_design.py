@@ -1,0 +1,129 @@
+"""The ``--design/--seeds/--mode`` path of ``agentlog replay``: paired interventions.
+
+``agentlog replay TRACES --window retrieval --design selection=agent,uniform --design
+stopping=adaptive,fixed:4 --seeds 3 --mode rerun --app my_agent --score my_agent:outcome
+--out DIR`` re-enters every sealed instance of the window under each arm of the design
+and each replicate seed (``agentlog.replay.intervene``), writes ``DIR/units.zst`` and
+``DIR/arms/``, and resumes: a re-run does only the units not sealed yet. ``--score``
+names a function of the app (``module:qualname``) that turns the window's return value
+into ``{name: value}`` (e.g. the Opened Mean); the window's own ``al.score`` readouts are
+kept too. ``agentlog estimate effects DIR`` then gives the policy effects.
+
+Exit codes: 0 every unit ran, 1 some units failed (recorded; a re-run retries them), 2 bad
+input (a malformed design, an unknown level, no app, a mode that cannot be served, a
+window not in the traces).
+
+Example::
+
+    $ agentlog replay agentlog-demo/ --window retrieval --app agentlog.examples.deep_research \\
+        --design selection=agent,uniform --design stopping=adaptive,fixed:4 --seeds 2 \\
+        --mode rerun --score my_agent:opened_mean --out arms/
+    $ agentlog estimate effects arms/ --outcome opened_mean
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+import agentlog as al
+
+from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, short_path, stdout
+from ._verify_cmd import trace_files
+
+SHOWN_FAILURES = 10
+
+
+def _function(name: str) -> Any:
+    module, sep, qual = name.partition(":")
+    if not sep or not module or not qual:
+        raise BadInput(f"--score {name!r}: expected module:function, e.g. my_agent:opened_mean")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except ImportError as exc:
+        raise BadInput(f"--score {name!r}: module {module!r} cannot be imported ({exc})"
+                       ) from exc
+    except AttributeError:
+        raise BadInput(f"--score {name!r}: {module!r} has no {qual!r}") from None
+    if not callable(obj):
+        raise BadInput(f"--score {name!r} is not a function")
+    return obj
+
+
+def run_design_replay(
+    traces: list[Path], *, design: list[str], seeds: int, mode: str, window: str | None,
+    app: str | None, score: str | None, out: Path, concurrency: int, executor: str,
+    as_json: bool,
+) -> int:
+    """Run ``intervene`` for the command line; print its summary; return the exit code."""
+    from agentlog.replay import (
+        AppImportError,
+        AppNotGivenError,
+        NotRegisteredError,
+        intervene,
+        parse_design,
+        resolve_app,
+    )
+
+    try:
+        if window is None:
+            raise BadInput("--design needs --window NAME: the window to re-enter under each "
+                           "arm (agentlog inspect TRACE lists the windows)")
+        if out.suffix == ".zst" or (out.exists() and not out.is_dir()):
+            raise BadInput(f"--out {out}: with --design, --out names a folder (it receives "
+                           "units.zst and arms/), e.g. --out arms/")
+        paths = trace_files(traces)
+        try:
+            parsed = parse_design(design, seeds=seeds)
+        except (ValueError, TypeError) as exc:
+            raise BadInput(str(exc)) from exc
+        module = resolve_app(app, traces=paths)
+        scores = _function(score) if score else None
+        try:
+            run = intervene(paths, window=window, arms=parsed, out=out, app=module.__name__,
+                            mode=mode, scores=scores, concurrency=concurrency,  # type: ignore[arg-type]
+                            executor=executor, progress=not as_json)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
+    except (BadInput, AppNotGivenError, AppImportError, NotRegisteredError,
+            al.MissingDependencyError) as exc:
+        fail(f"agentlog replay: {exc}")
+    s = run.summary.to_dict()
+    result: dict[str, Any] = {
+        **s, "out": str(run.out), "window": window, "mode": run.mode,
+        "instances": run.instances, "units": run.units,
+        "arms": [{"name": a.name, "hash": a.hash, "factors": dict(a.factors)}
+                 for a in run.arms],
+        "seeds": seeds,
+    }
+    if as_json:
+        print_json(result)
+    else:
+        _render(result)
+    return EXIT_PROBLEM if result["failed"] else EXIT_OK
+
+
+def _render(result: dict[str, Any]) -> None:
+    console = stdout()
+    console.print(f"Re-entered {result['instances']} instances of window "
+                  f"[bold]{escape(str(result['window']))}[/] under {len(result['arms'])} arms "
+                  f"x {result['seeds']} seeds (mode {escape(result['mode'])}): "
+                  f"{result['units']} units → [bold]{escape(short_path(result['out']))}[/]")
+    for a in result["arms"]:
+        console.print(f"  {escape(a['name'])}  [dim]{a['hash'][:12]}…[/]")
+    colour = "red" if result["failed"] else "green"
+    console.print(f"  [{colour}]{result['done']} done, {result['skipped']} already sealed "
+                  f"(skipped), {result['failed']} failed[/] in {result['wall_s']:.2f} s")
+    for f in result["failures"][:SHOWN_FAILURES]:
+        console.print(f"  [red]✗ unit {escape(f['key'][:12])}…: {escape(f['error_type'])}: "
+                      f"{escape(f['message'])}[/]")
+    if result["failed"]:
+        console.print("  → the failed units are recorded; fix their cause and run the same "
+                      "command again: only the units not sealed yet run")
+    console.print(f"  next: agentlog estimate effects {escape(short_path(result['out']))} "
+                  "--outcome NAME")

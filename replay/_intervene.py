@@ -1,0 +1,401 @@
+"""``intervene``: re-enter sealed window instances under the arms of a design.
+
+Each sealed instance of ``window`` in the source traces is re-entered once per (arm,
+replicate seed): the decorated function the app registered is called again with the
+decoded entry (``reenter_arguments``), in a fresh run recorded with the replicate's seed
+(replicate 0: the recorded seed), every random stream started at its recorded step
+(``resume_streams``), under the arm's steer (``agentlog.reentry.steering``). Every arm of
+a replicate shares its seed, so the arms see the same Gumbel draws and stop uniforms:
+common random numbers ([SSC] Appendix D).
+
+One unit of ``run_units`` is one (source window instance, arm, replicate); a re-run
+skips the units already sealed. Output layout under ``out``:
+
+* ``out/units.zst``: the engine's output, one run per unit whose ``meta["agentlog.replay"]``
+  is the unit's provenance — ``factors`` ({"selection": …, "stopping": …}), ``arm``,
+  ``arm_hash``, ``replicate``, ``seed``, ``mode``, ``task``, ``source_run``,
+  ``source_trace``, ``window``, ``window_name``, ``arm_trace`` — and whose scores are the
+  arm run's ``Score`` records (``cess.effects_from_traces(out, outcome=…)`` reads them);
+* ``out/arms/<unit key>.zst``: the arm run itself (the re-entered window with its
+  selections, continuations, tool calls and scores), ``meta["agentlog.replay.arm"]``
+  holding the same provenance and the source run's own meta beside it, so
+  ``cess.from_trace(out / "arms", ...)`` reads the arms as it reads recorded runs.
+
+Modes say what may run live; the output records the mode. ``"rerun"``: everything live
+(for an agent whose model and tools are deterministic, as the bundled one). ``"frozen"``
+and ``"branch"`` need every model and tool call served from the recording; the core's
+tool calls and the adapters' cache have no per-run serving hook yet, so those modes are
+refused with that message rather than silently running live.
+
+Example::
+
+    from agentlog.replay import Design, intervene
+    from agentlog.replay.interventions import FixedHorizon, Uniform
+
+    run = intervene("runs/", window="retrieval", app="my_agent", mode="rerun",
+                    arms=Design(selection=["agent", Uniform()],
+                                stopping=["adaptive", FixedHorizon(4)], seeds=range(3)),
+                    scores=lambda found: {"opened_mean": sum(found.y) / len(found.y)},
+                    out="arms/")
+    cess.effects_from_traces("arms/", outcome="opened_mean")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import agentlog as al
+from agentlog import Trace
+from agentlog.records import Score, WindowView, encode_artifact
+from agentlog.reentry import steering
+
+from ._app import resolve_app
+from ._design import Arm, Design
+from ._executor import run_units
+from ._reentry import reenter_arguments, resume_streams, stream_offsets, window_function
+from ._units import RunSummary, Unit, UnitContext, UnitScore
+
+__all__ = ["ARM_META_KEY", "MODES", "InterventionRun", "intervene", "reenter_job"]
+
+Mode = Literal["frozen", "branch", "rerun"]
+MODES = ("frozen", "branch", "rerun")
+ARM_META_KEY = "agentlog.replay.arm"  # the arm run's provenance (not a unit of the engine)
+UNITS_FILE = "units.zst"
+ARMS_DIR = "arms"
+JOB = "agentlog.replay._intervene:reenter_job"
+
+ScoreFn = Callable[[Any], Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What one ``intervene`` call hands its jobs in this process (never in a payload:
+    steers, secrets and instance factories are objects, secrets must not be stored)."""
+
+    arms: Mapping[str, Arm]
+    secrets: Mapping[str, Any] | None
+    instance: Any
+    scores: ScoreFn | None
+
+
+_calls: dict[str, _Call] = {}
+_calls_lock = threading.Lock()
+_traces: dict[str, Trace] = {}  # source traces read once per process
+
+
+@dataclass(frozen=True)
+class InterventionRun:
+    """What ``intervene`` did.
+
+    Attributes:
+        out: the output folder (``units.zst`` and ``arms/``).
+        units: units asked for: source window instances × arms × replicates.
+        instances: source window instances found.
+        arms: the arms, in design order.
+        mode: the mode the units ran in.
+        summary: the engine's ``RunSummary`` (done, skipped, failed, …).
+    """
+
+    out: Path
+    units: int
+    instances: int
+    arms: tuple[Arm, ...]
+    mode: str
+    summary: RunSummary
+
+
+def _source_files(traces: Any) -> list[Path]:
+    items = [traces] if isinstance(traces, str | os.PathLike) else list(traces)
+    if not items:
+        raise ValueError("`traces` names no trace; pass the recorded trace files or folders")
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(p.rglob("*.zst"))
+            if not found:
+                raise ValueError(f"{p}: the folder holds no *.zst traces; pass the folder "
+                                 "the runs were recorded into")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ValueError(f"{p}: no such trace file or folder")
+    return out
+
+
+def _unit_key(run_id: str, window: int, arm: Arm, replicate: int, mode: str) -> str:
+    identity = encode_artifact([run_id, window, arm.hash, replicate, mode],
+                               what="unit identity")
+    return hashlib.sha256(identity).hexdigest()[:40]
+
+
+def intervene(
+    traces: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    window: str,
+    arms: Design | Sequence[Arm],
+    out: str | os.PathLike[str],
+    app: str | None = None,
+    mode: Mode = "frozen",
+    seeds: Iterable[int] | None = None,
+    scores: ScoreFn | None = None,
+    secrets: Mapping[str, Any] | None = None,
+    instance: Any = None,
+    concurrency: int = 4,
+    executor: Literal["local", "ray"] = "local",
+    progress: bool = False,
+) -> InterventionRun:
+    """Re-enter every sealed instance of ``window`` under every arm and replicate seed.
+
+    Args:
+        traces: the recorded traces (files or folders).
+        window: the window name to re-enter (``"retrieval"``).
+        arms: a ``Design`` (its arms and replicate seeds) or a list of ``Arm``.
+        out: the output folder (created): ``units.zst`` and ``arms/``.
+        app: the module that registers the window's function (``resolve_app``).
+        mode: ``"frozen"`` (default), ``"branch"`` or ``"rerun"``; see the module docs.
+        seeds: replicate indices; default the design's (``(0,)`` for a list of arms).
+        scores: a function of the window's return value giving ``{name: value}``, recorded
+            as run-level scores of each arm run (e.g. the Opened Mean); the window's own
+            ``al.score`` readouts are kept too.
+        secrets: values of the window's secret arguments (else
+            ``$AGENTLOG_SECRET_<NAME>``); never stored.
+        instance: the object (or a factory of the ``WindowView``) a method window binds.
+        concurrency: units running at once.
+        executor: ``"local"`` or ``"ray"``. On Ray each unit carries its arm as plain data
+            (every steer's ``interventions.identity``: a worker rebuilds it from its
+            registered class and refuses when the identity hash differs), ``scores`` and
+            ``instance`` must be module-level functions of the app, and secrets come from
+            ``$AGENTLOG_SECRET_<NAME>`` where the workers run.
+        progress: show the engine's progress bar.
+
+    Returns:
+        An ``InterventionRun``.
+
+    Raises:
+        ValueError: an unknown mode; a mode that cannot be served (``frozen``/``branch``);
+            no sealed instance of ``window``; bad traces; on Ray, an arm, ``scores`` or
+            ``instance`` a worker cannot rebuild. Each message says what to do.
+        AppNotGivenError, AppImportError: the app module (``resolve_app``).
+    """
+    if mode not in MODES:
+        raise ValueError(f"`mode` must be one of {', '.join(MODES)}; found {mode!r}")
+    if mode != "rerun":
+        raise ValueError(
+            f"mode={mode!r} serves every model and tool call from the recording, and this "
+            "release has no hook to serve a tool call or to hand an adapter the replay's "
+            "cache, so it cannot guarantee that nothing runs live; it refuses instead. Pass "
+            "mode='rerun' (everything live) for an agent whose model and tools are "
+            "deterministic, and say so when you report the results")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
+    files = _source_files(traces)
+    arm_list = tuple(arms.arms() if isinstance(arms, Design) else arms)
+    if not arm_list:
+        raise ValueError("`arms` is empty; give a Design or a list of Arm")
+    specs = {a.hash: _arm_spec(a, executor) for a in arm_list}
+    scores_id = _function_id(scores, "scores", executor)
+    instance_id = _function_id(instance, "instance", executor)
+    if executor == "ray" and secrets:
+        raise ValueError("executor='ray': secrets= are values of this process and never "
+                         "cross to workers; set $AGENTLOG_SECRET_<NAME> where the workers "
+                         "run instead")
+    reps = tuple(seeds) if seeds is not None else (
+        arms.replicates if isinstance(arms, Design) else (0,))
+    from ._design import replicate_seed
+
+    resolve_app(app, traces=files)
+    out_dir = Path(out)
+    (out_dir / ARMS_DIR).mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex
+    units: list[Unit] = []
+    instances = 0
+    for path in files:
+        trace = al.read(path)
+        starts = {r.run: r.start for r in trace.runs}
+        for view in trace.windows(window):
+            if view.exit is None or view.exit.status != 0:
+                continue  # not sealed, or failed: nothing recorded to re-enter
+            start = starts.get(view.run)
+            if start is None:
+                continue
+            instances += 1
+            for arm in arm_list:
+                for r in reps:
+                    key = _unit_key(start.run_id, view.window, arm, int(r), mode)
+                    prov = {
+                        "factors": dict(arm.factors), "arm": arm.name, "arm_hash": arm.hash,
+                        "replicate": int(r), "seed": replicate_seed(start.seed, int(r)),
+                        "mode": mode, "task": start.task, "source_run": start.run_id,
+                        "source_trace": str(path), "window": view.window,
+                        "window_name": window, "arm_trace": f"{ARMS_DIR}/{key}.zst",
+                    }
+                    units.append(Unit(key, payload={
+                        "token": token, "source": str(path), "run": view.run,
+                        "window": view.window, "arm_hash": arm.hash, "seed": prov["seed"],
+                        "arm_trace": str(out_dir / ARMS_DIR / f"{key}.zst"),
+                        "arm": specs[arm.hash], "scores": scores_id, "instance": instance_id,
+                    }, provenance=prov))
+    if not instances:
+        raise ValueError(f"no sealed instance of window {window!r} in {len(files)} trace(s) "
+                         f"({files[0]}{' …' if len(files) > 1 else ''}); check the window "
+                         "name (agentlog inspect lists them)")
+    with _calls_lock:
+        _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores)
+    try:
+        summary = run_units(units, JOB, out=out_dir / UNITS_FILE, app=app,
+                            concurrency=concurrency, executor=executor, progress=progress)
+    finally:
+        with _calls_lock:
+            _calls.pop(token, None)
+    return InterventionRun(out=out_dir, units=len(units), instances=instances,
+                           arms=arm_list, mode=mode, summary=summary)
+
+
+def _source(path: str) -> Trace:
+    with _calls_lock:
+        trace = _traces.get(path)
+    if trace is None:
+        trace = al.read(path)
+        with _calls_lock:
+            if len(_traces) > 16:  # bounded: a replay reads a few sources at a time
+                _traces.clear()
+            _traces[path] = trace
+    return trace
+
+
+def _view(trace: Trace, run: int, window: int) -> WindowView:
+    for view in trace.windows():
+        if view.run == run and view.window == window:
+            return view
+    raise ValueError(f"{trace.path}: no window {window} in run {run}; the source trace "
+                     "changed since the units were made: re-run intervene")
+
+
+def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
+    """Re-enter one window instance under one arm and seed; return the arm run's scores."""
+    p = unit.payload
+    with _calls_lock:
+        call = _calls.get(p["token"])
+    if call is None:  # a worker of another process (Ray): rebuild from plain data
+        call = _rebuilt(p)
+    arm = call.arms[p["arm_hash"]]
+    trace = _source(p["source"])
+    view = _view(trace, p["run"], p["window"])
+    start = next(r.start for r in trace.runs if r.run == view.run)
+    assert start is not None
+    fn = window_function(view)
+    args, kwargs = reenter_arguments(view, secrets=call.secrets, instance=call.instance,
+                                     function=fn)
+    offsets = stream_offsets(view, trace)
+    meta = {k: v for k, v in start.meta.items() if k not in ("agentlog.replay", ARM_META_KEY)}
+    meta[ARM_META_KEY] = dict(unit.provenance)
+    path = Path(p["arm_trace"])
+    with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
+                   meta=meta), resume_streams(offsets), steering(arm.steer):
+        result = fn(*args, **kwargs)
+        if call.scores is not None:
+            for name, value in call.scores(result).items():
+                al.score(name, float(value))
+    out: list[UnitScore] = []
+    for rec in al.read(path).records:
+        if type(rec) is Score and math.isfinite(rec.value):
+            out.append(UnitScore(rec.name, rec.value, channel=rec.channel, layout=rec.layout,
+                                 wave=rec.wave, transition=rec.transition,
+                                 state_hash=rec.state_hash))
+    return out
+
+
+def _arm_spec(arm: Arm, executor: str) -> dict[str, Any]:
+    """The arm as plain data a worker rebuilds it from: each factor's steer identity
+    (``interventions.identity``: registered class, constructor parameters, hash)."""
+    from . import interventions
+
+    spec: dict[str, Any] = {"name": arm.name, "factors": dict(arm.factors)}
+    steer = arm.steer
+    for factor in ("selection", "stopping"):
+        level = getattr(steer, factor, None) if steer is not None else None
+        if level is None:
+            spec[factor] = None
+        elif isinstance(level, interventions.Steer):
+            spec[factor] = interventions.identity(level)
+        elif executor == "ray":
+            raise ValueError(
+                f"executor='ray': the {factor} level {level!r} of arm {arm.name} is not a "
+                "registered intervention, so a worker cannot rebuild it; derive it from "
+                "agentlog.replay.interventions.Steer, or use executor='local'")
+        else:
+            spec[factor] = None  # served by this process's objects only
+    return spec
+
+
+def _function_id(obj: Any, what: str, executor: str) -> str | None:
+    """``module:qualname`` of a module-level function (a worker imports it), else None
+    (served by this process only; refused for Ray)."""
+    if obj is None:
+        return None
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    ok = bool(module) and "<" not in qual and callable(obj)
+    if ok:
+        try:
+            ok = _resolve(f"{module}:{qual}") is obj
+        except (ImportError, AttributeError):
+            ok = False
+    if ok:
+        return f"{module}:{qual}"
+    if executor == "ray":
+        raise ValueError(f"executor='ray': `{what}` must be a module-level function a worker "
+                         f"can import (found {obj!r}); define it in your app module")
+    return None
+
+
+def _resolve(name: str) -> Any:
+    module, _, qual = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _rebuilt(payload: Mapping[str, Any]) -> _Call:
+    """The arm, scores and instance of a unit from its plain data, in a worker process.
+
+    Each steer is rebuilt from its registered class and parameters, and its identity hash
+    checked against the one the driver computed: a worker whose code differs refuses.
+    """
+    from . import interventions
+    from ._design import _ArmSteer
+
+    spec = payload["arm"]
+    levels: dict[str, Any] = {}
+    for factor in ("selection", "stopping"):
+        ident = spec.get(factor)
+        if ident is None:
+            levels[factor] = None
+            continue
+        cls = interventions.STEERS.get(ident["id"]).obj
+        steer = cls(**ident["params"])
+        if interventions.identity(steer)["hash"] != ident["hash"]:
+            raise RuntimeError(
+                f"the {factor} steer {ident['name']!r} rebuilt in this worker has another "
+                "identity than the driver's (its code or parameters differ): install the "
+                "same agentlog and app version on every worker")
+        levels[factor] = steer
+    own = levels["selection"] is None and levels["stopping"] is None
+    steer_obj = None if own else _ArmSteer(spec["name"], levels["selection"],
+                                           levels["stopping"])
+    arm = Arm(name=spec["name"], factors=spec["factors"], hash=payload["arm_hash"],
+              steer=steer_obj)
+    scores = _resolve(payload["scores"]) if payload.get("scores") else None
+    instance = _resolve(payload["instance"]) if payload.get("instance") else None
+    return _Call({arm.hash: arm}, None, instance, scores)

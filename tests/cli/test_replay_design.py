@@ -1,0 +1,58 @@
+"""`agentlog replay --design ... --seeds N --mode M --out DIR`: paired interventions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentlog.examples.deep_research import run_study, task_ids
+from agentlog.replay import read_units
+from tests.cli._cli import invoke
+
+APP = "agentlog.examples.deep_research"
+SCORE = "tests.replay.test_intervene:opened_mean"
+DESIGN = ("--design", "selection=agent,uniform", "--design", "stopping=adaptive,fixed:4")
+
+
+def test_the_design_replay_writes_the_arms_and_resumes(tmp_path: Path) -> None:
+    run_study(tmp_path / "src", tasks=task_ids(3), rankings=("agent",), seeds=(0,),
+              evaluate=False)
+    args = ("replay", tmp_path / "src", "--window", "retrieval", *DESIGN, "--seeds", "2",
+            "--mode", "rerun", "--app", APP, "--score", SCORE, "--out", tmp_path / "arms")
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["instances"], out["units"], out["done"], out["mode"]) == (3, 24, 24, "rerun")
+    assert [a["name"] for a in out["arms"]] == [
+        "selection=agent,stopping=adaptive", "selection=agent,stopping=fixed:4",
+        "selection=uniform,stopping=adaptive", "selection=uniform,stopping=fixed:4"]
+    units = read_units(tmp_path / "arms" / "units.zst")
+    assert len(units) == 24 and {u.provenance["mode"] for u in units.values()} == {"rerun"}
+    again = invoke(*args)
+    assert again.exit_code == 0 and "0 done, 24 already sealed (skipped)" in again.output
+    assert "agentlog estimate effects" in again.output
+    fx = invoke("estimate", "effects", tmp_path / "arms", "--resamples", "200", "--json")
+    assert fx.exit_code == 0, fx.output
+    assert json.loads(fx.stdout)["n_blocks"] == 6
+
+
+def test_bad_designs_and_unservable_modes_exit_2_with_what_to_do(tmp_path: Path) -> None:
+    run_study(tmp_path / "src", tasks=task_ids(1), rankings=("agent",), seeds=(0,),
+              evaluate=False)
+    base = ("replay", tmp_path / "src", "--window", "retrieval", "--app", APP)
+    for extra, message in (
+        (("--design", "selection=agent,greedy", "--mode", "rerun", "--out", tmp_path / "o"),
+         "unknown selection level 'greedy'"),
+        ((*DESIGN, "--out", tmp_path / "o"), "mode='frozen' serves every model and tool"),
+        ((*DESIGN, "--mode", "rerun", "--out", tmp_path / "o.zst"),
+         "with --design, --out names a folder"),
+        ((*DESIGN, "--mode", "rerun", "--score", "nope", "--out", tmp_path / "o"),
+         "--score 'nope': expected module:function"),
+        ((*DESIGN, "--mode", "rerun", "--score", "tests.replay.test_intervene:missing",
+          "--out", tmp_path / "o"), "has no 'missing'"),
+    ):
+        result = invoke(*base, *extra)
+        assert result.exit_code == 2, (extra, result.output)
+        assert message in result.output and "Traceback" not in result.output, result.output
+    no_window = invoke("replay", tmp_path / "src", *DESIGN, "--out", tmp_path / "o")
+    assert no_window.exit_code == 2 and "--design needs --window NAME" in no_window.output

@@ -1,0 +1,58 @@
+"""``intervene`` on the Ray executor gives the arm traces of the local one (content)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import agentlog as al
+from agentlog.examples.deep_research import run_study, task_ids
+from agentlog.records import Continuation, Score, Selection, ToolCall
+from agentlog.replay import Design, intervene, read_units
+from agentlog.replay.interventions import FixedHorizon, Uniform
+from tests.replay.test_intervene import APP, opened_mean
+
+# The exec engine's module-scoped local cluster (autouse; it skips without Ray).
+from tests.replay.test_ray_executor import cluster  # noqa: F401
+
+
+def _content(trace: al.Trace) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    for r in trace.records:
+        if type(r) is Selection:
+            rows.append(("sel", r.name, r.step, r.choice, r.probs, r.draws, r.steer))
+        elif type(r) is Continuation:
+            rows.append(("cont", r.name, r.step, r.p, r.u, r.decision, r.steer))
+        elif type(r) is Score:
+            rows.append(("score", r.name, r.value))
+        elif type(r) is ToolCall:
+            rows.append(("tool", r.name, r.args_hash, r.result_hash))
+    for view in trace.windows():
+        rows.append(("window", view.name, view.entry_hash, view.exit_hash))
+    return rows
+
+
+def test_local_and_ray_give_identical_arm_traces(tmp_path: Path) -> None:
+    run_study(tmp_path / "src", tasks=task_ids(2), rankings=("agent",), seeds=(0,),
+              evaluate=False)
+    design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
+                    seeds=range(2))
+    outs = {}
+    for executor in ("local", "ray"):
+        res = intervene(tmp_path / "src", window="retrieval", arms=design, app=APP,
+                        out=tmp_path / executor, mode="rerun", scores=opened_mean,
+                        executor=executor)  # type: ignore[arg-type]
+        assert res.summary.done == 16 and res.summary.failed == 0, res.summary.failures
+        outs[executor] = read_units(tmp_path / executor / "units.zst")
+    assert outs["local"].keys() == outs["ray"].keys()
+    compared = 0
+    for key, local in outs["local"].items():
+        remote = outs["ray"][key]
+        assert [(s.name, s.value) for s in local.scores] == \
+            [(s.name, s.value) for s in remote.scores]
+        assert local.provenance == remote.provenance
+        a = al.read(tmp_path / "local" / local.provenance["arm_trace"])
+        b = al.read(tmp_path / "ray" / remote.provenance["arm_trace"])
+        assert _content(a) == _content(b)
+        compared += len(_content(a))
+    assert compared > 100
