@@ -168,7 +168,9 @@ def select(
                         f"steer {steer.name!r} returned {p.shape[0]} probabilities for "
                         f"select {name!r} with {n} candidates"
                     )
-    draws = _noise.gumbel(pool.keys, run.seed, name, step)
+    generator = run.generator
+    keys = pool.keys if generator is _noise.GENERATOR_ID else _noise.keys_for(pool, generator)
+    draws = _noise.gumbel(keys, run.seed, name, step)
     if forced:
         choice = forced_choice
     else:
@@ -191,7 +193,7 @@ def select(
             draws=draws.data,  # type: ignore[arg-type]
             choice=choice,
             n_zero=int(n - np.count_nonzero(p)),
-            generator=_noise.GENERATOR_ID,
+            generator=generator,
             top_k=top_k,
             top_p=top_p,
             raw_probs=None if raw is None else raw.tobytes(),
