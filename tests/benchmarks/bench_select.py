@@ -13,17 +13,14 @@ fresh pool (new ids every call) at N = 1,000. The reference is
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import interleaved, row
+from _timing import interleaved, measured, row
 
 import agentlog as al
 
@@ -64,15 +61,9 @@ def measure(folder: str) -> dict[str, tuple[float, float, float, float]]:
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-select-")
-    try:
-        result = measure(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if "--json" in sys.argv:
-        print(json.dumps({"load": os.getloadavg()[0], "rows": result}))
+    result = measured(measure, "agentlog-bench-select-")
+    if result is None:
         return
-    print(f"load average {os.getloadavg()[0]:.2f}")
     for label, (mn, med, rmn, rmed) in result.items():
         print(row(label, (mn, med), (rmn, rmed), "numpy Gumbel-max"))
 
