@@ -1,9 +1,10 @@
 """``select`` against numpy's Gumbel-max of the same size, interleaved in one process.
 
 Run: ``python tests/benchmarks/bench_select.py`` (prints a table; asserts nothing).
-``--json`` prints one JSON object instead, for A/B runs of two checkouts against each
-other (``PYTHONPATH=<other checkout> python tests/benchmarks/bench_select.py --json``:
-the script uses only the public API).
+``--json`` prints one JSON object instead and ``--quick`` measures the cached pools only,
+with fewer calls: for A/B runs of two checkouts against each other
+(``PYTHONPATH=<checkout> python tests/benchmarks/bench_select.py --json``: the script
+uses only the public API).
 
 Rows: a cached pool (the same list object every step) at N = 10 and N = 1,000, and a
 fresh pool (new ids every call) at N = 1,000. The reference is
@@ -31,7 +32,8 @@ def measure(folder: str) -> dict[str, tuple[float, float, float, float]]:
     out: dict[str, tuple[float, float, float, float]] = {}
     fresh = itertools.count()
     with al.record(os.path.join(folder, "s.zst"), seed=1):
-        for n, number in ((10, 20_000), (1000, 3_000)):
+        quick = "--quick" in sys.argv  # A/B rounds: fewer calls, no fresh-pool row
+        for n, number in ((10, 5_000 if quick else 20_000), (1000, 1_000 if quick else 3_000)):
             ids = [f"doc-{i:04d}" for i in range(n)]
             p = rng.dirichlet(np.ones(n))
 
@@ -42,6 +44,8 @@ def measure(folder: str) -> dict[str, tuple[float, float, float, float]]:
                                    lambda p=p, ids=ids: al.select(p, candidates=ids, name="d"),
                                    number=number, before=al.flush)
             out[f"select, cached pool, N = {n}"] = (*own, *ref)
+        if quick:
+            return out
         n = 1000
         p = rng.dirichlet(np.ones(n))
 
