@@ -35,7 +35,6 @@ _add_reduce = np.add.reduce
 _min_reduce = np.minimum.reduce
 _count_nonzero = np.count_nonzero
 _log = np.log
-_argmax = np.argmax
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float64]:
@@ -184,9 +183,9 @@ def select(
         choice = forced_choice
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
-            choice = int(_argmax(_log(p) + draws))
+            choice = int((_log(p) + draws).argmax())
     else:  # no zero, no warning to silence: errstate costs ~1.5 µs
-        choice = int(_argmax(_log(p) + draws))
+        choice = int((_log(p) + draws).argmax())  # the method skips np.argmax's wrapper
     window = window_in(run)
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")
