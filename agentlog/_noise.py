@@ -216,21 +216,22 @@ def candidate_key_v2(candidate: Hashable) -> int:
     return fmix64(h ^ _length_word(len(data), tag))
 
 
-def _matrix_keys(padded: bytes, lengths: NDArray[np.uint64], width: int,
+def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int,
                  tag: int) -> NDArray[np.uint64]:
     """Keys of ids laid out as rows of ``width`` zero-padded bytes (``width % 8 == 0``)."""
-    n = lengths.shape[0]
-    words = np.frombuffer(padded, dtype="<u8").reshape(n, width // 8)
+    n = len(lengths)
+    flat = np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows
+    words = flat.reshape(-1).view("<u8").reshape(n, width // 8)
     k = _K if words.shape[1] <= _K.shape[0] else _position_constants(words.shape[1])
     t = words * k[: words.shape[1]]
     t ^= t >> _M29
     t *= _C1_U
-    h = np.bitwise_xor.reduce(t, axis=1) if words.shape[1] else np.zeros(n, np.uint64)
-    first = int(lengths[0]) if n else 0
-    if n and bool((lengths == first).all()):
+    h = np.bitwise_xor.reduce(t, axis=1)
+    first = lengths[0]
+    if lengths.count(first) == n:  # one length (generated ids): one word for all
         h ^= np.uint64(_length_word(first, tag))
     else:
-        h ^= _fmix64_array(lengths ^ np.uint64(tag))
+        h ^= _fmix64_array(np.array(lengths, dtype=np.uint64) ^ np.uint64(tag))
     return _fmix64_array(h)
 
 
@@ -244,12 +245,21 @@ def _str_keys(ids: tuple[str, ...]) -> NDArray[np.uint64]:
     if not joined.isascii():
         return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
     lengths = list(map(len, ids))
-    width = _row_width(lengths)
     n = len(ids)
+    width = _row_width(lengths)
+    first = lengths[0]
+    if lengths.count(first) == n:
+        # One length: the joined ids already are a byte matrix; pad its rows to whole words.
+        data = joined.encode("ascii")
+        if first == width:
+            return _matrix_keys(data, lengths, width, _TAG_STR)
+        rows = np.zeros((n, width), dtype=np.uint8)
+        rows[:, :first] = np.frombuffer(data, dtype=np.uint8).reshape(n, first)
+        return _matrix_keys(rows, lengths, width, _TAG_STR)
     # Rows padded with NUL to one width: the buffer is a byte matrix in one join.
     padded = "".join(map(str.ljust, ids, itertools.repeat(width, n),
                          itertools.repeat("\0", n))).encode("ascii")
-    return _matrix_keys(padded, np.array(lengths, dtype=np.uint64), width, _TAG_STR)
+    return _matrix_keys(padded, lengths, width, _TAG_STR)
 
 
 def _bytes_keys(ids: tuple[bytes, ...], tag: int = _TAG_BYTES) -> NDArray[np.uint64]:
@@ -258,7 +268,7 @@ def _bytes_keys(ids: tuple[bytes, ...], tag: int = _TAG_BYTES) -> NDArray[np.uin
     n = len(ids)
     padded = b"".join(map(bytes.ljust, ids, itertools.repeat(width, n),
                           itertools.repeat(b"\0", n)))
-    return _matrix_keys(padded, np.array(lengths, dtype=np.uint64), width, tag)
+    return _matrix_keys(padded, lengths, width, tag)
 
 
 def _int_keys(values: NDArray[Any]) -> NDArray[np.uint64]:
@@ -276,17 +286,19 @@ def _int_keys(values: NDArray[Any]) -> NDArray[np.uint64]:
     return _fmix64_array(t)
 
 
-def pool_keys(ids: tuple[Any, ...], array: NDArray[Any] | None = None) -> NDArray[np.uint64]:
+def pool_keys(ids: tuple[Any, ...], array: NDArray[Any] | None = None,
+              kinds: set[type] | None = None) -> NDArray[np.uint64]:
     """Generator-/2 keys of a checked pool of ids, in bulk (``array``: the ids as given).
 
     Equal to ``[candidate_key_v2(c) for c in ids]`` (a test holds every path to it); a
     pool of one plain type is keyed in numpy passes over a byte matrix, other pools one id
-    at a time.
+    at a time. ``kinds``: the set of the ids' types, when the caller has it already.
     """
     n = len(ids)
     if array is not None and array.dtype.kind in "iu" and array.dtype.itemsize <= 8:
         return _int_keys(array.reshape(n))
-    kinds = set(map(type, ids))
+    if kinds is None:
+        kinds = set(map(type, ids))
     if kinds == {str}:
         return _str_keys(ids)
     if kinds == {bytes}:
@@ -344,23 +356,32 @@ def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
         cache[key] = value
 
 
-def _check_ids(ids: tuple[Any, ...]) -> None:
+def _check_ids(ids: tuple[Any, ...]) -> set[type]:
+    """Refuse ids that are not str, int or bytes; return the set of their types."""
     kinds = set(map(type, ids))  # one C-level pass: a pool of plain ids skips the loop
-    if len(kinds) == 1 and kinds <= _PLAIN_ID_TYPES and len(set(ids)) == len(ids):
-        return
+    if len(kinds) == 1 and kinds <= _PLAIN_ID_TYPES:
+        return kinds
     for c in ids:
         if not isinstance(c, (str, int, bytes)) or isinstance(c, bool):
             raise TypeError(
                 f"`candidates` must hold str, int or bytes ids; found {type(c).__name__} "
                 f"({c!r:.60}). Pass stable identifiers (document ids), not objects."
             )
-    if len(set(ids)) != len(ids):
-        seen: set[Any] = set()
-        dup = next(c for c in ids if c in seen or seen.add(c))  # type: ignore[func-returns-value]
-        raise ValueError(
-            f"`candidates` must be unique ids; {dup!r} appears more than once. Identity-keyed "
-            "draws need one id per candidate."
-        )
+    return kinds
+
+
+def _check_unique(ids: tuple[Any, ...], keys: NDArray[np.uint64]) -> None:
+    """Refuse repeated ids. Distinct keys prove distinct ids, so the set of ids (the slow
+    check) is built only when two keys are equal: a repeated id, or a 64-bit collision."""
+    ordered = np.sort(keys)
+    if not (ordered[1:] == ordered[:-1]).any() or len(set(ids)) == len(ids):
+        return
+    seen: set[Any] = set()
+    dup = next(c for c in ids if c in seen or seen.add(c))  # type: ignore[func-returns-value]
+    raise ValueError(
+        f"`candidates` must be unique ids; {dup!r} appears more than once. Identity-keyed "
+        "draws need one id per candidate."
+    )
 
 
 # Agents usually pass the same list object step after step. Remember the last few lists by
@@ -401,9 +422,10 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     elif isinstance(candidates, np.ndarray):
         ids = tuple(candidates.tolist())
     else:
-        ids = tuple(candidates)
-    _check_ids(ids)
-    keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None)
+        ids = cache_key  # the tuple of the candidates, made above
+    kinds = _check_ids(ids)
+    keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None, kinds)
+    _check_unique(ids, keys)
     encoded = _id_encoder.encode(list(ids))
     result = Pool(ids=ids, keys=keys, encoded=encoded, hash=hashlib.sha256(encoded).digest())
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)

@@ -188,3 +188,14 @@ def test_verify_reports_a_selection_of_an_unknown_generator(tmp_path: Path) -> N
     kinds = [(p.kind, p.message) for p in al.verify(forged).problems]
     assert ("generator", "select 'doc' step 0: noise generator 'philox/9' is not one this "
             "agentlog regenerates: upgrade agentlog") in kinds
+
+
+def test_equal_keys_of_distinct_ids_are_not_taken_for_a_repeated_id(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Uniqueness is proven by distinct keys; equal keys fall back to comparing the ids.
+    monkeypatch.setattr(_noise, "pool_keys", lambda ids, array=None, kinds=None: np.zeros(
+        len(ids), dtype=np.uint64))
+    assert _noise.pool(("p", "q", "r"), 3).ids == ("p", "q", "r")
+    with pytest.raises(ValueError, match="`candidates` must be unique ids; 'p' appears"):
+        _noise.pool(("p", "q", "p"), 3)
