@@ -18,8 +18,12 @@ pool of new ids per window. Variants of the same code:
   window span carrying five attributes, an event per selection), the same provider.
 
 Each round runs every variant once, in an order rotated round by round, and divides its
-wall time by the undecorated loop's of the same round; the table shows the median of
-those ratios (and their range), so that load drifting during a run cancels.
+wall time, and the process's CPU time (the writer's threads included; the CPU work is a
+fixed amount of work calibrated to 1 ms, not a deadline), by the undecorated loop's of
+the same round; the table shows the medians of those ratios and their ranges, so that
+load drifting during a run cancels. On a loaded machine read the CPU ratios: wall time
+then measures the scheduler. With a sleep as the work, CPU time is mostly the
+recording's, so its CPU ratio is large by construction; read its wall ratio.
 
 Peers (``--peers``): the per-call cost of a decorated function that returns at once, for
 Logfire's ``@logfire.instrument`` (``send_to_logfire=False, console=False``), Langfuse's
@@ -64,10 +68,25 @@ _rng = np.random.default_rng(0)
 PROBS = _rng.dirichlet(np.ones(CANDIDATES))
 
 
+def _calibrate() -> int:
+    """Iterations of ``work_cpu``'s loop that take about 1 ms of this thread's CPU."""
+    n = 20_000
+    while True:
+        t0 = time.thread_time()
+        sum(range(n))
+        used = time.thread_time() - t0
+        if used > 0.02:
+            return max(1, int(n * WORK_S / used))
+        n *= 2
+
+
+_ITERATIONS = 0
+
+
 def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+    # A fixed amount of work, not a deadline on the clock: under load a deadline would
+    # burn whatever CPU the scheduler grants, and CPU-time ratios would mean nothing.
+    sum(range(_ITERATIONS))
 
 
 def fresh_ids() -> list[str]:
@@ -119,11 +138,13 @@ class Loop:
                         span.add_event("select", {"name": "doc", "step": s, "choice": 1})
                     span.set_attributes(FIVE)
 
-    def run_all(self, folder: str, tag: str, runs: int) -> float:
+    def run_all(self, folder: str, tag: str, runs: int) -> tuple[float, float]:
+        """(wall seconds, CPU seconds of the whole process, the writer's threads included)."""
         path = os.path.join(folder, f"{tag}.zst")
         previous = None
         if self.variant == "record + OTel SDK":
             previous = _otel.set_provider_override(self.provider)
+        c0 = time.process_time()
         t0 = time.perf_counter()
         if self.variant in ("record", "record + OTel SDK"):
             for r in range(runs):
@@ -135,7 +156,11 @@ class Loop:
         else:
             for _ in range(runs):
                 self._windows()
-        elapsed = time.perf_counter() - t0
+        if self.variant in ("record", "record + OTel SDK"):
+            al.flush()  # the writer's work on these runs belongs to this variant
+        if self.variant in ("record + OTel SDK", "raw OTel spans only"):
+            self.provider.force_flush()
+        elapsed = time.perf_counter() - t0, time.process_time() - c0
         if self.variant == "record + OTel SDK":
             _otel.set_provider_override(previous)
         return elapsed
@@ -163,11 +188,15 @@ def end_to_end(folder: str, rounds: int, runs: int) -> None:
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Sink(), max_queue_size=1 << 16))
-    print(f"{'loop':<34} {'variant':<22} {'median ratio':>12}  range over {rounds} rounds")
+    global _ITERATIONS
+    _ITERATIONS = _calibrate()
+    print(f"{'loop':<34} {'variant':<22} {'wall ratio':>10} {'range':>13}  {'CPU ratio':>9} "
+          f"{'range':>13}   (medians over {rounds} rounds)")
     for work_name, work in (("CPU work", spin), ("sleep", time.sleep)):
         for fresh in (False, True):
             loops = [Loop(v, work, fresh, provider) for v in VARIANTS]
-            ratios: dict[str, list[float]] = {v: [] for v in VARIANTS[1:]}
+            wall: dict[str, list[float]] = {v: [] for v in VARIANTS[1:]}
+            cpu: dict[str, list[float]] = {v: [] for v in VARIANTS[1:]}
             load = []
             for r in range(rounds):
                 order = loops[r % len(loops):] + loops[:r % len(loops)]
@@ -177,14 +206,17 @@ def end_to_end(folder: str, rounds: int, runs: int) -> None:
                     times[loop.variant] = loop.run_all(
                         folder, f"{work_name[:3]}-{fresh}-{loop.variant[:6]}-{r}", runs)
                 for v in VARIANTS[1:]:
-                    ratios[v].append(times[v] / times["undecorated"])
+                    wall[v].append(times[v][0] / times["undecorated"][0])
+                    cpu[v].append(times[v][1] / times["undecorated"][1])
                 load.append(os.getloadavg()[0])
             label = f"{work_name}, {'fresh pool per window' if fresh else 'fixed pool'}"
             for v in VARIANTS[1:]:
-                rs = ratios[v]
-                print(f"{label:<34} {v:<22} {statistics.median(rs):11.3f}×  "
-                      f"{min(rs):.3f}–{max(rs):.3f}   (load {min(load):.1f}–{max(load):.1f})")
+                w, c = wall[v], cpu[v]
+                print(f"{label:<34} {v:<22} {statistics.median(w):9.3f}× {min(w):6.3f}–"
+                      f"{max(w):.3f}  {statistics.median(c):8.3f}× {min(c):6.3f}–{max(c):.3f}"
+                      f"   (load {min(load):.1f}–{max(load):.1f})")
                 label = ""
+            sys.stdout.flush()
     provider.shutdown()
 
 
