@@ -1,4 +1,4 @@
-"""The inlined window path: keyword calls and coroutines take it, and write what the general path writes."""
+"""The inlined window path: keyword calls and coroutines take it, and write what it writes."""
 
 from __future__ import annotations
 
