@@ -1,4 +1,4 @@
-"""The inlined window path: keyword calls and coroutines take it, and write what it writes."""
+"""Keyword and coroutine calls take the inlined window path, writing what the general one does."""
 
 from __future__ import annotations
 
