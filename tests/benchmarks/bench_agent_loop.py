@@ -2,8 +2,8 @@
 
 Run: ``python tests/benchmarks/bench_agent_loop.py`` (prints a table; asserts nothing).
 Options: ``--rounds R`` (default 5), ``--runs N`` (default 100), ``--peers`` (also the
-peers' per-call costs, each in its own process; see below), ``--peer NAME`` (one peer, in
-this process: what ``--peers`` runs).
+peers' per-call costs, each in its own process; see below), ``--peers-only``, ``--peer
+NAME`` (one peer, in this process: what ``--peers`` runs).
 
 The loop: ``N`` runs × 10 windows; each window does 1 ms of agent work (a CPU spin, or a
 sleep) and 5 selections over 200 candidates, from one fixed list of ids or from a fresh
@@ -296,11 +296,12 @@ def main() -> None:
         if "--peer" in sys.argv:
             one_peer(sys.argv[sys.argv.index("--peer") + 1], folder)
             return
-        print(f"load average {os.getloadavg()[0]:.2f}; {_option('--runs', 100)} runs × "
-              f"{WINDOWS} windows × {SELECTIONS} selections over {CANDIDATES} candidates, "
-              f"{WORK_S * 1e3:g} ms of work per window")
-        end_to_end(folder, _option("--rounds", 5), _option("--runs", 100))
-        if "--peers" in sys.argv:
+        if "--peers-only" not in sys.argv:
+            print(f"load average {os.getloadavg()[0]:.2f}; {_option('--runs', 100)} runs × "
+                  f"{WINDOWS} windows × {SELECTIONS} selections over {CANDIDATES} "
+                  f"candidates, {WORK_S * 1e3:g} ms of work per window")
+            end_to_end(folder, _option("--rounds", 5), _option("--runs", 100))
+        if "--peers" in sys.argv or "--peers-only" in sys.argv:
             peers()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
