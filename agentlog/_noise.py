@@ -8,11 +8,20 @@ same document even when the ranking is reversed or the pool reordered: common
 random numbers ([SSC] §3.1 and Appendix D; [DMC] §4.5 keys its draws by
 ``sha256(seed:step)`` for the same reason).
 
-Construction (generator id ``GENERATOR_ID``):
+Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
 
-* candidate key ``k(c)``: the first 8 bytes (little-endian) of BLAKE2b-64 over the
-  canonical msgpack encoding of the id (so ``1`` and ``"1"`` differ). Computed once
-  per id and cached.
+* candidate key ``k(c)``: the id's bytes ``b`` (UTF-8 of a str, the bytes themselves,
+  an int as its 8-byte little-endian two's complement, or unsigned from 2**63 on) are
+  read as little-endian 64-bit words ``w_j``, zero-padded; ``k = fmix(fmix(L ⊕ t) ⊕
+  ⊕_j m(w_j · K_j))`` with ``L = len(b)``, ``t`` a tag per type and sign (so ``1``,
+  ``"1"`` and ``b"1"`` differ), ``K_j = (2j + 1) · φ`` and ``m(x) = (x ⊕ x >> 29) · C1``
+  (all mod 2**64). A zero word contributes nothing, so a pool's padding does not
+  change a key, and a whole pool is keyed in a few numpy passes over a byte matrix
+  (``keys``) instead of one hash call per id.
+* generator ``"fmix64-gumbel/1"`` (traces recorded before; still verified and
+  reproduced with ``record(generator=...)``): ``k(c)`` = the first 8 bytes
+  (little-endian) of BLAKE2b-64 over the canonical msgpack encoding of the id,
+  computed once per id and cached (``candidate_key``).
 * stream key ``s``: BLAKE2b-64 of the UTF-8 stream name; step base
   ``b = fmix(fmix(seed ⊕ s) ⊕ fmix(step + φ))`` with MurmurHash3's 64-bit finaliser
   ``fmix`` and φ the golden-ratio constant. Keeping the step inside the hashed key
@@ -22,12 +31,14 @@ Construction (generator id ``GENERATOR_ID``):
   ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)``.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
 
-Every value is reproducible in any process, on any platform with IEEE doubles.
+Every value is reproducible in any process, on any platform with IEEE doubles. Only the
+candidate keys differ between the two generators; the rest is shared.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -37,7 +48,9 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-GENERATOR_ID = "fmix64-gumbel/1"
+GENERATOR_V1 = "fmix64-gumbel/1"
+GENERATOR_ID = "fmix64-gumbel/2"  # what new runs record
+GENERATORS = (GENERATOR_V1, GENERATOR_ID)  # what this agentlog regenerates
 
 _M64 = (1 << 64) - 1
 _PHI = 0x9E3779B97F4A7C15
@@ -48,6 +61,8 @@ _C2_U = np.uint64(_C2)
 _S33 = np.uint64(33)
 _S11 = np.uint64(11)
 _TWO_M53 = 2.0**-53
+_log = np.log
+_negative = np.negative
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
 
 _id_encoder = msgspec.msgpack.Encoder()
@@ -126,7 +141,7 @@ _key_cache: dict[Any, int] = {}
 
 
 def candidate_key(candidate: Hashable) -> int:
-    """The stable 64-bit key of one candidate id (cached)."""
+    """The stable 64-bit key of one candidate id under generator /1 (cached)."""
     # The type is part of the cache key because 1 == 1.0 == True in a dict.
     ck = (type(candidate), candidate)
     key = _key_cache.get(ck)
@@ -136,6 +151,182 @@ def candidate_key(candidate: Hashable) -> int:
             _key_cache.clear()
         _key_cache[ck] = key
     return key
+
+
+# ----------------------------------------------------------------- keys of generator /2
+
+_M29 = np.uint64(29)
+_TAG_STR = 0x5354_5200_0000_0001  # one word per type (and sign): 1, "1" and b"1" differ
+_TAG_BYTES = 0x4259_5400_0000_0002
+_TAG_INT = 0x494E_5400_0000_0003
+_TAG_NEG = 0x4E45_4700_0000_0004
+_PLAIN_ID_TYPES = frozenset((str, int, bytes))
+_LENGTH_WORDS: dict[tuple[int, int], int] = {}
+
+
+def _position_constants(words: int) -> NDArray[np.uint64]:
+    """``K_j = (2j + 1) · φ mod 2**64`` for j < ``words`` (odd, so ``w · K_j`` is a bijection)."""
+    j = np.arange(words, dtype=np.uint64)
+    return (j * np.uint64(2) + np.uint64(1)) * np.uint64(_PHI)
+
+
+_K = _position_constants(64)  # ids up to 512 bytes without recomputing; longer ones extend
+
+
+def _length_word(length: int, tag: int) -> int:
+    """``fmix(L ⊕ t)``, cached: pools repeat a handful of lengths."""
+    word = _LENGTH_WORDS.get((length, tag))
+    if word is None:
+        word = fmix64(length ^ tag)
+        if len(_LENGTH_WORDS) < 65536:
+            _LENGTH_WORDS[(length, tag)] = word
+    return word
+
+
+def _id_bytes(candidate: Any) -> tuple[bytes, int]:
+    """The bytes and type tag that key ``candidate`` under generator /2."""
+    if isinstance(candidate, str):
+        return candidate.encode("utf-8"), _TAG_STR
+    if isinstance(candidate, bytes):
+        return bytes(candidate), _TAG_BYTES
+    if isinstance(candidate, int) and not isinstance(candidate, bool):
+        if -(2**63) <= candidate < 0:
+            return (candidate & _M64).to_bytes(8, "little"), _TAG_NEG
+        if 0 <= candidate < 2**64:
+            return int(candidate).to_bytes(8, "little"), _TAG_INT
+        raise OverflowError(
+            f"candidate id {candidate} is outside [-2**63, 2**64): ids must fit 64 bits"
+        )
+    raise TypeError(
+        f"`candidates` must hold str, int or bytes ids; found {type(candidate).__name__}"
+    )
+
+
+def candidate_key_v2(candidate: Hashable) -> int:
+    """The 64-bit key of one candidate id under generator /2 (the reference for ``pool_keys``).
+
+    ``k = fmix(fmix(L ⊕ t) ⊕ ⊕_j m(w_j · K_j))``: see the module docstring.
+    """
+    data, tag = _id_bytes(candidate)
+    h = 0
+    padded = data + b"\0" * (-len(data) % 8)
+    for j in range(len(padded) // 8):
+        x = (int.from_bytes(padded[8 * j: 8 * j + 8], "little") * ((2 * j + 1) * _PHI)) & _M64
+        h ^= ((x ^ (x >> 29)) * _C1) & _M64
+    return fmix64(h ^ _length_word(len(data), tag))
+
+
+def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int,
+                 tag: int) -> NDArray[np.uint64]:
+    """Keys of ids laid out as rows of ``width`` zero-padded bytes (``width % 8 == 0``)."""
+    n = len(lengths)
+    flat = np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows
+    words = flat.reshape(-1).view("<u8").reshape(n, width // 8)
+    k = _K if words.shape[1] <= _K.shape[0] else _position_constants(words.shape[1])
+    t = words * k[: words.shape[1]]
+    t ^= t >> _M29
+    t *= _C1_U
+    h = np.bitwise_xor.reduce(t, axis=1)
+    first = lengths[0]
+    if lengths.count(first) == n:  # one length (generated ids): one word for all
+        h ^= np.uint64(_length_word(first, tag))
+    else:
+        h ^= _fmix64_array(np.array(lengths, dtype=np.uint64) ^ np.uint64(tag))
+    return _fmix64_array(h)
+
+
+def _row_width(lengths: list[int]) -> int:
+    longest = max(lengths, default=0)
+    return max(8, -(-longest // 8) * 8)
+
+
+def _str_keys(ids: tuple[str, ...]) -> NDArray[np.uint64]:
+    joined = "".join(ids)
+    if not joined.isascii():
+        return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
+    lengths = list(map(len, ids))
+    n = len(ids)
+    width = _row_width(lengths)
+    first = lengths[0]
+    if lengths.count(first) == n:
+        # One length: the joined ids already are a byte matrix; pad its rows to whole words.
+        data = joined.encode("ascii")
+        if first == width:
+            return _matrix_keys(data, lengths, width, _TAG_STR)
+        rows = np.zeros((n, width), dtype=np.uint8)
+        rows[:, :first] = np.frombuffer(data, dtype=np.uint8).reshape(n, first)
+        return _matrix_keys(rows, lengths, width, _TAG_STR)
+    # Rows padded with NUL to one width: the buffer is a byte matrix in one join.
+    padded = "".join(map(str.ljust, ids, itertools.repeat(width, n),
+                         itertools.repeat("\0", n))).encode("ascii")
+    return _matrix_keys(padded, lengths, width, _TAG_STR)
+
+
+def _bytes_keys(ids: tuple[bytes, ...], tag: int = _TAG_BYTES) -> NDArray[np.uint64]:
+    lengths = list(map(len, ids))
+    width = _row_width(lengths)
+    n = len(ids)
+    padded = b"".join(map(bytes.ljust, ids, itertools.repeat(width, n),
+                          itertools.repeat(b"\0", n)))
+    return _matrix_keys(padded, lengths, width, tag)
+
+
+def _int_keys(values: NDArray[Any]) -> NDArray[np.uint64]:
+    """Keys of int64 or uint64 ids: one word each, ``L = 8``, the tag by sign."""
+    words = values.astype("<u8", copy=False) if values.dtype.kind == "u" else (
+        values.astype(np.int64, copy=False).view(np.uint64))
+    t = words * _K[0]
+    t ^= t >> _M29
+    t *= _C1_U
+    pos = np.uint64(_length_word(8, _TAG_INT))
+    if values.dtype.kind == "u":
+        t ^= pos
+    else:
+        t ^= np.where(values < 0, np.uint64(_length_word(8, _TAG_NEG)), pos)
+    return _fmix64_array(t)
+
+
+def pool_keys(ids: tuple[Any, ...], array: NDArray[Any] | None = None,
+              kinds: set[type] | None = None) -> NDArray[np.uint64]:
+    """Generator-/2 keys of a checked pool of ids, in bulk (``array``: the ids as given).
+
+    Equal to ``[candidate_key_v2(c) for c in ids]`` (a test holds every path to it); a
+    pool of one plain type is keyed in numpy passes over a byte matrix, other pools one id
+    at a time. ``kinds``: the set of the ids' types, when the caller has it already.
+    """
+    n = len(ids)
+    if array is not None and array.dtype.kind in "iu" and array.dtype.itemsize <= 8:
+        return _int_keys(array.reshape(n))
+    if kinds is None:
+        kinds = set(map(type, ids))
+    if kinds == {str}:
+        return _str_keys(ids)
+    if kinds == {bytes}:
+        return _bytes_keys(ids)
+    if kinds == {int}:
+        try:
+            return _int_keys(np.array(ids, dtype=np.int64))
+        except OverflowError:
+            if min(ids) >= 0:
+                return _int_keys(np.array(ids, dtype=np.uint64))
+    return np.fromiter(map(candidate_key_v2, ids), dtype=np.uint64, count=n)
+
+
+_v1_pool_keys: dict[bytes, NDArray[np.uint64]] = {}
+
+
+def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
+    """The pool's candidate keys under ``generator`` (one of ``GENERATORS``)."""
+    if generator == GENERATOR_ID:
+        return pool.keys
+    if generator != GENERATOR_V1:
+        raise ValueError(f"unknown noise generator {generator!r}; this agentlog regenerates "
+                         f"{' and '.join(GENERATORS)}")
+    keys = _v1_pool_keys.get(pool.hash)
+    if keys is None:
+        keys = np.fromiter(map(candidate_key, pool.ids), dtype=np.uint64, count=len(pool.ids))
+        _insert(_v1_pool_keys, pool.hash, keys, _POOL_CACHE_SIZE)
+    return keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,20 +356,32 @@ def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
         cache[key] = value
 
 
-def _check_ids(ids: tuple[Any, ...]) -> None:
+def _check_ids(ids: tuple[Any, ...]) -> set[type]:
+    """Refuse ids that are not str, int or bytes; return the set of their types."""
+    kinds = set(map(type, ids))  # one C-level pass: a pool of plain ids skips the loop
+    if len(kinds) == 1 and kinds <= _PLAIN_ID_TYPES:
+        return kinds
     for c in ids:
         if not isinstance(c, (str, int, bytes)) or isinstance(c, bool):
             raise TypeError(
                 f"`candidates` must hold str, int or bytes ids; found {type(c).__name__} "
                 f"({c!r:.60}). Pass stable identifiers (document ids), not objects."
             )
-    if len(set(ids)) != len(ids):
-        seen: set[Any] = set()
-        dup = next(c for c in ids if c in seen or seen.add(c))  # type: ignore[func-returns-value]
-        raise ValueError(
-            f"`candidates` must be unique ids; {dup!r} appears more than once. Identity-keyed "
-            "draws need one id per candidate."
-        )
+    return kinds
+
+
+def _check_unique(ids: tuple[Any, ...], keys: NDArray[np.uint64]) -> None:
+    """Refuse repeated ids. Distinct keys prove distinct ids, so the set of ids (the slow
+    check) is built only when two keys are equal: a repeated id, or a 64-bit collision."""
+    ordered = np.sort(keys)
+    if not (ordered[1:] == ordered[:-1]).any() or len(set(ids)) == len(ids):
+        return
+    seen: set[Any] = set()
+    dup = next(c for c in ids if c in seen or seen.add(c))  # type: ignore[func-returns-value]
+    raise ValueError(
+        f"`candidates` must be unique ids; {dup!r} appears more than once. Identity-keyed "
+        "draws need one id per candidate."
+    )
 
 
 # Agents usually pass the same list object step after step. Remember the last few lists by
@@ -219,9 +422,10 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     elif isinstance(candidates, np.ndarray):
         ids = tuple(candidates.tolist())
     else:
-        ids = tuple(candidates)
-    _check_ids(ids)
-    keys = np.fromiter((candidate_key(c) for c in ids), dtype=np.uint64, count=len(ids))
+        ids = cache_key  # the tuple of the candidates, made above
+    kinds = _check_ids(ids)
+    keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None, kinds)
+    _check_unique(ids, keys)
     encoded = _id_encoder.encode(list(ids))
     result = Pool(ids=ids, keys=keys, encoded=encoded, hash=hashlib.sha256(encoded).digest())
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
@@ -230,14 +434,24 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     """Uniform(0, 1) draws, one per key, for the given step base."""
+    # In place where the value allows: the same operations as ((z >> 11) + ½) · 2⁻⁵³, so
+    # the same bits, with fewer temporaries (this runs on every select).
     z = _fmix64_array(keys ^ np.uint64(base))
-    return ((z >> _S11).astype(np.float64) + 0.5) * _TWO_M53
+    z >>= _S11
+    u = z.astype(np.float64)
+    u += 0.5
+    u *= _TWO_M53
+    return u
 
 
 def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArray[np.float64]:
     """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
-    u = uniforms(keys, step_base(seed, stream, step))
-    return -np.log(-np.log(u))
+    g = uniforms(keys, step_base(seed, stream, step))
+    _log(g, out=g)  # g = -log(-log u), computed in place
+    _negative(g, out=g)
+    _log(g, out=g)
+    _negative(g, out=g)
+    return g
 
 
 def uniform(seed: int, stream: str, step: int) -> float:

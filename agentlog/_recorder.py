@@ -21,8 +21,8 @@ from typing import Any, Literal
 from . import _live, _state
 from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
-from ._errors import InstrumentationWarning
-from ._noise import GENERATOR_ID
+from ._errors import ArtifactEncodingError, InstrumentationWarning
+from ._noise import GENERATOR_ID, GENERATORS
 from ._otel import tracer as _tracer
 from ._records import RunEnd, RunStart, Score
 from ._scrub import REDACTED, scrub_value
@@ -96,6 +96,10 @@ class record:
         key: a secret (str or bytes) to sign the run with: its digest over every record
             becomes an HMAC-SHA256 under ``key``, which ``verify(path, key=...)`` checks and
             nobody without the key can forge. The key itself is never written.
+        generator: the noise generator that keys ``select``'s draws. The default,
+            ``"fmix64-gumbel/2"``, keys a new candidate pool in bulk; pass
+            ``"fmix64-gumbel/1"`` (what runs recorded before it use, see their
+            ``RunStart.generator``) to reproduce an old run's draws in a replay.
 
     Credentials are scrubbed from everything written (``agentlog._scrub``): arguments,
     exits, ``meta``, model requests and exception messages.
@@ -121,8 +125,15 @@ class record:
         on_full: Literal["block", "drop"] = "block",
         strict: bool = False,
         key: str | bytes | None = None,
+        generator: str = GENERATOR_ID,
     ) -> None:
         self._key = key_bytes(key)
+        if generator not in GENERATORS:
+            raise ValueError(
+                f"`generator` must be one of {', '.join(map(repr, GENERATORS))}; found "
+                f"{generator!r}"
+            )
+        self.generator = GENERATOR_ID if generator == GENERATOR_ID else generator
         if durability not in ("frame", "window", "fsync"):
             raise ValueError(
                 f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
@@ -181,6 +192,7 @@ class record:
             tracer=_tracer(),
             parent_run=parent.run_id if parent is not None else None,
             strict=self.strict,
+            generator=self.generator,
         )
         meta = self.meta if self.redact is None else _redacted(self.redact, self.meta)
         meta = scrub_value(meta, run.secrets)
@@ -194,7 +206,7 @@ class record:
                 task=run.task,
                 meta=meta,
                 t_ns=run.t0_ns,
-                generator=GENERATOR_ID,
+                generator=run.generator,
                 agentlog_version=__version__,
                 parent_run=run.parent_run,
                 pid=os.getpid(),

@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import InstrumentationWarning
+from ._noise import GENERATOR_ID
 
 if TYPE_CHECKING:
     from ._writer import TraceWriter
@@ -64,6 +65,7 @@ class Run:
         "_window_ids",
         "closed",
         "durability",
+        "generator",
         "index",
         "last_exit",
         "link_exit",
@@ -103,8 +105,10 @@ class Run:
         tracer: Any,
         parent_run: str | None,
         strict: bool = False,
+        generator: str = GENERATOR_ID,
     ) -> None:
         self.run_id = run_id
+        self.generator = generator  # the noise generator keying this run's draws
         self.index = index
         self.path = path
         self.system = system

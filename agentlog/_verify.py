@@ -215,7 +215,7 @@ class _Verifier:
         self.index = 0  # of the next record in the file
         self.blob_hashes: set[bytes] = set()
         self.pool_data: dict[bytes, bytes] = {}
-        self.pool_keys: dict[bytes, tuple[int, Any]] = {}
+        self.pool_keys: dict[tuple[bytes, str], tuple[int, Any]] = {}
         # hash -> (what, run, record index) of references whose Blob has not come yet
         self.waiting: dict[bytes, list[tuple[str, int, int]]] = defaultdict(list)
         self.waiting_selections: dict[bytes, list[tuple[int, Selection]]] = defaultdict(list)
@@ -351,10 +351,10 @@ class _Verifier:
         self.digests[rec.run] = RunDigest(rec.run_id)
         if self.key is not None:
             self.keyed_digests[rec.run] = RunDigest(rec.run_id, self.key)
-        if rec.generator != _noise.GENERATOR_ID:
+        if rec.generator not in _noise.GENERATORS:
             self.problem("generator", f"run uses noise generator {rec.generator!r}; this "
-                         f"agentlog regenerates {_noise.GENERATOR_ID!r} only: upgrade agentlog",
-                         rec.run, i)
+                         f"agentlog regenerates {' and '.join(map(repr, _noise.GENERATORS))} "
+                         "only: upgrade agentlog", rec.run, i)
 
     def _artifact(self, h: bytes, inline: bytes | None, what: str, run: int, i: int) -> None:
         if inline is not None:
@@ -433,8 +433,8 @@ class _Verifier:
         if not self.steps[(run, stream)].add(step):
             self.problem("repeated-step", f"stream {stream!r} step {step} occurs twice", run, i)
 
-    def _pool(self, h: bytes, run: int, i: int) -> tuple[int, Any] | None:
-        hit = self.pool_keys.get(h)
+    def _pool(self, h: bytes, generator: str, run: int, i: int) -> tuple[int, Any] | None:
+        hit = self.pool_keys.get((h, generator))
         if hit is not None:
             return hit
         data = self.pool_data.get(h)
@@ -447,9 +447,16 @@ class _Verifier:
         except TraceFormatError as exc:
             self.problem("pool", str(exc), run, i)
             return None
-        keys = np.fromiter((_noise.candidate_key(c) for c in ids), np.uint64, len(ids))
-        self.pool_keys[h] = (len(ids), keys)
-        return self.pool_keys[h]
+        if generator == _noise.GENERATOR_V1:
+            keys = np.fromiter((_noise.candidate_key(c) for c in ids), np.uint64, len(ids))
+        else:
+            try:
+                keys = _noise.pool_keys(tuple(ids))
+            except (TypeError, OverflowError) as exc:  # e.g. a bool id written by hand
+                self.problem("pool", f"candidate pool {h.hex()[:16]}…: {exc}", run, i)
+                return None
+        self.pool_keys[(h, generator)] = (len(ids), keys)
+        return self.pool_keys[(h, generator)]
 
     def selection(self, i: int, rec: Selection) -> None:
         self.count("selections")
@@ -490,7 +497,11 @@ class _Verifier:
 
     def _pool_checks(self, i: int, rec: Selection) -> None:
         where = f"select {rec.name!r} step {rec.step}"
-        pool = self._pool(rec.pool, rec.run, i)
+        if rec.generator not in _noise.GENERATORS:
+            self.problem("generator", f"{where}: noise generator {rec.generator!r} is not "
+                         "one this agentlog regenerates: upgrade agentlog", rec.run, i)
+            return
+        pool = self._pool(rec.pool, rec.generator, rec.run, i)
         if pool is None:
             return
         size, keys = pool

@@ -74,3 +74,28 @@ def line(label: str, t: tuple[float, float], target: float | None = None,
         text += f"   {t[0] / ref[0]:6.2f}× {ref_label}"
     print(text)
     return ok
+
+
+def measured(measure: Callable[[str], dict[str, list[float]]],
+             prefix: str) -> dict[str, list[float]] | None:
+    """Run ``measure(folder)`` in a temporary folder that is removed afterwards.
+
+    With ``--json`` on the command line, print ``{"load": ..., "rows": ...}`` (for A/B runs
+    of two checkouts) and return None; otherwise print the load average and return the rows.
+    """
+    import json
+    import os
+    import shutil
+    import sys
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    try:
+        result = measure(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if "--json" in sys.argv:
+        print(json.dumps({"load": os.getloadavg()[0], "rows": result}))
+        return None
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    return result

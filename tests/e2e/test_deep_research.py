@@ -222,10 +222,12 @@ def test_the_sealed_retrieval_entry_reinvokes_the_window_and_reproduces_it(
 ) -> None:
     """What replay builds on: decode the entry, call again under the same seed, same exit."""
     episode = run_agent("q2", ranking="reversed", seed=3, path=tmp_path / "first.zst")
-    (window,) = al.read(tmp_path / "first.zst").windows("retrieval")
+    first = al.read(tmp_path / "first.zst")
+    (window,) = first.windows("retrieval")
     args, kwargs = al.decode_arguments(retrieve, window.entry_bytes)
     assert args[0] == episode.pool
-    with al.record(tmp_path / "again.zst", seed=3):
+    # Same seed and same noise generator: the trace names the one its draws came from.
+    with al.record(tmp_path / "again.zst", seed=3, generator=first.runs[0].start.generator):
         assert retrieve(*args, **kwargs) == episode.retrieval
     (again,) = al.read(tmp_path / "again.zst").windows("retrieval")
     assert (again.entry_hash, again.exit_hash) == (window.entry_hash, window.exit_hash)
