@@ -21,7 +21,7 @@ from typing import Any, Literal
 from . import _live, _state
 from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
-from ._errors import ArtifactEncodingError, InstrumentationWarning
+from ._errors import InstrumentationWarning
 from ._noise import GENERATOR_ID, GENERATORS
 from ._otel import tracer as _tracer
 from ._records import RunEnd, RunStart, Score

@@ -456,6 +456,7 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
     n_positional = spec.n_positional
     tails = spec.tails
     span_name = spec.span_name
+    function_id = spec.function_id
     # Keywords naming a positional-only parameter make the real call raise: such calls
     # take the general path, which records what the binder makes of them.
     positional_only = frozenset(
@@ -510,7 +511,8 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
         t0 = st.t0_perf = perf()
         writer.put(WindowEnter(run.index, st.id, name, -1 if parent is None else parent.id,
                                run.t0_ns + (t0 - run.t0_perf), entry_hash, data, None,
-                               None, None, None, _get_ident()))
+                               None, None, None, _get_ident(), run.stream_steps(),
+                               function_id))
         token = set_window(st)
         tracer = run.tracer
         if tracer is None:
