@@ -85,11 +85,19 @@ def stream_origin(stream: str) -> int:
     return 0 if run is None else run.origins.get(stream, 0)
 
 
-def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str,
-                 step: int) -> NDArray[np.float64]:
-    """The Gumbel draws ``al.select`` makes for these candidate ids at (seed, stream, step)."""
+def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str, step: int,
+                 generator: str | None = None) -> NDArray[np.float64]:
+    """The Gumbel draws ``al.select`` makes for these candidate ids at (seed, stream, step).
+
+    ``generator`` is the noise generator id (``Selection.generator`` of a recorded draw);
+    None means the current run's, or this agentlog's default outside a run.
+    """
+    if generator is None:
+        run = current_run_var.get()
+        generator = _noise.GENERATOR_ID if run is None else run.generator
     pool = _noise.pool(list(candidates), len(candidates))
-    out: NDArray[np.float64] = _noise.gumbel(pool.keys, seed, stream, step)
+    out: NDArray[np.float64] = _noise.gumbel(_noise.keys_for(pool, generator), seed, stream,
+                                             step)
     return out
 
 

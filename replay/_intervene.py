@@ -301,8 +301,11 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     meta = {k: v for k, v in start.meta.items() if k not in ("agentlog.replay", ARM_META_KEY)}
     meta[ARM_META_KEY] = dict(unit.provenance)
     path = Path(p["arm_trace"])
+    # The source run's noise generator: a trace recorded before a generator change still
+    # replays with the draws it was recorded with.
     with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
-                   meta=meta), resume_streams(offsets), steering(arm.steer):
+                   meta=meta, generator=start.generator), resume_streams(offsets), \
+            steering(arm.steer):
         result = fn(*args, **kwargs)
         if call.scores is not None:
             for name, value in call.scores(result).items():

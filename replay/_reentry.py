@@ -1,11 +1,12 @@
 """Re-entering a sealed window instance: its arguments, its function and its streams.
 
 A re-entry calls the window's decorated function again, in a fresh run recorded with the
-source run's seed::
+source run's seed and noise generator (``RunStart.seed``, ``RunStart.generator``)::
 
     fn = window_function(view)                       # registered by the user's app
     args, kwargs = reenter_arguments(view, secrets={"api_key": key}, instance=factory)
-    with al.record(out, seed=source_seed), resume_streams(stream_offsets(view)):
+    with al.record(out, seed=start.seed, generator=start.generator), \
+            resume_streams(stream_offsets(view)):
         fn(*args, **kwargs)
 
 * **Arguments.** The sealed entry is the map of effective arguments; for a window with an
@@ -94,7 +95,8 @@ def stream_offsets(view: WindowView, trace: Trace | None = None) -> dict[str, in
 def resume_streams(offsets: Mapping[str, int]) -> Iterator[dict[str, int]]:
     """Start the current run's streams at ``offsets`` for the window re-entered inside.
 
-    Use it inside ``al.record(..., seed=<source seed>)`` and before any draw of that run:
+    Use it inside ``al.record(..., seed=<source seed>, generator=<source generator>)`` and
+    before any draw of that run:
     each re-entry needs a run of its own (steps never repeat within a run).
 
     Raises:

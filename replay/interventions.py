@@ -432,7 +432,12 @@ class ForceRecorded(Steer):
             j = _first_difference(agent, probs)
             raise self._diverged("select", stream, step, i, f"probability of {ids[j]!r}",
                                  float(agent[j]), float(probs[j]))
-        live = gumbel_draws(ids, self._seed(), stream, step)
+        run = al.current_run()
+        if run is not None and run.generator != rec.generator:
+            raise self._diverged("select", stream, step, i, "noise generator", rec.generator,
+                                 f"{run.generator} (open the replay's run with "
+                                 f"al.record(..., generator={rec.generator!r}))")
+        live = gumbel_draws(ids, self._seed(), stream, step, rec.generator)
         draws = trace.draws(rec)
         if not np.array_equal(live, draws):
             j = _first_difference(draws, live)

@@ -47,12 +47,13 @@ def draws_by_doc(trace: al.Trace, window: int) -> dict[int, dict[str, float]]:
 def reenter(view: WindowView, out: Path, steer: Steer,
             change: Any = None) -> Any:
     """Re-enter ``view`` under ``steer``; ``change(args, kwargs)`` may alter the call."""
-    seed = view.trace.runs[view.run].start.seed  # type: ignore[union-attr]
+    start = view.trace.runs[view.run].start
+    assert start is not None
     args, kwargs = reenter_arguments(view)
     if change is not None:
         args, kwargs = change(args, kwargs)
-    with al.record(out, seed=seed, mode="w"), resume_streams(stream_offsets(view)), \
-            steering(steer):
+    with al.record(out, seed=start.seed, mode="w", generator=start.generator), \
+            resume_streams(stream_offsets(view)), steering(steer):
         return window_function(view)(*args, **kwargs)
 
 
@@ -169,7 +170,9 @@ def test_a_replay_with_another_seed_or_vector_diverges_at_the_first_draw(
     (view,) = source.windows("retrieval")
     args, kwargs = reenter_arguments(view)
     first = source.selections("doc")[0]
-    with al.record(tmp_path / "r.zst", seed=12345, mode="w"), steering(ForceRecorded(view)), \
+    generator = first.generator
+    with al.record(tmp_path / "r.zst", seed=12345, mode="w", generator=generator), \
+            steering(ForceRecorded(view)), \
             pytest.raises(al.ReplayDivergenceError, match=r"select 'doc' step 0\): Gumbel draw"):
         window_function(view)(*args, **kwargs)
 
@@ -211,3 +214,21 @@ def test_a_draw_the_recording_never_made_diverges(tmp_path: Path) -> None:
     steer = ForceRecorded(view)
     reenter(view, tmp_path / "r.zst", steer, change=lambda a, kw: ((a[0], 1), kw))
     assert steer.unreplayed() == [("select", "doc", 1)]
+
+
+def test_a_replay_run_on_another_noise_generator_is_named_as_the_divergence(
+        demo: list[Path], tmp_path: Path) -> None:
+    """The demo agent records with generator /1; a replay run opened with the default /2
+    would draw other noise: the first selection says so, naming the fix."""
+    source = al.read(demo[0])
+    (view,) = source.windows("retrieval")
+    start = source.runs[view.run].start
+    assert start is not None and start.generator != "fmix64-gumbel/2"
+    args, kwargs = reenter_arguments(view)
+    expected = (r"noise generator recorded fmix64-gumbel/1, replayed fmix64-gumbel/2 "
+                r"\(open the replay's run with al.record\(..., "
+                r"generator='fmix64-gumbel/1'\)\)")
+    with pytest.raises(al.ReplayDivergenceError, match=expected), \
+            al.record(tmp_path / "r.zst", seed=start.seed, mode="w"), \
+            resume_streams(stream_offsets(view)), steering(ForceRecorded(view)):
+        window_function(view)(*args, **kwargs)
