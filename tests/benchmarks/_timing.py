@@ -85,15 +85,12 @@ def measured(measure: Callable[[str], dict[str, list[float]]],
     """
     import json
     import os
-    import shutil
     import sys
-    import tempfile
 
-    folder = tempfile.mkdtemp(prefix=prefix)
-    try:
+    from _tempdir import bench_dir
+
+    with bench_dir(prefix) as folder:
         result = measure(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if "--json" in sys.argv:
         print(json.dumps({"load": os.getloadavg()[0], "rows": result}))
         return None

@@ -39,12 +39,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +51,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import interleaved
 
 import agentlog as al
@@ -291,8 +290,7 @@ def _option(name: str, default: int) -> int:
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-loop-")
-    try:
+    with bench_dir("agentlog-bench-loop-") as folder:
         if "--peer" in sys.argv:
             one_peer(sys.argv[sys.argv.index("--peer") + 1], folder)
             return
@@ -303,8 +301,6 @@ def main() -> None:
             end_to_end(folder, _option("--rounds", 5), _option("--runs", 100))
         if "--peers" in sys.argv or "--peers-only" in sys.argv:
             peers()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,17 +25,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import agentlog as al
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 
 Row = list[float]
 
@@ -142,11 +144,8 @@ def main() -> None:
     which = sys.argv[1] if len(sys.argv) > 1 else "select"
     if which not in ("select", "windows"):
         raise SystemExit("usage: bench_cpu_ab.py select|windows")
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-cpu-")
-    try:
+    with bench_dir("agentlog-bench-cpu-") as folder:
         rows = select_rows(folder) if which == "select" else window_rows(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps({"load": os.getloadavg()[0], "rows": rows}))
 
 

@@ -26,9 +26,7 @@ by how much the effect varies between questions.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,9 @@ from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.replay import Design, intervene, read_units
 from agentlog.replay.interventions import FixedHorizon, Uniform
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tempdir import bench_dir
 
 EFFECTS = ("selection", "stopping", "interaction", "total")
 CODES = {("uniform", 0): "00", ("agent", 0): "10", ("uniform", 1): "01", ("agent", 1): "11"}
@@ -74,9 +75,9 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--resamples", type=int, default=4_000)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-crn-"))
     t0 = time.perf_counter()
-    try:
+    with bench_dir("agentlog-bench-crn-") as folder:
+        tmp = Path(folder)
         run_study(tmp / "src", tasks=task_ids(args.tasks), rankings=("agent",), seeds=(0,),
                   evaluate=False)
         design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
@@ -93,8 +94,6 @@ def main() -> None:
             results[name] = cess.policy_effects(theta["00"], theta["10"], theta["01"],
                                                 theta["11"], cluster=task,
                                                 n_resamples=args.resamples, seed=1)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     crn, ind = results["crn"], results["indep"]
     print(f"CRN vs independent seeds on the bundled agent: {args.tasks} questions x "
           f"{args.replicates} replicates x 4 arms, {args.resamples} task-clustered resamples; "
