@@ -30,7 +30,7 @@ from ._errors import ArtifactEncodingError, SealedWindowError
 from ._recorder import _redacted, store_artifact
 from ._records import ToolCall
 from ._state import Run, WindowState, current_run_var, window_in
-from ._window import _error_text
+from ._window_open import _error_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 

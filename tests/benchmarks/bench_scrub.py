@@ -24,7 +24,7 @@ from _tempdir import bench_dir
 from _timing import interleaved, row
 
 import agentlog as al
-from agentlog import _window
+from agentlog import _window, _window_open
 
 
 def tiny(q: str, k: int = 3) -> int:
@@ -78,11 +78,11 @@ def measure(folder: str) -> None:
         with al.record(os.path.join(folder, "s.zst"), seed=1):
             for label, call in calls:
                 def without(call: Any = call) -> None:
-                    _window.may_hold_secret = off
+                    _window.may_hold_secret = _window_open.may_hold_secret = off
                     call()
 
                 def with_scrub(call: Any = call) -> None:
-                    _window.may_hold_secret = real
+                    _window.may_hold_secret = _window_open.may_hold_secret = real
                     call()
 
                 ref, own = interleaved(without, with_scrub, number=1_000, repeat=15,
@@ -91,7 +91,7 @@ def measure(folder: str) -> None:
                 print(row(f"{label}: scrubbing on", own, ref, "off"))
                 print(f"{'':<58} cost: {own[0] - ref[0]:+.2f} µs (min)")
     finally:
-        _window.may_hold_secret = real
+        _window.may_hold_secret = _window_open.may_hold_secret = real
 
 
 if __name__ == "__main__":
