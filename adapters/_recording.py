@@ -129,12 +129,6 @@ def override_cache(cache: Any) -> Iterator[CacheOverride]:
         _override.reset(token)
 
 
-def _cache_of(config: Config) -> Any:
-    """The cache serving a call in this context: the override's, else the client's."""
-    override = _override.get()
-    return config.cache if override is None else override.cache
-
-
 def _unkeyed_miss(endpoint: Endpoint) -> al.CacheMiss:
     return al.CacheMiss(
         f"{endpoint.provider}: this request has no cache key (see the warning above), so "
@@ -380,7 +374,8 @@ def wrap_method(resource: Any, name: str, endpoint: Endpoint, config: Config, *,
 def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Config,
                   client: Any) -> Callable[..., Any]:
     def create(*args: Any, **kwargs: Any) -> Any:
-        cache = _cache_of(config)
+        override = _override.get()  # the one lookup an unset override costs
+        cache = config.cache if override is None else override.cache
         if cache is None and al.current_run() is None:
             return original(*args, **kwargs)
         call = _Call(endpoint, config, kwargs, cache)
@@ -425,7 +420,8 @@ def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Conf
 def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, config: Config,
                    client: Any) -> Callable[..., Awaitable[Any]]:
     async def create(*args: Any, **kwargs: Any) -> Any:
-        cache = _cache_of(config)
+        override = _override.get()  # the one lookup an unset override costs
+        cache = config.cache if override is None else override.cache
         if cache is None and al.current_run() is None:
             return await original(*args, **kwargs)
         call = _Call(endpoint, config, kwargs, cache)
