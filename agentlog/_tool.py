@@ -75,14 +75,17 @@ class ToolServing:
         lookup: the recorded calls.
         live: when True, calls run live again (and are recorded as usual).
         served: calls answered from the recording so far (misses included).
+        misses: calls the recording could not answer (each raised ``CacheMiss``), counted
+            so that a replay can fail even when the agent caught the error.
     """
 
-    __slots__ = ("live", "lookup", "served")
+    __slots__ = ("live", "lookup", "misses", "served")
 
     def __init__(self, lookup: ToolLookup) -> None:
         self.lookup = lookup
         self.live = False
         self.served = 0
+        self.misses = 0
 
 
 _serving_var: ContextVar[ToolServing | None] = ContextVar("agentlog_tool_serving",
@@ -133,6 +136,7 @@ def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
     t0 = _perf()
     serving.served += 1
     if sealed is None:
+        serving.misses += 1
         err: BaseException = CacheMiss(
             f"tool {name!r}: its arguments have no canonical encoding, so a frozen replay "
             "cannot look the call up; make them encodable or replay with mode='rerun'")
@@ -141,9 +145,11 @@ def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
     try:
         rec = serving.lookup(name, sealed[0])
     except ReplayError as exc:  # the lookup's own miss (a result hashed but not stored)
+        serving.misses += 1
         _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True)
         raise
     if rec is None:
+        serving.misses += 1
         err = CacheMiss(
             f"tool {name!r} called with arguments {sealed[0].hex()[:16]}… was never recorded "
             "with these arguments, so a frozen replay cannot serve it (replay with "

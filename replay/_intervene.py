@@ -314,8 +314,9 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
                    meta=meta), resume_streams(offsets), \
             serving_mode(mode, source=p["source"], view=view, steer=arm.steer,
-                         cache=call.cache) as steer, steering(steer):
+                         cache=call.cache) as serving, steering(serving.steer):
         result = fn(*args, **kwargs)
+        serving.check(f"window {view.name!r} of run {start.run_id} under arm {arm.name}")
         if call.scores is not None:
             for name, value in call.scores(result).items():
                 al.score(name, float(value))

@@ -46,7 +46,7 @@ from ._cache import CacheResult, ModelCache
 from ._request_fields import CacheKey
 from .interventions import _window_and_descendants
 
-__all__ = ["BranchSteer", "FrozenCache", "serving_mode"]
+__all__ = ["BranchSteer", "FrozenCache", "Serving", "serving_mode"]
 
 _caches: dict[str, ModelCache] = {}  # the source traces as caches, built once per process
 _caches_lock = threading.Lock()
@@ -78,16 +78,19 @@ class FrozenCache:
     def __init__(self, recorded: ModelCache, user: Any = None) -> None:
         self.recorded = recorded
         self.user = user
+        self.misses = 0  # counted: a replay fails even when the agent caught the miss
 
     def call(self, key: CacheKey, fetch: Callable[[], dict[str, Any]]) -> CacheResult:
         try:
             return self.recorded.call(key, fetch)  # read-only: a miss raises, never fetches
         except CacheMiss as miss:
             if self.user is None:
+                self.misses += 1
                 raise
             try:
                 result: CacheResult = self.user.call(key, _fail(miss))
             except CacheMiss:
+                self.misses += 1
                 raise miss from None
             return result
 
@@ -96,10 +99,12 @@ class FrozenCache:
             return await self.recorded.acall(key, afetch)
         except CacheMiss as miss:
             if self.user is None:
+                self.misses += 1
                 raise
             try:
                 result: CacheResult = await self.user.acall(key, _afail(miss))
             except CacheMiss:
+                self.misses += 1
                 raise miss from None
             return result
 
@@ -195,28 +200,55 @@ def _tools(view: WindowView, trace: Trace) -> Callable[[str, bytes], RecordedToo
     return lookup
 
 
+class Serving:
+    """What ``serving_mode`` installed: the steer to apply, and the misses so far."""
+
+    def __init__(self, steer: Steer | None, model: FrozenCache | None = None,
+                 tools: Any = None) -> None:
+        self.steer = steer
+        self._model = model
+        self._tools = tools
+
+    def check(self, where: str) -> None:
+        """Raise ``CacheMiss`` when a call missed, even if the window caught the error.
+
+        A window that catches its tools' errors would otherwise return normally after a
+        frozen replay refused a call, and its unit would look like a faithful replay.
+        """
+        misses = (0 if self._model is None else self._model.misses) + (
+            0 if self._tools is None else self._tools.misses)
+        if misses:
+            raise CacheMiss(f"{where}: {misses} model or tool call(s) could not be served "
+                            "from the recording (each raised CacheMiss, which the window "
+                            "caught); the replay is not faithful, so the unit fails. Replay "
+                            "with mode='branch' or 'rerun' to let them run live")
+
+
 @contextlib.contextmanager
 def serving_mode(mode: str, *, source: str | os.PathLike[str], view: WindowView,
-                 steer: Steer | None, cache: Any = None) -> Iterator[Steer | None]:
-    """Install what ``mode`` serves for one re-entered window; yield the steer to install.
+                 steer: Steer | None, cache: Any = None) -> Iterator[Serving]:
+    """Install what ``mode`` serves for one re-entered window.
 
     Must be entered inside the arm run's ``al.record`` (the served calls are recorded).
+    Yields a ``Serving``: install its ``steer``, and call ``check`` when the window
+    returned.
     """
     if mode == "rerun":
         if cache is None:
-            yield steer
+            yield Serving(steer)
         else:
             with override_cache(cache):
-                yield steer
+                yield Serving(steer)
         return
     frozen = FrozenCache(_recorded_calls(os.fspath(source)), cache)
     with override_cache(frozen) as model, serving_tools(_tools(view, view.trace)) as tools:
         if mode == "frozen":
-            yield steer
+            yield Serving(steer, frozen, tools)
             return
 
         def go_live() -> None:
             model.cache = cache  # None: the clients call their servers (recorded)
             tools.live = True
 
-        yield BranchSteer(steer, view, go_live)
+        # Misses before the branch point count; after it nothing is served, so none occur.
+        yield Serving(BranchSteer(steer, view, go_live), frozen, tools)

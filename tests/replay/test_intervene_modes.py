@@ -71,6 +71,19 @@ def tuned(levels: list[float]) -> str:
     return str(reply.choices[0].message.content)
 
 
+@al.window("modes_forgiving")
+def forgiving(ids: list[str]) -> list[str]:
+    """An agent that treats a failing tool as "no page" and carries on."""
+    out = []
+    for _ in range(2):
+        doc = ids[al.select([0.5, 0.3, 0.2], candidates=ids, name="doc")]
+        try:
+            out.append(fetch_page(doc))
+        except Exception:
+            out.append("")
+    return out
+
+
 class PickLast(iv.Steer):
     """Force the last candidate (a test steer)."""
 
@@ -274,3 +287,44 @@ def test_frozen_re_entry_of_the_demo_agent_reproduces_it_with_every_tool_call_se
                                                 if c.window == view.window]
         assert [c.result_hash for c in tools] == [c.result_hash for c in src.tool_calls()
                                                   if c.window == view.window]
+
+
+def test_a_miss_the_window_caught_still_fails_the_unit(server: Server, tmp_path: Path) -> None:
+    _record(tmp_path / "src.zst", forgiving, IDS)
+    recorded = [s.choice for s in al.read(tmp_path / "src.zst").selections()]
+    never = next(i for i in range(3) if i not in recorded)
+    res = intervene(tmp_path / "src.zst", window="modes_forgiving", out=tmp_path / "out",
+                    arms=Design(selection=["agent", ForceFrom(0, never)]), app=APP_HERE)
+    assert (res.summary.done, res.summary.failed) == (1, 1)
+    (failure,) = res.summary.failures
+    assert failure.error_type == "CacheMiss"
+    assert "2 model or tool call(s) could not be served from the recording (each raised " \
+        "CacheMiss, which the window caught)" in failure.message
+    assert server.tool_calls == []
+
+
+def test_the_frozen_cache_looks_the_users_cache_up_async_and_never_fetches(
+    server: Server, tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from agentlog.replay import request_key
+    from agentlog.replay._modes import FrozenCache
+
+    src = tmp_path / "src.zst"
+    _record(src, tuned, [0.2, 0.9])
+    user = ModelCache(":memory:")
+    key = request_key("openai.chat", {"model": "m", "messages": []})
+    user.call(key, lambda: {"choices": []})
+    frozen = FrozenCache(ModelCache.from_traces([src]), user)
+    fetched: list[int] = []
+
+    async def afetch() -> dict[str, Any]:
+        fetched.append(1)
+        return {}
+
+    assert asyncio.run(frozen.acall(key, afetch)).response == {"choices": []}
+    other = request_key("openai.chat", {"model": "m", "messages": [], "temperature": 1.0})
+    with pytest.raises(al.CacheMiss, match="not in the read-only model cache"):
+        asyncio.run(frozen.acall(other, afetch))
+    assert fetched == [] and frozen.misses == 1 and len(user) == 1
