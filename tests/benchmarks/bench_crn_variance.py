@@ -26,9 +26,7 @@ by how much the effect varies between questions.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,9 @@ import numpy as np
 
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tempdir import bench_dir
 
 from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_study, task_ids
@@ -74,9 +75,9 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--resamples", type=int, default=4_000)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-crn-"))
     t0 = time.perf_counter()
-    try:
+    with bench_dir("agentlog-bench-crn-") as folder:  # removed on any exit, SIGTERM too
+        tmp = Path(folder)
         run_study(tmp / "src", tasks=task_ids(args.tasks), rankings=("agent",), seeds=(0,),
                   evaluate=False)
         design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)],
@@ -93,8 +94,6 @@ def main() -> None:
             results[name] = cess.policy_effects(theta["00"], theta["10"], theta["01"],
                                                 theta["11"], cluster=task,
                                                 n_resamples=args.resamples, seed=1)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     crn, ind = results["crn"], results["indep"]
     print(f"CRN vs independent seeds on the bundled agent: {args.tasks} questions x "
           f"{args.replicates} replicates x 4 arms, {args.resamples} task-clustered resamples; "

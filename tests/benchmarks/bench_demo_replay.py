@@ -13,11 +13,13 @@ removed. Run: ``python tests/benchmarks/bench_demo_replay.py [--rounds 5]``.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tempdir import bench_dir
 
 
 def main() -> None:
@@ -57,8 +59,8 @@ def main() -> None:
         summarize_asv_demo([out])
         return t1 - t0, time.perf_counter() - t1
 
-    base = Path(tempfile.mkdtemp(prefix="agentlog-bench-demo-"))
-    try:
+    with bench_dir("agentlog-bench-demo-") as folder:  # removed on any exit, SIGTERM too
+        base = Path(folder)
         a: list[tuple[float, float]] = []
         b: list[tuple[float, float]] = []
         for i in range(args.rounds):
@@ -81,8 +83,6 @@ def main() -> None:
             demo.append(time.perf_counter() - t0)
         print(f"agentlog demo (run_demo, default): min {min(demo):.2f} s, median "
               f"{statistics.median(demo):.2f} s")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,7 @@ Measured (2026-12-01, percentile intervals, 2,000 resamples, 2 seeds per task):
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +32,9 @@ import numpy as np
 
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _tempdir import bench_dir
 
 from agentlog.estimators import cess
 from tests.estimators.test_effects_trace import true_effects, write_arms
@@ -53,9 +54,9 @@ def main() -> None:
     covered = {e: 0 for e in EFFECTS}
     within3 = {e: 0 for e in EFFECTS}
     errors: dict[str, list[float]] = {e: [] for e in EFFECTS}
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-effects-"))
     t0 = time.perf_counter()
-    try:
+    with bench_dir("agentlog-bench-effects-") as folder:  # removed on any exit, SIGTERM too
+        tmp = Path(folder)
         for rep in range(args.replications):
             path = tmp / f"arms-{rep}.zst"
             write_arms(path, tasks=args.tasks, replicates=args.replicates, sim=rep + 1)
@@ -68,8 +69,6 @@ def main() -> None:
                 within3[e] += abs(getattr(res, e) - truth[e]) < 3 * res.standard_error(e)
                 errors[e].append(getattr(res, e) - truth[e])
             path.unlink()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     n = args.replications
     mc_se = (LEVEL * (1 - LEVEL) / n) ** 0.5
     print(f"effects_from_traces coverage: {n} replications x {args.tasks} tasks x "

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir
 from _timing import row
 
 import agentlog as al
@@ -72,8 +71,7 @@ def ab(fn: Callable[[], object], number: int, repeat: int = 11,
 
 
 def main() -> None:
-    folder = tempfile.mkdtemp(prefix="agentlog-bench-seams-")
-    try:
+    with bench_dir("agentlog-bench-seams-") as folder:  # removed on any exit, SIGTERM too
         path = os.path.join(folder, "t.zst")
         with al.record(path, seed=1):
             off, on = ab(lambda: windowed("q"), 20_000, before=al.flush)
@@ -102,8 +100,6 @@ def main() -> None:
             off, on = ab(lambda: al.proceed(0.5, name="stop"), 20_000, before=al.flush)
             print(row("proceed: without seams", off))
             print(row("  with seams", on, off, "without"))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -23,16 +23,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _tempdir import bench_dir  # noqa: E402
 
 from agentlog.replay import (  # noqa: E402
     ModelCache,
@@ -174,16 +174,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-replay-"))
-    try:
+    with bench_dir("agentlog-bench-replay-") as folder:  # removed on any exit, SIGTERM too
+        tmp = Path(folder)
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load "
               f"{os.getloadavg()[0]:.2f}")
         bench_cached(tmp, args.units, args.rounds, args.concurrency)
         bench_sleepy(tmp, (1, 4, 16, 64))
         if not args.no_ray:
             bench_ray(tmp, args.units, max(2, args.rounds // 2))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,17 +21,18 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _tempdir import bench_dir  # noqa: E402
 
 import agentlog as al  # noqa: E402
 from agentlog.replay import read_units  # noqa: E402
@@ -69,9 +70,9 @@ def main() -> int:
     args = parser.parse_args()
     n = args.units
     rng = random.Random(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="agentlog-bench-replay-kill-"))
     broken: list[str] = []
-    try:
+    with bench_dir("agentlog-bench-replay-kill-") as folder:  # removed on any exit, SIGTERM too
+        tmp = Path(folder)
         ref = tmp / "ref.zst"
         t0 = time.perf_counter()
         first = _child(ref, n, SLEEP)
@@ -130,8 +131,6 @@ def main() -> int:
         print(f"claims broken: {len(broken)}")
         for line in broken:
             print("  " + line)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if broken else 0
 
 
