@@ -16,13 +16,21 @@ Example:
 """
 
 from ._choice import ChoiceProbs, NoLogprobsError, choice_probs
-from ._recording import CallOptions, StreamClosedError, call_options
+from ._recording import (
+    CacheOverride,
+    CallOptions,
+    StreamClosedError,
+    call_options,
+    override_cache,
+)
 
 __all__ = [
+    "CacheOverride",
     "CallOptions",
     "ChoiceProbs",
     "NoLogprobsError",
     "StreamClosedError",
     "call_options",
     "choice_probs",
+    "override_cache",
 ]

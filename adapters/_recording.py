@@ -80,6 +80,62 @@ def call_options(*, draw: int = 0, channel: str | None = None) -> Iterator[CallO
         _options.reset(token)
 
 
+class CacheOverride:
+    """The model cache of wrapped clients in one context (``override_cache``).
+
+    Shared by the contexts copied from the one it was set in, so a replay can change it
+    for all of them at once (``branch``: ``override.cache = None`` after its first changed
+    decision sends the later calls live).
+
+    Attributes:
+        cache: the ``ModelCache`` (or any object with its ``mode``/``call``/``acall``)
+            that serves every call instead of the client's own; ``None``: no cache, every
+            call live (still recorded inside a run).
+    """
+
+    __slots__ = ("cache",)
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+
+_override: contextvars.ContextVar[CacheOverride | None] = contextvars.ContextVar(
+    "agentlog_adapter_cache", default=None
+)
+
+
+@contextlib.contextmanager
+def override_cache(cache: Any) -> Iterator[CacheOverride]:
+    """Model calls of every wrapped client made in this context use ``cache`` instead.
+
+    The client's own ``cache=`` (fixed when it was wrapped) and its mode are replaced for
+    calls in this context and in contexts copied from it (``copy_context_executor``,
+    asyncio tasks); elsewhere nothing changes. A frozen replay passes a read-only
+    ``ModelCache.from_traces(sources)``, so a call the recording does not hold raises
+    ``agentlog.CacheMiss`` naming the differing field, and none runs live. Under a
+    read-only cache, a request that has no cache key raises ``CacheMiss`` too.
+
+    Example:
+        >>> from agentlog.adapters import override_cache
+        >>> with override_cache(None) as override:
+        ...     override.cache is None
+        True
+    """
+    override = CacheOverride(cache)
+    token = _override.set(override)
+    try:
+        yield override
+    finally:
+        _override.reset(token)
+
+
+def _unkeyed_miss(endpoint: Endpoint) -> al.CacheMiss:
+    return al.CacheMiss(
+        f"{endpoint.provider}: this request has no cache key (see the warning above), so "
+        "the read-only model cache cannot serve it and a frozen replay refuses to call it "
+        "live; make the request encodable or replay with mode='rerun'")
+
+
 @dataclass
 class Config:
     """What one ``wrap(client, ...)`` call configured."""
@@ -176,11 +232,13 @@ _NOT_ITERATORS = frozenset({str, int, float, bool, type(None), list, dict, tuple
 class _Call:
     """One call in flight: its request, key and clock; records itself exactly once."""
 
-    __slots__ = ("config", "endpoint", "key", "kwargs", "request", "t0")
+    __slots__ = ("cache", "config", "endpoint", "key", "kwargs", "request", "t0")
 
-    def __init__(self, endpoint: Endpoint, config: Config, kwargs: dict[str, Any]) -> None:
+    def __init__(self, endpoint: Endpoint, config: Config, kwargs: dict[str, Any],
+                 cache: Any) -> None:
         self.endpoint = endpoint
         self.config = config
+        self.cache = cache
         for name, value in list(kwargs.items()):
             # The exact-type test first: an ABC isinstance check costs ~0.5 µs per argument.
             if type(value) not in _NOT_ITERATORS and isinstance(value, Iterator):
@@ -208,8 +266,14 @@ class _Call:
 
     @property
     def cached(self) -> bool:
-        cache = self.config.cache
-        return cache is not None and self.key is not None and cache.mode != "off"
+        cache = self.cache
+        if cache is None or cache.mode == "off":
+            return False
+        if self.key is None:
+            if cache.mode == "read-only":
+                raise _unkeyed_miss(self.endpoint)
+            return False
+        return True
 
     def record(self, body: dict[str, Any] | None, *, status: str | None,
                error: BaseException | None = None) -> None:
@@ -217,7 +281,7 @@ class _Call:
             return
         latency = time.perf_counter_ns() - self.t0
         meta = Meta() if body is None else _safe_meta(self.endpoint, body)
-        if status is None and self.config.cache is not None:
+        if status is None and self.cache is not None:
             status = "off"
         al.llm_call(
             self.endpoint.provider,
@@ -310,11 +374,18 @@ def wrap_method(resource: Any, name: str, endpoint: Endpoint, config: Config, *,
 def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Config,
                   client: Any) -> Callable[..., Any]:
     def create(*args: Any, **kwargs: Any) -> Any:
-        if config.cache is None and al.current_run() is None:
+        override = _override.get()  # the one lookup an unset override costs
+        cache = config.cache if override is None else override.cache
+        if cache is None and al.current_run() is None:
             return original(*args, **kwargs)
-        call = _Call(endpoint, config, kwargs)
+        call = _Call(endpoint, config, kwargs, cache)
         stream = bool(kwargs.get("stream"))
-        if call.cached:
+        try:
+            cached = call.cached
+        except al.CacheMiss as exc:
+            call.record(None, status="miss", error=exc)
+            raise
+        if cached:
             kept: list[Any] = []
 
             def fetch() -> dict[str, Any]:
@@ -325,7 +396,7 @@ def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Conf
                 return endpoint.to_body(result)
 
             try:
-                served = config.cache.call(call.key, fetch)
+                served = cache.call(call.key, fetch)
             except BaseException as exc:
                 call.record(None, status="miss", error=exc)
                 raise
@@ -349,11 +420,18 @@ def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Conf
 def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, config: Config,
                    client: Any) -> Callable[..., Awaitable[Any]]:
     async def create(*args: Any, **kwargs: Any) -> Any:
-        if config.cache is None and al.current_run() is None:
+        override = _override.get()  # the one lookup an unset override costs
+        cache = config.cache if override is None else override.cache
+        if cache is None and al.current_run() is None:
             return await original(*args, **kwargs)
-        call = _Call(endpoint, config, kwargs)
+        call = _Call(endpoint, config, kwargs, cache)
         stream = bool(kwargs.get("stream"))
-        if call.cached:
+        try:
+            cached = call.cached
+        except al.CacheMiss as exc:
+            call.record(None, status="miss", error=exc)
+            raise
+        if cached:
             kept: list[Any] = []
 
             async def afetch() -> dict[str, Any]:
@@ -364,7 +442,7 @@ def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, 
                 return endpoint.to_body(result)
 
             try:
-                served = await config.cache.acall(call.key, afetch)
+                served = await cache.acall(call.key, afetch)
             except BaseException as exc:
                 call.record(None, status="miss", error=exc)
                 raise

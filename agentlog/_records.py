@@ -199,6 +199,9 @@ class ToolCall(msgspec.Struct, tag=7, **_OPTS):
     # the Blob named by the hash, or in older traces, which kept small ones as hashes only).
     args: bytes | None = None
     result: bytes | None = None
+    # Answered from a recording by a frozen replay (``agentlog.reentry.serving_tools``):
+    # the tool itself was not called.
+    served: bool = False
 
 
 class Score(msgspec.Struct, tag=8, **_OPTS):

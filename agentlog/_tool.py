@@ -6,6 +6,13 @@ ones are kept inline in the record, larger ones as Blobs named by their hash, so
 replay can serve a tool from the trace as it serves model calls
 (``agentlog.replay.tool_result``).
 
+A replay serves tool calls from a recording with ``serving_tools(lookup)``: while it is
+in force in a context, a tool call is not made; its arguments hash is looked up and the
+recorded result returned (or the recorded error raised), and the call is recorded with
+``served=True``. A call the lookup does not know raises ``agentlog.CacheMiss`` naming the
+tool and its arguments hash. ``ToolServing.live = True`` lets calls through again (a
+``branch`` replay after its first changed decision).
+
 Example:
     >>> import agentlog as al
     >>> @al.tool("search")
@@ -17,16 +24,20 @@ Example:
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import functools
 import hashlib
 import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast, overload
 
 from . import _live, _state
 from ._encoding import ArgumentBinder, seal_clean
-from ._errors import ArtifactEncodingError, SealedWindowError
+from ._errors import ArtifactEncodingError, CacheMiss, ReplayError, SealedWindowError
 from ._recorder import _redacted, store_artifact
 from ._records import ToolCall
 from ._state import Run, WindowState, current_run_var, window_in
@@ -37,9 +48,126 @@ F = TypeVar("F", bound=Callable[..., Any])
 _perf = time.perf_counter_ns
 
 
+@dataclass(frozen=True)
+class RecordedTool:
+    """What a recording says one tool call did: its result, or its error.
+
+    Attributes:
+        status: 0 returned ``result``; 1 raised (``error_type``: ``error_message``).
+        result: the decoded recorded result (status 0).
+        error_type, error_message: the recorded exception (status 1).
+    """
+
+    status: int
+    result: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+ToolLookup = Callable[[str, bytes], RecordedTool | None]
+"""``(tool name, ToolCall.args_hash) -> RecordedTool``, or None when never recorded."""
+
+
+class ToolServing:
+    """The serving in force in a context (``serving_tools``); shared by copied contexts.
+
+    Attributes:
+        lookup: the recorded calls.
+        live: when True, calls run live again (and are recorded as usual).
+        served: calls answered from the recording so far (misses included).
+        misses: calls the recording could not answer (each raised ``CacheMiss``), counted
+            so that a replay can fail even when the agent caught the error.
+    """
+
+    __slots__ = ("live", "lookup", "misses", "served")
+
+    def __init__(self, lookup: ToolLookup) -> None:
+        self.lookup = lookup
+        self.live = False
+        self.served = 0
+        self.misses = 0
+
+
+_serving_var: ContextVar[ToolServing | None] = ContextVar("agentlog_tool_serving",
+                                                          default=None)
+
+
+@contextlib.contextmanager
+def serving_tools(lookup: ToolLookup) -> Iterator[ToolServing]:
+    """Serve every ``@al.tool`` call of this context from a recording; none runs live.
+
+    A call inside a run is looked up by ``(name, args_hash)``: a recorded result is
+    returned, a recorded error raised again (a built-in exception type as itself, any
+    other as ``agentlog.ReplayError`` carrying its type and message: no code named by a
+    trace is imported), an unknown call raises ``agentlog.CacheMiss`` naming the tool and
+    its arguments hash. Each is recorded as a ``ToolCall`` with ``served=True``. Contexts
+    copied from this one (``copy_context_executor``, asyncio tasks) share the serving.
+
+    Raises:
+        RuntimeError: no run is being recorded in this context (the served calls must be
+            recorded: open ``al.record`` first).
+    """
+    if current_run_var.get() is None:
+        raise RuntimeError("serving_tools needs a run: call it inside `with al.record(...)`, "
+                           "so that the served tool calls are recorded")
+    serving = ToolServing(lookup)
+    token = _serving_var.set(serving)
+    try:
+        yield serving
+    finally:
+        _serving_var.reset(token)
+
+
+def _served_error(name: str, rec: RecordedTool) -> BaseException:
+    kind = getattr(builtins, rec.error_type or "", None)
+    text = rec.error_message or ""
+    # Only built-in exception types are rebuilt; nothing named by a trace is imported.
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            return kind(text)
+        except Exception:  # a built-in whose constructor wants other arguments
+            pass
+    return ReplayError(f"tool {name!r}: the recorded call raised {rec.error_type}: {text} "
+                       "(served from the recording)")
+
+
+def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
+           sealed: tuple[bytes, bytes | None] | None) -> Any:
+    t0 = _perf()
+    serving.served += 1
+    if sealed is None:
+        serving.misses += 1
+        err: BaseException = CacheMiss(
+            f"tool {name!r}: its arguments have no canonical encoding, so a frozen replay "
+            "cannot look the call up; make them encodable or replay with mode='rerun'")
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        raise err
+    try:
+        rec = serving.lookup(name, sealed[0])
+    except ReplayError as exc:  # the lookup's own miss (a result hashed but not stored)
+        serving.misses += 1
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True)
+        raise
+    if rec is None:
+        serving.misses += 1
+        err = CacheMiss(
+            f"tool {name!r} called with arguments {sealed[0].hex()[:16]}… was never recorded "
+            "with these arguments, so a frozen replay cannot serve it (replay with "
+            "mode='branch' or 'rerun' to call it live)", key=sealed[0].hex())
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        raise err
+    if rec.status != 0:
+        err = _served_error(name, rec)
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        raise err
+    _tool_record(run, st, name, t0, 0, sealed, rec.result, None, served=True)
+    return rec.result
+
+
 def _tool_record(
     run: Run, st: WindowState | None, name: str, t0: int, status: int,
     args: tuple[bytes, bytes | None] | None, result: Any, exc: BaseException | None,
+    *, served: bool = False,
 ) -> None:
     result_hash = result_inline = None
     if status == 0:
@@ -61,6 +189,7 @@ def _tool_record(
             error_message=None if exc is None else _error_text(run, exc),
             args=None if args is None else args[1],
             result=result_inline,
+            served=served,
         )
     run.writer.put(rec)
     if run.tracer is not None:
@@ -166,6 +295,9 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
                     _state.warn_runless_thread(f"tool {tool_name!r}")
                     return await fn(*args, **kwargs)
                 run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
+                serving = _serving_var.get()
+                if serving is not None and not serving.live:
+                    return _serve(serving, run, st, tool_name, sealed)
                 t0 = _perf()
                 try:
                     result = await fn(*args, **kwargs)
@@ -186,6 +318,9 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
                 _state.warn_runless_thread(f"tool {tool_name!r}")
                 return fn(*args, **kwargs)
             run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
+            serving = _serving_var.get()
+            if serving is not None and not serving.live:
+                return _serve(serving, run, st, tool_name, sealed)
             t0 = _perf()
             try:
                 result = fn(*args, **kwargs)

@@ -8,6 +8,8 @@ function of (seed, stream, step, candidate id), the re-entered window then sees 
 recorded Gumbel draws and stop uniforms: common random numbers ([SSC] Appendix D).
 ``agentlog.replay`` (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``agentlog.replay.interventions``) is the user-facing layer on top of this module.
+``serving_tools`` answers the window's ``@al.tool`` calls from a recording instead of
+calling the tools (a frozen replay).
 
 Example:
     >>> import agentlog as al
@@ -23,27 +25,38 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import _noise
+from ._encoding import decode as _decode
 from ._encoding import secret_env_name
+from ._errors import CacheMiss
+from ._records import ToolCall
 from ._state import current_run_var
 from ._steering import Steer, current_steer_var, steering
-from ._tool import tool_args_hash
+from ._tool import RecordedTool, ToolLookup, ToolServing, tool_args_hash
+from ._tool import serving_tools as _serving_tools
+from ._trace import Trace, WindowView
 from ._window_registry import function_id, registered_window
 
 __all__ = [
+    "RecordedTool",
     "Steer",
+    "ToolLookup",
+    "ToolServing",
     "continuation_uniform",
     "current_steer",
     "function_id",
     "gumbel_draws",
+    "recorded_tools",
     "registered_window",
     "secret_env_name",
+    "serving_tools",
     "start_streams",
     "steering",
     "stream_origin",
@@ -106,3 +119,60 @@ def continuation_uniform(seed: int, stream: str, step: int) -> float:
     return _noise.uniform(seed, stream, step)
 
 
+
+
+def recorded_tools(source: Trace | WindowView) -> ToolLookup:
+    """A ``ToolLookup`` over the recorded tool calls of a trace, or of one window instance.
+
+    Of several recorded calls of one tool with one arguments hash, the first is served.
+    Refused calls (status 2) are not served. A call whose result was hashed but not stored
+    (traces recorded before tool results were kept) raises ``CacheMiss`` saying so.
+    """
+    if isinstance(source, WindowView):
+        trace, run, window = source.trace, source.run, source.window
+    else:
+        trace, run, window = source, None, None
+    found: dict[tuple[str, bytes], ToolCall] = {}
+    for rec in trace.tool_calls():
+        if rec.args_hash is None or rec.status == 2:
+            continue
+        if run is not None and (rec.run != run or rec.window != window):
+            continue
+        found.setdefault((rec.name, rec.args_hash), rec)
+
+    def lookup(name: str, args_hash: bytes) -> RecordedTool | None:
+        rec = found.get((name, args_hash))
+        if rec is None:
+            return None
+        if rec.status != 0:
+            return RecordedTool(rec.status, error_type=rec.error_type,
+                                error_message=rec.error_message)
+        if rec.result is not None:
+            return RecordedTool(0, _decode(rec.result))
+        if rec.result_hash is not None and trace.has_blob(rec.result_hash):
+            return RecordedTool(0, _decode(trace.blob(rec.result_hash)))
+        raise CacheMiss(f"tool {name!r} in {trace.path}: the recorded result was hashed but "
+                        "not stored (a trace recorded before agentlog kept tool results); "
+                        "re-record to replay it frozen", key=args_hash.hex())
+
+    return lookup
+
+
+@contextlib.contextmanager
+def serving_tools(source: Trace | WindowView | ToolLookup) -> Iterator[ToolServing]:
+    """Serve every ``@al.tool`` call of this context from a recording; none runs live.
+
+    ``source`` is a ``Trace`` (any of its recorded calls), a ``WindowView`` (the calls of
+    that window instance) or a ``ToolLookup`` of your own. A served call returns the
+    recorded result or raises the recorded error (a built-in exception type as itself,
+    others as ``agentlog.ReplayError``); a call never recorded raises ``agentlog.CacheMiss``
+    naming the tool and its arguments hash. Every served call is recorded as a
+    ``ToolCall`` with ``served=True``. Set ``.live = True`` on the yielded ``ToolServing``
+    to let later calls run live.
+
+    Raises:
+        RuntimeError: no run is being recorded in this context.
+    """
+    lookup = recorded_tools(source) if isinstance(source, Trace | WindowView) else source
+    with _serving_tools(lookup) as serving:
+        yield serving

@@ -21,18 +21,20 @@ skips the units already sealed. Output layout under ``out``:
   holding the same provenance and the source run's own meta beside it, so
   ``cess.from_trace(out / "arms", ...)`` reads the arms as it reads recorded runs.
 
-Modes say what may run live; the output records the mode. ``"rerun"``: everything live
-(for an agent whose model and tools are deterministic, as the bundled one). ``"frozen"``
-and ``"branch"`` need every model and tool call served from the recording; the core's
-tool calls and the adapters' cache have no per-run serving hook yet, so those modes are
-refused with that message rather than silently running live.
+Modes say what may run live; the output records the mode (``_modes``). ``"frozen"``
+(default): every model call of the re-entered window is served from the source trace's
+recorded calls or the user's ``cache=``, every ``@al.tool`` call from the recorded tool
+calls; a miss raises ``agentlog.CacheMiss`` (naming the request and the differing field)
+and the unit fails, nothing runs live. ``"branch"``: frozen up to the first decision whose
+outcome the arm changed (the branch point), live after it. ``"rerun"``: everything live
+(for an agent whose model and tools are deterministic, as the bundled one).
 
 Example::
 
     from agentlog.replay import Design, intervene
     from agentlog.replay.interventions import FixedHorizon, Uniform
 
-    run = intervene("runs/", window="retrieval", app="my_agent", mode="rerun",
+    run = intervene("runs/", window="retrieval", app="my_agent", mode="branch",
                     arms=Design(selection=["agent", Uniform()],
                                 stopping=["adaptive", FixedHorizon(4)], seeds=range(3)),
                     scores=lambda found: {"opened_mean": sum(found.y) / len(found.y)},
@@ -61,6 +63,7 @@ from agentlog.reentry import steering
 from ._app import resolve_app
 from ._design import Arm, Design
 from ._executor import run_units
+from ._modes import serving_mode
 from ._reentry import reenter_arguments, resume_streams, stream_offsets, window_function
 from ._units import RunSummary, Unit, UnitContext, UnitScore
 
@@ -85,6 +88,7 @@ class _Call:
     secrets: Mapping[str, Any] | None
     instance: Any
     scores: ScoreFn | None
+    cache: Any = None
 
 
 _calls: dict[str, _Call] = {}
@@ -151,6 +155,7 @@ def intervene(
     scores: ScoreFn | None = None,
     secrets: Mapping[str, Any] | None = None,
     instance: Any = None,
+    cache: Any = None,
     concurrency: int = 4,
     executor: Literal["local", "ray"] = "local",
     progress: bool = False,
@@ -171,6 +176,10 @@ def intervene(
         secrets: values of the window's secret arguments (else
             ``$AGENTLOG_SECRET_<NAME>``); never stored.
         instance: the object (or a factory of the ``WindowView``) a method window binds.
+        cache: a ``ModelCache`` serving model calls besides the recorded ones: in
+            ``frozen`` (and ``branch`` before its branch point) only looked up, never
+            fetched into; after the branch point and in ``rerun`` it serves and stores as
+            usual. Local executor only.
         concurrency: units running at once.
         executor: ``"local"`` or ``"ray"``. On Ray each unit carries its arm as plain data
             (every steer's ``interventions.identity``: a worker rebuilds it from its
@@ -183,20 +192,15 @@ def intervene(
         An ``InterventionRun``.
 
     Raises:
-        ValueError: an unknown mode; a mode that cannot be served (``frozen``/``branch``);
-            no sealed instance of ``window``; bad traces; on Ray, an arm, ``scores`` or
-            ``instance`` a worker cannot rebuild. Each message says what to do.
+        ValueError: an unknown mode; no sealed instance of ``window``; bad traces; on
+            Ray, an arm, ``scores``, ``instance`` or ``cache`` a worker cannot rebuild.
+            Each message says what to do. A unit whose call misses in ``frozen``/``branch``
+            does not raise here: it is recorded as failed (``CacheMiss`` in
+            ``summary.failures``), and a re-run retries it.
         AppNotGivenError, AppImportError: the app module (``resolve_app``).
     """
     if mode not in MODES:
         raise ValueError(f"`mode` must be one of {', '.join(MODES)}; found {mode!r}")
-    if mode != "rerun":
-        raise ValueError(
-            f"mode={mode!r} serves every model and tool call from the recording, and this "
-            "release has no hook to serve a tool call or to hand an adapter the replay's "
-            "cache, so it cannot guarantee that nothing runs live; it refuses instead. Pass "
-            "mode='rerun' (everything live) for an agent whose model and tools are "
-            "deterministic, and say so when you report the results")
     if executor not in ("local", "ray"):
         raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
     files = _source_files(traces)
@@ -210,6 +214,10 @@ def intervene(
         raise ValueError("executor='ray': secrets= are values of this process and never "
                          "cross to workers; set $AGENTLOG_SECRET_<NAME> where the workers "
                          "run instead")
+    if executor == "ray" and cache is not None:
+        raise ValueError("executor='ray': cache= is an object of this process and does not "
+                         "cross to workers; use executor='local', or leave cache= out (the "
+                         "source traces still serve every recorded call)")
     reps = tuple(seeds) if seeds is not None else (
         arms.replicates if isinstance(arms, Design) else (0,))
     from ._design import replicate_seed
@@ -245,13 +253,14 @@ def intervene(
                         "window": view.window, "arm_hash": arm.hash, "seed": prov["seed"],
                         "arm_trace": str(out_dir / ARMS_DIR / f"{key}.zst"),
                         "arm": specs[arm.hash], "scores": scores_id, "instance": instance_id,
+                        "mode": mode,
                     }, provenance=prov))
     if not instances:
         raise ValueError(f"no sealed instance of window {window!r} in {len(files)} trace(s) "
                          f"({files[0]}{' …' if len(files) > 1 else ''}); check the window "
                          "name (agentlog inspect lists them)")
     with _calls_lock:
-        _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores)
+        _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores, cache)
     try:
         summary = run_units(units, JOB, out=out_dir / UNITS_FILE, app=app,
                             concurrency=concurrency, executor=executor, progress=progress)
@@ -301,12 +310,15 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     meta = {k: v for k, v in start.meta.items() if k not in ("agentlog.replay", ARM_META_KEY)}
     meta[ARM_META_KEY] = dict(unit.provenance)
     path = Path(p["arm_trace"])
+    mode = str(p["mode"])  # no default: a unit never runs live unless it says so
     # The source run's noise generator: a trace recorded before a generator change still
     # replays with the draws it was recorded with.
     with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
                    meta=meta, generator=start.generator), resume_streams(offsets), \
-            steering(arm.steer):
+            serving_mode(mode, source=p["source"], view=view, steer=arm.steer,
+                         cache=call.cache) as serving, steering(serving.steer):
         result = fn(*args, **kwargs)
+        serving.check(f"window {view.name!r} of run {start.run_id} under arm {arm.name}")
         if call.scores is not None:
             for name, value in call.scores(result).items():
                 al.score(name, float(value))

@@ -128,6 +128,6 @@ def test_the_adapters_public_names_are_fixed() -> None:
     import agentlog.adapters as adapters
 
     assert adapters.__all__ == sorted(adapters.__all__) == [
-        "CallOptions", "ChoiceProbs", "NoLogprobsError", "StreamClosedError", "call_options",
-        "choice_probs"]
+        "CacheOverride", "CallOptions", "ChoiceProbs", "NoLogprobsError", "StreamClosedError",
+        "call_options", "choice_probs", "override_cache"]
     assert issubclass(adapters.NoLogprobsError, al.AdapterError)

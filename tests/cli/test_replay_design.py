@@ -36,14 +36,13 @@ def test_the_design_replay_writes_the_arms_and_resumes(tmp_path: Path) -> None:
     assert json.loads(fx.stdout)["n_blocks"] == 6
 
 
-def test_bad_designs_and_unservable_modes_exit_2_with_what_to_do(tmp_path: Path) -> None:
+def test_bad_designs_exit_2_with_what_to_do(tmp_path: Path) -> None:
     run_study(tmp_path / "src", tasks=task_ids(1), rankings=("agent",), seeds=(0,),
               evaluate=False)
     base = ("replay", tmp_path / "src", "--window", "retrieval", "--app", APP)
     for extra, message in (
         (("--design", "selection=agent,greedy", "--mode", "rerun", "--out", tmp_path / "o"),
          "unknown selection level 'greedy'"),
-        ((*DESIGN, "--out", tmp_path / "o"), "mode='frozen' serves every model and tool"),
         ((*DESIGN, "--mode", "rerun", "--out", tmp_path / "o.zst"),
          "with --design, --out names a folder"),
         ((*DESIGN, "--mode", "rerun", "--score", "nope", "--out", tmp_path / "o"),
@@ -56,3 +55,18 @@ def test_bad_designs_and_unservable_modes_exit_2_with_what_to_do(tmp_path: Path)
         assert message in result.output and "Traceback" not in result.output, result.output
     no_window = invoke("replay", tmp_path / "src", *DESIGN, "--out", tmp_path / "o")
     assert no_window.exit_code == 2 and "--design needs --window NAME" in no_window.output
+
+
+def test_the_default_frozen_mode_serves_the_agents_own_arm_and_fails_closed_elsewhere(
+    tmp_path: Path,
+) -> None:
+    run_study(tmp_path / "src", tasks=task_ids(1), rankings=("agent",), seeds=(0,),
+              evaluate=False)
+    result = invoke("replay", tmp_path / "src", "--window", "retrieval", "--app", APP,
+                    "--design", "selection=agent,uniform", "--out", tmp_path / "o", "--json")
+    assert result.exit_code == 1, result.output  # failed units: recorded, not a crash
+    out = json.loads(result.stdout)
+    assert (out["mode"], out["done"], out["failed"]) == ("frozen", 1, 1)
+    units = read_units(tmp_path / "o" / "units.zst")
+    (failed,) = [u for u in units.values() if u.status == "failed"]
+    assert failed.provenance["arm"] == "selection=uniform,stopping=adaptive"
