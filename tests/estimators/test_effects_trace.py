@@ -273,14 +273,18 @@ def test_no_arm_runs_and_missing_outcomes_are_clear_errors(tmp_path: Path) -> No
 def test_the_intervals_cover_the_closed_form_effects_over_seeded_replications(
     tmp_path: Path,
 ) -> None:
-    """A small version of tests/benchmarks/bench_effects_coverage.py: 20 replications of
-    10 tasks; each 95 % interval must cover in at least 0.95 − 3·√(0.95·0.05/20) of them."""
+    """A small version of tests/benchmarks/bench_effects_coverage.py: 30 replications of
+    40 tasks; each 95 % interval must cover in at least 0.95 − 3·√(0.95·0.05/30) of them.
+
+    40 tasks, not fewer: the question-clustered percentile interval undercovers with few
+    clusters (15 to 19 of 20 replications at 10 tasks, seeded), a small-sample property of
+    the interval, not what this test is about; the benchmark measures 0.94–0.96 at 40."""
     truth = true_effects()
-    reps = 20
+    reps = 30
     covered = dict.fromkeys(truth, 0)
     for rep in range(reps):
         path = tmp_path / f"arms-{rep}.zst"
-        write_arms(path, tasks=10, replicates=1, sim=1_000 + rep)
+        write_arms(path, tasks=40, replicates=1, sim=1_000 + rep)
         res = cess.effects_from_traces(path, outcome="opened_mean", n_resamples=1_000,
                                        seed=rep)
         for effect, value in truth.items():
