@@ -48,10 +48,10 @@ if TYPE_CHECKING:
     from ._recorder import flush, record, score
     from ._select import proceed, select
     from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
+    from ._tool import tool
     from ._trace import Trace
     from ._trace_format import ReadLimits
     from ._verify import VerifyReport, verify
-    from ._tool import tool
     from ._window import window
     from .replay import channel, scorer
 
