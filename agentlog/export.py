@@ -324,10 +324,10 @@ def _traces(traces: TraceLike | Iterable[TraceLike]) -> list[TraceLike]:
 
 def _all_spans(traces: TraceLike | Iterable[TraceLike], result: ExportResult,
                service_name: str | None, resource: Mapping[str, Any] | None,
-               ) -> Iterator[ReadableSpan]:
+               capture_content: bool = False) -> Iterator[ReadableSpan]:
     for t in _traces(traces):
         yield from to_spans(t, service_name=service_name, resource_attributes=resource,
-                            incomplete=result.incomplete)
+                            incomplete=result.incomplete, capture_content=capture_content)
 
 
 def _batches(spans: Iterator[ReadableSpan], size: int) -> Iterator[list[ReadableSpan]]:
@@ -364,6 +364,7 @@ def to_otlp(
     timeout_s: float = 10.0,
     exporter: SpanExporter | None = None,
     progress: Callable[[int], None] | None = None,
+    capture_content: bool = False,
 ) -> ExportResult:
     """Send stored traces to an OTLP/HTTP endpoint (``http://host:4318/v1/traces``).
 
@@ -383,6 +384,8 @@ def to_otlp(
         timeout_s: the timeout of one request.
         exporter: a ``SpanExporter`` to use instead of the OTLP/HTTP one.
         progress: called with the number of spans of each batch done.
+        capture_content: put the stored (scrubbed) model messages and tool arguments and
+            results on the spans (``to_spans``); off by default.
 
     Returns:
         An ``ExportResult``.
@@ -407,7 +410,8 @@ def to_otlp(
         lg.addHandler(reasons)
         lg.propagate = False
     try:
-        spans = _all_spans(traces, result, service_name, resource_attributes)
+        spans = _all_spans(traces, result, service_name, resource_attributes,
+                           capture_content)
         for chunk in _batches(spans, batch):
             result.batches += 1
             wait = backoff_s
@@ -482,14 +486,17 @@ def to_otlp_json(
     *,
     service_name: str | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
+    capture_content: bool = False,
 ) -> ExportResult:
     """Write the OTLP/JSON encoding of stored traces to ``out`` (one request, all spans).
 
     The file is written to a temporary name beside ``out`` and renamed at the end: an
-    error leaves no half-written file.
+    error leaves no half-written file. ``capture_content`` is ``to_spans``'s (off by
+    default).
     """
     result = ExportResult()
-    spans = list(_all_spans(traces, result, service_name, resource_attributes))
+    spans = list(_all_spans(traces, result, service_name, resource_attributes,
+                            capture_content))
     document = otlp_json(spans)
     target = os.fspath(out)
     folder = os.path.dirname(os.path.abspath(target))

@@ -113,6 +113,12 @@ def export_command(
         float, typer.Option("--timeout", help="Seconds one attempt may take (the exporter "
                             "retries a refused connection within it).", min=0.1)
     ] = 10.0,
+    capture_content: Annotated[
+        bool, typer.Option("--capture-content", help="Put each model call's stored "
+                           "(scrubbed) messages and each tool call's arguments and result "
+                           "on its span (gen_ai.input/output.messages, gen_ai.tool.call."
+                           "arguments/.result). Default: off, as live spans.")
+    ] = False,
 ) -> None:
     """Export traces as OpenTelemetry spans. Exit 0 ok, 1 a batch failed, 2 bad input."""
     resource: dict[str, Any] = {}
@@ -128,7 +134,8 @@ def export_command(
             loaded = load_traces(traces)
             try:
                 result = to_otlp_json(loaded, out, service_name=service_name,
-                                      resource_attributes=resource)
+                                      resource_attributes=resource,
+                                      capture_content=capture_content)
             except OSError as exc:
                 raise BadInput(f"{out}: cannot be written ({exc.strerror or exc}); check that "
                                "its folder exists and is writable") from exc
@@ -147,7 +154,8 @@ def export_command(
             result = to_otlp(loaded, endpoint=otlp, headers=headers,
                              service_name=service_name, resource_attributes=resource,
                              batch=batch, retries=retries, timeout_s=timeout,
-                             progress=lambda n: bar.advance(task, n))
+                             progress=lambda n: bar.advance(task, n),
+                             capture_content=capture_content)
         raise typer.Exit(_report(result, otlp))
     except BadInput as exc:
         fail(str(exc))

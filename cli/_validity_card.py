@@ -6,6 +6,11 @@ that verify leave it not probed until a replay has been run), the non-degeneracy
 model-owned decisions against a per-run score, and, when ``--scorer`` names a scorer, the
 probe battery (correct, empty, fabricated, duplicate-laden, contradictory metadata) on the
 probe tasks of ``--probes`` (default: the toy tasks of ``agentlog.examples.scorers``).
+With ``--replay OUT.zst`` (the ``--out`` of an ``agentlog replay ... --channel``) the replay
+gate is probed: every unit the traces need is looked up there and its scores are derived
+again from the sealed states with the app module of ``--app``
+(``agentlog.replay.rederive_channel_replay``); it passes only when every unit ran and every
+score re-derived the same, and fails on a failed unit or a mismatch.
 
 ``--scorer`` and ``--probes`` are ``module:function`` given by the user on the command line,
 imported with ``importlib.import_module``: never named by a trace or by data, never
@@ -18,6 +23,9 @@ Example::
     $ agentlog demo --out runs/
     $ agentlog validity-card runs/ --scorer agentlog.examples.scorers:ground_truth_scorer \\
         --decision doc --score abs_error --markdown > card.md
+    $ agentlog replay runs/*.zst --channel quote --window retrieval \\
+        --app agentlog.examples.deep_research --out asv.zst
+    $ agentlog validity-card runs/ --replay asv.zst --app agentlog.examples.deep_research
 """
 
 from __future__ import annotations
@@ -99,6 +107,40 @@ def _check_decisions(decisions: Sequence[str], streams: dict[str, str], n_files:
                        f"trace file(s); decisions recorded: {found}")
 
 
+def rederived_replay(traces: Sequence[Path], replay: Path, *, app: str | None,
+                     window: str | None, cache: Path | None) -> Any:
+    """The replay gate's cell from re-deriving the channel replay ``replay`` of ``traces``
+    (``agentlog.replay.rederive_channel_replay``), and its report; ``BadInput`` names
+    what cannot be used."""
+    from agentlog.replay import (
+        AppImportError,
+        AppNotGivenError,
+        NotRegisteredError,
+        rederive_channel_replay,
+    )
+
+    if not replay.is_file():
+        raise BadInput(f"--replay {replay}: no such file; pass the --out trace of "
+                       "`agentlog replay TRACES --channel NAME --window W --out OUT.zst`")
+    if cache is not None and not cache.is_file():
+        raise BadInput(f"--cache {cache}: no such file; pass the --cache the replay used")
+    try:
+        report = rederive_channel_replay(list(traces), replay, app=app, window=window,
+                                         cache=cache)
+    except (AppNotGivenError, AppImportError) as exc:
+        raise BadInput(f"--replay {replay}: {exc}") from exc
+    except NotRegisteredError as exc:
+        raise BadInput(f"--replay {replay}: {exc.args[0] if exc.args else exc}") from exc
+    except al.CacheMiss as exc:
+        raise BadInput(f"--replay {replay}: re-deriving a score needs a model call that "
+                       f"--cache {cache} does not hold ({exc}); pass the cache the replay "
+                       "wrote") from exc
+    except ValueError as exc:  # several windows in the output, or a window not recorded
+        raise BadInput(f"--replay {replay}: {exc}".replace("pass window=", "pass --window"
+                                                           )) from exc
+    return report.cell(), report
+
+
 def failed_cells(card: Any) -> list[str]:
     """The items of the card's failing cells, in card order."""
     return [c.item for c in card.cells if c.status == "fail"]
@@ -123,9 +165,16 @@ def render_card(card: Any, out: dict[str, Any], console: Console) -> None:
                       "NAME) to test a model-owned decision against a per-run outcome.[/]")
     replay = next((c for c in card.cells if c.item.startswith("replay:")), None)
     if replay is not None and replay.status == "not probed":
-        console.print("[dim]The replay gate is not probed: verifying the traces shows the "
-                      "recorded draws regenerate, not that the runs re-execute; model "
-                      "capability stays unlicensed until a replay has been run.[/]")
+        if s.get("replay") is None:
+            console.print("[dim]The replay gate is not probed: verifying the traces shows "
+                          "the recorded draws regenerate, not that the runs re-execute; "
+                          "model capability stays unlicensed until a replay has been run "
+                          "(agentlog replay ... --out OUT.zst, then --replay OUT.zst "
+                          "--app MODULE).[/]")
+        else:
+            console.print("[dim]The replay gate is not probed: the replay of --replay does "
+                          "not cover these traces yet (see the cell); run it to the end, "
+                          "then check again.[/]")
 
 
 def validity_card_command(
@@ -158,6 +207,21 @@ def validity_card_command(
                                               )] = False,
     markdown_output: Annotated[bool, typer.Option(
         "--markdown", help="Print the card as raw Markdown.")] = False,
+    replay: Annotated[Path | None, typer.Option(
+        "--replay", help="The output trace of a channel replay of these traces (agentlog "
+        "replay ... --out OUT.zst): its units are checked and their scores derived again, "
+        "which probes the replay gate. Default: not probed.", show_default=False)] = None,
+    app: Annotated[str | None, typer.Option(
+        "--app", help="With --replay: the module that registers the replay's channels and "
+        "scorers (default: \\[tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).",
+        show_default=False)] = None,
+    window: Annotated[str | None, typer.Option(
+        "--window", help="With --replay: the window replayed (default: the one the replay's "
+        "units name).", show_default=False)] = None,
+    cache: Annotated[Path | None, typer.Option(
+        "--cache", help="With --replay: the model cache the replay used; re-derived model "
+        "calls are served from it, read-only (a miss is an error).",
+        show_default=False)] = None,
 ) -> None:
     """The validity card of recorded runs: scorer probes, decision ownership, non-degeneracy,
     replay and the licensed claim ([DMC] §5.5). Exit 1 when a cell fails."""
@@ -170,7 +234,14 @@ def validity_card_command(
     if scorer_basis not in SCORER_BASES:
         fail(f"{name}: --scorer-basis must be one of {', '.join(SCORER_BASES)}; found "
              f"{scorer_basis!r}")
+    if replay is None and (app is not None or window is not None or cache is not None):
+        given = [o for o, v in (("--app", app), ("--window", window), ("--cache", cache))
+                 if v is not None]
+        fail(f"{name}: {', '.join(given)} only apply with --replay OUT.zst (the output of "
+             "`agentlog replay`); pass --replay too")
     decisions = list(decision) if decision else None
+    replay_report: Any = None
+    replayed: Any = None
     try:
         loaded = trace_files(traces)
         score_name: str | None = None
@@ -189,13 +260,18 @@ def validity_card_command(
             except Exception as exc:  # the user's probe builder failed: bad input, named
                 raise BadInput(f"--probes {probes}: calling it raised {type(exc).__name__}: "
                                f"{exc}") from exc
+        if replay is not None:
+            with trace_errors():
+                replayed, replay_report = rederived_replay(loaded, replay, app=app,
+                                                           window=window, cache=cache)
     except BadInput as exc:
         fail(f"{name}: {exc}")
     try:
         with trace_errors():
             card = rel.validity_card(scorer=scorer_fn, probes=probe_list, traces=loaded,
                                      decision_scores=score_name, claimed_decisions=decisions,
-                                     claim=claim, scorer_basis=scorer_basis, seed=seed)
+                                     claim=claim, scorer_basis=scorer_basis, seed=seed,
+                                     replay=replayed)
     except BadInput as exc:
         fail(f"{name}: {exc}")
     except ValueError as exc:
@@ -210,7 +286,9 @@ def validity_card_command(
         "traces": [str(p) for p in loaded], "scorer": scorer,
         "probes": probes if scorer is not None else None, "decisions": decisions,
         "score": score_name, "claim": claim, "scorer_basis": scorer_basis, "seed": seed,
+        "replay": None if replay is None else str(replay), "app": app,
     }
+    out["replay"] = None if replay_report is None else replay_report.to_dict()
     if json_output:
         print_json(out)
     elif markdown_output:

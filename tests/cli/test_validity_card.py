@@ -113,7 +113,9 @@ def test_the_ground_truth_scorer_passes_but_capability_waits_for_a_replay(
     assert out["settings"] == {
         "traces": [str(p) for p in sorted(model_runs.glob("*.zst"))], "scorer": GROUND_TRUTH,
         "probes": "agentlog.examples.scorers:probe_tasks", "decisions": ["dedup"],
-        "score": "f1", "claim": "system performance", "scorer_basis": "outcome", "seed": 0}
+        "score": "f1", "claim": "system performance", "scorer_basis": "outcome", "seed": 0,
+        "replay": None, "app": None}
+    assert out["replay"] is None
     shown = invoke(model_runs, "--scorer", GROUND_TRUTH, "--decision", "dedup", "--score", "f1")
     assert shown.exit_code == 0 and "no cell fails (exit 0)" in shown.stdout
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.export import to_spans
+from agentlog.export import otlp_json, to_otlp, to_spans
 from tests.cli._cli import invoke
 from tests.export.test_export import _model_run, _refused_port
 
@@ -81,3 +81,46 @@ def test_an_unwritable_out_exits_2_and_leaves_no_partial_file(traces: Path, tmp_
     result = invoke("export", traces, "--format", "otlp-json", "--out", out)
     assert result.exit_code == 2 and "cannot be written" in result.output, result.output
     assert not out.parent.exists()
+
+
+def _attribute_keys(out: Path) -> set[str]:
+    document = json.loads(out.read_text())
+    return {a["key"] for rs in document["resourceSpans"] for ss in rs["scopeSpans"]
+            for s in ss["spans"] for a in s["attributes"]}
+
+
+CONTENT = {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments",
+           "gen_ai.tool.call.result"}
+
+
+def test_capture_content_puts_the_stored_messages_and_tool_io_on_the_spans(
+        traces: Path, tmp_path: Path) -> None:
+    plain, full = tmp_path / "plain.json", tmp_path / "full.json"
+    assert invoke("export", traces / "a.zst", "--format", "otlp-json", "--out", plain
+                  ).exit_code == 0
+    result = invoke("export", traces / "a.zst", "--format", "otlp-json", "--out", full,
+                    "--capture-content")
+    assert result.exit_code == 0, result.output
+    assert not CONTENT & _attribute_keys(plain)  # off by default, as live spans
+    assert _attribute_keys(full) >= CONTENT
+    assert "outsideoutside" in full.read_text()  # the tool call's result, as stored
+    assert "outsideoutside" not in plain.read_text()
+    expected = otlp_json(list(to_spans(traces / "a.zst", capture_content=True)))
+    got = json.loads(full.read_text())
+    keys = [sorted(a["key"] for a in s["attributes"]) for rs in got["resourceSpans"]
+            for ss in rs["scopeSpans"] for s in ss["spans"]]
+    want = [sorted(a["key"] for a in s["attributes"]) for rs in expected["resourceSpans"]
+            for ss in rs["scopeSpans"] for s in ss["spans"]]
+    assert keys == want
+
+
+def test_to_otlp_passes_capture_content_to_the_spans(traces: Path) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    for capture in (False, True):
+        exporter = InMemorySpanExporter()
+        result = to_otlp(traces / "a.zst", endpoint="http://unused.invalid/v1/traces",
+                         exporter=exporter, capture_content=capture)
+        assert result.spans_failed == 0
+        keys = {k for s in exporter.get_finished_spans() for k in (s.attributes or {})}
+        assert (keys >= CONTENT) is capture and bool(CONTENT & keys) is capture
