@@ -41,7 +41,42 @@ windowed = al.window("bench")(bare)
 
 def main() -> None:
     with bench_dir("agentlog-bench-recording-") as folder:  # the traces add up to ~330 MB
+        if "--run-close-only" in sys.argv:
+            run_open_close(folder)
+            return
         measure(folder)
+        run_open_close(folder)
+
+
+def run_open_close(folder: str) -> None:
+    """An empty ``with al.record(path): pass``, the caller's cost, per durability mode.
+
+    One run per batch, the previous run's close drained outside the clock (``before``),
+    the two modes' batches alternating. ``"window"`` closes the run by waiting until the
+    file is written and closed: the reference for a close that only enqueues (the target
+    for the default ``"frame"``, ≤ 50 µs).
+    """
+    counter = iter(range(10**9))
+
+    def opened(durability: str) -> None:
+        path = os.path.join(folder, f"rc-{durability}.zst")
+        with al.record(path, seed=next(counter), mode="a", durability=durability):  # type: ignore[arg-type]
+            pass
+
+    def drain() -> None:
+        al.flush(timeout=10)
+
+    waiting, frame = interleaved(lambda: opened("window"), lambda: opened("frame"), number=1,
+                                 repeat=301, before=drain)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(row("run open+close, durability='window' (waits: reference)", waiting))
+    print(row("run open+close, durability='frame' (default)", frame, waiting,
+              "waiting"))
+    # Back to back on one file, nothing drained between: a close left to the writer comes
+    # back on the next open of the file unless that writer stays open for it.
+    b2b = per_call_us(lambda: opened("frame"), number=50, repeat=7)
+    print(row("  same, runs back to back on one file (no drain between)", b2b, waiting,
+              "waiting"))
 
 
 def measure(folder: str) -> None:
