@@ -3,41 +3,16 @@ transitions of the bundled agent, on a small local cluster started once for the 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from agentlog.estimators import asv
 from agentlog.replay import read_units, replay_channels
 
-ROOT = Path(__file__).resolve().parents[2]
-
-try:
-    import ray
-except ImportError:  # pragma: no cover - CI installs the dev extra, which has Ray
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("Ray is not installed: pip install -e '.[dev]' (or 'agentlog[ray]')",
-                allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster() -> Iterator[None]:
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+# The shared module-scoped local cluster (autouse; it skips the module without Ray).
+from tests.replay._ray_cluster import cluster  # noqa: F401
 
 
 def _content(out: Path) -> dict[str, tuple[Any, ...]]:

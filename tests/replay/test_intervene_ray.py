@@ -10,10 +10,10 @@ from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation, Score, Selection, ToolCall
 from agentlog.replay import Design, intervene, read_units
 from agentlog.replay.interventions import FixedHorizon, Uniform
-from tests.replay.test_intervene import APP, opened_mean
 
-# The exec engine's module-scoped local cluster (autouse; it skips without Ray).
-from tests.replay.test_ray_executor import cluster  # noqa: F401
+# The shared module-scoped local cluster (autouse; it skips the module without Ray).
+from tests.replay._ray_cluster import cluster  # noqa: F401
+from tests.replay.test_intervene import APP, opened_mean
 
 
 def _content(trace: al.Trace) -> list[tuple[Any, ...]]:

@@ -6,8 +6,6 @@ Runs on a small local cluster (``num_cpus=2``) started once for the module. Ray 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +15,8 @@ import agentlog as al
 from agentlog.records import RunStart, Score, WindowExit
 from agentlog.replay import ModelCache, Unit, read_units, run_units, sealed_units
 
-ROOT = Path(__file__).resolve().parents[2]
-
-try:
-    import ray
-except ImportError:  # pragma: no cover - CI installs the dev extra, which has Ray
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("Ray is not installed: pip install -e '.[dev]' (or 'agentlog[ray]')",
-                allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster() -> Iterator[None]:
-    # Workers are processes started by this cluster: they find the test jobs through the
-    # PYTHONPATH they inherit.
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+# The shared module-scoped local cluster (autouse; it skips the module without Ray).
+from tests.replay._ray_cluster import cluster  # noqa: F401
 
 
 def _units(n: int) -> list[Unit]:
