@@ -226,6 +226,19 @@ def _model_of(kwargs: Mapping[str, Any]) -> str:
     return model if isinstance(model, str) else str(model)
 
 
+_NO_OPTIONS = CallOptions()
+_key_function: list[Callable[..., Any]] = []
+
+
+def _request_key() -> Callable[..., Any]:
+    """``agentlog.replay.request_key``, imported on the first keyed call, not on each."""
+    if not _key_function:
+        from agentlog.replay import request_key  # type: ignore[import-not-found,unused-ignore]
+
+        _key_function.append(request_key)
+    return _key_function[0]
+
+
 _NOT_ITERATORS = frozenset({str, int, float, bool, type(None), list, dict, tuple, bytes})
 
 
@@ -250,14 +263,12 @@ class _Call:
         if config.base_url is not None:
             request["base_url"] = config.base_url
         self.request = request
-        options = _options.get() or CallOptions()
+        options = _options.get() or _NO_OPTIONS
         channel = options.channel if options.channel is not None else config.channel
         self.key: Any = None
         try:
-            from agentlog.replay import request_key  # type: ignore[import-not-found,unused-ignore]
-
-            self.key = request_key(endpoint.provider, request, draw=options.draw,
-                                   channel=channel)
+            self.key = _request_key()(endpoint.provider, request, draw=options.draw,
+                                      channel=channel)
         except ValueError as exc:
             warnings.warn(
                 f"{endpoint.provider}: this request has no cache key, so it is neither cached "

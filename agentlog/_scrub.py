@@ -207,22 +207,29 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
         if any(_as_latin1(s) in text for s in _snapshot(known)):
             return True
     # No size shortcut here: {"token": None} is 8 bytes and the names rule redacts it.
-    low = data.lower().decode("latin-1")
-    if "sk-" in low or "bearer" in low or "=" in low or ("@" in low and "://" in low):
+    # The markers are searched in the raw bytes: ``_SK`` and ``_BEARER`` are case-sensitive
+    # ("sk-", "[Bb]earer"), so lowering 4 KB of prompt first would only cost time, and a
+    # one-literal regex search runs about twice as fast as ``in`` on CPython 3.11.
+    if (_SK_MARK(data) is not None or _BEARER_MARK(data) is not None or b"=" in data
+            or (b"@" in data and b"://" in data)):
         # A string rule may apply; each needs one of the stems (and so does every
         # credential name), so without a stem nothing can change.
-        return _has_needle(low)
+        return _has_needle(data.lower().decode("latin-1"))
     # No string rule can fire: only a credential-named key could, and the walk decides
     # (cheaper than the ten stem searches on a long prompt).
     return _has_credential_key(obj, 0)
 
 
+_SK_MARK = re.compile(rb"sk-").search
+_BEARER_MARK = re.compile(rb"earer").search
 _PLAIN = (str, int, float, bool, type(None), bytes)
 # Key names already found not to be credentials: a dict whose keys are all here costs one
 # set difference in C instead of a Python loop over its keys. Bounded; "token" (a
 # credential name) never enters it, so the logprob exemption is decided per mapping.
 _safe_names: set[str] = set()
 _MAX_SAFE_NAMES = 4096
+# The same names plus "token", for mappings that also hold "logprob" (the exemption).
+_safe_logprob_names: set[str] = {"token"}
 
 
 def _has_credential_key(obj: Any, depth: int) -> bool:
@@ -232,7 +239,11 @@ def _has_credential_key(obj: Any, depth: int) -> bool:
     kind = type(obj)
     if kind is dict:
         # issuperset iterates the dict's keys in C (``keys() - set`` would iterate the set).
-        if not _safe_names.issuperset(obj):
+        # A logprob entry ({"token", "logprob", "bytes", "top_logprobs"}) keeps its
+        # "token" (the exemption), so its names are tested against the set that adds it.
+        if not _safe_names.issuperset(obj) and not (
+            _LOGPROB in obj and _safe_logprob_names.issuperset(obj)
+        ):
             for k in obj:
                 if k in _safe_names or type(k) is not str or (
                     k == _LOGPROB_TOKEN and _LOGPROB in obj
@@ -242,6 +253,7 @@ def _has_credential_key(obj: Any, depth: int) -> bool:
                     return True
                 if len(_safe_names) < _MAX_SAFE_NAMES:
                     _safe_names.add(k)
+                    _safe_logprob_names.add(k)
         values: Any = obj.values()
     elif kind is list or kind is tuple:
         values = obj

@@ -15,6 +15,14 @@ Example:
 
 from __future__ import annotations
 
-from ._scrub import REDACTED, is_credential_name, may_hold_secret, scrub_text, scrub_value
+from ._scrub import (
+    REDACTED,
+    is_credential_name,
+    may_change,
+    may_hold_secret,
+    scrub_text,
+    scrub_value,
+)
 
-__all__ = ["REDACTED", "is_credential_name", "may_hold_secret", "scrub_text", "scrub_value"]
+__all__ = ["REDACTED", "is_credential_name", "may_change", "may_hold_secret", "scrub_text",
+           "scrub_value"]

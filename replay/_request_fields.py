@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from agentlog.scrubbing import is_credential_name, may_hold_secret, scrub_value
+from agentlog.scrubbing import is_credential_name, may_change, scrub_value
 
 __all__ = [
     "CacheKey",
@@ -344,12 +344,14 @@ def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
         if is_credential_name(name):
             continue  # e.g. a proxy's ``my_service_api_key=...`` passed as a keyword
         if isinstance(value, str):
-            if may_hold_secret(value.encode("utf-8", "surrogatepass")):
+            if may_change(value, value.encode("utf-8", "surrogatepass")):
                 value = _without_credentials(scrub_value(value), value, in_schema=False)
             out[name] = value
         elif isinstance(value, dict | list):
             data = _json_key.encode(value)
-            if may_hold_secret(data):
+            # may_change, not the stem prefilter: a prompt says "key" or "token" often,
+            # and only the scrubber's markers and credential-named keys can change it.
+            if may_change(value, data):
                 clean = _without_credentials(scrub_value(value), value, in_schema=False)
                 if clean is not value:
                     data = _json_key.encode(clean)

@@ -99,6 +99,11 @@ def test_may_change_finds_credential_names_at_any_depth_and_spares_logprob_token
     assert not check(RESPONSE)
     assert not check({"max_tokens": 5, "top_logprobs": 3, "logprob_token_ids": [1, 2]})
     assert check({"a": [{"b": {"token": "xyz12345"}}]})
+    # A logprob entry spares its "token" only: another credential name in it still counts,
+    # and sparing it never makes "token" safe elsewhere (asked after RESPONSE, above).
+    assert check({"token": "A", "logprob": -1.0, "api_key": "xyz12345"})
+    assert check({"text": "bearer abcdefgh12345678 in lower case"})
+    assert check({"text": "a key sk-" + "a" * 20})
     assert check({"a": [{"b": {"X-Api-Key": "xyz12345"}}]})
     assert check({"a": {"db_password": "xyz12345"}})
     assert check({"text": "see https://u:pw@host/x"})
@@ -118,7 +123,9 @@ def test_may_change_false_guarantees_the_scrubber_changes_nothing() -> None:
                             "x-api-key", "db_password", "content", "model", "tokens",
                             "token_ids", "bytes", "top_logprobs", "auth", "url"])
     texts = st.sampled_from(["plain", "sk-" + "a" * 20, "Bearer abcdefgh12345678",
-                             "https://u:p@h/", "?api_key=zz", "a token", "key=v", "x@y"])
+                             "https://u:p@h/", "?api_key=zz", "a token", "key=v", "x@y",
+                             "bearer abcdefgh12345678", "BEARER abcdefgh12345678",
+                             "SK-" + "a" * 20, "xsk-" + "b" * 20])
     leaves = st.none() | st.integers(-5, 5) | st.floats(allow_nan=False) | texts
     values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
                           | st.dictionaries(keys, inner, max_size=4), max_leaves=12)
