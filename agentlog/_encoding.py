@@ -43,7 +43,7 @@ import msgspec
 import numpy as np
 
 from ._errors import ArtifactEncodingError, InstrumentationWarning
-from ._scrub import REDACTED, is_credential_name, may_hold_secret, remember, scrub_value
+from ._scrub import REDACTED, is_credential_name, may_change_payload, remember, scrub_value
 from ._state import current_run_var
 
 NDARRAY_EXT = 1
@@ -209,7 +209,7 @@ def seal_clean(obj: Any, known: set[str] | None = None, *, what: str = "artifact
     value is sealed as ``{"unsealable": "<type>"}`` and its type name returned.
     """
     data, bad = (encode(obj, what=what), []) if strict else encode_lenient(obj)
-    if may_hold_secret(data, known):
+    if may_change_payload(obj, data, known):
         clean = scrub_value(obj, known)
         if clean is not obj:
             data, bad = (encode(clean, what=what), []) if strict else encode_lenient(clean)

@@ -191,6 +191,26 @@ def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     return _has_needle(data.lower().decode("latin-1"))
 
 
+# From this size on, ``may_change``'s four markers and its walk over the keys cost less
+# than ``may_hold_secret``'s ten stems over every byte (measured: 3.6 µs per stem on a
+# 4 KB prompt; a 5 KB document entry paid +36 µs). Below it the stems' scan is the cheaper
+# test, with its exit for tiny payloads.
+LONG_PAYLOAD = 256
+
+
+def may_change_payload(obj: Any, data: bytes, known: Collection[str] | None = None) -> bool:
+    """The cheaper sound prefilter for ``data``, the canonical bytes of ``obj``.
+
+    False guarantees that ``scrub_value(obj, known)`` returns ``obj`` unchanged, as each of
+    ``may_hold_secret`` (short payloads) and ``may_change`` (long ones) does.
+    """
+    if len(data) < LONG_PAYLOAD:
+        return may_hold_secret(data, known)
+    # Both are sound, so the payload is walked only when both say it may change: a value
+    # may_change does not walk (a dataclass, a pydantic model) still gets the stems' test.
+    return may_change(obj, data, known) and may_hold_secret(data, known)
+
+
 def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> bool:
     """A sharper ``may_hold_secret`` for payloads full of ``token`` (model calls).
 

@@ -60,7 +60,14 @@ from opentelemetry import trace
 from . import _otel, _state
 from ._recorder import INLINE_MAX
 from ._records import EXIT_CLOSED, EXIT_OK, WindowEnter, WindowExit
-from ._scrub import has_stem, may_hold_secret
+from ._scrub import (
+    LONG_PAYLOAD,
+    has_stem,
+    is_credential_name,
+    may_change,
+    may_change_payload,
+    may_hold_secret,
+)
 from ._state import (
     Run,
     WindowState,
@@ -122,6 +129,9 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
     # A parameter named like `max_tokens` puts a scrubber stem ("token") in every entry's
     # bytes; for those windows a hit is confirmed on the argument values alone.
     names_have_stem = any(has_stem(n) for n in positional)
+    # Long entries are tested on the argument values (may_change): the parameter names'
+    # own credential rule (a parameter called `api_key`) is decided here, once.
+    names_are_credentials = any(is_credential_name(n) for n in positional)
     get_window = current_window_var.get
     set_window = current_window_var.set
     reset_window = current_window_var.reset
@@ -157,8 +167,10 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
             data = fast_encode(entry)
         except (TypeError, NotImplementedError, OverflowError, ValueError):
             data = None
-        if data is None or (may_hold_secret(data, run.secrets) and (
+        if data is None or ((may_hold_secret(data, run.secrets) and (
             not names_have_stem or may_hold_secret(fast_encode(_astuple(entry)), run.secrets)
+        )) if len(data) < LONG_PAYLOAD else _long_entry_may_change(
+            _astuple(entry), data, run.secrets, names_are_credentials, names_have_stem
         )):
             data = _clean_bytes(run, _asdict(entry), f"window {name!r} entry", name)
         entry_hash = st.entry_hash = sha256(data).digest()
@@ -191,7 +203,7 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
             out = fast_encode(result)
         except (TypeError, NotImplementedError, OverflowError, ValueError):
             out = None
-        if out is None or may_hold_secret(out, run.secrets):
+        if out is None or may_change_payload(result, out, run.secrets):
             _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
             return
         exit_hash = sha256(out).digest()
@@ -227,6 +239,24 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
     return enter, leave
 
 
+def _long_entry_may_change(values: Any, data: bytes, known: set[str],
+                           names_are_credentials: bool, names_have_stem: bool) -> bool:
+    """The prefilter of an entry of ``LONG_PAYLOAD`` bytes or more (``data``: its map form).
+
+    ``values`` are the arguments without their names. Each test that says False is a
+    guarantee that the scrubber changes nothing, so the entry takes the slow path only
+    when every one says it may: first ``may_change`` (markers and the keys' names, cheap
+    on a long prompt), then the stems' scan, which decides when ``may_change`` is unsure
+    (a value it does not walk, such as a dataclass, or a marker such as ``=``).
+    """
+    if names_are_credentials:
+        return True
+    if not may_change(values, data, known):
+        return False
+    return may_hold_secret(data, known) and (
+        not names_have_stem or may_hold_secret(_fast_encode(values), known))
+
+
 def _inline_failed(entered: tuple[WindowState, Any, Any], exc: BaseException) -> None:
     """Record the failure exit ⊥ of a window entered on the inlined path."""
     st, token, span_token = entered
@@ -249,6 +279,9 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
     # A parameter named like `max_tokens` puts a scrubber stem ("token") in every entry's
     # bytes; for those windows a hit is confirmed on the argument values alone.
     names_have_stem = any(has_stem(n) for n in positional)
+    # Long entries are tested on the argument values (may_change): the parameter names'
+    # own credential rule (a parameter called `api_key`) is decided here, once.
+    names_are_credentials = any(is_credential_name(n) for n in positional)
     # The inlined path below covers the common window: no projections, no declared
     # predecessor, arguments passed positionally. It writes exactly what _open/_close
     # write (tests compare both paths); it exists because this runs on every call. It is
@@ -297,10 +330,13 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 data = fast_encode(entry_struct(*args))  # type: ignore[misc]
             except (TypeError, NotImplementedError, OverflowError, ValueError):
                 data = None
-            if data is None or (may_hold_secret(data, run.secrets) and (
+            if data is None or ((may_hold_secret(data, run.secrets) and (
                 not names_have_stem or may_hold_secret(
                     fast_encode([args, list(tails[n_args].values())]),  # type: ignore[union-attr]
                     run.secrets)
+            )) if len(data) < LONG_PAYLOAD else _long_entry_may_change(
+                [args, list(tails[n_args].values())],  # type: ignore[union-attr]
+                data, run.secrets, names_are_credentials, names_have_stem
             )):
                 data = _clean_bytes(run, bound_map(args), f"window {name!r} entry", name)
             entry_hash = st.entry_hash = sha256(data).digest()
@@ -340,7 +376,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 out = fast_encode(result)
             except (TypeError, NotImplementedError, OverflowError, ValueError):
                 out = None
-            if out is None or may_hold_secret(out, run.secrets):
+            if out is None or may_change_payload(result, out, run.secrets):
                 _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
                 return result
             exit_hash = sha256(out).digest()

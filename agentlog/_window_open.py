@@ -23,7 +23,7 @@ from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._llm import known_secrets as _model_secrets
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
-from ._scrub import may_hold_secret, scrub_error
+from ._scrub import may_change_payload, scrub_error
 from ._state import (
     Run,
     WindowState,
@@ -261,7 +261,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
             data = _fast_encode(payload)
         except (TypeError, NotImplementedError, OverflowError, ValueError):
             data = None
-        if data is None or may_hold_secret(data, run.secrets):
+        if data is None or may_change_payload(payload, data, run.secrets):
             # Never strict here: the call has run, its result goes back untouched.
             data, bad = seal_clean(payload, run.secrets, strict=False)
             if bad:

@@ -4,7 +4,7 @@ Run: ``python tests/benchmarks/bench_scrub.py`` (prints a table; asserts nothing
 
 Each row times one window call (the caller's latency: batches of 1,000 calls, the writer
 drained between batches) with the byte prefilter of ``agentlog._scrub`` on, interleaved
-with the same window whose prefilter is replaced by ``lambda data, known: False`` (what
+with the same window whose prefilters are replaced by ``lambda *args: False`` (what
 the window cost before scrubbing existed). Payloads: a tiny entry (``f("q")``), a
 100-byte entry and exit, a 5-KB retrieved document, a payload that holds a credential
 (the scrubber's slow path: walk, redact, re-encode), and one whose bytes hold a stem
@@ -69,20 +69,29 @@ def measure(folder: str) -> None:
         ("`max_tokens` argument (a stem, nothing to redact)",
          lambda: windows["generate"]("what is the capital of france?")),
     ]
-    real = _window.may_hold_secret
+    # Every prefilter the window paths call, whichever this checkout has (the benchmark
+    # also runs against older checkouts for A/B rows).
+    prefilters = [(module, name) for module in (_window, _window_open)
+                  for name in ("may_hold_secret", "may_change_payload", "_long_entry_may_change")
+                  if hasattr(module, name)]
+    real = {(module, name): getattr(module, name) for module, name in prefilters}
 
-    def off(data: bytes, known: Any) -> bool:
+    def off(*args: Any) -> bool:
         return False
+
+    def switch(on: bool) -> None:
+        for module, name in prefilters:
+            setattr(module, name, real[module, name] if on else off)
 
     try:
         with al.record(os.path.join(folder, "s.zst"), seed=1):
             for label, call in calls:
                 def without(call: Any = call) -> None:
-                    _window.may_hold_secret = _window_open.may_hold_secret = off
+                    switch(False)
                     call()
 
                 def with_scrub(call: Any = call) -> None:
-                    _window.may_hold_secret = _window_open.may_hold_secret = real
+                    switch(True)
                     call()
 
                 ref, own = interleaved(without, with_scrub, number=1_000, repeat=15,
@@ -91,8 +100,7 @@ def measure(folder: str) -> None:
                 print(row(f"{label}: scrubbing on", own, ref, "off"))
                 print(f"{'':<58} cost: {own[0] - ref[0]:+.2f} µs (min)")
     finally:
-        _window.may_hold_secret = _window_open.may_hold_secret = real
-
+        switch(True)
 
 if __name__ == "__main__":
     main()
