@@ -335,16 +335,26 @@ def estimate(
     K = float(budget)
     n_rounds = observed.sum(axis=1)
     # w_t = 1/(N p_t s_t); unobserved rounds contribute nothing (weight 0, no NaN).
-    PS = np.where(observed, P * S, np.inf)  # unreached rounds: infinite p·s, weight 0
-    w = 1.0 / (N[:, None] * PS)
+    # The arrays are (trajectories × K) float64, 80 MB at 10^6 × 10: each step below
+    # writes into a buffer it owns instead of a fresh temporary (same operations in the
+    # same order, so the same bits). The validation guarantees that p, s, m and y are NaN
+    # exactly on the rounds not reached, so fmin(p·s, inf) is p·s there-or-inf in one pass.
+    PS = np.multiply(P, S)
+    np.fmin(PS, np.inf, out=PS)  # unreached rounds: infinite p·s, weight 0
+    w = np.multiply(N[:, None], PS)
+    np.divide(1.0, w, out=w)
     y0 = np.where(observed, Y, 0.0)
-    m0 = np.where(observed, M, 0.0)
-    ipw = (w * y0).sum(axis=1) / K
-    dr_raw = MB + (w * (y0 - m0)).sum(axis=1) / K
+    scratch = np.where(observed, M, 0.0)  # m0
+    np.subtract(y0, scratch, out=scratch)  # y0 - m0
+    np.multiply(w, scratch, out=scratch)
+    dr_raw = MB + scratch.sum(axis=1) / K
+    np.multiply(w, y0, out=scratch)
+    ipw = scratch.sum(axis=1) / K
     with np.errstate(invalid="ignore", divide="ignore"):
         opened = y0.sum(axis=1) / n_rounds
         sw = w.sum(axis=1)
-        ess = sw * sw / (w * w).sum(axis=1)
+        np.multiply(w, w, out=scratch)
+        ess = sw * sw / scratch.sum(axis=1)
     empty = n_rounds == 0
     if empty.any():
         warnings.warn(
