@@ -117,6 +117,11 @@ def fmt_num(x: float | None, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+def fmt_signed(x: float, digits: int = 3) -> str:
+    """``x`` with its sign always shown (``+0.125``), for effects and contrasts."""
+    return f"{x:+.{digits}f}"
+
+
 def short_path(path: str | os.PathLike[str]) -> str:
     """The path relative to the working directory when it lies below it."""
     p = Path(path)

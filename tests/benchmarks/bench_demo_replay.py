@@ -28,12 +28,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from agentlog.cli._demo import (
-        DEMO_BUDGET,
-        DEMO_CANDIDATES,
-        DEMO_POOL_SEED,
         replay_asv_demo,
         run_demo,
         summarize_asv_demo,
+    )
+    from agentlog.cli._demo_pools import (
+        DEMO_BUDGET,
+        DEMO_CANDIDATES,
+        DEMO_POOL_SEED,
     )
     from agentlog.examples.deep_research import run_study, task_ids
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.cli._demo import PAIRED_RESAMPLES, run_demo
+from agentlog.cli._demo import run_demo
+from agentlog.cli._demo_paired import PAIRED_RESAMPLES
 from agentlog.estimators import cess
 from tests.cli._cli import invoke
 

@@ -17,11 +17,13 @@ from agentlog.cli._demo import (
     ASV_CHANNELS,
     ASV_SCORE,
     ASV_WINDOW,
+    pool_tables,
+    write_pool_tables,
+)
+from agentlog.cli._demo_pools import (
     DEMO_BUDGET,
     DEMO_CANDIDATES,
     DEMO_POOL_SEED,
-    pool_tables,
-    write_pool_tables,
 )
 from agentlog.estimators import asv, cess, reliability
 from agentlog.examples.deep_research import run_study, task_ids
