@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Collection, Mapping
@@ -291,9 +292,19 @@ def _has_credential_key(obj: Any, depth: int) -> bool:
 
 
 def _snapshot(known: Collection[str]) -> tuple[str, ...]:
-    # tuple(set) runs in C under the GIL: another thread adding a secret meanwhile cannot
-    # make the iteration fail ("Set changed size during iteration") inside the host.
+    # tuple(set) runs in C, but not atomically: the tuple's allocation can start a garbage
+    # collection, whose finalizers run Python code and may let another thread add a secret
+    # ("Set changed size during iteration", seen once in a many-thread test). A retry
+    # sees the set after that thread's add; the set only grows, and only to MAX_KNOWN.
+    for _ in range(_SNAPSHOT_TRIES - 1):
+        try:
+            return tuple(known)
+        except RuntimeError:
+            time.sleep(0)  # let the adding thread finish its add
     return tuple(known)
+
+
+_SNAPSHOT_TRIES = 16
 
 
 def _as_latin1(secret: str) -> str:

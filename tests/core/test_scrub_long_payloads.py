@@ -123,3 +123,24 @@ def test_may_change_payload_false_guarantees_the_scrubber_changes_nothing() -> N
             assert scrub_value(obj) is obj
 
     prop()
+
+
+def test_a_snapshot_of_the_known_secrets_survives_a_concurrent_add() -> None:
+    # tuple(set) can fail with "Set changed size during iteration" when a collection
+    # during the copy lets another thread add a secret; the snapshot retries.
+    from agentlog import _scrub
+
+    class Racing(set[str]):
+        fails = 2
+
+        def __iter__(self) -> Any:
+            if Racing.fails:
+                Racing.fails -= 1
+                raise RuntimeError("Set changed size during iteration")
+            return super().__iter__()
+
+    known = Racing({"zq-secret-value-1"})
+    assert _scrub._snapshot(known) == ("zq-secret-value-1",)
+    assert Racing.fails == 0
+    assert _scrub.scrub_text("x zq-secret-value-1 y", Racing({"zq-secret-value-1"})) == (
+        f"x {_scrub.REDACTED} y")
