@@ -19,8 +19,12 @@ from ._choice import ChoiceProbs, NoLogprobsError, choice_probs
 from ._recording import (
     CacheOverride,
     CallOptions,
+    ObservedCalls,
+    ServedBy,
     StreamClosedError,
     call_options,
+    observe_calls,
+    observing,
     override_cache,
 )
 
@@ -29,8 +33,12 @@ __all__ = [
     "CallOptions",
     "ChoiceProbs",
     "NoLogprobsError",
+    "ObservedCalls",
+    "ServedBy",
     "StreamClosedError",
     "call_options",
     "choice_probs",
+    "observe_calls",
+    "observing",
     "override_cache",
 ]

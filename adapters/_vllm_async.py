@@ -29,8 +29,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-import agentlog as al
-
 from ._recording import CallOptions, Config, StreamClosedError
 
 # Keyword arguments of AsyncLLM.generate that never change the content of the output.
@@ -55,7 +53,7 @@ def wrap_generate(engine: Any, config: Config, info: Mapping[str, Any],
 
     def generate(prompt: Any, sampling_params: Any = None, request_id: Any = None,
                  *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        if args or (config.cache is None and al.current_run() is None):
+        if args or _recording.bypassed(config.cache):
             return original(prompt, sampling_params, request_id, *args, **kwargs)  # type: ignore[no-any-return]
         options = _recording._options.get() or CallOptions()
         channel = options.channel if options.channel is not None else config.channel

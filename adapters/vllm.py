@@ -113,7 +113,7 @@ def _wrapper(llm: Any, original: Callable[..., Any], provider: str, operation: s
     chat = provider == "vllm.chat"
 
     def call(prompts: Any, sampling_params: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if args or (config.cache is None and al.current_run() is None):
+        if args or _recording.bypassed(config.cache):
             # Positional options beyond the first two are an old or odd calling style: pass
             # it through untouched rather than guess what each position means.
             return original(prompts, sampling_params, *args, **kwargs)
@@ -251,6 +251,10 @@ def _needs_engine() -> dict[str, Any]:
 def _record(provider: str, operation: str, config: Config, engine: Mapping[str, Any],
             key: Any, body: dict[str, Any] | None, status: str | None,
             error: BaseException | None, t0: int) -> None:
+    seen = _recording.observing()
+    if seen is not None:
+        seen.add(provider, engine["model"], engine["model"], engine["fingerprint"],
+                 hit=status == "hit", failed=error is not None)
     if al.current_run() is None:
         return
     outputs = [] if body is None else body.get("outputs", [])

@@ -38,6 +38,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Literal
 
+from agentlog.adapters import ObservedCalls, observe_calls
 from agentlog.context import copy_context_executor
 
 from ._cache import ModelCache
@@ -83,26 +84,44 @@ async def run_attempts(
     while True:
         attempt += 1
         ctx = UnitContext(unit.key, attempt, cache, frozen=frozen)
-        try:
-            if is_async:
-                pending: Awaitable[Any] = fn(unit, ctx)
-            else:
-                pending = loop.run_in_executor(pool, fn, unit, ctx)
-            result = await (pending if timeout is None else asyncio.wait_for(pending, timeout))
-            if inspect.isawaitable(result):  # a sync callable that returned a coroutine
-                result = await (result if timeout is None
-                                else asyncio.wait_for(result, timeout))
-            scores = check_scores(result, unit.key)
-            return Outcome(unit.key, unit.provenance, attempt, scores,
-                           live_calls=live + ctx.live_calls)
-        except Exception as exc:
-            live += ctx.live_calls
-            transient = is_transient(exc)
-            if transient and attempt < policy.max_attempts:
-                await sleep(policy.delay(attempt, rng=rng, retry_after=retry_after(exc)))
-                continue
-            return Outcome(unit.key, unit.provenance, attempt, error_type=type(exc).__qualname__,
-                           message=_error_text(exc), transient=transient, live_calls=live)
+        # The model calls of this attempt, by who served them: stored with the unit's
+        # provenance, so a replayed score names the model revision behind it. Set here, in
+        # the task's context, it is seen by a sync job's worker thread too (the executor
+        # copies the context) and by the tasks an async job starts.
+        with observe_calls() as seen:
+            try:
+                if is_async:
+                    pending: Awaitable[Any] = fn(unit, ctx)
+                else:
+                    pending = loop.run_in_executor(pool, fn, unit, ctx)
+                result = await (pending if timeout is None
+                                else asyncio.wait_for(pending, timeout))
+                if inspect.isawaitable(result):  # a sync callable that returned a coroutine
+                    result = await (result if timeout is None
+                                    else asyncio.wait_for(result, timeout))
+                scores = check_scores(result, unit.key)
+                return Outcome(unit.key, _with_serving(unit.provenance, seen), attempt,
+                               scores, live_calls=live + ctx.live_calls)
+            except Exception as exc:
+                live += ctx.live_calls
+                transient = is_transient(exc)
+                if not (transient and attempt < policy.max_attempts):
+                    return Outcome(unit.key, _with_serving(unit.provenance, seen), attempt,
+                                   error_type=type(exc).__qualname__, message=_error_text(exc),
+                                   transient=transient, live_calls=live)
+                delay = policy.delay(attempt, rng=rng, retry_after=retry_after(exc))
+        await sleep(delay)
+
+
+def _with_serving(provenance: Mapping[str, Any], seen: ObservedCalls) -> Mapping[str, Any]:
+    """``provenance`` plus ``"serving"``: who served the attempt's model calls, when any."""
+    served = seen.served_by
+    if not served and not seen.dropped:
+        return provenance  # no model call: the output stays what it was without one
+    serving: dict[str, Any] = {"served_by": [s.to_dict() for s in served]}
+    if seen.dropped:
+        serving["uncounted_calls"] = seen.dropped
+    return {**provenance, "serving": serving}
 
 
 def import_app(app: str | None) -> None:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from agentlog.adapters import observing
+
 if TYPE_CHECKING:
     from ._cache import CacheResult, ModelCache
     from ._request_fields import CacheKey
@@ -140,16 +142,26 @@ class UnitContext:
         Raises:
             agentlog.CacheMiss: the replay is frozen and ``key`` is not in the cache.
         """
-        if self.cache is None:
-            return self._uncached(key, fetch())
-        return self.cache.call(key, fetch)
+        try:
+            result = (self._uncached(key, fetch()) if self.cache is None
+                      else self.cache.call(key, fetch))
+        except BaseException:
+            _observe(key, None, failed=True)
+            raise
+        _observe(key, result)
+        return result
 
     async def acached(self, key: CacheKey,
                       afetch: Callable[[], Awaitable[dict[str, Any]]]) -> CacheResult:
         """The async twin of ``cached``."""
-        if self.cache is None:
-            return self._uncached(key, await afetch())
-        return await self.cache.acall(key, afetch)
+        try:
+            result = (self._uncached(key, await afetch()) if self.cache is None
+                      else await self.cache.acall(key, afetch))
+        except BaseException:
+            _observe(key, None, failed=True)
+            raise
+        _observe(key, result)
+        return result
 
     def _uncached(self, key: CacheKey, response: dict[str, Any]) -> CacheResult:
         from ._cache import CacheResult
@@ -159,6 +171,15 @@ class UnitContext:
 
     def __repr__(self) -> str:
         return f"UnitContext(key={self.key!r}, attempt={self.attempt}, frozen={self.frozen})"
+
+
+def _observe(key: CacheKey, result: CacheResult | None, *, failed: bool = False) -> None:
+    """Count a call made through ``UnitContext.cached`` where wrapped clients' calls go."""
+    seen = observing()
+    if seen is not None:
+        seen.add(key.provider, key.model or "", None,
+                 None if result is None else result.fingerprint,
+                 hit=result is not None and result.status == "hit", failed=failed)
 
 
 class Job(Protocol):

@@ -128,6 +128,7 @@ def test_the_adapters_public_names_are_fixed() -> None:
     import agentlog.adapters as adapters
 
     assert adapters.__all__ == sorted(adapters.__all__) == [
-        "CacheOverride", "CallOptions", "ChoiceProbs", "NoLogprobsError", "StreamClosedError",
-        "call_options", "choice_probs", "override_cache"]
+        "CacheOverride", "CallOptions", "ChoiceProbs", "NoLogprobsError", "ObservedCalls",
+        "ServedBy", "StreamClosedError", "call_options", "choice_probs", "observe_calls",
+        "observing", "override_cache"]
     assert issubclass(adapters.NoLogprobsError, al.AdapterError)
