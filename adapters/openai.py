@@ -52,7 +52,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ._openai_routes import Reparse, Route, raw_body, wrap_parse, wrap_raw, wrap_streaming
 from ._recording import (
     Accumulator,
     Endpoint,
@@ -66,6 +65,7 @@ from ._recording import (
     wrap_copies,
     wrap_method,
 )
+from ._routes import Reparse, Route, given, raw_body, wrap_parse, wrap_raw, wrap_streaming
 
 __all__ = ["wrap"]
 
@@ -146,10 +146,6 @@ _PARSED_OUTPUT: Any = {"output": {"__all__": {"parsed_arguments": True,
                                               "content": {"__all__": {"parsed"}}}}}
 
 
-def _given(value: Any) -> bool:
-    return type(value).__name__ not in ("NotGiven", "Omit")
-
-
 def _chat_reparse(sdk: Any) -> Reparse:
     from openai.lib._parsing._completions import (  # type: ignore[import-not-found,unused-ignore]
         parse_chat_completion,
@@ -178,7 +174,7 @@ def _responses_reparse(sdk: Any) -> Reparse:
         omit = sdk.omit
         text_format = kwargs.get("text_format", omit)
         text = kwargs.get("text", omit)
-        if _given(text_format):
+        if given(text_format):
             text = {**(text if isinstance(text, Mapping) else {}),
                     "format": _type_to_text_format_param(text_format)}
         extra_body, given_input = kwargs.get("extra_body"), kwargs.get("input", omit)

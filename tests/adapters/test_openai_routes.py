@@ -11,7 +11,7 @@ the client's key absent from the trace bytes and the spans.
 
 from __future__ import annotations
 
-import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ from agentlog.replay import ModelCache  # noqa: E402
 from agentlog.testing import capture_spans  # noqa: E402
 
 from ._providers import ANSWER_JSON, CANARY, FakeProvider, openai_client  # noqa: E402
+from ._route_calls import call, in_run  # noqa: E402
 from ._trace_text import trace_plaintext  # noqa: E402
 
 CHAT: dict[str, Any] = {"model": "gpt-4o-mini", "logprobs": True, "top_logprobs": 5,
@@ -212,30 +213,11 @@ IDS = [case.id for case in CASES]
 
 
 def _call(case: Case, client: Any, is_async: bool, times: int = 1) -> list[Any]:
-    """``times`` calls of the route, outside any run."""
-    if not is_async:
-        return [case.sync(client) for _ in range(times)]
-
-    async def main() -> list[Any]:
-        return [await case.run_async(client) for _ in range(times)]
-
-    return asyncio.run(main())
+    return call(case.sync, case.run_async, client, is_async, times)
 
 
 def _in_run(case: Case, client: Any, is_async: bool, path: Path) -> Any:
-    """One call of the route in a window of a run recorded to ``path``."""
-    if is_async:
-        async def main() -> Any:
-            with al.record(path, seed=1):
-                @al.window("ask", entry=lambda *a, **k: 0, exit=lambda r: 0)
-                async def ask() -> Any:
-                    return await case.run_async(client)
-                return await ask()
-
-        return asyncio.run(main())
-    with al.record(path, seed=1):
-        return al.window("ask", entry=lambda *a, **k: 0, exit=lambda r: 0)(
-            lambda: case.sync(client))()
+    return in_run(case.sync, case.run_async, client, is_async, path)
 
 
 def _client(provider: FakeProvider, is_async: bool, **wrap: Any) -> Any:
@@ -288,7 +270,7 @@ def test_a_read_only_miss_raises_cache_miss_and_a_500_is_not_cached(
         case: Case, is_async: bool, tmp_path: Path) -> None:
     ModelCache(tmp_path / "empty.sqlite").close()
     with ModelCache(tmp_path / "empty.sqlite", mode="read-only") as frozen, \
-            pytest.raises(al.CacheMiss, match=case.provider):
+            pytest.raises(al.CacheMiss, match=re.escape(case.provider)):
         _call(case, _client(FakeProvider(), is_async, cache=frozen), is_async)
     provider = FakeProvider(fail={1: 500}, text=case.answer)
     with ModelCache(tmp_path / "c.sqlite") as cache:

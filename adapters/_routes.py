@@ -1,5 +1,6 @@
-"""The openai SDK's other routes to one model call: ``parse``, ``with_raw_response`` and
-``with_streaming_response``, each recorded and cached like ``create``.
+"""The SDKs' other routes to one model call: ``parse``, ``with_raw_response`` and
+``with_streaming_response``, each recorded and cached like ``create`` (openai; anthropic's
+``messages.parse``).
 
 The SDK builds these routes around the resource's bound methods (``with_raw_response`` and
 ``with_streaming_response`` are cached properties made once per resource), and ``parse``
@@ -59,6 +60,11 @@ class Route:
     cast_to: Any
     chunk_type: Any
     stream_done: Callable[[bytes], bool]
+
+
+def given(value: Any) -> bool:
+    """Whether an SDK argument was given (not the SDKs' ``NotGiven`` / ``Omit`` sentinel)."""
+    return type(value).__name__ not in ("NotGiven", "Omit")
 
 
 def _is_raw(obj: Any) -> bool:
