@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -51,6 +53,10 @@ class Route:
         chunk_type: the class of a stream's items.
         stream_done: whether server-sent-event bytes hold the stream's terminal event (a
             caller reading a stream stops there: the bytes after it may stay unread).
+        sdk: the SDK's package (``openai``, ``anthropic``), whose response and request
+            option classes the routes build their hits from.
+        raw_class: the class of the SDK's ``with_raw_response`` responses, by ``is_async``
+            (openai: ``LegacyAPIResponse``; anthropic: ``APIResponse`` / ``AsyncAPIResponse``).
     """
 
     endpoint: Endpoint
@@ -60,6 +66,8 @@ class Route:
     cast_to: Any
     chunk_type: Any
     stream_done: Callable[[bytes], bool]
+    sdk: Any
+    raw_class: Callable[[bool], Any]
 
 
 def given(value: Any) -> bool:
@@ -89,11 +97,14 @@ class _Bare:
         return getattr(self._resource, name)
 
 
-def _options(route: Route, post_parser: Any = None) -> Any:
-    from openai._models import FinalRequestOptions  # type: ignore[import-not-found,unused-ignore]
+def _sdk_module(route: Route, name: str) -> Any:
+    return importlib.import_module(f"{route.sdk.__name__}.{name}")
 
+
+def _options(route: Route, post_parser: Any = None) -> Any:
     extra = {} if post_parser is None else {"post_parser": post_parser}
-    return FinalRequestOptions.construct(method="post", url="/" + route.path, **extra)
+    return _sdk_module(route, "_models").FinalRequestOptions.construct(
+        method="post", url="/" + route.path, **extra)
 
 
 def _http(client: Any, route: Route, status: int, headers: Any, content: bytes) -> Any:
@@ -165,7 +176,14 @@ def raw_body(to_body: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[s
     later returns the very object recorded here.
     """
     def body(obj: Any) -> dict[str, Any]:
-        return to_body(obj.parse() if _is_raw(obj) else obj)
+        if not _is_raw(obj):
+            return to_body(obj)
+        if inspect.iscoroutinefunction(obj.parse):
+            # An async raw response (anthropic) parses in a coroutine; its body was read
+            # whole (a raw, non-streamed call), and that wire JSON is the record.
+            wire: dict[str, Any] = json.loads(obj.http_response.content)
+            return wire
+        return to_body(obj.parse())
 
     return body
 
@@ -200,15 +218,19 @@ def wrap_raw(resource: Any, route: Route, sdk: Any, config: Config, *, client: A
     if is_async:
         async def open_stream(*args: Any, **kwargs: Any) -> Any:
             response = await bare.create(*args, **kwargs)
-            _keep_raw(response)
-            return response.parse()
+            stream = response.parse()
+            if inspect.isawaitable(stream):  # anthropic's async raw response
+                stream = await stream
+            _keep_raw(response, stream)
+            return stream
 
         holder.create = open_stream
     else:
         def open_stream_sync(*args: Any, **kwargs: Any) -> Any:
             response = bare.create(*args, **kwargs)
-            _keep_raw(response)
-            return response.parse()
+            stream = response.parse()
+            _keep_raw(response, stream)
+            return stream
 
         holder.create = open_stream_sync
     wrap_method(holder, "create", route.endpoint, config, client=client, is_async=is_async)
@@ -219,7 +241,7 @@ def wrap_raw(resource: Any, route: Route, sdk: Any, config: Config, *, client: A
             return result
         http = _http(client, route, 200, {"content-type": "application/json"},
                      json.dumps(route.endpoint.to_body(result)).encode())
-        return _legacy(route, client, http, stream=False)
+        return _raw(route, client, http, is_async, stream=False)
 
     def as_raw_parsed(result: Any, kwargs: Mapping[str, Any]) -> Any:
         if _is_raw(result):
@@ -227,20 +249,23 @@ def wrap_raw(resource: Any, route: Route, sdk: Any, config: Config, *, client: A
         body = route.parse_endpoint.to_body(result)
         http = _http(client, route, 200, {"content-type": "application/json"},
                      json.dumps(body).encode())
-        return _legacy(route, client, http, stream=False, post_parser=_parser(route, kwargs))
+        return _raw(route, client, http, is_async, stream=False,
+                    post_parser=_parser(route, kwargs))
 
     def as_raw_stream(stream: Any, kept: list[Any]) -> Any:
-        if kept and kept[0].parse() is stream:
-            return kept[0]  # live: the caller's .parse() is the recorded stream itself
+        if kept and kept[0][1] is stream:
+            # Live: the raw response keeps what it parsed, so the caller's .parse() is the
+            # recorded stream itself.
+            return kept[0][0]
         # Under a cache the upstream stream was read whole; this one replays the body.
         status, headers = 200, {"content-type": "text/event-stream"}
         if kept:
-            status = kept[0].status_code
-            headers = {k: v for k, v in kept[0].headers.items()
+            status = kept[0][0].status_code
+            headers = {k: v for k, v in kept[0][0].headers.items()
                        if k.lower() not in _BODY_HEADERS}
         http = _http(client, route, status, headers, stream.response.content)
-        return _legacy(route, client, http, stream=True,
-                       stream_cls=_stream_cls(sdk, route, is_async))
+        return _raw(route, client, http, is_async, stream=True,
+                    stream_cls=_stream_cls(sdk, route, is_async))
 
     if is_async:
         async def acreate(*args: Any, **kwargs: Any) -> Any:
@@ -281,23 +306,22 @@ def wrap_raw(resource: Any, route: Route, sdk: Any, config: Config, *, client: A
     resource.__dict__["with_raw_response"] = raw
 
 
-def _keep_raw(response: Any) -> None:
+def _keep_raw(response: Any, stream: Any) -> None:
     kept = _raw_of_call.get()
     if kept is not None:
-        kept.append(response)
+        kept.append((response, stream))
 
 
 # Headers that describe the bytes on the wire, not a body rebuilt from a stored response.
 _BODY_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding"})
 
 
-def _legacy(route: Route, client: Any, http: Any, *, stream: bool, stream_cls: Any = None,
-            post_parser: Any = None) -> Any:
-    """A ``LegacyAPIResponse`` serving ``http``, as the SDK builds one for a reply."""
-    from openai._legacy_response import LegacyAPIResponse  # type: ignore[import-not-found,unused-ignore]
-
-    return LegacyAPIResponse(raw=http, cast_to=route.cast_to, client=client, stream=stream,
-                             stream_cls=stream_cls, options=_options(route, post_parser))
+def _raw(route: Route, client: Any, http: Any, is_async: bool, *, stream: bool,
+         stream_cls: Any = None, post_parser: Any = None) -> Any:
+    """A raw response serving ``http``, as the SDK's ``with_raw_response`` builds one."""
+    return route.raw_class(is_async)(raw=http, cast_to=route.cast_to, client=client,
+                                     stream=stream, stream_cls=stream_cls,
+                                     options=_options(route, post_parser))
 
 
 # --------------------------------------------------------------------------- streaming responses
@@ -354,16 +378,12 @@ class _Streaming:
 
     def hit(self, body: dict[str, Any], kwargs: Mapping[str, Any]) -> Any:
         """An ``APIResponse`` serving a stored body (no HTTP exchange happened)."""
-        from openai._response import (  # type: ignore[import-not-found,unused-ignore]
-            APIResponse,
-            AsyncAPIResponse,
-        )
-
+        responses = _sdk_module(self.route, "_response")
         stream = bool(kwargs.get("stream"))
         headers, content = _body_bytes(self.route, body, self.client, stream=stream,
                                        is_async=self.is_async)
         http = _http(self.client, self.route, 200, headers, content)
-        cls = AsyncAPIResponse if self.is_async else APIResponse
+        cls = responses.AsyncAPIResponse if self.is_async else responses.APIResponse
         return cls(raw=http, cast_to=self.route.cast_to, client=self.client, stream=stream,
                    stream_cls=_stream_cls(self.sdk, self.route, self.is_async)
                    if stream else None,

@@ -24,6 +24,12 @@ into it (``get_final_message().parsed_output``).
 ``parsed_output`` the SDK derives from the text is left out; the class is keyed by its JSON
 schema); a hit is parsed again into the caller's class by the SDK's own parser.
 
+``messages.with_raw_response.create`` (the caller gets the raw ``APIResponse``; with
+``stream=True`` its ``.parse()`` is the SDK's ``Stream``, recorded as it is consumed) and
+``messages.with_streaming_response.create`` (recorded when the block exits, from the bytes
+the caller read) are recorded and cached as in the openai adapter; a hit is a response
+object serving the stored body.
+
 Example:
     >>> import anthropic, httpx2
     >>> from agentlog.adapters import anthropic as anthropic_adapter
@@ -57,7 +63,7 @@ from ._recording import (
     wrap_copies,
     wrap_method,
 )
-from ._routes import Route, given, wrap_parse
+from ._routes import Route, given, raw_body, wrap_parse, wrap_raw, wrap_streaming
 
 __all__ = ["wrap"]
 
@@ -97,12 +103,15 @@ def wrap(
     if not sdk_spans:
         _disable_sdk_spans(client)
     target: Any = client
-    endpoint = _messages_endpoint(sdk)
-    wrap_method(target.messages, "create", endpoint, config, client=client, is_async=is_async)
-    if hasattr(target.messages, "parse"):
-        wrap_parse(target.messages, _parse_route(sdk, endpoint), config, client=client,
-                   is_async=is_async, parsed_type=sdk.types.ParsedMessage)
-    _wrap_stream(target.messages, sdk, is_async=is_async)
+    messages = target.messages
+    route = _route(sdk, _messages_endpoint(sdk))
+    wrap_method(messages, "create", route.endpoint, config, client=client, is_async=is_async)
+    if hasattr(messages, "parse"):
+        wrap_parse(messages, route, config, client=client, is_async=is_async,
+                   parsed_type=sdk.types.ParsedMessage)
+    wrap_raw(messages, route, sdk, config, client=client, is_async=is_async)
+    wrap_streaming(messages, route, sdk, config, client=client, is_async=is_async)
+    _wrap_stream(messages, sdk, is_async=is_async)
     wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
                                           capture_content=capture_content, sdk_spans=sdk_spans))
     return client
@@ -178,8 +187,10 @@ def _output_config(output_config: Any, output_format: Any) -> dict[str, Any]:
     return {"format": fmt}
 
 
-def _parse_route(sdk: Any, endpoint: Endpoint) -> Route:
-    """``messages.parse()``: its wire body recorded, a hit parsed by the SDK's parser."""
+def _route(sdk: Any, endpoint: Endpoint) -> Route:
+    """The routes to a Messages call besides ``create``: ``parse()`` (its wire body
+    recorded, a hit parsed by the SDK's parser), ``with_raw_response.create`` and
+    ``with_streaming_response.create``."""
     from anthropic.lib._parse._response import (  # type: ignore[import-not-found,unused-ignore]
         parse_response,
     )
@@ -193,7 +204,17 @@ def _parse_route(sdk: Any, endpoint: Endpoint) -> Route:
     return Route(endpoint=endpoint, parse_endpoint=endpoint, reparse=reparse,
                  path="v1/messages", cast_to=sdk.types.Message,
                  chunk_type=sdk.types.RawMessageStreamEvent,
-                 stream_done=lambda data: b"message_stop" in data)
+                 stream_done=lambda data: b"message_stop" in data, sdk=sdk,
+                 raw_class=_raw_response_class)
+
+
+def _raw_response_class(is_async: bool) -> Any:
+    from anthropic._response import (  # type: ignore[import-not-found,unused-ignore]
+        APIResponse,
+        AsyncAPIResponse,
+    )
+
+    return AsyncAPIResponse if is_async else APIResponse
 
 
 def _disable_sdk_spans(client: Any) -> None:
@@ -306,7 +327,7 @@ def _messages_endpoint(sdk: Any) -> Endpoint:
                           sse_bytes(_message_events(body), False), is_async)
 
     return Endpoint(
-        provider="anthropic.messages", operation="chat", to_body=dump_body,
+        provider="anthropic.messages", operation="chat", to_body=raw_body(dump_body),
         from_body=lambda body: Message.construct(**body),
         meta=_meta, accumulator=lambda request: _MessageAccumulator(),
         replay_stream=replay,

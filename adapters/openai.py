@@ -195,7 +195,14 @@ def _route(sdk: Any, endpoint: Endpoint, *, path: str, reparse: Reparse, cast_to
         to_body=raw_body(_unparsed_body), from_body=endpoint.from_body, meta=endpoint.meta,
         accumulator=endpoint.accumulator, replay_stream=endpoint.replay_stream)
     return Route(endpoint=endpoint, parse_endpoint=parse_endpoint, reparse=reparse, path=path,
-                 cast_to=cast_to, chunk_type=chunk_type, stream_done=stream_done)
+                 cast_to=cast_to, chunk_type=chunk_type, stream_done=stream_done, sdk=sdk,
+                 raw_class=lambda is_async: _legacy_response_class())
+
+
+def _legacy_response_class() -> Any:
+    from openai._legacy_response import LegacyAPIResponse  # type: ignore[import-not-found,unused-ignore]
+
+    return LegacyAPIResponse
 
 
 # The terminal events of a Responses stream (a quote inside text content is escaped, so

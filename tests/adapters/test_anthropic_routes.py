@@ -139,3 +139,96 @@ def test_output_format_given_as_a_dict_is_refused_as_the_sdk_refuses_it() -> Non
     client = _client(FakeProvider(), False)
     with pytest.raises(TypeError, match="`output_format` must be a type"):
         client.messages.stream(**ASK, output_format={"type": "object"})
+
+
+# ------------------------------------------------------------------ raw and streaming responses
+# Before these were wrapped, both routes raised AttributeError inside a run (the SDK built
+# them around the wrapped ``create``, which could not read a raw response).
+
+
+def _text(events: list[Any]) -> str:
+    return "".join(e.delta.text for e in events if e.type == "content_block_delta")
+
+
+def _raw(stream: bool) -> tuple[Any, Any]:
+    def sync(client: Any) -> Any:
+        raw = client.messages.with_raw_response.create(**ASK, stream=stream)
+        parsed = raw.parse()
+        if stream:
+            with parsed:
+                return raw.status_code, _text(list(parsed))
+        return raw.status_code, parsed.content[0].text
+
+    async def run_async(client: Any) -> Any:
+        raw = await client.messages.with_raw_response.create(**ASK, stream=stream)
+        parsed = await raw.parse()
+        if stream:
+            async with parsed:
+                return raw.status_code, _text([e async for e in parsed])
+        return raw.status_code, parsed.content[0].text
+
+    return sync, run_async
+
+
+def _streaming(stream: bool) -> tuple[Any, Any]:
+    def sync(client: Any) -> Any:
+        with client.messages.with_streaming_response.create(**ASK, stream=stream) as response:
+            if stream:
+                return response.status_code, _text(list(response.parse()))
+            return response.status_code, response.parse().content[0].text
+
+    async def run_async(client: Any) -> Any:
+        async with client.messages.with_streaming_response.create(
+                **ASK, stream=stream) as response:
+            parsed = await response.parse()
+            if stream:
+                return response.status_code, _text([e async for e in parsed])
+            return response.status_code, parsed.content[0].text
+
+    return sync, run_async
+
+
+PLAIN = {"raw": _raw(False), "raw(stream)": _raw(True), "streaming": _streaming(False),
+         "streaming(stream)": _streaming(True)}
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole", "chunked"])
+@pytest.mark.parametrize("route", sorted(PLAIN))
+def test_raw_and_streaming_responses_are_recorded_and_give_what_the_sdk_gives(
+        route: str, chunked: bool, is_async: bool, tmp_path: Path) -> None:
+    (bare,) = call(*PLAIN[route], anthropic_client(FakeProvider(chunked=chunked),
+                                                   is_async=is_async), is_async)
+    path = tmp_path / "t.zst"
+    with capture_spans() as spans:
+        value = in_run(*PLAIN[route], _client(FakeProvider(chunked=chunked), is_async),
+                       is_async, path)
+    assert value == bare == (200, "B")
+    (call_,) = al.read(path).llm_calls()
+    assert (call_.provider, call_.status, call_.input_tokens) == ("anthropic.messages", 0, 25)
+    assert decode(call_.response)["content"] == [{"type": "text", "text": "B"}]
+    assert len(spans.by_name("chat claude-opus-4-7")) == 1
+    assert CANARY.encode() not in trace_plaintext(path)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("route", sorted(PLAIN))
+def test_raw_and_streaming_responses_are_cached_and_failures_are_not(
+        route: str, is_async: bool, tmp_path: Path) -> None:
+    provider = FakeProvider(fail={1: 500})
+    with ModelCache(tmp_path / "c.sqlite") as cache:
+        client = _client(provider, is_async, cache=cache)
+        with pytest.raises(anthropic.InternalServerError, match="Internal server error"):
+            call(*PLAIN[route], client, is_async)
+        first, again = call(*PLAIN[route], client, is_async, 2)
+        assert cache.stats()["hits"] == 1
+    assert provider.count == 2 and first == again == (200, "B")
+    offline = FakeProvider()
+    with ModelCache(tmp_path / "c.sqlite", mode="read-only") as frozen:
+        assert call(*PLAIN[route], _client(offline, is_async, cache=frozen), is_async) == [
+            (200, "B")]
+    assert offline.count == 0
+    ModelCache(tmp_path / "empty.sqlite").close()
+    with ModelCache(tmp_path / "empty.sqlite", mode="read-only") as frozen, \
+            pytest.raises(al.CacheMiss, match=r"anthropic\.messages"):
+        call(*PLAIN[route], _client(offline, is_async, cache=frozen), is_async)
