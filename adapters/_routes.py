@@ -1,11 +1,12 @@
 """The SDKs' other routes to one model call: ``parse``, ``with_raw_response`` and
-``with_streaming_response``, each recorded and cached like ``create`` (openai; anthropic's
-``messages.parse``).
+``with_streaming_response``, each recorded and cached like ``create`` (openai's
+``chat.completions`` and ``responses``, anthropic's ``messages``).
 
 The SDK builds these routes around the resource's bound methods (``with_raw_response`` and
 ``with_streaming_response`` are cached properties made once per resource), and ``parse``
 posts its request itself. So each is rebuilt here from the SDK's own pieces: the caller gets
-the SDK's objects (``ParsedResponse``, ``LegacyAPIResponse``, ``APIResponse``, ``Stream``),
+the SDK's objects (``ParsedResponse``, ``LegacyAPIResponse``, ``APIResponse``, ``Stream``;
+the SDKs are generated from one template, so their response classes share one interface),
 and a cache hit, which has no HTTP exchange, is served as the object the SDK would have
 built from the stored body (status 200, JSON or server-sent events, no provider headers).
 """
@@ -41,7 +42,8 @@ Reparse = Callable[[Any, Mapping[str, Any]], Any]  # (plain SDK object, call kwa
 
 @dataclass(frozen=True)
 class Route:
-    """One model endpoint of an openai resource (``chat.completions`` or ``responses``).
+    """One model endpoint of an SDK resource (openai ``chat.completions`` / ``responses``,
+    anthropic ``messages``).
 
     Attributes:
         endpoint: the ``create`` endpoint.

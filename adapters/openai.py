@@ -119,9 +119,8 @@ def wrap(
 # --------------------------------------------------------------------------- parse
 
 
-def _to_body(obj: Any) -> dict[str, Any]:
-    """The JSON body of a response, also of a ``with_raw_response`` call's raw response."""
-    return raw_body(dump_body)(obj)
+# The JSON body of a response, also of a ``with_raw_response`` call's raw response.
+_to_body = raw_body(dump_body)
 
 
 def _unparsed_body(obj: Any) -> dict[str, Any]:

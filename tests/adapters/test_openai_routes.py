@@ -11,6 +11,7 @@ the client's key absent from the trace bytes and the spans.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -359,3 +360,49 @@ def test_a_hit_of_a_streaming_response_reads_like_the_sdks(tmp_path: Path) -> No
                 **CHAT, stream=True) as response:
             assert _lines_text(list(response.iter_lines())) == " answerB"
         assert cache.stats()["hits"] == 2
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in (
+    "responses.parse", "chat.raw.create(stream)", "chat.raw.parse",
+    "chat.streaming.create(stream, parse)")], ids=lambda c: c.id)
+def test_wrapping_twice_and_copies_record_each_route_call_once(case: Case,
+                                                              tmp_path: Path) -> None:
+    provider = FakeProvider(text=case.answer)
+    twice = adapter.wrap(adapter.wrap(openai_client(provider)))
+    copy = twice.with_options(timeout=30)
+    path = tmp_path / "t.zst"
+
+    def both(_: Any) -> Any:
+        return case.sync(twice), case.sync(copy)
+
+    first, second = _in_run(Case("both", case.provider, both, both, text=str,
+                                 recorded_text=case.recorded_text, input_tokens=0),
+                            None, False, path)
+    assert case.text(first) == case.text(second)
+    assert provider.count == 2
+    assert len(list(al.read(path).llm_calls())) == 2
+
+
+def test_concurrent_async_raw_streams_each_get_their_own_recorded_stream(
+        tmp_path: Path) -> None:
+    provider = FakeProvider(chunked=True)
+    client = _client(provider, True)
+    asks = [{**CHAT, "seed": i} for i in range(20)]
+
+    async def one(ask: dict[str, Any]) -> Any:
+        raw = await client.chat.completions.with_raw_response.create(**ask, stream=True)
+        return raw, _delta_text(await _aevents(raw.parse()))
+
+    async def main() -> list[Any]:
+        with al.record(tmp_path / "t.zst", seed=1):
+            @al.window("ask", entry=lambda *a, **k: 0, exit=lambda r: 0)
+            async def ask() -> list[Any]:
+                return list(await asyncio.gather(*(one(a) for a in asks)))
+            return await ask()
+
+    results = asyncio.run(main())
+    assert [text for _, text in results] == [" answerB"] * 20
+    assert len({id(raw) for raw, _ in results}) == 20
+    calls = list(al.read(tmp_path / "t.zst").llm_calls())
+    assert sorted(decode(c.request)["request"]["seed"] for c in calls) == list(range(20))
+    assert all(c.status == 0 and c.input_tokens == 31 for c in calls)
