@@ -195,7 +195,7 @@ def raw_body(to_body: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[s
 # The SDK's raw response of the streamed call in flight, handed from the SDK call (inside
 # the recording wrapper) back to the route, which returns it to the caller.
 _raw_of_call: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
-    "agentlog_openai_raw", default=None)
+    "agentlog_raw_response", default=None)
 
 
 def wrap_raw(resource: Any, route: Route, sdk: Any, config: Config, *, client: Any,
