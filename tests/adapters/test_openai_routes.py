@@ -406,3 +406,26 @@ def test_concurrent_async_raw_streams_each_get_their_own_recorded_stream(
     calls = list(al.read(tmp_path / "t.zst").llm_calls())
     assert sorted(decode(c.request)["request"]["seed"] for c in calls) == list(range(20))
     assert all(c.status == 0 and c.input_tokens == 31 for c in calls)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_trace_of_the_routes_serves_a_frozen_replay_with_the_server_down(
+        is_async: bool, tmp_path: Path) -> None:
+    """Every route's record is a cache entry: the trace alone replays them all."""
+    def run_all(client: Any) -> list[str]:
+        return [case.text(case.sync(client)) for case in CASES if case.answer is None]
+
+    async def arun_all(client: Any) -> list[str]:
+        return [case.text(await case.run_async(client)) for case in CASES
+                if case.answer is None]
+
+    both = Case("all", "openai.chat", run_all, arun_all, text=str, recorded_text=_chat_text,
+                input_tokens=0)
+    original = tmp_path / "run.zst"
+    live = _in_run(both, _client(FakeProvider(chunked=True), is_async), is_async, original)
+    assert len(list(al.read(original).llm_calls())) == len(live) == 7
+    down = FakeProvider(fail=dict.fromkeys(range(1, 20), 500))
+    frozen = ModelCache.from_traces([original])
+    replayed = _in_run(both, _client(down, is_async, cache=frozen), is_async,
+                       tmp_path / "replay.zst")
+    assert replayed == live and down.count == 0
