@@ -16,8 +16,19 @@ Anthropic Messages return no logprobs: ``choice_probs`` on a Message raises
 the wrapped ``create(stream=True)``: the same events, text stream and ``get_final_message()``;
 the call is recorded when the stream ends or is closed (the final message), or, abandoned
 unclosed, with what was received, marked as closed early; under a cache a hit replays the
-stored message as a stream. With ``output_format=`` (structured parsing) the helper is
-passed to the SDK unrecorded.
+stored message as a stream. With ``output_format=`` the class becomes the request's
+``output_config`` format as the SDK makes it, and the manager parses the final message
+into it (``get_final_message().parsed_output``).
+
+``messages.parse(output_format=...)`` is recorded and cached with the wire body (the
+``parsed_output`` the SDK derives from the text is left out; the class is keyed by its JSON
+schema); a hit is parsed again into the caller's class by the SDK's own parser.
+
+``messages.with_raw_response.create`` (the caller gets the raw ``APIResponse``; with
+``stream=True`` its ``.parse()`` is the SDK's ``Stream``, recorded as it is consumed) and
+``messages.with_streaming_response.create`` (recorded when the block exits, from the bytes
+the caller read) are recorded and cached as in the openai adapter; a hit is a response
+object serving the stored body.
 
 Example:
     >>> import anthropic, httpx2
@@ -52,6 +63,7 @@ from ._recording import (
     wrap_copies,
     wrap_method,
 )
+from ._routes import Route, given, raw_body, wrap_parse, wrap_raw, wrap_streaming
 
 __all__ = ["wrap"]
 
@@ -91,9 +103,15 @@ def wrap(
     if not sdk_spans:
         _disable_sdk_spans(client)
     target: Any = client
-    wrap_method(target.messages, "create", _messages_endpoint(sdk), config,
-                client=client, is_async=is_async)
-    _wrap_stream(target.messages, sdk, is_async=is_async)
+    messages = target.messages
+    route = _route(sdk, _messages_endpoint(sdk))
+    wrap_method(messages, "create", route.endpoint, config, client=client, is_async=is_async)
+    if hasattr(messages, "parse"):
+        wrap_parse(messages, route, config, client=client, is_async=is_async,
+                   parsed_type=sdk.types.ParsedMessage)
+    wrap_raw(messages, route, sdk, config, client=client, is_async=is_async)
+    wrap_streaming(messages, route, sdk, config, client=client, is_async=is_async)
+    _wrap_stream(messages, sdk, is_async=is_async)
     wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
                                           capture_content=capture_content, sdk_spans=sdk_spans))
     return client
@@ -108,43 +126,95 @@ def _wrap_stream(messages: Any, sdk: Any, *, is_async: bool) -> None:
 
     The SDK's helper posts the request itself (it never calls ``create``), so it is rebuilt
     here from the public parts it is made of: ``create(stream=True, ...)`` with the same
-    keyword arguments and the helper's telemetry headers, handed to the SDK's
-    ``MessageStreamManager`` (which accumulates the events exactly as for its own request).
+    keyword arguments, the helper's telemetry headers and, for ``output_format``, the
+    ``output_config`` the SDK makes of it, handed to the SDK's ``MessageStreamManager``
+    (which accumulates the events, and parses the final message, exactly as for its own
+    request).
     """
     original = messages.stream
     original = getattr(original, "__agentlog_original__", original)
     streaming = sdk.lib.streaming
     not_given = sdk.NOT_GIVEN
 
-    def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    def arguments(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         headers = {**_STREAM_HEADERS, **(kwargs.pop("extra_headers", None) or {})}
-        kwargs.pop("output_format", None)
-        return {**kwargs, "stream": True, "extra_headers": headers}
-
-    def structured(kwargs: Mapping[str, Any]) -> bool:
-        value = kwargs.get("output_format")
-        return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+        output_format = kwargs.pop("output_format", not_given)
+        if given(output_format) and output_format is not None:
+            kwargs["output_config"] = _output_config(kwargs.get("output_config"),
+                                                     output_format)
+        else:
+            output_format = not_given
+        return {**kwargs, "stream": True, "extra_headers": headers}, output_format
 
     if is_async:
         def astream(**kwargs: Any) -> Any:
-            if structured(kwargs):
-                return original(**kwargs)
-            return streaming.AsyncMessageStreamManager(
-                messages.create(**arguments(kwargs)), output_format=not_given)
+            request, output_format = arguments(kwargs)
+            return streaming.AsyncMessageStreamManager(messages.create(**request),
+                                                       output_format=output_format)
 
         wrapper: Any = astream
     else:
         def stream(**kwargs: Any) -> Any:
-            if structured(kwargs):
-                return original(**kwargs)
-            request = arguments(kwargs)
+            request, output_format = arguments(kwargs)
             return streaming.MessageStreamManager(lambda: messages.create(**request),
-                                                  output_format=not_given)
+                                                  output_format=output_format)
 
         wrapper = stream
     wrapper.__agentlog_original__ = original
     wrapper.__doc__ = original.__doc__
     messages.stream = wrapper
+
+
+def _output_config(output_config: Any, output_format: Any) -> dict[str, Any]:
+    """The ``output_config`` the SDK's ``stream()`` / ``parse()`` sends for ``output_format``.
+
+    The SDK's own steps (``anthropic.resources.messages``): a JSON schema of the class,
+    transformed to what the API accepts, merged into the caller's ``output_config``.
+    """
+    from anthropic._models import TypeAdapter  # type: ignore[attr-defined,import-not-found,unused-ignore]
+    from anthropic.lib._parse._transform import (  # type: ignore[import-not-found,unused-ignore]
+        cached_json_schema,
+        transform_schema,
+    )
+
+    if isinstance(output_format, Mapping):
+        raise TypeError("`output_format` must be a type; pass a schema dict as "
+                        "`output_config={'format': ...}` instead")
+    schema = transform_schema(cached_json_schema(TypeAdapter(output_format)))
+    fmt = {"schema": schema, "type": "json_schema"}
+    if isinstance(output_config, Mapping):
+        return {**output_config, "format": fmt}
+    return {"format": fmt}
+
+
+def _route(sdk: Any, endpoint: Endpoint) -> Route:
+    """The routes to a Messages call besides ``create``: ``parse()`` (its wire body
+    recorded, a hit parsed by the SDK's parser), ``with_raw_response.create`` and
+    ``with_streaming_response.create``."""
+    from anthropic.lib._parse._response import (  # type: ignore[import-not-found,unused-ignore]
+        parse_response,
+    )
+
+    def reparse(plain: Any, kwargs: Mapping[str, Any]) -> Any:
+        output_format = kwargs.get("output_format", sdk.NOT_GIVEN)
+        return parse_response(response=plain, output_format=output_format
+                              if given(output_format) and output_format is not None
+                              else sdk.NOT_GIVEN)
+
+    return Route(endpoint=endpoint, parse_endpoint=endpoint, reparse=reparse,
+                 path="v1/messages", cast_to=sdk.types.Message,
+                 chunk_type=sdk.types.RawMessageStreamEvent,
+                 stream_done=lambda data: b"message_stop" in data, sdk=sdk,
+                 raw_class=_raw_response_class)
+
+
+def _raw_response_class(is_async: bool) -> Any:
+    from anthropic._response import (  # type: ignore[import-not-found,unused-ignore]
+        APIResponse,
+        AsyncAPIResponse,
+    )
+
+    return AsyncAPIResponse if is_async else APIResponse
 
 
 def _disable_sdk_spans(client: Any) -> None:
@@ -257,7 +327,7 @@ def _messages_endpoint(sdk: Any) -> Endpoint:
                           sse_bytes(_message_events(body), False), is_async)
 
     return Endpoint(
-        provider="anthropic.messages", operation="chat", to_body=dump_body,
+        provider="anthropic.messages", operation="chat", to_body=raw_body(dump_body),
         from_body=lambda body: Message.construct(**body),
         meta=_meta, accumulator=lambda request: _MessageAccumulator(),
         replay_stream=replay,

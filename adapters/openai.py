@@ -6,14 +6,23 @@ without credentials, response, usage, latency, logprobs, ``system_fingerprint``)
 into the window and emitted as a CLIENT span ``chat {model}``. Streams are passed through
 unchanged and recorded when they end, fail, or are closed or dropped early.
 
-The SDK's helpers built on ``create`` are recorded and cached with it:
-``chat.completions.stream()`` and ``responses.stream()`` (they call the wrapped ``create``
-with ``stream=True``) and ``with_raw_response.create`` (the caller gets the raw response
-object; its parsed body is recorded), and ``chat.completions.parse()`` is wrapped on its
-own (recorded is the wire body; a cache hit is parsed again with the call's
-``response_format``). Not recorded: ``responses.parse()``, ``with_streaming_response``,
-``with_raw_response.create(stream=True)`` and ``with_raw_response.parse()``, which are
-passed to the SDK as they are.
+The SDK's other routes to a model call are recorded and cached with it (the same key, so
+one cache entry serves them all), sync and async:
+
+* ``chat.completions.stream()`` and ``responses.stream()`` call the wrapped ``create`` with
+  ``stream=True``.
+* ``chat.completions.parse()`` and ``responses.parse()``: recorded is the wire body
+  (without the SDK's parsed objects); the format class is keyed by its JSON schema; a hit
+  is parsed again into the caller's ``response_format`` / ``text_format`` class.
+* ``with_raw_response.create`` and ``.parse``: the caller gets the raw response object;
+  its parsed body is recorded. With ``stream=True`` its ``.parse()`` is the SDK's
+  ``Stream``, recorded as it is consumed. A hit is a raw response built from the stored
+  body (status 200, no provider headers).
+* ``with_streaming_response.create`` (and chat's ``.parse``): the caller reads the body;
+  the call is recorded when the block exits, from the bytes read (a body left unread to
+  its end is recorded with what was read, marked ``StreamClosedError``). Under a cache the
+  body is read whole when the block is entered; a hit is an ``APIResponse`` serving the
+  stored body (``parse()``, ``read()``, ``json()``, ``iter_lines()``, ...).
 
 With ``cache=ModelCache(...)`` every call goes through the exact-input cache. A streamed
 call under a cache is fetched whole (the upstream stream is read to its end and stored as
@@ -39,12 +48,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ._recording import (
     Accumulator,
-    Config,
     Endpoint,
     Meta,
     Prices,
@@ -56,6 +65,7 @@ from ._recording import (
     wrap_copies,
     wrap_method,
 )
+from ._routes import Reparse, Route, given, raw_body, wrap_parse, wrap_raw, wrap_streaming
 
 __all__ = ["wrap"]
 
@@ -91,161 +101,129 @@ def wrap(
         client, sdk.OpenAI, sdk.AsyncOpenAI, expected="openai.OpenAI or openai.AsyncOpenAI",
         secret_attrs=("api_key",), cache=cache, channel=channel, prices=prices,
         capture_content=capture_content)
-    target: Any = client
-    for resource, endpoint, path in ((target.chat.completions, _chat_endpoint(sdk),
-                                      "chat/completions"),
-                                     (target.responses, _responses_endpoint(sdk), "responses")):
-        wrap_method(resource, "create", endpoint, config, client=client, is_async=is_async)
-        _wrap_raw(resource, endpoint, path, client=client, is_async=is_async)
-    _wrap_parse(target.chat.completions, sdk, config, client=client, is_async=is_async)
-    wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
+    for where, route, parsed_type in _routes(sdk):
+        resource: Any = client
+        for name in where.split("."):
+            resource = getattr(resource, name)
+        wrap_method(resource, "create", route.endpoint, config, client=client,
+                    is_async=is_async)
+        wrap_parse(resource, route, config, client=client, is_async=is_async,
+                   parsed_type=parsed_type)
+        wrap_raw(resource, route, sdk, config, client=client, is_async=is_async)
+        wrap_streaming(resource, route, sdk, config, client=client, is_async=is_async)
+    wrap_copies(client, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
                                           capture_content=capture_content))
     return client
-
-
-# --------------------------------------------------------------------------- raw responses
-
-
-def _to_body(obj: Any) -> dict[str, Any]:
-    """The JSON body of a response, also of a ``with_raw_response`` call's raw response.
-
-    ``LegacyAPIResponse.parse()`` keeps what it parsed, so the caller's own ``.parse()``
-    later returns the very object recorded here.
-    """
-    if hasattr(obj, "http_response") and callable(getattr(obj, "parse", None)):
-        obj = obj.parse()
-    return dump_body(obj)
-
-
-def _wrap_raw(resource: Any, endpoint: Endpoint, path: str, *, client: Any,
-              is_async: bool) -> None:
-    """``resource.with_raw_response.create`` recorded and cached like ``create``.
-
-    The SDK builds ``with_raw_response`` (a cached property) once per resource around
-    ``resource.create`` as it is then, so it is built again here, around the wrapped
-    ``create``: the caller gets the raw response object of the HTTP call unchanged, and its
-    parsed body is what is recorded and cached. A cache hit has no HTTP exchange: it is
-    served as a raw response built from the stored body (status 200, JSON, no provider
-    headers). ``stream=True`` through ``with_raw_response`` is passed to the SDK unrecorded.
-    """
-    resource.__dict__.pop("with_raw_response", None)
-    raw = resource.with_raw_response
-    sdk_create = raw.create
-    wrapped = resource.create
-    bare = wrapped.__wrapped__  # the SDK's create, for the unrecorded stream case
-    unrecorded = type(raw)(_Bare(resource, bare)).create
-
-    def as_raw(result: Any) -> Any:
-        if hasattr(result, "http_response"):
-            return result
-        return _raw_response(result, endpoint, client, path)
-
-    if is_async:
-        async def acreate(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("stream"):
-                return await unrecorded(*args, **kwargs)
-            return as_raw(await sdk_create(*args, **kwargs))
-
-        raw.create = acreate
-    else:
-        def create(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("stream"):
-                return unrecorded(*args, **kwargs)
-            return as_raw(sdk_create(*args, **kwargs))
-
-        raw.create = create
-    resource.__dict__["with_raw_response"] = raw
-
-
-class _Bare:
-    """A stand-in resource whose ``create`` is the SDK's own (for the raw-response class)."""
-
-    def __init__(self, resource: Any, create: Any) -> None:
-        self._resource = resource
-        self.create = create
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._resource, name)
-
-
-def _raw_response(parsed: Any, endpoint: Endpoint, client: Any, path: str) -> Any:
-    """A ``LegacyAPIResponse`` serving a cached body, as the SDK builds one for a reply."""
-    import httpx2  # type: ignore[import-not-found,unused-ignore]
-    from openai._legacy_response import LegacyAPIResponse  # type: ignore[import-not-found,unused-ignore]
-    from openai._models import FinalRequestOptions  # type: ignore[import-not-found,unused-ignore]
-
-    body = dump_body(parsed)
-    url = str(client.base_url).rstrip("/") + "/" + path
-    reply = httpx2.Response(200, json=body, request=httpx2.Request("POST", url))
-    return LegacyAPIResponse(raw=reply, cast_to=type(parsed), client=client, stream=False,
-                             stream_cls=None, options=FinalRequestOptions.construct(
-                                 method="post", url="/" + path))
 
 
 # --------------------------------------------------------------------------- parse
 
 
+# The JSON body of a response, also of a ``with_raw_response`` call's raw response.
+_to_body = raw_body(dump_body)
+
+
 def _unparsed_body(obj: Any) -> dict[str, Any]:
     """The body the server sent for a ``parse()`` call, without the SDK's parsed objects.
 
-    ``message.parsed`` and ``function.parsed_arguments`` are derived from the content by
-    the SDK (and are instances of the caller's classes): recorded and cached is the wire
-    body, and a hit is parsed again with the caller's ``response_format``. They are left
+    ``message.parsed`` and ``function.parsed_arguments`` (Chat), ``parsed`` of an output
+    text and ``parsed_arguments`` of a function call (Responses) are derived from the
+    content by the SDK (and are instances of the caller's classes): recorded and cached is
+    the wire body, and a hit is parsed again with the caller's format class. They are left
     out of the dump itself (dumping them makes pydantic warn in the host: their declared
     type is a generic placeholder).
     """
+    exclude = _PARSED_FIELDS if "choices" in type(obj).model_fields else _PARSED_OUTPUT
     body: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True, warnings=False,
-                                          exclude=_PARSED_FIELDS)
+                                          exclude=exclude)
     return body
 
 
 _PARSED_FIELDS: Any = {"choices": {"__all__": {"message": {
     "parsed": True, "tool_calls": {"__all__": {"function": {"parsed_arguments"}}}}}}}
+_PARSED_OUTPUT: Any = {"output": {"__all__": {"parsed_arguments": True,
+                                              "content": {"__all__": {"parsed"}}}}}
 
 
-def _wrap_parse(resource: Any, sdk: Any, config: Config, *, client: Any,
-                is_async: bool) -> None:
-    """``chat.completions.parse()`` recorded and cached as an ``openai.chat`` call.
-
-    ``parse()`` posts the request itself (it never calls ``create``), so it is wrapped on its
-    own; its ``response_format`` class is keyed by its JSON schema. A cache hit is a plain
-    ``ChatCompletion`` of the stored body, turned into the ``ParsedChatCompletion`` the
-    caller expects by the SDK's own parser, with the call's ``response_format`` and tools.
-    """
+def _chat_reparse(sdk: Any) -> Reparse:
     from openai.lib._parsing._completions import (  # type: ignore[import-not-found,unused-ignore]
         parse_chat_completion,
     )
 
-    chat = _chat_endpoint(sdk)
-    endpoint = Endpoint(provider=chat.provider, operation=chat.operation,
-                        to_body=_unparsed_body, from_body=chat.from_body, meta=chat.meta,
-                        accumulator=chat.accumulator, replay_stream=chat.replay_stream)
-    wrap_method(resource, "parse", endpoint, config, client=client, is_async=is_async)
-    inner = resource.parse
-    parsed_type = sdk.types.chat.ParsedChatCompletion
-    omit = sdk.omit
+    def reparse(plain: Any, kwargs: Mapping[str, Any]) -> Any:
+        return parse_chat_completion(response_format=kwargs.get("response_format", sdk.omit),
+                                     input_tools=kwargs.get("tools", sdk.omit),
+                                     chat_completion=plain)
 
-    def parsed(result: Any, kwargs: Mapping[str, Any]) -> Any:
-        if isinstance(result, parsed_type):
-            return result
-        return parse_chat_completion(response_format=kwargs.get("response_format", omit),
-                                     input_tools=kwargs.get("tools", omit),
-                                     chat_completion=result)
+    return reparse
 
-    if is_async:
-        async def aparse(*args: Any, **kwargs: Any) -> Any:
-            return parsed(await inner(*args, **kwargs), kwargs)
 
-        wrapper: Any = aparse
-    else:
-        def parse(*args: Any, **kwargs: Any) -> Any:
-            return parsed(inner(*args, **kwargs), kwargs)
+def _responses_reparse(sdk: Any) -> Reparse:
+    """What ``responses.parse()`` makes of a ``Response``: the SDK's own steps, in order."""
+    from openai.lib._parsing._responses import (  # type: ignore[import-not-found,unused-ignore]
+        parse_response,
+    )
+    from openai.lib._response_resources import (  # type: ignore[attr-defined,import-not-found,unused-ignore]
+        _make_tools,
+        _output_text_parser,
+        _type_to_text_format_param,
+    )
 
-        wrapper = parse
-    wrapper.__wrapped__ = inner.__wrapped__  # wrapping the client again replaces, not stacks
-    wrapper.__agentlog_endpoint__ = endpoint
-    wrapper.__doc__ = inner.__doc__
-    resource.parse = wrapper
+    def reparse(plain: Any, kwargs: Mapping[str, Any]) -> Any:
+        omit = sdk.omit
+        text_format = kwargs.get("text_format", omit)
+        text = kwargs.get("text", omit)
+        if given(text_format):
+            text = {**(text if isinstance(text, Mapping) else {}),
+                    "format": _type_to_text_format_param(text_format)}
+        extra_body, given_input = kwargs.get("extra_body"), kwargs.get("input", omit)
+        output_format = _output_text_parser(
+            input=extra_body.get("input", given_input) if isinstance(extra_body, Mapping)
+            else given_input,
+            text=text, text_format=text_format, parse_as=kwargs.get("parse_as", omit))
+        return parse_response(input_tools=_make_tools(kwargs.get("tools", omit)),
+                              text_format=output_format, response=plain)
+
+    return reparse
+
+
+def _route(sdk: Any, endpoint: Endpoint, *, path: str, reparse: Reparse, cast_to: Any,
+           chunk_type: Any, stream_done: Callable[[bytes], bool]) -> Route:
+    parse_endpoint = Endpoint(
+        provider=endpoint.provider, operation=endpoint.operation,
+        to_body=raw_body(_unparsed_body), from_body=endpoint.from_body, meta=endpoint.meta,
+        accumulator=endpoint.accumulator, replay_stream=endpoint.replay_stream)
+    return Route(endpoint=endpoint, parse_endpoint=parse_endpoint, reparse=reparse, path=path,
+                 cast_to=cast_to, chunk_type=chunk_type, stream_done=stream_done, sdk=sdk,
+                 raw_class=lambda is_async: _legacy_response_class())
+
+
+def _legacy_response_class() -> Any:
+    from openai._legacy_response import LegacyAPIResponse  # type: ignore[import-not-found,unused-ignore]
+
+    return LegacyAPIResponse
+
+
+# The terminal events of a Responses stream (a quote inside text content is escaped, so
+# this pattern only matches an event's own type field).
+_TERMINAL = re.compile(rb'"type"\s*:\s*"response\.(?:completed|incomplete|failed)"')
+
+
+def _routes(sdk: Any) -> tuple[tuple[str, Route, Any], ...]:
+    """``(resource attribute path, route, parsed class)`` of the chat and responses APIs."""
+    chat, responses = sdk.types.chat, sdk.types.responses
+    return (
+        ("chat.completions", _route(sdk, _chat_endpoint(sdk), path="chat/completions",
+                                    reparse=_chat_reparse(sdk), cast_to=chat.ChatCompletion,
+                                    chunk_type=chat.ChatCompletionChunk,
+                                    stream_done=lambda data: b"data: [DONE]" in data),
+         chat.ParsedChatCompletion),
+        ("responses", _route(sdk, _responses_endpoint(sdk), path="responses",
+                             reparse=_responses_reparse(sdk), cast_to=responses.Response,
+                             chunk_type=responses.ResponseStreamEvent,
+                             stream_done=lambda data: _TERMINAL.search(data) is not None),
+         responses.ParsedResponse),
+    )
 
 
 # --------------------------------------------------------------------------- chat

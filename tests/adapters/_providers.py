@@ -184,14 +184,72 @@ def _anthropic_error(status: int, key: str) -> dict[str, Any]:
             "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}
 
 
+ANSWER_JSON = '{"answer": "B", "confidence": 0.75}'
+
+
+def _with_text(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """``body`` answering ``text`` (e.g. the JSON a structured-output request asks for)."""
+    for choice in body.get("choices") or ():
+        choice["message"]["content"] = text
+    for item in body.get("output") or ():
+        for part in item.get("content") or ():
+            part["text"] = text
+    for block in body.get("content") or ():
+        if block.get("type") == "text":
+            block["text"] = text
+    return body
+
+
+def _text_events(events: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """A Messages or Responses event stream whose text is ``text`` (one delta)."""
+    out: list[dict[str, Any]] = []
+    for event in events:
+        kind = event["type"]
+        if kind == "content_block_delta":
+            event = {**event, "delta": {"type": "text_delta", "text": text}}
+        elif kind == "response.output_text.delta":
+            if out and out[-1]["type"] == kind:
+                continue
+            event = {**event, "delta": text, "logprobs": []}
+        elif kind == "response.output_text.done":
+            event = {**event, "text": text, "logprobs": []}
+        elif kind in ("response.content_part.done", "response.output_item.done",
+                      "response.completed"):
+            event = json.loads(json.dumps(event))
+            _with_text(event.get("response") or {"output": [event.get("item", {})]}, text)
+            if "part" in event:
+                event["part"]["text"] = text
+        out.append(event)
+    return out
+
+
+class _Chunks(httpx2.SyncByteStream, httpx2.AsyncByteStream):  # type: ignore[misc]
+    """A body delivered in small chunks as it is read (a real transport's, not read ahead)."""
+
+    def __init__(self, data: bytes, size: int = 64) -> None:
+        self.parts = [data[i:i + size] for i in range(0, len(data), size)]
+
+    def __iter__(self) -> Any:
+        yield from self.parts
+
+    async def __aiter__(self) -> Any:
+        for part in self.parts:
+            yield part
+
+
 class FakeProvider:
     """A MockTransport handler serving openai and anthropic endpoints; counts requests.
 
     ``fail`` maps a request number (1-based) to an HTTP status to answer with instead.
+    ``text`` replaces the answer's text (chat, Responses and Messages, streamed or not);
+    ``chunked`` delivers bodies in 64-byte chunks as they are read instead of whole.
     """
 
     def __init__(self, fail: dict[int, int] | None = None,
-                 on_request: Callable[[httpx2.Request], None] | None = None) -> None:
+                 on_request: Callable[[httpx2.Request], None] | None = None, *,
+                 text: str | None = None, chunked: bool = False) -> None:
+        self.text = text
+        self.chunked = chunked
         self.fail = dict(fail or {})
         self.requests: list[httpx2.Request] = []
         self.bodies: list[dict[str, Any]] = []
@@ -207,6 +265,13 @@ class FakeProvider:
         return auth.removeprefix("Bearer ") or request.headers.get("x-api-key", "")
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        response = self._answer(request)
+        if not self.chunked:
+            return response
+        return httpx2.Response(response.status_code, headers=response.headers,
+                               stream=_Chunks(response.content))
+
+    def _answer(self, request: httpx2.Request) -> httpx2.Response:
         with self._lock:
             self.requests.append(request)
             number = len(self.requests)
@@ -223,21 +288,36 @@ class FakeProvider:
         stream = bool(body.get("stream"))
         model = body.get("model", "m")
         sse = {"content-type": "text/event-stream"}
+        text = self.text
         if path.endswith("/chat/completions"):
             if stream:
+                chunks = chat_chunks(model)
+                if text is not None:
+                    chunks = [c for c in chunks if not any(
+                        (ch.get("delta") or {}).get("content") for ch in c["choices"])]
+                    chunks.insert(1, {**chunks[0], "choices": [{
+                        "index": 0, "delta": {"content": text}, "logprobs": None,
+                        "finish_reason": None}]})
                 return httpx2.Response(200, headers=sse,
-                                       content=_sse(chat_chunks(model), named=False, done=True))
-            return httpx2.Response(200, json=chat_body(model, n=int(body.get("n") or 1)))
+                                       content=_sse(chunks, named=False, done=True))
+            reply = chat_body(model, n=int(body.get("n") or 1))
+            return httpx2.Response(200, json=reply if text is None else _with_text(reply, text))
         if path.endswith("/responses"):
             if stream:
+                events = responses_events(model)
                 return httpx2.Response(200, headers=sse, content=_sse(
-                    responses_events(model), named=True, done=False))
-            return httpx2.Response(200, json=responses_body(model))
+                    events if text is None else _text_events(events, text), named=True,
+                    done=False))
+            reply = responses_body(model)
+            return httpx2.Response(200, json=reply if text is None else _with_text(reply, text))
         if anthropic:
             if stream:
+                events = message_events(model)
                 return httpx2.Response(200, headers=sse, content=_sse(
-                    message_events(model), named=True, done=False))
-            return httpx2.Response(200, json=message_body(model))
+                    events if text is None else _text_events(events, text), named=True,
+                    done=False))
+            reply = message_body(model)
+            return httpx2.Response(200, json=reply if text is None else _with_text(reply, text))
         return httpx2.Response(404, json={"error": {"message": f"no route {path}"}})
 
 
