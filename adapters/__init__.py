@@ -16,15 +16,12 @@ Example:
 """
 
 from ._choice import ChoiceProbs, NoLogprobsError, choice_probs
+from ._observed import ObservedCalls, ServedBy, observe_calls, observing
 from ._recording import (
     CacheOverride,
     CallOptions,
-    ObservedCalls,
-    ServedBy,
     StreamClosedError,
     call_options,
-    observe_calls,
-    observing,
     override_cache,
 )
 

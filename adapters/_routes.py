@@ -34,6 +34,7 @@ from ._recording import (
     _Call,
     _drain,
     _override,
+    bypassed,
     wrap_method,
 )
 
@@ -489,10 +490,11 @@ def _tee_class(is_async: bool) -> Any:
 
 
 def _begin(route: _Streaming, kwargs: dict[str, Any]) -> _Call | None:
-    """The call in flight, or None: outside any run and without a cache (the SDK's own)."""
+    """The call in flight, or None: outside any run, without a cache and unobserved (the
+    SDK's own)."""
     override = _override.get()
     cache = route.config.cache if override is None else override.cache
-    if cache is None and al.current_run() is None:
+    if bypassed(cache):
         return None
     call = _Call(route.endpoint, route.config, kwargs, cache)
     try:

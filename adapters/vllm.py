@@ -39,6 +39,7 @@ import agentlog as al
 
 from . import _recording
 from ._choice import ChoiceProbs, choice_probs_from_positions
+from ._observed import observing
 from ._recording import CallOptions, Config, Prices, require
 
 __all__ = ["choice_probs_from_vllm", "wrap"]
@@ -251,7 +252,7 @@ def _needs_engine() -> dict[str, Any]:
 def _record(provider: str, operation: str, config: Config, engine: Mapping[str, Any],
             key: Any, body: dict[str, Any] | None, status: str | None,
             error: BaseException | None, t0: int) -> None:
-    seen = _recording.observing()
+    seen = observing()
     if seen is not None:
         seen.add(provider, engine["model"], engine["model"], engine["fingerprint"],
                  hit=status == "hit", failed=error is not None)

@@ -69,3 +69,12 @@ def test_worker_threads_of_a_copied_context_are_seen_and_the_groups_are_bounded(
         client.chat.completions.create(**{**ASK, "model": "gpt-4.1-mini"})
     assert [s.model for s in bounded.served_by] == ["gpt-4o-mini"]
     assert bounded.dropped == 1 and len(bounded) == 2
+
+
+def test_the_streaming_response_route_is_observed_outside_a_run_too() -> None:
+    provider = FakeProvider()
+    client = adapter.wrap(openai_client(provider))
+    with observe_calls() as seen:
+        with client.chat.completions.with_streaming_response.create(**ASK) as response:
+            assert response.parse().choices[0].message.content == " answerB"
+    assert [(s.response_model, s.calls) for s in seen.served_by] == [(SERVED["model"], 1)]
