@@ -69,22 +69,35 @@ def current_steer() -> Steer | None:
     return current_steer_var.get()
 
 
-def start_streams(offsets: Mapping[str, int]) -> None:
+def start_streams(offsets: Mapping[str, int], *, generator: str | None = None) -> None:
     """Start the current run's random streams at these steps (``{stream: next step}``).
 
     Streams not named start at 0, as they had when a window whose ``WindowEnter.steps``
     does not name them opened.
 
+    Args:
+        offsets: ``{stream: next step}``.
+        generator: the noise generator the recorded run drew with (``RunStart.generator``);
+            when given, the current run must draw with it too, or the re-entered window
+            would get other draws than the recorded ones under the same seed and steps.
+
     Raises:
         RuntimeError: no run is being recorded in this context.
-        ValueError: an offset is not an int >= 0, or the run already drew a stream past
-            its offset (re-enter each window in a run of its own).
+        ValueError: an offset is not an int >= 0, the run already drew a stream past its
+            offset (re-enter each window in a run of its own), or the run's generator is
+            not ``generator``.
     """
     run = current_run_var.get()
     if run is None:
         raise RuntimeError(
             "start_streams needs a run: call it inside `with al.record(..., seed=<the "
             "recorded run's seed>)`, before the re-entered window")
+    if generator is not None and run.generator != generator:
+        raise ValueError(
+            f"the current run draws with noise generator {run.generator!r}, but the window "
+            f"was recorded with {generator!r}: the same seed and steps would give other "
+            f"draws. Record the re-entry with al.record(..., generator={generator!r}) (the "
+            "source's RunStart.generator)")
     run.resume_steps(dict(offsets))
 
 

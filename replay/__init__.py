@@ -58,6 +58,7 @@ from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene
 from ._reentry import (
+    recorded_generator,
     reenter_arguments,
     resume_streams,
     stream_offsets,
@@ -140,6 +141,7 @@ __all__ = [
     "parse_design",
     "plan_channel_units",
     "read_units",
+    "recorded_generator",
     "recorded_modules",
     "rederive_channel_replay",
     "reenter_arguments",

@@ -314,7 +314,8 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     # The source run's noise generator: a trace recorded before a generator change still
     # replays with the draws it was recorded with.
     with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
-                   meta=meta, generator=start.generator), resume_streams(offsets), \
+                   meta=meta, generator=start.generator), \
+            resume_streams(offsets, generator=start.generator), \
             serving_mode(mode, source=p["source"], view=view, steer=arm.steer,
                          cache=call.cache) as serving, steering(serving.steer):
         result = fn(*args, **kwargs)

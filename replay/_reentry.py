@@ -5,9 +5,10 @@ source run's seed and noise generator (``RunStart.seed``, ``RunStart.generator``
 
     fn = window_function(view)                       # registered by the user's app
     args, kwargs = reenter_arguments(view, secrets={"api_key": key}, instance=factory)
-    with al.record(out, seed=start.seed, generator=start.generator), \
-            resume_streams(stream_offsets(view)):
+    with al.record(out, seed=start.seed, generator=start.generator), resume_streams(view):
         fn(*args, **kwargs)
+
+``resume_streams(view)`` also checks that the run draws with the source run's generator.
 
 * **Arguments.** The sealed entry is the map of effective arguments; for a window with an
   ``entry=`` projection the full argument map was stored beside it (``args_hash``) and is
@@ -91,21 +92,49 @@ def stream_offsets(view: WindowView, trace: Trace | None = None) -> dict[str, in
                      f"{trace.path}; pass the trace the view was read from")
 
 
+def recorded_generator(view: WindowView) -> str:
+    """The noise generator the run of ``view`` drew with (its ``RunStart.generator``).
+
+    Raises:
+        ValueError: the view's run has no ``RunStart`` in its trace (a cut file).
+    """
+    for run in view.trace.runs:
+        if run.run == view.run and run.start is not None:
+            return run.start.generator
+    raise ValueError(f"window {view.name!r} (run {view.run}) has no RunStart in "
+                     f"{view.trace.path}: its noise generator is unknown; pass "
+                     "resume_streams(stream_offsets(view), generator=...) yourself")
+
+
 @contextmanager
-def resume_streams(offsets: Mapping[str, int]) -> Iterator[dict[str, int]]:
-    """Start the current run's streams at ``offsets`` for the window re-entered inside.
+def resume_streams(offsets: Mapping[str, int] | WindowView, *,
+                   generator: str | None = None) -> Iterator[dict[str, int]]:
+    """Start the current run's streams where the re-entered window found them.
 
     Use it inside ``al.record(..., seed=<source seed>, generator=<source generator>)`` and
-    before any draw of that run:
-    each re-entry needs a run of its own (steps never repeat within a run).
+    before any draw of that run: each re-entry needs a run of its own (steps never repeat
+    within a run).
+
+    Args:
+        offsets: the window instance itself (its offsets, ``stream_offsets(view,
+            view.trace)``, and its run's generator, which the current run must use), or
+            ``{stream: step}``.
+        generator: the generator the current run must draw with (default: the view's, when
+            a view is given; no check for a plain mapping).
 
     Raises:
         RuntimeError: no run is recorded in this context.
-        ValueError: the run already drew a stream past its offset.
+        ValueError: the run already drew a stream past its offset, or it draws with another
+            noise generator than the recorded run (the message says what to pass).
     """
-    offsets = dict(offsets)
-    start_streams(offsets)
-    yield offsets
+    if isinstance(offsets, WindowView):
+        view = offsets
+        if generator is None:
+            generator = recorded_generator(view)
+        offsets = stream_offsets(view, view.trace)
+    steps = dict(offsets)
+    start_streams(steps, generator=generator)
+    yield steps
 
 
 def _is_factory(obj: Any) -> bool:

@@ -74,7 +74,7 @@ def test_worker_threads_of_a_copied_context_are_seen_and_the_groups_are_bounded(
 def test_the_streaming_response_route_is_observed_outside_a_run_too() -> None:
     provider = FakeProvider()
     client = adapter.wrap(openai_client(provider))
-    with observe_calls() as seen:
-        with client.chat.completions.with_streaming_response.create(**ASK) as response:
-            assert response.parse().choices[0].message.content == " answerB"
+    with observe_calls() as seen, client.chat.completions.with_streaming_response.create(
+            **ASK) as response:
+        assert response.parse().choices[0].message.content == " answerB"
     assert [(s.response_model, s.calls) for s in seen.served_by] == [(SERVED["model"], 1)]

@@ -10,7 +10,13 @@ import pytest
 
 import agentlog as al
 from agentlog.records import Continuation, Selection, WindowView
-from agentlog.replay import reenter_arguments, resume_streams, stream_offsets, window_function
+from agentlog.replay import (
+    recorded_generator,
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    window_function,
+)
 
 POOL = [f"d{i}" for i in range(7)]
 
@@ -39,8 +45,9 @@ def draws_of(trace: al.Trace, run: int, window: int) -> list[tuple[Any, ...]]:
     return out
 
 
-def record_at_step_3(path: Path, seed: int = 11) -> WindowView:
-    with al.record(path, seed=seed, mode="w"):
+def record_at_step_3(path: Path, seed: int = 11, generator: str | None = None) -> WindowView:
+    extra = {} if generator is None else {"generator": generator}
+    with al.record(path, seed=seed, mode="w", **extra):
         for _ in range(3):  # the run's doc stream is at step 3 when the window opens
             al.select([0.5, 0.5], candidates=["x", "y"], name="doc")
         al.proceed(0.5, name="stop")
@@ -89,6 +96,26 @@ def test_a_window_recorded_at_step_3_reenters_with_its_recorded_draws(
     assert recorded and draws_of(replay, 0, again.window) == recorded
     assert again.entry_hash == view.entry_hash and again.exit_hash == view.exit_hash
     assert al.verify(tmp_path / "replay.zst").ok
+
+
+def test_resume_streams_of_a_view_checks_the_generator_the_source_drew_with(
+        tmp_path: Path) -> None:
+    src = tmp_path / "src.zst"
+    view = record_at_step_3(src, generator="fmix64-gumbel/1")  # an older trace's generator
+    assert recorded_generator(view) == "fmix64-gumbel/1"
+    args, kwargs = reenter_arguments(view)
+    wrong = (r"draws with noise generator 'fmix64-gumbel/2', but the window was recorded "
+             r"with 'fmix64-gumbel/1'.*al\.record\(\.\.\., generator='fmix64-gumbel/1'\)")
+    with al.record(tmp_path / "wrong.zst", seed=11, mode="w"), pytest.raises(
+            ValueError, match=wrong), resume_streams(view):
+        pass
+    with al.record(tmp_path / "right.zst", seed=11, mode="w",
+                   generator=recorded_generator(view)), resume_streams(view) as steps:
+        assert steps == stream_offsets(view)
+        assert pick(*args, **kwargs) == view.exit_value()
+    (again,) = al.read(tmp_path / "right.zst").windows("reentry_pick")
+    assert draws_of(al.read(tmp_path / "right.zst"), 0, again.window) == draws_of(
+        al.read(src), 0, view.window)
 
 
 def test_without_the_offsets_the_reentered_window_draws_other_noise(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ ENGINE_NAMES = [
 ]
 # Re-entry seams (issue 14).
 REENTRY_NAMES = [
-    "reenter_arguments", "resume_streams", "stream_offsets", "tool_result", "window_function",
+    "recorded_generator", "reenter_arguments", "resume_streams", "stream_offsets", "tool_result",
+    "window_function",
 ]
 # Paired interventions (issue 14): designs and re-entry under arms.
 INTERVENTION_NAMES = [
