@@ -281,6 +281,10 @@ class TraceWriter:
         self._lock = threading.RLock()  # caller side only: markers versus close()
         self._closing = False
         self._closed = False
+        # Kept open for the next run of the file (agentlog._shared_writers): when, by
+        # time.monotonic(); 0.0 while a run uses it. Also the options it was opened with.
+        self._parked_at = 0.0
+        self._opts: dict[str, Any] = {}
         self._finished = False  # the pool has written the last frame and closed the file
         self._failed = False  # no more writes: the file keeps its complete frames
         self._problem: str | None = None  # first problem, waiting to be warned about
@@ -454,6 +458,8 @@ class TraceWriter:
             if marker is not None:
                 ok = marker.event.wait(timeout)
             elif self._started:  # closed or closing: the close drains everything
+                if not self._done.is_set():
+                    _pool.service().want(self)  # a close left to the pool's next scan
                 ok = self._done.wait(timeout)
             else:
                 ok = True
@@ -604,7 +610,7 @@ class TraceWriter:
         self._finished = True
         if self._fd >= 0:
             if self._key is not None and not self._failed:
-                remember(self._key, self._fd, self._next_run)
+                remember(self._key, self._fd, self._next_run, self._end)
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
@@ -616,7 +622,9 @@ class TraceWriter:
             linked = os.fstat(self._fd).st_nlink > 0
         except OSError:  # pragma: no cover
             return
-        if not linked and not self._failed:
+        # Deleted after its last run ended (a writer kept open for a next run): nothing
+        # anyone could read is lost, and the file is closed before it is written again.
+        if not linked and not self._failed and not self._parked_at:
             self._failed = True
             self._note_problem(
                 f"the trace file was deleted while recording (was its directory removed?); "
