@@ -327,7 +327,9 @@ class TraceWriter:
         self._next_run = opened.next_run
         self._end = opened.end  # the file's size: where a torn frame is cut off
         self.bytes_written = opened.end if opened.fresh else 0
-        self._encoder = FrameEncoder()  # used by one pool thread at a time
+        # Made by the pool thread that first writes (two zstd contexts: ~10 µs the
+        # opener does not pay); then used by one pool thread at a time.
+        self._frame_encoder: FrameEncoder | None = None
         self._started = True
         _pool.register(self)
 
@@ -701,7 +703,13 @@ class TraceWriter:
         sample = [q[i] for i in range(min(n, len(q)))]
         with contextlib.suppress(Exception):
             if all(type(r) in _RECORD_TYPES for r in sample):
-                self._learn(len(sample), len(self._encoder.encode_records(sample)))
+                self._learn(len(sample), len(self._encoder().encode_records(sample)))
+
+    def _encoder(self) -> FrameEncoder:
+        encoder = self._frame_encoder
+        if encoder is None:
+            encoder = self._frame_encoder = FrameEncoder()
+        return encoder
 
     def _sync(self) -> None:
         if self._fd < 0 or self._failed:
@@ -835,7 +843,7 @@ class TraceWriter:
     def _write_records(self, records: list[Any], digest: Any = None) -> None:
         if not records:
             return
-        encoder = self._encoder
+        encoder = self._encoder()
         try:
             content = encoder.encode_records(records)
         except Exception as exc:
