@@ -210,4 +210,27 @@ def _close_idle(now: float) -> None:
         _registry_lock.release()
 
 
+def _close_parked_before_fork() -> None:
+    """Close the parked writers before ``os.fork()`` (bounded: ``_FORK_TIMEOUT`` in all).
+
+    A forked child shares its parent's open files and their locks: a file kept open for a
+    next run would refuse the child's ``record()`` of it, which worked when every run
+    closed its file.
+    """
+    if not _shared or not _registry_lock.acquire(timeout=_FORK_TIMEOUT):
+        return
+    try:
+        parked = [w for w, refs in _shared.values() if refs == 0 and not w.closed]
+        for writer in parked:
+            writer._begin_close()
+    finally:
+        _registry_lock.release()
+    deadline = time.monotonic() + _FORK_TIMEOUT
+    for writer in parked:
+        writer._done.wait(max(0.0, deadline - time.monotonic()))
+
+
+_FORK_TIMEOUT = 1.0
 _pool.idle_hook = _close_idle
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_close_parked_before_fork)

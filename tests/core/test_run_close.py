@@ -261,6 +261,29 @@ def test_a_kept_file_deleted_after_its_run_does_not_warn(tmp_path: Path) -> None
 
 # -- (b), (c): other processes ---------------------------------------------------------------
 
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_may_record_to_a_file_its_parent_kept_open(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1, frame_interval=NEVER):
+        al.score("parent", 1.0)
+    with warnings.catch_warnings():  # 3.12+ warns that forking a threaded process is risky
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            with al.record(path, seed=2, mode="a"):
+                al.score("child", 2.0)
+            code = 0 if al.flush(timeout=10) else 4
+        except BaseException:
+            code = 5
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [r.name for r in of_type(al.read(path), Score)] == ["parent", "child"]
+
 _CHILD = textwrap.dedent("""
     import os, sys
     import agentlog as al
