@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from agentlog import _trace_file
 from agentlog import _writer_pool as _pool
 from agentlog._writer import DURABILITY_RANK, FLUSH_TIMEOUT, TraceWriter
 from agentlog._writer_pool import writers
@@ -210,6 +211,22 @@ def _close_idle(now: float) -> None:
         _registry_lock.release()
 
 
+def _release_kept(key: tuple[int, int]) -> bool:
+    """Close the writer of ``key`` if no run is using it; True once it is closed.
+
+    Another open of the file in this process (a ``TraceWriter`` made directly) finds it
+    locked by the writer kept for a next run: that writer gives way, as a closed one did.
+    """
+    with _registry_lock:
+        entry = _shared.get(key)
+        if entry is None or entry[1] != 0:
+            return False
+        writer = entry[0]
+        writer._begin_close()
+    _pool.service().want(writer)
+    return writer._done.wait(writer.close_timeout)
+
+
 def _close_parked_before_fork() -> None:
     """Close the parked writers before ``os.fork()`` (bounded: ``_FORK_TIMEOUT`` in all).
 
@@ -232,5 +249,6 @@ def _close_parked_before_fork() -> None:
 
 _FORK_TIMEOUT = 1.0
 _pool.idle_hook = _close_idle
+_trace_file.release_kept = _release_kept
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_close_parked_before_fork)

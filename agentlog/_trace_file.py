@@ -20,6 +20,7 @@ import os
 import stat
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Literal
 
 from agentlog._errors import InstrumentationWarning, TraceFormatError, TracePathError
@@ -49,6 +50,10 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
 # unchanged file is not scanned again.
 _ours: dict[tuple[int, int], tuple[int, int, int]] = {}
 _ours_lock = threading.Lock()
+
+# Set by agentlog._shared_writers: closes (bounded) this process's writer of the file with
+# this (device, inode) that no run is using (kept open for a next run); True if it did.
+release_kept: Callable[[tuple[int, int]], bool] | None = None
 
 
 class OpenedTrace:
@@ -106,8 +111,14 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
         if not stat.S_ISREG(st.st_mode):
             raise _refuse_special(path, st.st_mode)
         os.set_blocking(fd, True)
-        _lock(fd, path)
         key = (st.st_dev, st.st_ino)
+        try:
+            _lock(fd, path)
+        except TracePathError:
+            hook = release_kept
+            if hook is None or not hook(key):
+                raise
+            _lock(fd, path)  # the lock was this process's own writer, kept for a next run
         size = st.st_size
         ours = _ours.get(key)
         if mode == "w" or size == 0:

@@ -23,6 +23,7 @@ import pytest
 import agentlog as al
 from agentlog import _shared_writers
 from agentlog._records import RunEnd, RunStart, Score
+from agentlog._writer import TraceWriter
 from agentlog.replay import trace_file_hash
 from estimators._admissibility import _file_sha256
 from tests.conftest import of_type
@@ -190,6 +191,25 @@ def test_a_run_end_counts_only_the_drops_of_its_own_run(tmp_path: Path) -> None:
     with al.record(path, seed=2, mode="a"):
         al.score("b", 2.0)
     assert [r.dropped for r in _end_runs(path)] == [1, 0]
+
+
+def test_a_writer_opened_directly_takes_over_a_file_kept_open_for_a_next_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1, frame_interval=NEVER) as run:
+        al.score("a", 1.0)
+    with TraceWriter(path, mode="w") as direct:  # not refused as "locked"
+        direct.put(Score(run=0, window=-1, name="direct", value=2.0))
+    assert run.writer._done.is_set()
+    assert [r.name for r in al.read(path).records] == ["direct"]
+
+
+def test_a_file_locked_by_another_open_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.zst"
+    with TraceWriter(path), pytest.raises(al.TracePathError,
+                                                     match="another writer holds it"):
+        TraceWriter(path, mode="a")
 
 
 # -- closing the kept writers ---------------------------------------------------------------
