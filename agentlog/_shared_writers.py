@@ -70,7 +70,20 @@ def flush_all(timeout: float = FLUSH_TIMEOUT) -> bool:
         for writer, refs in list(_shared.values()):
             if refs == 0:
                 writer._begin_close()
-    return all([w.flush(max(0.0, deadline - time.monotonic())) for w in writers()])
+    ok = all([w.flush(max(0.0, deadline - time.monotonic())) for w in writers()])
+    if _pool.unwarned:
+        _warn_unwarned()
+    return ok
+
+
+def _warn_unwarned() -> None:
+    """Warn (on the caller's thread) about writers a pool thread closed with a problem."""
+    while True:
+        try:
+            writer = _pool.unwarned.popleft()
+        except IndexError:
+            return
+        writer._warn(stacklevel=5)  # _warn, here, flush_all or shared_writer, theirs, user
 
 
 def _reusable(writer: TraceWriter, st: os.stat_result, opts: dict[str, Any]) -> bool:
@@ -99,6 +112,8 @@ def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
     Raises:
         TracePathError: as ``TraceWriter``.
     """
+    if _pool.unwarned:
+        _warn_unwarned()
     name = os.fspath(path)
     wanted = opts.get("durability", "frame")
     while True:

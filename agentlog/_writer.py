@@ -616,6 +616,9 @@ class TraceWriter:
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
+        if self._problem is not None and self._parked_at:
+            # Closed with no run left to warn: the next caller of record() or flush() does.
+            _pool.unwarned.append(self)
         self._done.set()
 
     def _check_linked(self) -> None:

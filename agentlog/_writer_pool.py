@@ -51,6 +51,12 @@ EXIT_TIMEOUT = 10.0
 _open_writers: dict[int, TraceWriter] = {}
 
 
+# Writers closed by a pool thread with a problem no caller has been warned about yet
+# (agentlog._shared_writers warns at the next record() or flush()). Bounded: a writer is
+# added once, when it closes, and taken off at the next open or flush.
+unwarned: deque[TraceWriter] = deque()
+
+
 def writers() -> list[TraceWriter]:
     """The open writers of this process (a snapshot)."""
     return list(_open_writers.values())
@@ -329,3 +335,4 @@ def _after_fork_in_child() -> None:
     for writer in writers():
         writer._orphan_after_fork()
     _open_writers.clear()
+    unwarned.clear()  # the parent's to report

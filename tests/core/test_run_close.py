@@ -22,6 +22,7 @@ import pytest
 
 import agentlog as al
 from agentlog import _shared_writers
+from agentlog import _writer as writer_mod
 from agentlog._records import RunEnd, RunStart, Score
 from agentlog._writer import TraceWriter
 from agentlog.replay import trace_file_hash
@@ -248,6 +249,27 @@ def test_a_writer_unused_for_park_idle_seconds_is_closed_by_the_pool(
     assert run.writer._done.wait(10)  # no barrier: the pool's scan closed it
     assert not _locked_by_someone(path)
     assert len(_end_runs(path)) == 1
+
+
+def test_a_write_failing_after_the_block_is_warned_at_the_next_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_shared_writers, "PARK_IDLE", 0.0)
+
+    def disk_full(fd: int, parts: list[bytes]) -> int:
+        raise OSError(28, "No space left on device")
+
+    with al.record(tmp_path / "t.zst", frame_interval=NEVER) as run:
+        al.score("a", 1.0)
+        monkeypatch.setattr(writer_mod, "_writev", disk_full)  # nothing written yet
+    assert run.writer._done.wait(10)  # closed by the pool's scan: no run left to warn
+    monkeypatch.undo()
+    with (
+        pytest.warns(al.InstrumentationWarning, match="No space left on device"),
+        al.record(tmp_path / "other.zst"),
+    ):
+        pass
+    assert run.writer.dropped >= 1
 
 
 def test_at_most_max_parked_files_stay_open(tmp_path: Path) -> None:
