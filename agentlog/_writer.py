@@ -644,7 +644,7 @@ class TraceWriter(RunSealer):
             kinds = set(map(type, batch))
         if not kinds <= _RECORD_TYPES:
             batch = self._only_records(batch)
-        self._seal(batch)
+        self._seal(batch, kinds)
         ends, self._run_ends = self._run_ends, []
         # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
         # by each frame's payload without looking at a record (agentlog._digest).
