@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ._encoding import Secret, decode_arguments
     from ._frames import iter_frames, iter_records
     from ._llm import llm_call
-    from ._reader import read, read_traces
+    from ._reader import read, read_traces, settle
     from ._recorder import flush, record, score
     from ._select import proceed, select
     from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
@@ -80,6 +80,7 @@ _LAZY: dict[str, str] = {
     "score": "._recorder",
     "scorer": ".replay",
     "select": "._select",
+    "settle": "._reader",
     "tool": "._tool",
     "verify": "._verify",
     "window": "._window",
@@ -138,6 +139,7 @@ __all__ = [
     "score",
     "scorer",
     "select",
+    "settle",
     "tool",
     "verify",
     "window",

@@ -29,6 +29,7 @@ from agentlog._trace_format import (
     check_file_header,
     parse_frame_header,
 )
+from agentlog._writer_pool import settle
 
 __all__ = ["Frame", "FrameIterator", "iter_frames", "iter_records"]
 
@@ -83,6 +84,7 @@ class FrameIterator(Iterator[Frame]):
         self.done = False
         self.limits = limits if limits is not None else ReadLimits()
         self._decoder = FrameDecoder(self.limits)
+        settle(self.path)  # a run this process just left may still be in its writer's queue
         self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
         self._offset = 0
         self._size = 0

@@ -40,6 +40,7 @@ from agentlog._trace import (
 )
 from agentlog._trace_format import ReadLimits
 from agentlog._vectors import decode_pool, draws, policy_probs, probs, raw_probs
+from agentlog._writer_pool import settle
 
 __all__ = [
     "BlobNotFoundError",
@@ -58,6 +59,7 @@ __all__ = [
     "raw_probs",
     "read",
     "read_traces",
+    "settle",
     "trace_files",
 ]
 

@@ -74,6 +74,21 @@ class record:
     records wait up to 1 s for room, then drops and counts them (``on_full="drop"``:
     at once): recording never hangs the program or grows its memory without bound.
 
+    What a returned ``record()`` block guarantees:
+
+    * ``"frame"``: the run's records are enqueued, not yet written: leaving the block
+      costs the caller no write. A pool thread writes the last frame within about a
+      second; the file's writer stays open for the next run of the file in this process
+      (closed after 1 s unused, and at exit). Readers of agentlog in this process
+      (``read``, ``iter_runs``, ``iter_frames``, ``verify``, the estimators, the CLI) wait
+      for it first (``al.settle``), and so does interpreter exit and SIGTERM: a process
+      that exits normally has every run in its file. A SIGKILL or ``os._exit`` right
+      after the block may lose the run's last second. Call ``al.flush()`` before
+      handing the file to another process (it also closes the file, releasing its lock).
+    * ``"window"`` and ``"fsync"``: the block returns once every record of the run is
+      handed to the OS (and synced) and the file is closed, at most ``close_timeout``
+      seconds later (a timeout warns): a crash after that loses nothing of the run.
+
     Args:
         path: trace file to write (see "Which file").
         system: name of the system under test (a leaderboard row).
@@ -85,8 +100,10 @@ class record:
         durability: ``"frame"`` (default), ``"window"`` or ``"fsync"`` (see above).
         frame_interval: seconds between frame cuts at most.
         mode: ``"x"`` (default), ``"a"`` or ``"w"`` (see "Which file").
-        close_timeout: leaving the ``with`` block waits at most this many seconds for
-            the last frames to be written (warns and goes on after it).
+        close_timeout: with ``durability="window"``/``"fsync"``, leaving the ``with``
+            block waits at most this many seconds for the last frames to be written
+            (warns and goes on after it); with ``"frame"``, how long the barriers above
+            wait for a file's writer to close.
         max_queue_bytes: about how many bytes of records may wait to be written.
         on_full: ``"block"`` (default: wait up to 1 s for room) or ``"drop"``.
         strict: raise ``ArtifactEncodingError`` when a window's or tool's arguments have
@@ -165,6 +182,7 @@ class record:
         self.run: Run | None = None
         self._tokens: tuple[Any, Any] | None = None
         self._span_token: Any = None  # the run span's context token (_live)
+        self._dropped_before = 0  # the writer's drop count when the run opened
 
     # -- sync -------------------------------------------------------------------------
     def __enter__(self) -> Run:
@@ -212,6 +230,8 @@ class record:
                 pid=os.getpid(),
                 **_nesting(parent, run.run_id),
             )
+        # A writer kept open from an earlier run of the file counts that run's drops.
+        self._dropped_before = writer.dropped
         writer.put(start)
         self._span_token = None if run.tracer is None else _live.start_run(run, start)
         self.run = run
@@ -251,7 +271,7 @@ class record:
                 n_windows=0,
                 n_selections=0,
                 n_continuations=0,
-                dropped=run.writer.dropped,
+                dropped=run.writer.dropped - self._dropped_before,
                 error_type=None if exc_type is None else exc_type.__qualname__,
             )
         run.writer.put(end)
@@ -324,7 +344,11 @@ def flush(timeout: float = FLUSH_TIMEOUT) -> bool:
     """Write every record enqueued so far (the current run's file, or every open file).
 
     Blocks until the records are handed to the operating system (no fsync), at most
-    ``timeout`` seconds (default 10). Returns False on timeout.
+    ``timeout`` seconds (default 10). Outside a run it also closes the files whose runs
+    have all ended (a ``durability="frame"`` run leaves its file open for the next run):
+    once it returns True, every run that has left its ``record()`` block is complete in
+    its file and no file is locked by this process's finished runs. Returns False on
+    timeout.
     """
     run = current_run_var.get()
     if run is not None:

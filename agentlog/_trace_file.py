@@ -20,6 +20,7 @@ import os
 import stat
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Literal
 
 from agentlog._errors import InstrumentationWarning, TraceFormatError, TracePathError
@@ -49,6 +50,10 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
 # unchanged file is not scanned again.
 _ours: dict[tuple[int, int], tuple[int, int, int]] = {}
 _ours_lock = threading.Lock()
+
+# Set by agentlog._shared_writers: closes (bounded) this process's writer of the file with
+# this (device, inode) that no run is using (kept open for a next run); True if it did.
+release_kept: Callable[[tuple[int, int]], bool] | None = None
 
 
 class OpenedTrace:
@@ -96,20 +101,29 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse_special(path, st.st_mode)
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    fd = os.open(path, _FLAGS, 0o666)  # non-blocking: a FIFO swapped in meanwhile fails fast
+    try:  # non-blocking: a FIFO swapped in meanwhile fails fast
+        fd = os.open(path, _FLAGS, 0o666)
+    except FileNotFoundError:  # a missing folder (only then: two syscalls saved per open)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fd = os.open(path, _FLAGS, 0o666)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse_special(path, st.st_mode)
         os.set_blocking(fd, True)
-        _lock(fd, path)
         key = (st.st_dev, st.st_ino)
+        try:
+            _lock(fd, path)
+        except TracePathError:
+            hook = release_kept
+            if hook is None or not hook(key):
+                raise
+            _lock(fd, path)  # the lock was this process's own writer, kept for a next run
         size = st.st_size
         ours = _ours.get(key)
         if mode == "w" or size == 0:
-            os.ftruncate(fd, 0)
+            if size:
+                os.ftruncate(fd, 0)
             _write_header(fd)
             return OpenedTrace(fd, key, FILE_HEADER_SIZE, 0, fresh=True)
         if mode == "x" and ours is None:
@@ -131,12 +145,20 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
         raise
 
 
-def remember(key: tuple[int, int], fd: int, next_run: int) -> None:
-    """Note, before closing ``fd``, the state this process leaves its trace file in."""
+def remember(key: tuple[int, int], fd: int, next_run: int, size: int) -> None:
+    """Note, before closing ``fd``, the state this process leaves its trace file in.
+
+    ``size``: where the writer's last frame ended. A file of another size was changed by
+    someone else (e.g. cut while its writer stayed open for a next run): it is forgotten,
+    so the next open checks it again.
+    """
     with contextlib.suppress(OSError):
         st = os.fstat(fd)
         with _ours_lock:
-            _ours[key] = (st.st_size, st.st_mtime_ns, next_run)
+            if st.st_size == size:
+                _ours[key] = (st.st_size, st.st_mtime_ns, next_run)
+            else:
+                _ours.pop(key, None)
 
 
 def forget() -> None:

@@ -16,7 +16,9 @@ drains the queue, encodes each batch in one msgspec call, compresses it into one
 frame (``agentlog._trace_format``) and hands it to the OS with ``os.writev``. A frame is
 cut every ``frame_records`` records (fewer when records are large) or ``frame_interval``
 seconds, whichever comes first, on ``flush()``, on ``cut_frame()``, at ``close()``, at
-interpreter exit (``atexit``) and on SIGTERM.
+interpreter exit (``atexit``) and on SIGTERM. The pool threads and exit paths live in
+``agentlog._writer_pool``, the queue's markers and the argument checks in
+``agentlog._writer_queue``, the receipt chains in ``agentlog._writer_seal``.
 
 Durability: ``"frame"`` (default) writes a frame about every ``frame_interval`` seconds
 (a crash of the process loses at most that); with ``"window"`` ``cut_frame()`` (called
@@ -43,33 +45,18 @@ opening refuses, with ``TracePathError``, a path that must not be written to.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import math
 import os
 import threading
 import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
-
-import msgspec
+from typing import Any, Literal
 
 from agentlog import _digest
 from agentlog import _writer_pool as _pool
 from agentlog._errors import InstrumentationWarning
-from agentlog._records import (
-    RECORD_TYPES,
-    Blob,
-    Continuation,
-    Record,
-    RunEnd,
-    RunStart,
-    Selection,
-    WindowEnter,
-    WindowExit,
-)
-from agentlog._state import receipt_genesis, receipt_key
+from agentlog._records import RECORD_TYPES, Blob, Record
 from agentlog._trace_file import Mode, open_trace, remember
 from agentlog._trace_format import (
     FRAME_HEADER_SIZE,
@@ -78,12 +65,23 @@ from agentlog._trace_format import (
     MAX_FRAME_RECORDS,
     FrameEncoder,
 )
+from agentlog._writer_queue import (
+    CUT,
+    DURABILITY_RANK,
+    MARKERS,
+    CutMarker,
+    DroppingQueue,
+    FlushMarker,
+    RecordQueue,
+    check_writer_args,
+    positive_seconds,
+)
+from agentlog._writer_seal import RunSealer
 
 __all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_QUEUE_BYTES", "TraceWriter"]
 
 Durability = Literal["frame", "window", "fsync"]
 OnFull = Literal["block", "drop"]
-DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
 
 # Frames of large records (selections over big pools) are cut to about this much
 # msgpack content instead of ``frame_records`` records: reading a frame that fits
@@ -107,14 +105,6 @@ _GUESS_RECORD_BYTES = 1024
 _RECORD_OVERHEAD = 512
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
-_SEALED_TYPES = frozenset(
-    (WindowEnter, WindowExit, RunStart, RunEnd, Selection, Continuation, Blob)
-)
-# Positions in a run's chain state: [head, windows closed, selections, continuations].
-_HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
-_TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
-_sha256 = hashlib.sha256
-_replace = msgspec.structs.replace
 
 
 # The OS calls the pool threads use, as module attributes so tests can make a write
@@ -132,84 +122,7 @@ def _close_fd(fd: int) -> None:
         os.close(fd)
 
 
-class _Queue(Protocol):
-    def append(self, item: Any, /) -> None: ...
-
-    def __len__(self) -> int: ...
-
-
-class _FlushMarker:
-    """Placed in the queue by ``flush``; set once everything before it is written."""
-
-    __slots__ = ("event", "fsync")
-
-    def __init__(self, fsync: bool = False) -> None:
-        self.event = threading.Event()
-        self.fsync = fsync
-
-
-class _CutMarker:
-    """Placed in the queue by ``cut_frame``: a frame ends here."""
-
-    __slots__ = ()
-
-
-_CUT = _CutMarker()
-_MARKERS = frozenset((_FlushMarker, _CutMarker))
-
-
-class _DroppingQueue:
-    """Stands in for the queue of a writer that cannot write: counts, keeps nothing."""
-
-    __slots__ = ("_writer",)
-
-    def __init__(self, writer: TraceWriter) -> None:
-        self._writer = writer
-
-    def append(self, item: Any, /) -> None:
-        if type(item) is _FlushMarker:
-            item.event.set()
-        elif item is not _CUT:
-            self._writer.dropped += 1
-
-    def __len__(self) -> int:
-        return 0
-
-
-def _positive(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"`{name}` must be a finite number of seconds > 0; found {value!r}")
-    return float(value)
-
-
-def _trace_writer_iv(frame_records: int, frame_interval: float, durability: str, mode: str,
-                     on_full: str, max_queue_bytes: int) -> None:
-    if isinstance(frame_records, bool) or not isinstance(frame_records, int) or frame_records < 1:
-        raise ValueError(f"`frame_records` must be an int >= 1; found {frame_records!r}")
-    _positive("frame_interval", frame_interval)
-    if durability not in DURABILITY_RANK:
-        raise ValueError(
-            f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
-        )
-    if mode not in ("x", "a", "w"):
-        raise ValueError(
-            f"`mode` must be 'x' (new trace), 'a' (append runs) or 'w' (replace); found {mode!r}"
-        )
-    if on_full not in ("block", "drop"):
-        raise ValueError(f"`on_full` must be 'block' or 'drop'; found {on_full!r}")
-    if (isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int)
-            or max_queue_bytes < 1 << 16):
-        raise ValueError(
-            f"`max_queue_bytes` must be an int >= 65536; found {max_queue_bytes!r}"
-        )
-
-
-class TraceWriter:
+class TraceWriter(RunSealer):
     """Writes records to a trace file from the process's pool of writer threads.
 
     Args:
@@ -257,17 +170,17 @@ class TraceWriter:
         on_full: OnFull = "block",
         full_timeout: float = FULL_TIMEOUT,
     ) -> None:
-        _trace_writer_iv(frame_records, frame_interval, durability, mode, on_full,
+        check_writer_args(frame_records, frame_interval, durability, mode, on_full,
                          max_queue_bytes)
         self.path = os.fspath(path)
         self.mode: Mode = mode
         self.frame_records = frame_records
         self.frame_interval = float(frame_interval)
         self.durability: Durability = durability
-        self.close_timeout = _positive("close_timeout", close_timeout)
-        self.window_timeout = _positive(
+        self.close_timeout = positive_seconds("close_timeout", close_timeout)
+        self.window_timeout = positive_seconds(
             "window_timeout", WINDOW_TIMEOUT if window_timeout is None else window_timeout)
-        self.full_timeout = _positive("full_timeout", full_timeout)
+        self.full_timeout = positive_seconds("full_timeout", full_timeout)
         self.max_queue_bytes = max_queue_bytes
         self.on_full: OnFull = on_full
         self.records_written = 0
@@ -281,32 +194,25 @@ class TraceWriter:
         self._lock = threading.RLock()  # caller side only: markers versus close()
         self._closing = False
         self._closed = False
+        # Kept open for the next run of the file (agentlog._shared_writers): when, by
+        # time.monotonic(); 0.0 while a run uses it. Also the options it was opened with.
+        self._parked_at = 0.0
+        self._opts: dict[str, Any] = {}
         self._finished = False  # the pool has written the last frame and closed the file
         self._failed = False  # no more writes: the file keeps its complete frames
         self._problem: str | None = None  # first problem, waiting to be warned about
         self._warned = False
         self._stalled = False  # a bounded wait expired: later waits are skipped
-        self._last_cut: _FlushMarker | None = None
+        self._last_cut: FlushMarker | None = None
         self._blob_hashes: dict[bytes, object] = {}
-        # Receipt chains, advanced by the pool thread in queue order (see _seal): run
-        # index -> [head, windows closed, selections, continuations]; (run, window id) ->
-        # entry hash while the window is open.
-        self._chains: dict[int, list[Any]] = {}
-        self._open_entries: dict[tuple[int, int], bytes] = {}
-        self._receipt_keys: dict[str, bytes] = {}
-        # Run digests (agentlog._digest), advanced frame by frame in file order; a
-        # recorder puts a run's HMAC key in run_keys before its RunStart.
-        self._digests: dict[int, _digest.RunDigest] = {}
-        self.run_keys: dict[int, bytes] = {}
-        self._run_ends: list[int] = []  # positions of RunEnds in the batch being sealed
-        self._batch_blobs = False  # the batch being sealed holds a Blob
+        self._init_sealing()  # receipt chains and run digests (agentlog._writer_seal)
         self._fd = -1
         self._key: tuple[int, int] | None = None
         self._end = 0
         self._next_run = 0
         self._started = False
         self._deque: deque[Any] = deque()
-        self._queue: _Queue = self._deque
+        self._queue: RecordQueue = self._deque
         # Queue bounds in records, from the bytes per record seen so far (pool-updated).
         # Records per frame; fewer when they are large, never more than readers accept.
         self._chunk_records = min(frame_records, MAX_FRAME_RECORDS)
@@ -323,7 +229,9 @@ class TraceWriter:
         self._next_run = opened.next_run
         self._end = opened.end  # the file's size: where a torn frame is cut off
         self.bytes_written = opened.end if opened.fresh else 0
-        self._encoder = FrameEncoder()  # used by one pool thread at a time
+        # Made by the pool thread that first writes (two zstd contexts: ~10 µs the
+        # opener does not pay); then used by one pool thread at a time.
+        self._frame_encoder: FrameEncoder | None = None
         self._started = True
         _pool.register(self)
 
@@ -410,7 +318,7 @@ class TraceWriter:
         if self.durability == "frame":
             with self._lock:
                 if not self._closing:
-                    self._queue.append(_CUT)
+                    self._queue.append(CUT)
             if self._started:
                 _pool.service().want(self)
         else:
@@ -428,9 +336,9 @@ class TraceWriter:
         if self._problem is not None:
             self._warn()
 
-    def _enqueue_marker(self, fsync: bool = False) -> _FlushMarker | None:
+    def _enqueue_marker(self, fsync: bool = False) -> FlushMarker | None:
         """Queue a flush marker and wake the pool; None when the writer is closing."""
-        marker = _FlushMarker(fsync)
+        marker = FlushMarker(fsync)
         with self._lock:
             if self._closing:
                 return None
@@ -454,6 +362,8 @@ class TraceWriter:
             if marker is not None:
                 ok = marker.event.wait(timeout)
             elif self._started:  # closed or closing: the close drains everything
+                if not self._done.is_set():
+                    _pool.service().want(self)  # a close left to the pool's next scan
                 ok = self._done.wait(timeout)
             else:
                 ok = True
@@ -486,7 +396,7 @@ class TraceWriter:
         wait = self.close_timeout if timeout is None else timeout
         self._begin_close()
         if self._started and not self._done.wait(wait):
-            self._queue = _DroppingQueue(self)
+            self._queue = DroppingQueue(self)
             self._note_problem(
                 f"close timed out after {wait} s with {len(self._deque)} records not yet "
                 "written (is the storage stalled?); the program continues, and the file "
@@ -497,7 +407,7 @@ class TraceWriter:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._queue = _DroppingQueue(self)
+                self._queue = DroppingQueue(self)
                 self._release_queue(self._deque)  # puts that raced with close
         if self._problem is not None:
             self._warn()
@@ -535,7 +445,7 @@ class TraceWriter:
     def _fail_open(self, exc: OSError) -> None:
         self._failed = True
         self._closing = self._closed = self._finished = True
-        self._queue = _DroppingQueue(self)
+        self._queue = DroppingQueue(self)
         self._done.set()
         self._note_problem(f"cannot open the trace file for writing: {exc}")
         self._warn(stacklevel=4)
@@ -566,7 +476,7 @@ class TraceWriter:
         self._done = threading.Event()
         self._done.set()
         self._closing = self._closed = self._finished = True
-        self._queue = _DroppingQueue(self)
+        self._queue = DroppingQueue(self)
         self._deque = deque()
         if self._fd >= 0:
             _close_fd(self._fd)
@@ -604,10 +514,13 @@ class TraceWriter:
         self._finished = True
         if self._fd >= 0:
             if self._key is not None and not self._failed:
-                remember(self._key, self._fd, self._next_run)
+                remember(self._key, self._fd, self._next_run, self._end)
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
+        if self._problem is not None and self._parked_at:
+            # Closed with no run left to warn: the next caller of record() or flush() does.
+            _pool.unwarned.append(self)
         self._done.set()
 
     def _check_linked(self) -> None:
@@ -616,7 +529,9 @@ class TraceWriter:
             linked = os.fstat(self._fd).st_nlink > 0
         except OSError:  # pragma: no cover
             return
-        if not linked and not self._failed:
+        # Deleted after its last run ended (a writer kept open for a next run): nothing
+        # anyone could read is lost, and the file is closed before it is written again.
+        if not linked and not self._failed and not self._parked_at:
             self._failed = True
             self._note_problem(
                 f"the trace file was deleted while recording (was its directory removed?); "
@@ -648,7 +563,7 @@ class TraceWriter:
         popleft = q.popleft
         batch = [popleft() for _ in range(n)]
         kinds = set(map(type, batch))
-        if not kinds & _MARKERS:
+        if not kinds & MARKERS:
             if whole_frames:
                 keep = n % self._chunk_records
                 if keep:
@@ -664,11 +579,11 @@ class TraceWriter:
         wrote = False
         for i, item in enumerate(batch):
             kind = type(item)
-            if kind is _CutMarker or kind is _FlushMarker:
+            if kind is CutMarker or kind is FlushMarker:
                 if i > start:
                     self._write_batch(batch[start:i])
                     wrote = True
-                if kind is _FlushMarker:
+                if kind is FlushMarker:
                     if item.fsync:
                         self._sync()
                     if deferred is None:
@@ -693,7 +608,13 @@ class TraceWriter:
         sample = [q[i] for i in range(min(n, len(q)))]
         with contextlib.suppress(Exception):
             if all(type(r) in _RECORD_TYPES for r in sample):
-                self._learn(len(sample), len(self._encoder.encode_records(sample)))
+                self._learn(len(sample), len(self._encoder().encode_records(sample)))
+
+    def _encoder(self) -> FrameEncoder:
+        encoder = self._frame_encoder
+        if encoder is None:
+            encoder = self._frame_encoder = FrameEncoder()
+        return encoder
 
     def _sync(self) -> None:
         if self._fd < 0 or self._failed:
@@ -710,9 +631,9 @@ class TraceWriter:
                 item = q.popleft()
             except IndexError:
                 return
-            if type(item) is _FlushMarker:
+            if type(item) is FlushMarker:
                 item.event.set()
-            elif item is not _CUT:
+            elif item is not CUT:
                 self.dropped += 1
 
     def _write_batch(self, batch: list[Any], kinds: set[type] | None = None) -> None:
@@ -723,7 +644,7 @@ class TraceWriter:
             kinds = set(map(type, batch))
         if not kinds <= _RECORD_TYPES:
             batch = self._only_records(batch)
-        self._seal(batch)
+        self._seal(batch, kinds)
         ends, self._run_ends = self._run_ends, []
         # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
         # by each frame's payload without looking at a record (agentlog._digest).
@@ -743,77 +664,6 @@ class TraceWriter:
                 # written (and hashed), so its digest is complete.
                 batch[cut] = _digest.seal_run_end(digests, batch[cut])
 
-    def _seal(self, batch: list[Any]) -> None:
-        """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
-
-        receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash) (DESIGN §5,
-        [LBC] Appendix B). The chain runs in queue order, which is the order of the
-        file, so the caller needs neither a lock nor a hash for it: a ``WindowExit`` put
-        with ``receipt=b""`` gets its receipt here, and a ``RunEnd`` put with
-        ``receipt=b""`` gets the head and the run's counts (windows closed, selections,
-        continuations: what the file holds, however many threads recorded them). A
-        receipt the caller computed itself (it does when spans carry it) is kept and
-        continued from.
-        """
-        chains = self._chains
-        entries = self._open_entries
-        for i, record in enumerate(batch):
-            kind = type(record)
-            if kind not in _SEALED_TYPES:
-                continue
-            try:
-                tally = _TALLIED.get(kind)
-                if tally is not None:  # the common case, inline: count it into its run
-                    chain = chains.get(record.run)
-                    if chain is not None:
-                        chain[tally] += 1
-                    continue
-                self._seal_one(batch, i, kind, record, chains, entries)
-            except Exception as exc:  # a malformed record: written as it is, never fatal
-                self._note_problem(f"could not advance the receipt chain over a "
-                                   f"{kind.__name__} record ({type(exc).__name__}: {exc})")
-
-    def _seal_one(self, batch: list[Any], i: int, kind: type, record: Any,
-                  chains: dict[int, list[Any]], entries: dict[tuple[int, int], bytes]) -> None:
-        if kind is WindowEnter:
-            entries[(record.run, record.window)] = record.entry_hash
-            return
-        if kind is Blob:
-            self._batch_blobs = True
-            return
-        if kind is RunStart:
-            chains[record.run] = [receipt_genesis(record.run_id), 0, 0, 0]
-            self._digests[record.run] = _digest.RunDigest(record.run_id,
-                                                          self.run_keys.pop(record.run, None))
-            return
-        if kind is RunEnd:
-            if record.receipt:  # a RunEnd made by hand, not by a recorder: keep it as it is
-                self._digests.pop(record.run, None)
-            else:
-                self._run_ends.append(i)  # _write_batch seals its digest
-        chain = chains.get(record.run)
-        if chain is None:  # records of a run whose RunStart this writer never saw
-            if kind is WindowExit:
-                entries.pop((record.run, record.window), None)
-            return
-        if kind is WindowExit:
-            entry = entries.pop((record.run, record.window), None)
-            chain[_WINDOWS] += 1
-            if record.receipt:
-                chain[_HEAD] = record.receipt
-            elif entry is not None:
-                key = self._receipt_keys.get(record.name)
-                if key is None:
-                    key = self._receipt_keys.setdefault(record.name, receipt_key(record.name))
-                chain[_HEAD] = _sha256(chain[_HEAD] + key + entry + record.exit_hash).digest()
-                batch[i] = _replace(record, receipt=chain[_HEAD])
-        else:  # RunEnd
-            del chains[record.run]
-            if not record.receipt:
-                batch[i] = _replace(record, receipt=chain[_HEAD], n_windows=chain[_WINDOWS],
-                                    n_selections=chain[_SELECTIONS],
-                                    n_continuations=chain[_CONTINUATIONS])
-
     def _only_records(self, batch: list[Any]) -> list[Any]:
         kept = [r for r in batch if type(r) in _RECORD_TYPES]
         bad = len(batch) - len(kept)
@@ -827,7 +677,7 @@ class TraceWriter:
     def _write_records(self, records: list[Any], digest: Any = None) -> None:
         if not records:
             return
-        encoder = self._encoder
+        encoder = self._encoder()
         try:
             content = encoder.encode_records(records)
         except Exception as exc:

@@ -26,14 +26,15 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlog._writer import TraceWriter
 
-__all__ = ["POOL_SIZE", "SIGNAL_FLUSH_TIMEOUT", "close_all", "register", "service", "unregister",
-           "writers"]
+__all__ = ["POOL_SIZE", "SIGNAL_FLUSH_TIMEOUT", "close_all", "register", "service", "settle",
+           "unregister", "writers"]
 
 # At most this many writer threads per process, however many files are open.
 POOL_SIZE = 4
@@ -48,6 +49,12 @@ EXIT_TIMEOUT = 10.0
 # Open writers by id(writer). Mutated with single dict operations (atomic under the
 # GIL) so that pool threads can snapshot it without a lock a caller might hold.
 _open_writers: dict[int, TraceWriter] = {}
+
+
+# Writers closed by a pool thread with a problem no caller has been warned about yet
+# (agentlog._shared_writers warns at the next record() or flush()). Bounded: a writer is
+# added once, when it closes, and taken off at the next open or flush.
+unwarned: deque[TraceWriter] = deque()
 
 
 def writers() -> list[TraceWriter]:
@@ -86,8 +93,12 @@ class _Service:
             # Frames fall due at the open writers' intervals: scan as often as the smallest
             # (and at least once a second), starting now for a writer that just opened.
             self.tick = max(0.001, min([1.0, *(w.frame_interval for w in writers())]))
-            self.next_scan = min(self.next_scan, time.monotonic() + self.tick)
-            self.wake()  # threads sleeping until the old next scan recompute it
+            scan = time.monotonic() + self.tick
+            if scan < self.next_scan:
+                self.next_scan = scan
+                # Threads sleeping until the old next scan recompute it. Only then: a
+                # wake-up hands the GIL to a pool thread, which costs the opener ~50 µs.
+                self.wake()
             self.threads = [t for t in self.threads if t.is_alive()]
             while len(self.threads) < min(POOL_SIZE, max(1, n_writers)):
                 t = threading.Thread(target=self._loop, name=f"agentlog-writer-{len(self.threads)}",
@@ -124,8 +135,14 @@ class _Service:
         if now >= self.next_scan and self.scan_lock.acquire(blocking=False):
             try:
                 self.next_scan = now + self.tick
+                hook = idle_hook
+                if hook is not None:
+                    hook(now)  # marks writers parked for too long as closing
                 for writer in writers():
-                    if writer._deque and now >= writer._next_due:
+                    # A closing writer nobody waits for (an idle or evicted parked writer,
+                    # agentlog._shared_writers) is finished here, without a wake-up.
+                    if (writer._deque and now >= writer._next_due) or (
+                            writer._closing and not writer._finished):
                         _service_writer(writer, whole_frames=False)
             finally:
                 self.scan_lock.release()
@@ -166,6 +183,11 @@ def _service_writer(writer: TraceWriter, *, whole_frames: bool) -> None:
 _service: _Service | None = None
 _service_lock = threading.Lock()
 
+# Called by a pool thread at every scan with the current ``time.monotonic()``: closes the
+# writers kept open for a next run that did not come (set by agentlog._shared_writers).
+# It must not wait on a lock a caller may hold (it only try-locks).
+idle_hook: Callable[[float], None] | None = None
+
 
 def service() -> _Service:
     """The process's pool, created on first use."""
@@ -187,6 +209,44 @@ def register(writer: TraceWriter) -> None:
 
 def unregister(writer: TraceWriter) -> None:
     _open_writers.pop(id(writer), None)
+
+
+def settle(path: str | os.PathLike[str], timeout: float = 10.0) -> bool:
+    """Wait until this process's writers of the file at ``path`` have written what they hold.
+
+    Leaving ``record()`` with the default ``durability="frame"`` only enqueues the run's
+    last records: a pool thread writes them in the background (within about a second).
+    Every reader of agentlog (``read``, ``iter_runs``, ``iter_frames``, ``verify``, the
+    CLI, the estimators' and replay's file hashes) calls this first, so a file read in the
+    process that recorded it holds every run that has left its ``record()`` block. Call it
+    before reading a trace's bytes by other means (``open``, ``shutil.copy``); use
+    ``al.flush()`` before handing the file to another process (it also closes the files
+    no run is using, releasing their lock).
+
+    Costs nothing in a process that has no open writer. Waits at most ``timeout``
+    seconds in all.
+
+    Args:
+        path: a trace file (any spelling or hard link of it: matched by device and inode).
+        timeout: the longest wait, in seconds.
+
+    Returns:
+        False if the wait timed out (the file may lack records still queued), else True
+        (also when no writer of this process has the file open, or it does not exist).
+    """
+    if not _open_writers:
+        return True
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return True  # a missing file: the reader reports it
+    key = (st.st_dev, st.st_ino)
+    deadline = time.monotonic() + timeout
+    ok = True
+    for writer in writers():
+        if writer._key == key:
+            ok = writer.flush(max(0.0, deadline - time.monotonic())) and ok
+    return ok
 
 
 def close_all(timeout: float = EXIT_TIMEOUT) -> None:
@@ -275,3 +335,4 @@ def _after_fork_in_child() -> None:
     for writer in writers():
         writer._orphan_after_fork()
     _open_writers.clear()
+    unwarned.clear()  # the parent's to report

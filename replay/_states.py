@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentlog import AgentlogError, Trace
+from agentlog import AgentlogError, Trace, settle
 from agentlog.records import (
     EXIT_OK,
     BlobNotFoundError,
@@ -179,6 +179,7 @@ class FrozenTransition:
 
 def trace_file_hash(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a trace file's bytes (streamed): the source hash in provenance."""
+    settle(path)  # a run this process just left may still be in its writer's queue
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

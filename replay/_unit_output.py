@@ -241,10 +241,12 @@ class OutputWriter:
         self.written += len(outcomes)
 
     def close(self) -> None:
-        """Seal the run held open, if any."""
+        """Seal the run held open, if any; its end is on disk when this returns."""
         held, self._held = self._held, None
         if held is not None:
             self._close([held])
+            # Leaving a run only enqueues its end: write it now (bounded), as write() does.
+            al.settle(self.out)
 
     @staticmethod
     def _close(runs: Sequence[tuple[contextvars.Context, al.record]]) -> None:

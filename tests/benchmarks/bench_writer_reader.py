@@ -267,6 +267,55 @@ def digest_frame_cost(rounds: int = 15, recs: list[Any] | None = None) -> tuple[
     return statistics.median(frame_us), statistics.median(digest_us)
 
 
+def hand_write(path: Path, records: list[Any], chunk: int = 4096) -> float:
+    """Seconds to write ``records`` as the same frames by hand: one thread, no queue.
+
+    The reference for the writer's own overhead: the same msgpack encoder and zstd
+    level (``FrameEncoder``), 4,096 records per frame, ``os.writev`` per frame.
+    """
+    from agentlog._trace_format import FILE_HEADER, FrameEncoder
+
+    t0 = time.perf_counter()
+    enc = FrameEncoder()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, FILE_HEADER)
+        for i in range(0, len(records), chunk):
+            part = records[i:i + chunk]
+            os.writev(fd, enc.encode_parts(enc.encode_records(part), len(part)))
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
+def vs_hand(n: int, rounds: int) -> None:
+    """The writer (put loop + pool thread, until close) against ``hand_write``, interleaved."""
+    small = small_records(n)
+    ours: list[float] = []
+    hand: list[float] = []
+    cpu_ours: list[float] = []
+    cpu_hand: list[float] = []
+    with bench_dir() as d:
+        for _ in range(rounds):
+            c0 = time.process_time()
+            ours.append(time_write(Path(d) / "w.zst", small)[1])
+            c1 = time.process_time()
+            hand.append(hand_write(Path(d) / "h.zst", small))
+            c2 = time.process_time()
+            cpu_ours.append(c1 - c0)
+            cpu_hand.append(c2 - c1)
+    ratios = sorted(a / b for a, b in zip(ours, hand, strict=True))
+    cpu_ratios = sorted(a / b for a, b in zip(cpu_ours, cpu_hand, strict=True))
+    print(f"load average {os.getloadavg()[0]:.1f}; {n:,} small records, {rounds} rounds")
+    med = statistics.median
+    print(f"writer (put loop + pool thread, until close)  min {min(ours):.3f} s   "
+          f"median {med(ours):.3f} s   CPU median {med(cpu_ours):.3f} s")
+    print(f"same frames by hand (one thread, no queue)    min {min(hand):.3f} s   "
+          f"median {med(hand):.3f} s   CPU median {med(cpu_hand):.3f} s")
+    print(f"ratio writer / by hand: wall median {statistics.median(ratios):.2f}x "
+          f"(min {ratios[0]:.2f}x), CPU median {statistics.median(cpu_ratios):.2f}x")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=1_000_000)
@@ -275,7 +324,12 @@ def main() -> int:
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--digest-only", action="store_true",
                     help="only measure the run digest's cost on the writer")
+    ap.add_argument("--vs-hand", action="store_true",
+                    help="only compare the writer with the same frames written by hand")
     args = ap.parse_args()
+    if args.vs_hand:
+        vs_hand(args.small, max(args.repeat, 5))
+        return 0
     if args.digest_only:
         w, wo, ratio = digest_cost(args.small, max(args.repeat, 5))
         print(f"writer, {args.small:,} small records of one run: {args.small / w:,.0f} rec/s "

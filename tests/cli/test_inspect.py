@@ -114,6 +114,7 @@ def test_inspect_counts_llm_calls_tokens_and_cost(tmp_path: Path) -> None:
 
 def test_inspect_reports_a_truncated_tail_instead_of_failing(episode: Episode) -> None:
     assert episode.path is not None
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     data = episode.path.read_bytes()
     with al.iter_frames(episode.path) as frames:
         frame_list = list(frames)

@@ -76,6 +76,7 @@ def test_a_second_replay_does_no_work_and_json_reports_it(
             "--app", DEMO_APP, "--out", tmp_path / "a.zst", "--layouts", "2", "--json")
     first = invoke(*args)
     assert first.exit_code == 0, first.output
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     data = (tmp_path / "a.zst").read_bytes()
     second = invoke(*args)
     assert second.exit_code == 0, second.output

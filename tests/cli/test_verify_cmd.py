@@ -127,6 +127,7 @@ def test_an_empty_folder_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_a_truncated_trace_is_a_problem_not_bad_input(clean: Path) -> None:
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     clean.write_bytes(clean.read_bytes()[:-5])
     code, out = verify_json(clean)
     assert code == 1

@@ -178,6 +178,7 @@ def test_a_10_gib_sparse_zero_tail_is_found_by_seeking_not_reading(
     path = tmp_path / "sparse.zst"
     with al.record(path, seed=1):
         al.score("f1", 0.5)
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     good = path.stat().st_size
     with path.open("r+b") as f:
         f.truncate(good + 10 * (1 << 30))
@@ -202,6 +203,7 @@ def test_data_inside_a_zero_tail_is_still_found(tmp_path: Path) -> None:
     path = tmp_path / "sparse.zst"
     with al.record(path, seed=1):
         al.score("f1", 0.5)
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     good = path.stat().st_size
     with path.open("r+b") as f:
         f.truncate(good + 64 * MiB)
@@ -259,6 +261,7 @@ def test_a_record_after_its_runs_end_lies_outside_the_run(tmp_path: Path) -> Non
     path = tmp_path / "late.zst"
     with al.record(path, seed=1):
         al.score("f1", 0.5)
+    al.flush()  # the file's bytes are read below: wait for the background close of the run
     with path.open("ab") as f:  # one more frame, after the RunEnd
         f.write(encode_frame([Score(run=0, window=-1, name="late", value=1.0)]))
     assert _problems(path) == {"orphan-record": [

@@ -11,8 +11,8 @@ EXPECTED = [
     "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
     "WindowRef", "WindowState", "__version__", "channel", "current_run", "current_window",
     "decode_arguments", "flush", "iter_frames", "iter_records", "last_window", "llm_call",
-    "proceed", "read", "read_traces", "record", "score", "scorer", "select", "tool", "verify",
-    "window",
+    "proceed", "read", "read_traces", "record", "score", "scorer", "select", "settle", "tool",
+    "verify", "window",
 ]
 
 

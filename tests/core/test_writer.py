@@ -450,3 +450,38 @@ def test_filling_a_real_tiny_filesystem_leaves_a_valid_trace(tmp_path: Path) -> 
         assert w.records_written + w.dropped == 20_000
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_runs_counts_are_its_records_in_the_file_whichever_path_counts_them(
+    tmp_path: Path,
+) -> None:
+    # A batch of small records of the one open run is counted in bulk; a record of a run
+    # this writer never opened, or a second open run, sends the batch through the loop.
+    import agentlog as al
+    from agentlog._records import Continuation, RunEnd, RunStart
+
+    path = tmp_path / "one.zst"
+    with al.record(path, seed=1) as run:
+        for _ in range(5000):
+            al.proceed(0.5, name="p")
+        assert al.flush(timeout=10)  # the bulk path's batches
+        run.writer.put(Continuation(run=99, window=-1, name="x", step=0, p=0.5, u=0.1,
+                                    decision=True, t_ns=1))
+        for _ in range(100):
+            al.proceed(0.5, name="q")
+        assert al.flush(timeout=10)  # that batch: no RunEnd in it, one foreign record
+    (end,) = [r for r in read(path).records if isinstance(r, RunEnd)]
+    assert end.n_continuations == 5100
+
+    nested = tmp_path / "two.zst"
+    with al.record(nested, seed=1):
+        with al.record(nested, seed=2):
+            for _ in range(300):
+                al.proceed(0.5, name="inner")
+        for _ in range(200):
+            al.proceed(0.5, name="outer")
+    trace = read(nested)
+    seeds = {r.run: r.seed for r in trace.records if isinstance(r, RunStart)}
+    counts = {seeds[r.run]: r.n_continuations for r in trace.records if isinstance(r, RunEnd)}
+    assert counts == {2: 300, 1: 200}
+    assert al.verify(nested).ok

@@ -10,7 +10,6 @@ import inspect
 import os
 import shutil
 import threading
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -29,21 +28,6 @@ def score(i: int) -> Score:
     return Score(run=0, window=i, name="f1", value=float(i))
 
 
-@pytest.fixture
-def stalled(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Frames block in the OS write until the returned event is set (then all go through)."""
-    release = threading.Event()
-    real = writer_mod._writev
-
-    def stuck(fd: int, parts: list[bytes]) -> int:
-        release.wait(30)
-        return real(fd, parts)
-
-    monkeypatch.setattr(writer_mod, "_writev", stuck)
-    yield release
-    release.set()
-
-
 # -- item 2: every wait has a bound ------------------------------------------------------------
 
 
@@ -53,13 +37,13 @@ def test_flush_and_close_have_finite_documented_default_timeouts() -> None:
     assert inspect.signature(al.record).parameters["close_timeout"].default == 10.0
 
 
-def test_leaving_a_run_on_stalled_storage_returns_after_close_timeout_with_a_warning(
+def test_leaving_a_window_run_on_stalled_storage_returns_after_close_timeout_with_a_warning(
     trace_path: Path, stalled: threading.Event
 ) -> None:
     closing = r"close timed out after 0.2 s with \d+ records not yet written"
     with (
         pytest.warns(al.InstrumentationWarning, match=closing),
-        al.record(trace_path, close_timeout=0.2),
+        al.record(trace_path, close_timeout=0.2, durability="window"),
     ):
         al.score("f1", 1.0)
     stalled.set()  # the storage recovers: the pool finishes the file

@@ -273,6 +273,7 @@ def test_a_model_owned_but_degenerate_decision_does_not_license_capability(
 
 def test_a_trace_that_does_not_verify_fails_the_replay_cell(tmp_path: Path) -> None:
     paths = record_dedup_runs(tmp_path, n_runs=2)
+    al.flush()  # the file's bytes are read below: write and close the runs' files first
     data = paths[1].read_bytes()
     paths[1].write_bytes(data[: len(data) - 7])  # a cut tail
     cell = reliability.replay_check(paths)

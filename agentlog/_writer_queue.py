@@ -1,0 +1,98 @@
+"""What a trace writer's queue holds besides records, and the writer's argument checks.
+
+A ``TraceWriter``'s queue (``agentlog._writer``) holds records and two markers: a
+``FlushMarker`` (``flush()``, a window-durable ``cut_frame()``: its event is set once
+everything before it is handed to the OS) and ``CUT`` (a frame ends here). A writer that
+cannot write swaps its queue for a ``DroppingQueue``, which counts what it is given.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlog._writer import TraceWriter
+
+__all__ = ["CUT", "DURABILITY_RANK", "MARKERS", "CutMarker", "DroppingQueue", "FlushMarker",
+           "RecordQueue", "check_writer_args", "positive_seconds"]
+
+DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
+
+
+class RecordQueue(Protocol):
+    def append(self, item: Any, /) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+class FlushMarker:
+    """Placed in the queue by ``flush``; set once everything before it is written."""
+
+    __slots__ = ("event", "fsync")
+
+    def __init__(self, fsync: bool = False) -> None:
+        self.event = threading.Event()
+        self.fsync = fsync
+
+
+class CutMarker:
+    """Placed in the queue by ``cut_frame``: a frame ends here."""
+
+    __slots__ = ()
+
+
+CUT = CutMarker()
+MARKERS = frozenset((FlushMarker, CutMarker))
+
+
+class DroppingQueue:
+    """Stands in for the queue of a writer that cannot write: counts, keeps nothing."""
+
+    __slots__ = ("_writer",)
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self._writer = writer
+
+    def append(self, item: Any, /) -> None:
+        if type(item) is FlushMarker:
+            item.event.set()
+        elif item is not CUT:
+            self._writer.dropped += 1
+
+    def __len__(self) -> int:
+        return 0
+
+
+def positive_seconds(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a finite number of seconds > 0; found {value!r}")
+    return float(value)
+
+
+def check_writer_args(frame_records: int, frame_interval: float, durability: str, mode: str,
+                     on_full: str, max_queue_bytes: int) -> None:
+    if isinstance(frame_records, bool) or not isinstance(frame_records, int) or frame_records < 1:
+        raise ValueError(f"`frame_records` must be an int >= 1; found {frame_records!r}")
+    positive_seconds("frame_interval", frame_interval)
+    if durability not in DURABILITY_RANK:
+        raise ValueError(
+            f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
+        )
+    if mode not in ("x", "a", "w"):
+        raise ValueError(
+            f"`mode` must be 'x' (new trace), 'a' (append runs) or 'w' (replace); found {mode!r}"
+        )
+    if on_full not in ("block", "drop"):
+        raise ValueError(f"`on_full` must be 'block' or 'drop'; found {on_full!r}")
+    if (isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int)
+            or max_queue_bytes < 1 << 16):
+        raise ValueError(
+            f"`max_queue_bytes` must be an int >= 65536; found {max_queue_bytes!r}"
+        )
