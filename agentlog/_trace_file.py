@@ -19,6 +19,7 @@ import contextlib
 import os
 import stat
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Literal
@@ -113,12 +114,14 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
         os.set_blocking(fd, True)
         key = (st.st_dev, st.st_ino)
         try:
-            _lock(fd, path)
+            _lock(fd, path, wait=0.0)
         except TracePathError:
             hook = release_kept
-            if hook is None or not hook(key):
-                raise
-            _lock(fd, path)  # the lock was this process's own writer, kept for a next run
+            if hook is not None and hook(key):
+                _lock(fd, path, wait=0.0)  # it was this process's own writer, kept open
+            else:
+                _lock(fd, path, wait=LOCK_WAIT)  # another process's: wait, bounded
+            st = os.fstat(fd)  # after the wait: the size the other writer left it at
         size = st.st_size
         ours = _ours.get(key)
         if mode == "w" or size == 0:
@@ -167,20 +170,39 @@ def forget() -> None:
         _ours.clear()
 
 
-def _lock(fd: int, path: str) -> None:
+# How long opening a file waits for another process's lock on it. A process keeps the
+# file of its last durability="frame" run open (and locked) for about a second
+# (_shared_writers.PARK_IDLE) so that its next run skips the open; a second process that
+# appends right after, e.g. a child started once the parent's block returned, waits for
+# that instead of being refused. A writer still recording holds the file longer: refused.
+LOCK_WAIT = 2.0
+
+
+def _lock(fd: int, path: str, *, wait: float) -> None:
+    """Take the exclusive lock of ``fd``, waiting up to ``wait`` seconds for its holder."""
     if fcntl is None:  # pragma: no cover - Windows
         return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise TracePathError(
-            f"cannot record to {path!r}: another writer holds it (another process, or a "
-            "second open of the same file in this process, e.g. through a hard link); "
-            "two writers would interleave two files into one unreadable trace. Record each "
-            "process to its own file, or wait for the other writer to finish"
-        ) from None
-    except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
-        return
+    deadline = time.monotonic() + wait
+    pause = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
+            return
+    waited = f", and it was still held after {wait:g} s" if wait else ""
+    raise TracePathError(
+        f"cannot record to {path!r}: another writer holds it (another process, or a "
+        f"second open of the same file in this process, e.g. through a hard link){waited}; "
+        "two writers would interleave two files into one unreadable trace. Record each "
+        "process to its own file, or wait for the other writer to finish (a process that "
+        "recorded to it keeps it open about a second after its last run; al.flush() there "
+        "releases it at once)")
 
 
 def _write_header(fd: int) -> None:

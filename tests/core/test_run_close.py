@@ -365,3 +365,18 @@ def test_a_window_run_is_on_disk_when_the_block_returns_even_under_sigkill(
     trace = al.read(path)
     assert len(of_type(trace, RunEnd)) == 3 and not trace.truncated
     assert len(of_type(trace, Score)) == 150
+
+
+def test_another_process_appending_right_after_a_frame_run_waits_for_the_kept_file(
+    tmp_path: Path,
+) -> None:
+    # This process keeps the file of its last "frame" run open and locked for about a
+    # second; a child that appends at once waits for it (bounded) instead of being refused.
+    path = tmp_path / "handoff.zst"
+    with al.record(path, seed=1, mode="a"):
+        al.score("parent", 1.0)
+    assert _locked_by_someone(path)  # the kept writer, not released yet
+    assert _child(path, "frame", "exit") == 0
+    trace = al.read(path)
+    assert len(of_type(trace, RunEnd)) == 4 and not trace.truncated
+    assert [s.name for s in of_type(trace, Score)][:1] == ["parent"]
