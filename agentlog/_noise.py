@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import struct
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -337,6 +338,7 @@ class Pool:
     keys: NDArray[np.uint64]
     encoded: bytes  # canonical msgpack list of the ids (stored once as a Blob)
     hash: bytes  # sha256(encoded)
+    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids, else 0
 
 
 _pool_cache: dict[Any, Pool] = {}
@@ -427,7 +429,8 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None, kinds)
     _check_unique(ids, keys)
     encoded = _id_encoder.encode(list(ids))
-    result = Pool(ids=ids, keys=keys, encoded=encoded, hash=hashlib.sha256(encoded).digest())
+    result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
+                  pack_keys(keys) if len(ids) <= SMALL_POOL else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
     return result
 
@@ -448,6 +451,54 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
     """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
     g = uniforms(keys, step_base(seed, stream, step))
     _log(g, out=g)  # g = -log(-log u), computed in place
+    _negative(g, out=g)
+    _log(g, out=g)
+    _negative(g, out=g)
+    return g
+
+
+# ------------------------------------------------------- small pools: one int, many lanes
+
+# Up to this many candidates ``select`` draws through ``gumbel_small``: numpy's ~0.4 µs per
+# call outweighs the arithmetic, so the mixing runs on one Python int holding every key.
+SMALL_POOL = 32
+_lane_cache: dict[int, tuple[int, int, int, Callable[[bytes], tuple[int, ...]]]] = {}
+
+
+def _lanes(n: int) -> tuple[int, int, int, Callable[[bytes], tuple[int, ...]]]:
+    """Per-size constants: lane ones, the 64- and 53-bit lane masks, the lane unpacker."""
+    lanes = _lane_cache.get(n)
+    if lanes is None:
+        one = sum(1 << (128 * i) for i in range(n))
+        lanes = (one, one * _M64, one * ((1 << 53) - 1), struct.Struct("<" + "Q8x" * n).unpack)
+        _lane_cache[n] = lanes  # at most SMALL_POOL entries
+    return lanes
+
+
+def pack_keys(keys: NDArray[np.uint64]) -> int:
+    """The keys as one int, key ``i`` in bits ``128 i .. 128 i + 63`` (lane ``i``)."""
+    lanes = np.zeros(2 * keys.shape[0], dtype="<u8")
+    lanes[::2] = keys
+    return int.from_bytes(lanes.tobytes(), "little")
+
+
+def gumbel_small(packed: int, n: int, seed: int, stream: str, step: int
+                 ) -> NDArray[np.float64]:
+    """``gumbel(keys, seed, stream, step)`` for ``packed = pack_keys(keys)``, bit for bit.
+
+    ``fmix`` runs on all lanes at once: a lane holds its 64-bit word in its low half, so a
+    product (< 2**128) never reaches the next lane, and what a right shift brings down from
+    the next lane lands in the high half, which the mask clears before the next product.
+    The uniforms are the same IEEE operations as in ``uniforms``; the logarithms stay
+    numpy's, whose implementation (SIMD on some CPUs) ``math.log`` does not match.
+    """
+    one, m64, m53, unpack = _lanes(n)
+    x = packed ^ (step_base(seed, stream, step) * one)
+    x = ((x ^ (x >> 33)) & m64) * _C1 & m64
+    x = ((x ^ (x >> 33)) & m64) * _C2 & m64
+    x = ((x ^ (x >> 33)) >> 11) & m53
+    g = np.array([(m + 0.5) * _TWO_M53 for m in unpack(x.to_bytes(16 * n, "little"))])
+    _log(g, out=g)
     _negative(g, out=g)
     _log(g, out=g)
     _negative(g, out=g)
