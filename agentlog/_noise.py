@@ -66,7 +66,18 @@ _log = np.log
 _negative = np.negative
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
 
-_id_encoder = msgspec.msgpack.Encoder()
+def _plain_id(obj: Any) -> Any:
+    """A subclass of str, int or bytes is keyed as its plain value: encode it as one too."""
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, bytes):
+        return bytes(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+_id_encoder = msgspec.msgpack.Encoder(enc_hook=_plain_id)
 
 
 def fmix64(x: int) -> int:
@@ -108,6 +119,23 @@ def stream_key(stream: str) -> int:
     return key
 
 
+# fmix(step + φ) of the first steps, filled in order under a lock as runs reach them:
+# readers index only below its length, and an entry never changes once appended.
+_step_words: list[int] = []
+_STEP_WORDS = 1 << 16
+_step_lock = threading.Lock()
+
+
+def _step_word(step: int) -> int:
+    """``fmix(step + φ)``; steps below ``_STEP_WORDS`` are remembered in ``_step_words``."""
+    if not 0 <= step < _STEP_WORDS:
+        return fmix64(step + _PHI)
+    with _step_lock:
+        while len(_step_words) <= step:
+            _step_words.append(fmix64(len(_step_words) + _PHI))
+    return _step_words[step]
+
+
 _seed_stream_cache: dict[tuple[int, str], int] = {}
 
 
@@ -115,8 +143,8 @@ def step_base(seed: int, stream: str, step: int) -> int:
     """The per-(seed, stream, step) base word mixed into every candidate key.
 
     ``b = fmix(fmix(seed ⊕ s) ⊕ fmix(step + φ))``; the first factor is cached per
-    (seed, stream) and ``fmix`` is written out inline because this runs on every
-    ``select``/``proceed``.
+    (seed, stream), the second per step (the first 65,536), and the outer ``fmix`` is
+    written out inline because this runs on every ``select``/``proceed``.
     """
     ss = _seed_stream_cache.get((seed, stream))
     if ss is None:
@@ -124,13 +152,7 @@ def step_base(seed: int, stream: str, step: int) -> int:
         if len(_seed_stream_cache) > 65536:
             _seed_stream_cache.clear()
         _seed_stream_cache[(seed, stream)] = ss
-    x = (step + _PHI) & _M64
-    x ^= x >> 33
-    x = (x * _C1) & _M64
-    x ^= x >> 33
-    x = (x * _C2) & _M64
-    x ^= x >> 33
-    x ^= ss
+    x = (_step_words[step] if 0 <= step < len(_step_words) else _step_word(step)) ^ ss
     x ^= x >> 33
     x = (x * _C1) & _M64
     x ^= x >> 33
@@ -236,12 +258,78 @@ def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int
     return _fmix64_array(h)
 
 
+_STR_LENGTH_WORDS = np.array([fmix64(length ^ _TAG_STR) for length in range(256)],
+                             dtype=np.uint64)  # fmix(L ⊕ t) of a str id of L < 256 bytes
+
+
 def _row_width(lengths: list[int]) -> int:
     longest = max(lengths, default=0)
     return max(8, -(-longest // 8) * 8)
 
 
+# Bytes 0..r of a little-endian word, r = 0..8: a word read past its id's end keeps its id's.
+_BYTE_MASKS = np.array([(1 << (8 * r)) - 1 for r in range(9)], dtype=np.uint64)
+_NUL = "\0"
+
+
+def nul_joined(ids: Sequence[Any]) -> str | None:
+    """``"\\0".join(ids)`` when every id is a str free of NUL (then it names the pool one to
+    one), else None. One C pass, and the type check of such a pool."""
+    try:
+        joined = _NUL.join(ids)
+    except TypeError:
+        return None
+    return joined if joined.count(_NUL) == len(ids) - 1 else None
+
+
+def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
+    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``, without a loop over ids.
+
+    The NULs of the UTF-8 bytes (never inside a multi-byte character) end the ids; word
+    ``j`` of an id is the 8 bytes at its start + 8 j, read unaligned from one buffer and
+    masked to the id's own bytes, so no row is padded or copied.
+    """
+    body = (joined + _NUL).encode("utf-8")
+    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 0)
+    starts = np.empty(n, dtype=np.intp)
+    starts[0] = 0
+    np.add(ends[:-1], 1, out=starts[1:])
+    lengths = ends - starts
+    longest, shortest = int(lengths.max()), int(lengths.min())
+    nw = max(1, -(-longest // 8))
+    # Every 8-byte window of the buffer (stride 1); NULs past the end keep every read inside.
+    windows = np.ndarray((len(body) + 8 * nw - 7,), dtype="<u8", buffer=body + bytes(8 * nw),
+                         strides=(1,))
+    if nw == 1:  # ids of at most 8 bytes: one word each, no reduction
+        t = windows[starts]
+        if shortest < 8:
+            t &= _BYTE_MASKS[lengths]
+        t *= _K[0]
+        t ^= t >> _M29
+        t *= _C1_U
+        h = t
+    else:
+        offsets = np.arange(0, 8 * nw, 8, dtype=np.intp)
+        words = windows[starts[:, None] + offsets]
+        words &= _BYTE_MASKS[np.clip(lengths[:, None] - offsets, 0, 8)]
+        k = _K if nw <= _K.shape[0] else _position_constants(nw)
+        words *= k[:nw]
+        words ^= words >> _M29
+        words *= _C1_U
+        h = np.bitwise_xor.reduce(words, axis=1)
+    if shortest == longest:  # one length (generated ids): one word for all
+        h ^= np.uint64(_length_word(longest, _TAG_STR))
+    elif longest < _STR_LENGTH_WORDS.shape[0]:
+        h ^= _STR_LENGTH_WORDS[lengths]
+    else:
+        h ^= _fmix64_array(lengths.astype(np.uint64) ^ np.uint64(_TAG_STR))
+    return _fmix64_array(h)
+
+
 def _str_keys(ids: tuple[str, ...]) -> NDArray[np.uint64]:
+    nul_free = nul_joined(ids)
+    if nul_free is not None:
+        return _joined_keys(nul_free, len(ids))
     joined = "".join(ids)
     if not joined.isascii():
         return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
@@ -404,33 +492,42 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
 
 
 def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
+    joined: str | None = None
+    array: NDArray[Any] | None = None
+    if isinstance(candidates, np.ndarray):
+        if candidates.dtype.kind in "iu":
+            array = candidates
+        else:
+            candidates = candidates.tolist()
     if candidates is None:
         cache_key: Any = n
-    elif isinstance(candidates, tuple):
-        cache_key = candidates
-    elif isinstance(candidates, np.ndarray):
-        if candidates.dtype.kind not in "iu":
-            candidates = candidates.tolist()
-            cache_key = tuple(candidates)
-        else:
-            cache_key = (candidates.dtype.str, candidates.tobytes())
+    elif array is not None:
+        cache_key = (array.dtype.str, array.tobytes())
     else:
-        cache_key = tuple(candidates)
+        # A pool of str ids is named by its NUL-joined ids: one string to hash, where a tuple
+        # would hash each new id; the join is also the pool's type check and key input.
+        joined = nul_joined(candidates)  # type: ignore[arg-type]
+        if joined is not None:
+            cache_key = joined
+        else:
+            cache_key = candidates if isinstance(candidates, tuple) else tuple(candidates)
     hit = _pool_cache.get(cache_key)
     if hit is not None:
         return hit
     if candidates is None:
         ids: tuple[Any, ...] = tuple(range(n))
-    elif isinstance(candidates, np.ndarray):
-        ids = tuple(candidates.tolist())
+    elif array is not None:
+        ids = tuple(array.tolist())
+    elif joined is not None:
+        ids = tuple(candidates)
     else:
         ids = cache_key  # the tuple of the candidates, made above
-    kinds = _check_ids(ids)
-    keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None, kinds)
+    keys = (_joined_keys(joined, n) if joined is not None
+            else pool_keys(ids, array, _check_ids(ids)))
     _check_unique(ids, keys)
-    encoded = _id_encoder.encode(list(ids))
+    encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
-                  pack_keys(keys) if len(ids) <= SMALL_POOL else 0)
+                  pack_keys(keys) if n <= SMALL_POOL else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
     return result
 
