@@ -96,3 +96,15 @@ def test_integer_array_pools_match_integer_list_pools() -> None:
     assert _noise.pool(arr, 10).hash == _noise.pool(list(range(10, 20)), 10).hash
     np.testing.assert_array_equal(_noise.pool(arr, 10).keys,
                                   _noise.pool(list(range(10, 20)), 10).keys)
+
+
+def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> None:
+    def reference(seed: int, stream: str, step: int) -> int:
+        f = _noise.fmix64
+        return f(f((seed & (2**64 - 1)) ^ _noise.stream_key(stream)) ^ f(step + _noise._PHI))
+
+    steps = [70_000, 3, 0, 65_535, 65_536, 2**64 + 5, -1, -(2**63), 12_345, 1, 2]
+    for step in steps + list(range(0, 200_000, 997)):
+        for seed in (0, 7, -5, 2**64 - 1):
+            assert _noise.step_base(seed, "doc", step) == reference(seed, "doc", step), step
+    assert len(_noise._step_words) <= _noise._STEP_WORDS
