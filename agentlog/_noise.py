@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import struct
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +61,8 @@ _C2_U = np.uint64(_C2)
 _S33 = np.uint64(33)
 _S11 = np.uint64(11)
 _TWO_M53 = 2.0**-53
+_TWO_M53_F = np.float64(_TWO_M53)
+_HALF = np.float64(0.5)
 _log = np.log
 _negative = np.negative
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
@@ -539,8 +540,8 @@ def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     z = _fmix64_array(keys ^ np.uint64(base))
     z >>= _S11
     u = z.astype(np.float64)
-    u += 0.5
-    u *= _TWO_M53
+    u += _HALF
+    u *= _TWO_M53_F
     return u
 
 
@@ -559,15 +560,18 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
 # Up to this many candidates ``select`` draws through ``gumbel_small``: numpy's ~0.4 µs per
 # call outweighs the arithmetic, so the mixing runs on one Python int holding every key.
 SMALL_POOL = 32
-_lane_cache: dict[int, tuple[int, int, int, Callable[[bytes], tuple[int, ...]]]] = {}
+# numpy scalars, not Python floats: a ufunc resolves a Python scalar's type on every call.
+_TWO_M54 = np.float64(2.0**-54)
+_U64_LE = np.dtype("<u8")
+_lane_cache: dict[int, tuple[int, int, int]] = {}
 
 
-def _lanes(n: int) -> tuple[int, int, int, Callable[[bytes], tuple[int, ...]]]:
-    """Per-size constants: lane ones, the 64- and 53-bit lane masks, the lane unpacker."""
+def _lanes(n: int) -> tuple[int, int, int]:
+    """Per-size constants: a 1 in every lane, and the lane masks of bits 0..63 and 1..53."""
     lanes = _lane_cache.get(n)
     if lanes is None:
         one = sum(1 << (128 * i) for i in range(n))
-        lanes = (one, one * _M64, one * ((1 << 53) - 1), struct.Struct("<" + "Q8x" * n).unpack)
+        lanes = (one, one * _M64, one * ((1 << 54) - 2))
         _lane_cache[n] = lanes  # at most SMALL_POOL entries
     return lanes
 
@@ -589,12 +593,16 @@ def gumbel_small(packed: int, n: int, seed: int, stream: str, step: int
     The uniforms are the same IEEE operations as in ``uniforms``; the logarithms stay
     numpy's, whose implementation (SIMD on some CPUs) ``math.log`` does not match.
     """
-    one, m64, m53, unpack = _lanes(n)
+    one, m64, m54 = _lanes(n)
     x = packed ^ (step_base(seed, stream, step) * one)
     x = ((x ^ (x >> 33)) & m64) * _C1 & m64
     x = ((x ^ (x >> 33)) & m64) * _C2 & m64
-    x = ((x ^ (x >> 33)) >> 11) & m53
-    g = np.array([(m + 0.5) * _TWO_M53 for m in unpack(x.to_bytes(16 * n, "little"))])
+    # 2 (z >> 11) + 1 in each lane: its float is 2 ((z >> 11) + ½) rounded alike (scaling by
+    # two commutes with rounding), so one product by 2⁻⁵⁴ gives the uniforms of ``uniforms``.
+    x = ((x ^ (x >> 33)) >> 10) & m54 | one
+    g: NDArray[np.float64] = np.multiply(
+        np.ndarray((n,), dtype=_U64_LE, buffer=x.to_bytes(16 * n, "little"), strides=(16,)),
+        _TWO_M54)
     _log(g, out=g)
     _negative(g, out=g)
     _log(g, out=g)
