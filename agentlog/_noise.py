@@ -302,22 +302,25 @@ def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
     windows = np.ndarray((len(body) + 8 * nw - 7,), dtype="<u8", buffer=body + bytes(8 * nw),
                          strides=(1,))
     if nw == 1:  # ids of at most 8 bytes: one word each, no reduction
-        t = windows[starts]
+        t = windows.take(starts)
         if shortest < 8:
-            t &= _BYTE_MASKS[lengths]
+            t &= _BYTE_MASKS.take(lengths)
         t *= _K[0]
         t ^= t >> _M29
         t *= _C1_U
         h = t
-    else:
-        offsets = np.arange(0, 8 * nw, 8, dtype=np.intp)
-        words = windows[starts[:, None] + offsets]
-        words &= _BYTE_MASKS[np.clip(lengths[:, None] - offsets, 0, 8)]
+    else:  # word j of every id in row j: the reduction runs down whole rows
+        offsets = np.arange(0, 8 * nw, 8, dtype=np.intp)[:, None]
+        words = windows.take(offsets + starts)  # take: cheaper than fancy indexing
+        rem = lengths - offsets  # the id's bytes left at word j, clipped to 0..8 below
+        np.maximum(rem, 0, out=rem)
+        np.minimum(rem, 8, out=rem)  # two ufuncs: np.clip's Python wrapper costs more
+        words &= _BYTE_MASKS.take(rem)
         k = _K if nw <= _K.shape[0] else _position_constants(nw)
-        words *= k[:nw]
+        words *= k[:nw, None]
         words ^= words >> _M29
         words *= _C1_U
-        h = np.bitwise_xor.reduce(words, axis=1)
+        h = np.bitwise_xor.reduce(words, axis=0)
     if shortest == longest:  # one length (generated ids): one word for all
         h ^= np.uint64(_length_word(longest, _TAG_STR))
     elif longest < _STR_LENGTH_WORDS.shape[0]:
