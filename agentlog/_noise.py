@@ -489,13 +489,16 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
         seen = _list_cache.get(id(candidates))
         if seen is not None and seen[0] == candidates:
             return seen[1]
-        result = _pool_uncached(candidates, n)
-        _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
+        result, known = _pool_uncached(candidates, n)
+        if known:  # seen before: worth a private copy. A pool seen once (fresh) is not copied.
+            _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
         return result
-    return _pool_uncached(candidates, n)
+    return _pool_uncached(candidates, n)[0]
 
 
-def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
+def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
+                   ) -> tuple[Pool, bool]:
+    """The pool of these ids, and whether the pool cache held it already."""
     joined: str | None = None
     array: NDArray[Any] | None = None
     if isinstance(candidates, np.ndarray):
@@ -517,7 +520,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
             cache_key = candidates if isinstance(candidates, tuple) else tuple(candidates)
     hit = _pool_cache.get(cache_key)
     if hit is not None:
-        return hit
+        return hit, True
     if candidates is None:
         ids: tuple[Any, ...] = tuple(range(n))
     elif array is not None:
@@ -533,7 +536,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
                   pack_keys(keys) if n <= SMALL_POOL else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
-    return result
+    return result, False
 
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:

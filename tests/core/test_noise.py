@@ -108,3 +108,16 @@ def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> Non
         for seed in (0, 7, -5, 2**64 - 1):
             assert _noise.step_base(seed, "doc", step) == reference(seed, "doc", step), step
     assert len(_noise._step_words) <= _noise._STEP_WORDS
+
+
+def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again() -> None:
+    ids = [f"once-{i}" for i in range(50)]
+    first = _noise.pool(ids, 50)
+    assert id(ids) not in _noise._list_cache  # a fresh pool costs no private copy
+    assert _noise.pool(ids, 50) is first  # the pool cache knows it: now the list is copied
+    assert _noise._list_cache[id(ids)] == (ids, first)
+    assert _noise.pool(ids, 50) is first
+    ids[0] = "changed"  # mutated in place: its copy differs, so it is a new pool
+    changed = _noise.pool(ids, 50)
+    assert changed.ids[0] == "changed" and changed.hash != first.hash
+    np.testing.assert_array_equal(changed.keys[1:], first.keys[1:])
