@@ -57,12 +57,12 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
         v = p.tolist()
         total = _pairwise_sum(v)
         if not _isfinite(total) or min(v) < 0:
-            _diagnose(p, name)
+            _diagnose(p, name, total)
     else:
         # The ufuncs' own reduce skips ndarray.sum's Python wrapper (~0.5 µs at N = 10).
         total = float(_add_reduce(p))
         if not _isfinite(total) or float(_min_reduce(p)) < 0:
-            _diagnose(p, name)
+            _diagnose(p, name, total)
     if normalize:
         if total <= 0:
             raise ValueError(
@@ -108,15 +108,22 @@ def _pairwise_sum(v: list[float]) -> float:
     return total
 
 
-def _diagnose(p: NDArray[np.float64], name: str) -> None:
+def _diagnose(p: NDArray[np.float64], name: str, total: float) -> None:
+    """Raise the error of a vector whose sum is not finite or that has a negative entry."""
     if not np.isfinite(p).all():
         bad = int(np.flatnonzero(~np.isfinite(p))[0])
         raise ValueError(
             f"`probs` of select {name!r} must be finite; found {p[bad]} at index {bad}"
         )
-    bad = int(np.flatnonzero(p < 0)[0])
-    raise ValueError(
-        f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+    negative = np.flatnonzero(p < 0)
+    if negative.shape[0]:
+        bad = int(negative[0])
+        raise ValueError(
+            f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+        )
+    raise ValueError(  # finite entries whose float64 sum overflows
+        f"`probs` of select {name!r} sums to {total} in float64 (largest entry "
+        f"{float(p.max())!r}); scale the scores down before passing them"
     )
 
 

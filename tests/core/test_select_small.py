@@ -95,3 +95,13 @@ def test_normalize_logs_the_same_vector_on_both_paths(tmp_path: Path, n: int) ->
         al.select(scores, normalize=True, name="s")
     logged = np.frombuffer(al.read(path).selections("s")[0].probs, dtype="<f8")
     np.testing.assert_array_equal(logged, scores / float(np.add.reduce(scores)))
+
+
+def test_finite_scores_whose_sum_overflows_get_a_clear_error_on_both_paths() -> None:
+    # Was an IndexError from the diagnosis, which looked only for NaN and negatives.
+    with pytest.raises(ValueError, match=r"sums to inf in float64 \(largest entry 1e\+308\); "
+                                         "scale the scores down"):
+        al.select([1e308, 1e308], normalize=True)
+    with (pytest.warns(RuntimeWarning, match="overflow"),
+          pytest.raises(ValueError, match="sums to inf in float64")):
+        al.select([1e308] * (SMALL + 8), normalize=True)
