@@ -16,8 +16,9 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   ⊕_j m(w_j · K_j))`` with ``L = len(b)``, ``t`` a tag per type and sign (so ``1``,
   ``"1"`` and ``b"1"`` differ), ``K_j = (2j + 1) · φ`` and ``m(x) = (x ⊕ x >> 29) · C1``
   (all mod 2**64). A zero word contributes nothing, so a pool's padding does not
-  change a key, and a whole pool is keyed in a few numpy passes over a byte matrix
-  (``keys``) instead of one hash call per id.
+  change a key, and a whole pool is keyed in a few numpy passes over its bytes
+  (``pool_keys``; str ids read straight from their NUL-joined UTF-8) instead of one hash
+  call per id.
 * generator ``"fmix64-gumbel/1"`` (traces recorded before; still verified and
   reproduced with ``record(generator=...)``): ``k(c)`` = the first 8 bytes
   (little-endian) of BLAKE2b-64 over the canonical msgpack encoding of the id,
@@ -27,8 +28,10 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   ``fmix`` and φ the golden-ratio constant. Keeping the step inside the hashed key
   (not in a counter word) avoids the overlapping streams that
   ``numpy.random.Philox(counter=[step, 0, 0, 0])`` would give across steps.
-* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64;
-  ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)``.
+* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64 (up
+  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits);
+  ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)`` with numpy's
+  ``log`` on every path.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
 
 Every value is reproducible in any process, on any platform with IEEE doubles. Only the
@@ -66,6 +69,7 @@ _HALF = np.float64(0.5)
 _log = np.log
 _negative = np.negative
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
+
 
 def _plain_id(obj: Any) -> Any:
     """A subclass of str, int or bytes is keyed as its plain value: encode it as one too."""
@@ -240,12 +244,11 @@ def candidate_key_v2(candidate: Hashable) -> int:
     return fmix64(h ^ _length_word(len(data), tag))
 
 
-def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int,
-                 tag: int) -> NDArray[np.uint64]:
+def _matrix_keys(rows: bytes, lengths: list[int], width: int, tag: int
+                 ) -> NDArray[np.uint64]:
     """Keys of ids laid out as rows of ``width`` zero-padded bytes (``width % 8 == 0``)."""
     n = len(lengths)
-    flat = np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows
-    words = flat.reshape(-1).view("<u8").reshape(n, width // 8)
+    words = np.frombuffer(rows, dtype="<u8").reshape(n, width // 8)
     k = _K if words.shape[1] <= _K.shape[0] else _position_constants(words.shape[1])
     t = words * k[: words.shape[1]]
     t ^= t >> _M29
@@ -324,7 +327,7 @@ def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
     if shortest == longest:  # one length (generated ids): one word for all
         h ^= np.uint64(_length_word(longest, _TAG_STR))
     elif longest < _STR_LENGTH_WORDS.shape[0]:
-        h ^= _STR_LENGTH_WORDS[lengths]
+        h ^= _STR_LENGTH_WORDS.take(lengths)
     else:
         h ^= _fmix64_array(lengths.astype(np.uint64) ^ np.uint64(_TAG_STR))
     return _fmix64_array(h)
@@ -334,25 +337,8 @@ def _str_keys(ids: tuple[str, ...]) -> NDArray[np.uint64]:
     nul_free = nul_joined(ids)
     if nul_free is not None:
         return _joined_keys(nul_free, len(ids))
-    joined = "".join(ids)
-    if not joined.isascii():
-        return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
-    lengths = list(map(len, ids))
-    n = len(ids)
-    width = _row_width(lengths)
-    first = lengths[0]
-    if lengths.count(first) == n:
-        # One length: the joined ids already are a byte matrix; pad its rows to whole words.
-        data = joined.encode("ascii")
-        if first == width:
-            return _matrix_keys(data, lengths, width, _TAG_STR)
-        rows = np.zeros((n, width), dtype=np.uint8)
-        rows[:, :first] = np.frombuffer(data, dtype=np.uint8).reshape(n, first)
-        return _matrix_keys(rows, lengths, width, _TAG_STR)
-    # Rows padded with NUL to one width: the buffer is a byte matrix in one join.
-    padded = "".join(map(str.ljust, ids, itertools.repeat(width, n),
-                         itertools.repeat("\0", n))).encode("ascii")
-    return _matrix_keys(padded, lengths, width, _TAG_STR)
+    # An id holds a NUL (the join would not tell the ids apart): rows padded one by one.
+    return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
 
 
 def _bytes_keys(ids: tuple[bytes, ...], tag: int = _TAG_BYTES) -> NDArray[np.uint64]:

@@ -110,7 +110,11 @@ def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> Non
     assert len(_noise._step_words) <= _noise._STEP_WORDS
 
 
-def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again() -> None:
+def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An empty cache: a freed list of an earlier test may have left an entry at this id.
+    monkeypatch.setattr(_noise, "_list_cache", {})
     ids = [f"once-{i}" for i in range(50)]
     first = _noise.pool(ids, 50)
     assert id(ids) not in _noise._list_cache  # a fresh pool costs no private copy
