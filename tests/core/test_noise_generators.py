@@ -212,6 +212,10 @@ NUL_JOINED_POOLS: list[list[str]] = [
     ["", "a", "ab" * 4, "abc" * 3, "x" * 255, "y" * 256],  # empty, word edges, table edge
     ["é", "naïve", "日本語", "🙂" * 3, "Ωmega-long-id"],   # UTF-8 lengths, not characters
     ["L" * 513, "M" * 4000, "n"],                        # longer than the cached constants
+    ["ab", "c", "def"],                                  # total as if one length: it is not
+    ["é" * 5, "ü" * 5],                                  # one length in bytes, 10 each
+    [f"id-{i:013d}" for i in range(40)],                 # one length over two words
+    ["same-len"] + [f"other{i}" for i in range(3)],      # 8 bytes, then 6
 ]
 
 
