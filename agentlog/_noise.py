@@ -34,8 +34,11 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   ``log`` on every path.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
 
-Every value is reproducible in any process, on any platform with IEEE doubles. Only the
-candidate keys differ between the two generators; the rest is shared.
+Every key, base word and uniform is reproducible bit for bit in any process, on any
+platform with IEEE doubles; the Gumbel draws are too on one machine, but they take
+numpy's ``log``, which numpy computes with SIMD code on some CPUs (AVX-512) and with the C
+library's elsewhere, and the two differ in the last bit for about one value in 300. Only
+the candidate keys differ between the two generators; the rest is shared.
 """
 
 from __future__ import annotations
