@@ -16,8 +16,9 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   ⊕_j m(w_j · K_j))`` with ``L = len(b)``, ``t`` a tag per type and sign (so ``1``,
   ``"1"`` and ``b"1"`` differ), ``K_j = (2j + 1) · φ`` and ``m(x) = (x ⊕ x >> 29) · C1``
   (all mod 2**64). A zero word contributes nothing, so a pool's padding does not
-  change a key, and a whole pool is keyed in a few numpy passes over a byte matrix
-  (``keys``) instead of one hash call per id.
+  change a key, and a whole pool is keyed in a few numpy passes over its bytes
+  (``pool_keys``; str ids read straight from their NUL-joined UTF-8) instead of one hash
+  call per id.
 * generator ``"fmix64-gumbel/1"`` (traces recorded before; still verified and
   reproduced with ``record(generator=...)``): ``k(c)`` = the first 8 bytes
   (little-endian) of BLAKE2b-64 over the canonical msgpack encoding of the id,
@@ -27,12 +28,17 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   ``fmix`` and φ the golden-ratio constant. Keeping the step inside the hashed key
   (not in a counter word) avoids the overlapping streams that
   ``numpy.random.Philox(counter=[step, 0, 0, 0])`` would give across steps.
-* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64;
-  ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)``.
+* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64 (up
+  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits);
+  ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)`` with numpy's
+  ``log`` on every path.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
 
-Every value is reproducible in any process, on any platform with IEEE doubles. Only the
-candidate keys differ between the two generators; the rest is shared.
+Every key, base word and uniform is reproducible bit for bit in any process, on any
+platform with IEEE doubles; the Gumbel draws are too on one machine, but they take
+numpy's ``log``, which numpy computes with SIMD code on some CPUs (AVX-512) and with the C
+library's elsewhere, and the two differ in the last bit for about one value in 300. Only
+the candidate keys differ between the two generators; the rest is shared.
 """
 
 from __future__ import annotations
@@ -61,11 +67,25 @@ _C2_U = np.uint64(_C2)
 _S33 = np.uint64(33)
 _S11 = np.uint64(11)
 _TWO_M53 = 2.0**-53
+_TWO_M53_F = np.float64(_TWO_M53)
+_HALF = np.float64(0.5)
 _log = np.log
 _negative = np.negative
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
 
-_id_encoder = msgspec.msgpack.Encoder()
+
+def _plain_id(obj: Any) -> Any:
+    """A subclass of str, int or bytes is keyed as its plain value: encode it as one too."""
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, bytes):
+        return bytes(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+_id_encoder = msgspec.msgpack.Encoder(enc_hook=_plain_id)
 
 
 def fmix64(x: int) -> int:
@@ -107,6 +127,23 @@ def stream_key(stream: str) -> int:
     return key
 
 
+# fmix(step + φ) of the first steps, filled in order under a lock as runs reach them:
+# readers index only below its length, and an entry never changes once appended.
+_step_words: list[int] = []
+_STEP_WORDS = 1 << 16
+_step_lock = threading.Lock()
+
+
+def _step_word(step: int) -> int:
+    """``fmix(step + φ)``; steps below ``_STEP_WORDS`` are remembered in ``_step_words``."""
+    if not 0 <= step < _STEP_WORDS:
+        return fmix64(step + _PHI)
+    with _step_lock:
+        while len(_step_words) <= step:
+            _step_words.append(fmix64(len(_step_words) + _PHI))
+    return _step_words[step]
+
+
 _seed_stream_cache: dict[tuple[int, str], int] = {}
 
 
@@ -114,8 +151,8 @@ def step_base(seed: int, stream: str, step: int) -> int:
     """The per-(seed, stream, step) base word mixed into every candidate key.
 
     ``b = fmix(fmix(seed ⊕ s) ⊕ fmix(step + φ))``; the first factor is cached per
-    (seed, stream) and ``fmix`` is written out inline because this runs on every
-    ``select``/``proceed``.
+    (seed, stream), the second per step (the first 65,536), and the outer ``fmix`` is
+    written out inline because this runs on every ``select``/``proceed``.
     """
     ss = _seed_stream_cache.get((seed, stream))
     if ss is None:
@@ -123,13 +160,7 @@ def step_base(seed: int, stream: str, step: int) -> int:
         if len(_seed_stream_cache) > 65536:
             _seed_stream_cache.clear()
         _seed_stream_cache[(seed, stream)] = ss
-    x = (step + _PHI) & _M64
-    x ^= x >> 33
-    x = (x * _C1) & _M64
-    x ^= x >> 33
-    x = (x * _C2) & _M64
-    x ^= x >> 33
-    x ^= ss
+    x = (_step_words[step] if 0 <= step < len(_step_words) else _step_word(step)) ^ ss
     x ^= x >> 33
     x = (x * _C1) & _M64
     x ^= x >> 33
@@ -216,12 +247,11 @@ def candidate_key_v2(candidate: Hashable) -> int:
     return fmix64(h ^ _length_word(len(data), tag))
 
 
-def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int,
-                 tag: int) -> NDArray[np.uint64]:
+def _matrix_keys(rows: bytes, lengths: list[int], width: int, tag: int
+                 ) -> NDArray[np.uint64]:
     """Keys of ids laid out as rows of ``width`` zero-padded bytes (``width % 8 == 0``)."""
     n = len(lengths)
-    flat = np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows
-    words = flat.reshape(-1).view("<u8").reshape(n, width // 8)
+    words = np.frombuffer(rows, dtype="<u8").reshape(n, width // 8)
     k = _K if words.shape[1] <= _K.shape[0] else _position_constants(words.shape[1])
     t = words * k[: words.shape[1]]
     t ^= t >> _M29
@@ -235,31 +265,83 @@ def _matrix_keys(rows: bytes | NDArray[np.uint8], lengths: list[int], width: int
     return _fmix64_array(h)
 
 
+_STR_LENGTH_WORDS = np.array([fmix64(length ^ _TAG_STR) for length in range(256)],
+                             dtype=np.uint64)  # fmix(L ⊕ t) of a str id of L < 256 bytes
+
+
 def _row_width(lengths: list[int]) -> int:
     longest = max(lengths, default=0)
     return max(8, -(-longest // 8) * 8)
 
 
+# Bytes 0..r of a little-endian word, r = 0..8: a word read past its id's end keeps its id's.
+_BYTE_MASKS = np.array([(1 << (8 * r)) - 1 for r in range(9)], dtype=np.uint64)
+_NUL = "\0"
+
+
+def nul_joined(ids: Sequence[Any]) -> str | None:
+    """``"\\0".join(ids)`` when every id is a str free of NUL (then it names the pool one to
+    one), else None. One C pass, and the type check of such a pool."""
+    try:
+        joined = _NUL.join(ids)
+    except TypeError:
+        return None
+    return joined if joined.count(_NUL) == len(ids) - 1 else None
+
+
+def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
+    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``, without a loop over ids.
+
+    The NULs of the UTF-8 bytes (never inside a multi-byte character) end the ids; word
+    ``j`` of an id is the 8 bytes at its start + 8 j, read unaligned from one buffer and
+    masked to the id's own bytes, so no row is padded or copied.
+    """
+    body = (joined + _NUL).encode("utf-8")
+    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 0)
+    starts = np.empty(n, dtype=np.intp)
+    starts[0] = 0
+    np.add(ends[:-1], 1, out=starts[1:])
+    lengths = ends - starts
+    longest, shortest = int(lengths.max()), int(lengths.min())
+    nw = max(1, -(-longest // 8))
+    # Every 8-byte window of the buffer (stride 1); NULs past the end keep every read inside.
+    windows = np.ndarray((len(body) + 8 * nw - 7,), dtype="<u8", buffer=body + bytes(8 * nw),
+                         strides=(1,))
+    if nw == 1:  # ids of at most 8 bytes: one word each, no reduction
+        t = windows.take(starts)
+        if shortest < 8:
+            t &= _BYTE_MASKS.take(lengths)
+        t *= _K[0]
+        t ^= t >> _M29
+        t *= _C1_U
+        h = t
+    else:  # word j of every id in row j: the reduction runs down whole rows
+        offsets = np.arange(0, 8 * nw, 8, dtype=np.intp)[:, None]
+        words = windows.take(offsets + starts)  # take: cheaper than fancy indexing
+        rem = lengths - offsets  # the id's bytes left at word j, clipped to 0..8 below
+        np.maximum(rem, 0, out=rem)
+        np.minimum(rem, 8, out=rem)  # two ufuncs: np.clip's Python wrapper costs more
+        words &= _BYTE_MASKS.take(rem)
+        k = _K if nw <= _K.shape[0] else _position_constants(nw)
+        words *= k[:nw, None]
+        words ^= words >> _M29
+        words *= _C1_U
+        h = np.bitwise_xor.reduce(words, axis=0)
+    if shortest == longest:  # one length (generated ids): one word for all
+        h ^= np.uint64(_length_word(longest, _TAG_STR))
+    elif longest < _STR_LENGTH_WORDS.shape[0]:
+        h ^= _STR_LENGTH_WORDS.take(lengths)
+    else:
+        h ^= _fmix64_array(lengths.astype(np.uint64) ^ np.uint64(_TAG_STR))
+    return _fmix64_array(h)
+
+
 def _str_keys(ids: tuple[str, ...]) -> NDArray[np.uint64]:
-    joined = "".join(ids)
-    if not joined.isascii():
-        return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
-    lengths = list(map(len, ids))
-    n = len(ids)
-    width = _row_width(lengths)
-    first = lengths[0]
-    if lengths.count(first) == n:
-        # One length: the joined ids already are a byte matrix; pad its rows to whole words.
-        data = joined.encode("ascii")
-        if first == width:
-            return _matrix_keys(data, lengths, width, _TAG_STR)
-        rows = np.zeros((n, width), dtype=np.uint8)
-        rows[:, :first] = np.frombuffer(data, dtype=np.uint8).reshape(n, first)
-        return _matrix_keys(rows, lengths, width, _TAG_STR)
-    # Rows padded with NUL to one width: the buffer is a byte matrix in one join.
-    padded = "".join(map(str.ljust, ids, itertools.repeat(width, n),
-                         itertools.repeat("\0", n))).encode("ascii")
-    return _matrix_keys(padded, lengths, width, _TAG_STR)
+    nul_free = nul_joined(ids)
+    if nul_free is not None:
+        return _joined_keys(nul_free, len(ids))
+    # An id holds a NUL (the join would not tell the ids apart): rows padded one by one.
+    return _bytes_keys(tuple(map(str.encode, ids)), _TAG_STR)
 
 
 def _bytes_keys(ids: tuple[bytes, ...], tag: int = _TAG_BYTES) -> NDArray[np.uint64]:
@@ -337,6 +419,7 @@ class Pool:
     keys: NDArray[np.uint64]
     encoded: bytes  # canonical msgpack list of the ids (stored once as a Blob)
     hash: bytes  # sha256(encoded)
+    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids, else 0
 
 
 _pool_cache: dict[Any, Pool] = {}
@@ -395,41 +478,54 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
         seen = _list_cache.get(id(candidates))
         if seen is not None and seen[0] == candidates:
             return seen[1]
-        result = _pool_uncached(candidates, n)
-        _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
+        result, known = _pool_uncached(candidates, n)
+        if known:  # seen before: worth a private copy. A pool seen once (fresh) is not copied.
+            _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
         return result
-    return _pool_uncached(candidates, n)
+    return _pool_uncached(candidates, n)[0]
 
 
-def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
+def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
+                   ) -> tuple[Pool, bool]:
+    """The pool of these ids, and whether the pool cache held it already."""
+    joined: str | None = None
+    array: NDArray[Any] | None = None
+    if isinstance(candidates, np.ndarray):
+        if candidates.dtype.kind in "iu":
+            array = candidates
+        else:
+            candidates = candidates.tolist()
     if candidates is None:
         cache_key: Any = n
-    elif isinstance(candidates, tuple):
-        cache_key = candidates
-    elif isinstance(candidates, np.ndarray):
-        if candidates.dtype.kind not in "iu":
-            candidates = candidates.tolist()
-            cache_key = tuple(candidates)
-        else:
-            cache_key = (candidates.dtype.str, candidates.tobytes())
+    elif array is not None:
+        cache_key = (array.dtype.str, array.tobytes())
     else:
-        cache_key = tuple(candidates)
+        # A pool of str ids is named by its NUL-joined ids: one string to hash, where a tuple
+        # would hash each new id; the join is also the pool's type check and key input.
+        joined = nul_joined(candidates)  # type: ignore[arg-type]
+        if joined is not None:
+            cache_key = joined
+        else:
+            cache_key = candidates if isinstance(candidates, tuple) else tuple(candidates)
     hit = _pool_cache.get(cache_key)
     if hit is not None:
-        return hit
+        return hit, True
     if candidates is None:
         ids: tuple[Any, ...] = tuple(range(n))
-    elif isinstance(candidates, np.ndarray):
-        ids = tuple(candidates.tolist())
+    elif array is not None:
+        ids = tuple(array.tolist())
+    elif joined is not None:
+        ids = tuple(candidates)
     else:
         ids = cache_key  # the tuple of the candidates, made above
-    kinds = _check_ids(ids)
-    keys = pool_keys(ids, candidates if isinstance(candidates, np.ndarray) else None, kinds)
+    keys = (_joined_keys(joined, n) if joined is not None
+            else pool_keys(ids, array, _check_ids(ids)))
     _check_unique(ids, keys)
-    encoded = _id_encoder.encode(list(ids))
-    result = Pool(ids=ids, keys=keys, encoded=encoded, hash=hashlib.sha256(encoded).digest())
+    encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
+    result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
+                  pack_keys(keys) if n <= SMALL_POOL else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
-    return result
+    return result, False
 
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
@@ -439,8 +535,8 @@ def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     z = _fmix64_array(keys ^ np.uint64(base))
     z >>= _S11
     u = z.astype(np.float64)
-    u += 0.5
-    u *= _TWO_M53
+    u += _HALF
+    u *= _TWO_M53_F
     return u
 
 
@@ -448,6 +544,61 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
     """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
     g = uniforms(keys, step_base(seed, stream, step))
     _log(g, out=g)  # g = -log(-log u), computed in place
+    _negative(g, out=g)
+    _log(g, out=g)
+    _negative(g, out=g)
+    return g
+
+
+# ------------------------------------------------------- small pools: one int, many lanes
+
+# Up to this many candidates ``select`` draws through ``gumbel_small``: numpy's ~0.4 µs per
+# call outweighs the arithmetic, so the mixing runs on one Python int holding every key.
+SMALL_POOL = 32
+# numpy scalars, not Python floats: a ufunc resolves a Python scalar's type on every call.
+_TWO_M54 = np.float64(2.0**-54)
+_U64_LE = np.dtype("<u8")
+_lane_cache: dict[int, tuple[int, int, int]] = {}
+
+
+def _lanes(n: int) -> tuple[int, int, int]:
+    """Per-size constants: a 1 in every lane, and the lane masks of bits 0..63 and 1..53."""
+    lanes = _lane_cache.get(n)
+    if lanes is None:
+        one = sum(1 << (128 * i) for i in range(n))
+        lanes = (one, one * _M64, one * ((1 << 54) - 2))
+        _lane_cache[n] = lanes  # at most SMALL_POOL entries
+    return lanes
+
+
+def pack_keys(keys: NDArray[np.uint64]) -> int:
+    """The keys as one int, key ``i`` in bits ``128 i .. 128 i + 63`` (lane ``i``)."""
+    lanes = np.zeros(2 * keys.shape[0], dtype="<u8")
+    lanes[::2] = keys
+    return int.from_bytes(lanes.tobytes(), "little")
+
+
+def gumbel_small(packed: int, n: int, seed: int, stream: str, step: int
+                 ) -> NDArray[np.float64]:
+    """``gumbel(keys, seed, stream, step)`` for ``packed = pack_keys(keys)``, bit for bit.
+
+    ``fmix`` runs on all lanes at once: a lane holds its 64-bit word in its low half, so a
+    product (< 2**128) never reaches the next lane, and what a right shift brings down from
+    the next lane lands in the high half, which the mask clears before the next product.
+    The uniforms are the same IEEE operations as in ``uniforms``; the logarithms stay
+    numpy's, whose implementation (SIMD on some CPUs) ``math.log`` does not match.
+    """
+    one, m64, m54 = _lanes(n)
+    x = packed ^ (step_base(seed, stream, step) * one)
+    x = ((x ^ (x >> 33)) & m64) * _C1 & m64
+    x = ((x ^ (x >> 33)) & m64) * _C2 & m64
+    # 2 (z >> 11) + 1 in each lane: its float is 2 ((z >> 11) + ½) rounded alike (scaling by
+    # two commutes with rounding), so one product by 2⁻⁵⁴ gives the uniforms of ``uniforms``.
+    x = ((x ^ (x >> 33)) >> 10) & m54 | one
+    g: NDArray[np.float64] = np.multiply(
+        np.ndarray((n,), dtype=_U64_LE, buffer=x.to_bytes(16 * n, "little"), strides=(16,)),
+        _TWO_M54)
+    _log(g, out=g)
     _negative(g, out=g)
     _log(g, out=g)
     _negative(g, out=g)

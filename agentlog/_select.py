@@ -35,6 +35,8 @@ _add_reduce = np.add.reduce
 _min_reduce = np.minimum.reduce
 _count_nonzero = np.count_nonzero
 _log = np.log
+_gumbel_small = _noise.gumbel_small
+_SMALL_POOL = _noise.SMALL_POOL
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float64]:
@@ -49,10 +51,18 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
             f"`probs` of select {name!r} must be a non-empty 1-D vector; found shape {p.shape}"
         )
     # One sum and one min decide the common case; the slow diagnosis runs only on failure.
-    # The ufuncs' own reduce skips ndarray.sum's Python wrapper (~0.5 µs each at N = 10).
-    total = float(_add_reduce(p))
-    if not _isfinite(total) or float(_min_reduce(p)) < 0:
-        _diagnose(p, name)
+    # A short vector is checked on its Python floats: a numpy reduction costs ~1 µs whatever
+    # N is. The sum is numpy's own (``_pairwise_sum``), so both paths normalise alike.
+    if p.shape[0] <= _SMALL_POOL:
+        v = p.tolist()
+        total = _pairwise_sum(v)
+        if not _isfinite(total) or min(v) < 0:
+            _diagnose(p, name, total)
+    else:
+        # The ufuncs' own reduce skips ndarray.sum's Python wrapper (~0.5 µs at N = 10).
+        total = float(_add_reduce(p))
+        if not _isfinite(total) or float(_min_reduce(p)) < 0:
+            _diagnose(p, name, total)
     if normalize:
         if total <= 0:
             raise ValueError(
@@ -68,15 +78,52 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
     return p
 
 
-def _diagnose(p: NDArray[np.float64], name: str) -> None:
+def _pairwise_sum(v: list[float]) -> float:
+    """``np.add.reduce`` of a float64 vector of at most 128 entries, bit for bit.
+
+    numpy sums a contiguous block of up to 128 doubles sequentially below 8 entries and
+    otherwise in eight interleaved partial sums, added pairwise, then the remainder in
+    order (``pairwise_sum`` in its loops); a test holds this to numpy over many vectors.
+    """
+    n = len(v)
+    if n < 8:
+        total = 0.0
+        for x in v:
+            total += x
+        return total
+    r0, r1, r2, r3, r4, r5, r6, r7 = v[:8]
+    end = n - n % 8
+    for i in range(8, end, 8):
+        r0 += v[i]
+        r1 += v[i + 1]
+        r2 += v[i + 2]
+        r3 += v[i + 3]
+        r4 += v[i + 4]
+        r5 += v[i + 5]
+        r6 += v[i + 6]
+        r7 += v[i + 7]
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for x in v[end:]:
+        total += x
+    return total
+
+
+def _diagnose(p: NDArray[np.float64], name: str, total: float) -> None:
+    """Raise the error of a vector whose sum is not finite or that has a negative entry."""
     if not np.isfinite(p).all():
         bad = int(np.flatnonzero(~np.isfinite(p))[0])
         raise ValueError(
             f"`probs` of select {name!r} must be finite; found {p[bad]} at index {bad}"
         )
-    bad = int(np.flatnonzero(p < 0)[0])
-    raise ValueError(
-        f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+    negative = np.flatnonzero(p < 0)
+    if negative.shape[0]:
+        bad = int(negative[0])
+        raise ValueError(
+            f"`probs` of select {name!r} must be non-negative; found {p[bad]} at index {bad}"
+        )
+    raise ValueError(  # finite entries whose float64 sum overflows
+        f"`probs` of select {name!r} sums to {total} in float64 (largest entry "
+        f"{float(p.max())!r}); scale the scores down before passing them"
     )
 
 
@@ -176,16 +223,22 @@ def select(
                         f"select {name!r} with {n} candidates"
                     )
     generator = run.generator
-    keys = pool.keys if generator is _noise.GENERATOR_ID else _noise.keys_for(pool, generator)
-    draws = _noise.gumbel(keys, run.seed, name, step)
-    n_zero = n - int(_count_nonzero(p))
+    if generator is _noise.GENERATOR_ID:
+        draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_POOL
+                 else _noise.gumbel(pool.keys, run.seed, name, step))
+    else:
+        draws = _noise.gumbel(_noise.keys_for(pool, generator), run.seed, name, step)
+    # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
+    n_zero = p.tolist().count(0.0) if n <= _SMALL_POOL else n - int(_count_nonzero(p))
     if forced:
         choice = forced_choice
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
             choice = int((_log(p) + draws).argmax())
     else:  # no zero, no warning to silence: errstate costs ~1.5 µs
-        choice = int((_log(p) + draws).argmax())  # the method skips np.argmax's wrapper
+        scores = _log(p)
+        scores += draws  # in place: the same sums, one array fewer
+        choice = int(scores.argmax())  # the method skips np.argmax's wrapper
     window = window_in(run)
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")

@@ -13,9 +13,10 @@ A/B of two checkouts, processes alternating (the script uses only the public API
         (cd /tmp && PYTHONPATH=$tree python $OLDPWD/tests/benchmarks/bench_cpu_ab.py select)
     done; done
 
-``select`` rows: a cached pool at N = 10 and N = 1,000 against numpy's Gumbel-max of the
-same size (caller thread; then all threads, the writer flushed inside the clock), and a
-fresh pool of 1,000 new ids per call against the cached pool's ``select``.
+``select`` rows: a cached pool at N = 10, N = 32 (the largest vector ``select`` draws
+without numpy passes) and N = 1,000 against numpy's Gumbel-max of the same size (caller
+thread; then all threads, the writer flushed inside the clock), and a fresh pool of 1,000
+new ids per call against the cached pool's ``select``.
 ``windows`` rows: a positional call, a keyword call and an awaited coroutine window,
 each against its undecorated twin.
 """
@@ -60,7 +61,7 @@ def select_rows(folder: str) -> dict[str, Row]:
     rng = np.random.default_rng(0)
     out: dict[str, Row] = {}
     with al.record(os.path.join(folder, "s.zst"), seed=1):
-        for n, number in ((10, 4000), (1000, 1000)):
+        for n, number in ((10, 4000), (32, 3000), (1000, 1000)):
             ids = [f"doc-{i:04d}" for i in range(n)]
             p = rng.dirichlet(np.ones(n))
 

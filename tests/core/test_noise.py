@@ -96,3 +96,32 @@ def test_integer_array_pools_match_integer_list_pools() -> None:
     assert _noise.pool(arr, 10).hash == _noise.pool(list(range(10, 20)), 10).hash
     np.testing.assert_array_equal(_noise.pool(arr, 10).keys,
                                   _noise.pool(list(range(10, 20)), 10).keys)
+
+
+def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> None:
+    def reference(seed: int, stream: str, step: int) -> int:
+        f = _noise.fmix64
+        return f(f((seed & (2**64 - 1)) ^ _noise.stream_key(stream)) ^ f(step + _noise._PHI))
+
+    steps = [70_000, 3, 0, 65_535, 65_536, 2**64 + 5, -1, -(2**63), 12_345, 1, 2]
+    for step in steps + list(range(0, 200_000, 997)):
+        for seed in (0, 7, -5, 2**64 - 1):
+            assert _noise.step_base(seed, "doc", step) == reference(seed, "doc", step), step
+    assert len(_noise._step_words) <= _noise._STEP_WORDS
+
+
+def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An empty cache: a freed list of an earlier test may have left an entry at this id.
+    monkeypatch.setattr(_noise, "_list_cache", {})
+    ids = [f"once-{i}" for i in range(50)]
+    first = _noise.pool(ids, 50)
+    assert id(ids) not in _noise._list_cache  # a fresh pool costs no private copy
+    assert _noise.pool(ids, 50) is first  # the pool cache knows it: now the list is copied
+    assert _noise._list_cache[id(ids)] == (ids, first)
+    assert _noise.pool(ids, 50) is first
+    ids[0] = "changed"  # mutated in place: its copy differs, so it is a new pool
+    changed = _noise.pool(ids, 50)
+    assert changed.ids[0] == "changed" and changed.hash != first.hash
+    np.testing.assert_array_equal(changed.keys[1:], first.keys[1:])

@@ -196,6 +196,63 @@ def test_equal_keys_of_distinct_ids_are_not_taken_for_a_repeated_id(
     # Uniqueness is proven by distinct keys; equal keys fall back to comparing the ids.
     monkeypatch.setattr(_noise, "pool_keys", lambda ids, array=None, kinds=None: np.zeros(
         len(ids), dtype=np.uint64))
+    monkeypatch.setattr(_noise, "_joined_keys", lambda joined, n: np.zeros(n, np.uint64))
     assert _noise.pool(("p", "q", "r"), 3).ids == ("p", "q", "r")
+    assert _noise.pool((1, 2, 3), 3).ids == (1, 2, 3)
     with pytest.raises(ValueError, match="`candidates` must be unique ids; 'p' appears"):
         _noise.pool(("p", "q", "p"), 3)
+    with pytest.raises(ValueError, match="`candidates` must be unique ids; 2 appears"):
+        _noise.pool((1, 2, 2), 3)
+
+
+NUL_JOINED_POOLS: list[list[str]] = [
+    [f"d{i}" for i in range(1000)],                      # 2 to 4 bytes: one word, masked
+    [f"doc-{i:04d}" for i in range(64)],                 # exactly one word each
+    [f"document-{i}" for i in range(300)],               # two words, many lengths
+    ["", "a", "ab" * 4, "abc" * 3, "x" * 255, "y" * 256],  # empty, word edges, table edge
+    ["é", "naïve", "日本語", "🙂" * 3, "Ωmega-long-id"],   # UTF-8 lengths, not characters
+    ["L" * 513, "M" * 4000, "n"],                        # longer than the cached constants
+    ["ab", "c", "def"],                                  # total as if one length: it is not
+    ["é" * 5, "ü" * 5],                                  # one length in bytes, 10 each
+    [f"id-{i:013d}" for i in range(40)],                 # one length over two words
+    ["same-len"] + [f"other{i}" for i in range(3)],      # 8 bytes, then 6
+]
+
+
+@pytest.mark.parametrize("ids", NUL_JOINED_POOLS, ids=lambda p: repr(p[:2])[:30])
+def test_keys_from_the_nul_joined_ids_equal_the_per_id_definition(ids: list[str]) -> None:
+    joined = _noise.nul_joined(ids)
+    assert joined == "\0".join(ids)
+    np.testing.assert_array_equal(_noise._joined_keys(joined, len(ids)), _reference(ids))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(_noise.pool_keys(tuple(ids)), _reference(ids))  # type: ignore[arg-type]
+
+
+def test_only_str_pools_free_of_nul_are_named_by_their_joined_ids() -> None:
+    assert _noise.nul_joined(["a", "b"]) == "a\0b"
+    assert _noise.nul_joined(["a\0b"]) is None  # would read as two ids
+    assert _noise.nul_joined(["a", 1]) is None and _noise.nul_joined([b"a"]) is None
+    # so a pool with a NUL inside an id is not the pool of the ids around it
+    one, two = _noise.pool(["a\0b"], 1), _noise.pool(["a", "b"], 2)
+    assert one.ids == ("a\0b",) and two.ids == ("a", "b") and one.hash != two.hash
+    np.testing.assert_array_equal(one.keys, _reference(["a\0b"]))
+
+
+def test_a_pool_is_the_same_whether_given_as_a_list_a_tuple_or_a_str_array() -> None:
+    ids = [f"q{i}" for i in range(40)]
+    pools = [_noise.pool(ids, 40), _noise.pool(tuple(ids), 40),
+             _noise.pool(np.array(ids), 40)]
+    assert {p.hash for p in pools} == {pools[0].hash}
+    assert all(p.ids == tuple(ids) for p in pools)
+    # the Blob is the canonical msgpack list of the ids, whatever sequence carried them
+    assert pools[0].encoded == msgspec.msgpack.encode(ids)
+    assert pools[0].hash == hashlib.sha256(msgspec.msgpack.encode(ids)).digest()
+
+
+def test_a_str_subclass_id_keys_and_encodes_like_the_str() -> None:
+    class Doc(str):
+        pass
+
+    ids = ["s-a", "s-b", "s-c"]
+    mine = _noise.pool([Doc(i) for i in ids], 3)
+    np.testing.assert_array_equal(mine.keys, _reference(ids))  # type: ignore[arg-type]
+    assert mine.encoded == msgspec.msgpack.encode(ids)
