@@ -27,14 +27,19 @@ from agentlog._records import (
     WindowEnter,
     WindowExit,
 )
+from agentlog._scrub import is_credential_name, scrub_text
 from tests.conftest import of_type
 
+# Credentials are redacted by design (tests/core/test_secrets.py): a key named like one
+# ("APIKEY", which Hypothesis found once) or a string in a key format does not read back
+# equal, so the round trip is stated for everything else.
+texts = st.text(max_size=20).filter(lambda t: scrub_text(t) == t)
+names = st.text(max_size=8).filter(lambda k: not is_credential_name(k))
 scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-           | st.floats(allow_nan=False) | st.text(max_size=20) | st.binary(max_size=20))
+           | st.floats(allow_nan=False) | texts | st.binary(max_size=20))
 artifacts = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(names, inner, max_size=4),
     max_leaves=12,
 )
 arrays = hnp.arrays(
@@ -73,7 +78,7 @@ def blob_or_inline(trace: Any, inline: bytes | None, h: bytes) -> bytes:
 
 
 @SETTINGS
-@given(value=artifacts, array=arrays, meta=st.dictionaries(st.text(max_size=5), scalars,
+@given(value=artifacts, array=arrays, meta=st.dictionaries(names, scalars,
                                                            max_size=3),
        seed=st.integers(0, 2**64 - 1))
 def test_windows_tools_and_runs_read_back_equal(value: Any, array: np.ndarray,
