@@ -203,7 +203,8 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
             out = fast_encode(result)
         except (TypeError, NotImplementedError, OverflowError, ValueError):
             out = None
-        if out is None or may_change_payload(result, out, run.secrets):
+        if out is None or (may_hold_secret(out, run.secrets) if len(out) < LONG_PAYLOAD
+                           else may_change_payload(result, out, run.secrets)):
             _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
             return
         exit_hash = sha256(out).digest()
@@ -376,7 +377,8 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
                 out = fast_encode(result)
             except (TypeError, NotImplementedError, OverflowError, ValueError):
                 out = None
-            if out is None or may_change_payload(result, out, run.secrets):
+            if out is None or (may_hold_secret(out, run.secrets) if len(out) < LONG_PAYLOAD
+                               else may_change_payload(result, out, run.secrets)):
                 _safe_close(st, EXIT_OK, result, None)  # the general path scrubs, or marks
                 return result
             exit_hash = sha256(out).digest()

@@ -19,8 +19,9 @@ Two clocks: the calling thread's CPU (``time.thread_time``: what the agent's thr
 and the process's (``time.process_time`` with the writer flushed and the span processor
 force-flushed inside the clock: the writer's and the exporter's threads included). The
 window's OTel overhead is ``(window + OTel) - (raw span)``, next to the window's own cost
-without spans, ``window - bare``; the difference between the two is what the span glue
-(parent context, attribute building, the receipt computed on the caller) adds.
+without spans, ``window - bare``, each the median of the differences paired round by round
+(with its quartiles); the difference between the two is what the span glue (parent
+context, attribute building, the receipt computed on the caller) adds.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from agentlog import _otel
 FIVE = {"agentlog.window": "bench", "agentlog.run_id": "0" * 32,
         "agentlog.entry_hash": "a" * 64, "agentlog.exit_hash": "b" * 64,
         "agentlog.receipt": "c" * 64}
-ROUNDS = 15
+ROUNDS = 25
 NUMBER = 2_000
 
 
@@ -110,8 +111,18 @@ def measure(folder: str) -> dict[str, dict[str, float]]:
                     _otel.set_provider_override(previous)
     finally:
         provider.shutdown()
-    return {clock: {k: statistics.median(v) for k, v in rows.items()}
-            for clock, rows in samples.items()}
+    out: dict[str, dict[str, float]] = {}
+    for clock, rows in samples.items():
+        m = {k: statistics.median(v) for k, v in rows.items()}
+        # Paired within each round (the four batches of a round ran back to back), so the
+        # load's drift from round to round cancels out of the differences.
+        over = [w - r for w, r in zip(rows["window + OTel"], rows["raw span"], strict=True)]
+        own = [w - b for w, b in zip(rows["window"], rows["bare"], strict=True)]
+        m["over raw (paired median)"] = statistics.median(over)
+        m["over raw q25"], _, m["over raw q75"] = statistics.quantiles(over, n=4)
+        m["window own (paired median)"] = statistics.median(own)
+        out[clock] = m
+    return out
 
 
 def main() -> None:
@@ -123,12 +134,13 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; medians of {ROUNDS} batches of {NUMBER} "
           "calls, CPU µs per call")
     for clock, m in result.items():
-        own = m["window"] - m["bare"]
-        over = m["window + OTel"] - m["raw span"]
+        own = m["window own (paired median)"]
+        over = m["over raw (paired median)"]
         print(f"{clock:<12} bare {m['bare']:6.2f}  window {m['window']:6.2f}  raw span "
               f"{m['raw span']:6.2f}  window + OTel {m['window + OTel']:6.2f}")
         print(f"{'':<12} window over a raw span with the same attributes: {over:+6.2f} µs "
-              f"(the window alone costs {own:+6.2f} µs; span glue {over - own:+6.2f} µs)")
+              f"(quartiles {m['over raw q25']:+.2f} to {m['over raw q75']:+.2f}; the window "
+              f"alone costs {own:+6.2f} µs; span glue {over - own:+6.2f} µs)")
 
 
 if __name__ == "__main__":
