@@ -231,7 +231,8 @@ def replay_command(
     cache: Annotated[
         Path | None,
         typer.Option("--cache", help="Exact-input model cache (SQLite) the scorers' model "
-                     "calls go through.", show_default=False),
+                     "calls go through (with --design: the re-entered windows' calls; "
+                     "read only under --mode frozen).", show_default=False),
     ] = None,
     frozen: Annotated[
         bool, typer.Option("--frozen", help="Every model call must come from --cache; a "
@@ -267,7 +268,7 @@ def replay_command(
         raise typer.Exit(run_design_replay(
             traces, design=design, seeds=seeds, mode=mode, window=window, app=app,
             score=score, out=out, concurrency=concurrency, executor=executor.value,
-            as_json=as_json))
+            as_json=as_json, cache=cache, frozen=frozen))
     if not channel:
         fail("agentlog replay: pass --channel NAME (repeatable): the registered channels to "
              "score the window's states under")

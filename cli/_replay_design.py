@@ -58,19 +58,35 @@ def _function(name: str) -> Any:
 def run_design_replay(
     traces: list[Path], *, design: list[str], seeds: int, mode: str, window: str | None,
     app: str | None, score: str | None, out: Path, concurrency: int, executor: str,
-    as_json: bool,
+    as_json: bool, cache: Path | None = None, frozen: bool = False,
 ) -> int:
     """Run ``intervene`` for the command line; print its summary; return the exit code."""
     from agentlog.replay import (
         AppImportError,
         AppNotGivenError,
+        ModelCache,
         NotRegisteredError,
         intervene,
         parse_design,
         resolve_app,
     )
 
+    store = None
     try:
+        if frozen:
+            raise BadInput("--frozen is for channel replays; with --design say --mode frozen "
+                           "(the default: every model call served from the recording, and "
+                           "from --cache when given)")
+        if cache is not None:
+            if mode == "frozen" and not cache.is_file():
+                raise BadInput(f"--cache {cache}: no such file; with --mode frozen the cache "
+                               "is only read (build it with a live replay, or "
+                               "ModelCache.from_traces)")
+            if executor == "ray":
+                raise BadInput("--cache with --executor ray: the cache is a file of this "
+                               "machine and does not reach Ray's workers; use --executor "
+                               "local, or leave --cache out")
+            store = ModelCache(cache, mode="read-only" if mode == "frozen" else "read-write")
         if window is None:
             raise BadInput("--design needs --window NAME: the window to re-enter under each "
                            "arm (agentlog inspect TRACE lists the windows)")
@@ -87,12 +103,16 @@ def run_design_replay(
         try:
             run = intervene(paths, window=window, arms=parsed, out=out, app=module.__name__,
                             mode=mode, scores=scores, concurrency=concurrency,  # type: ignore[arg-type]
-                            executor=executor, progress=not as_json)  # type: ignore[arg-type]
+                            executor=executor, progress=not as_json,  # type: ignore[arg-type]
+                            cache=store)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
     except (BadInput, AppNotGivenError, AppImportError, NotRegisteredError,
             al.MissingDependencyError) as exc:
         fail(f"agentlog replay: {exc}")
+    finally:
+        if store is not None:
+            store.close()
     s = run.summary.to_dict()
     result: dict[str, Any] = {
         **s, "out": str(run.out), "window": window, "mode": run.mode,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import agentlog as al
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.replay import read_units
 from tests.cli._cli import invoke
@@ -70,3 +71,37 @@ def test_the_default_frozen_mode_serves_the_agents_own_arm_and_fails_closed_else
     units = read_units(tmp_path / "o" / "units.zst")
     (failed,) = [u for u in units.values() if u.status == "failed"]
     assert failed.provenance["arm"] == "selection=uniform,stopping=adaptive"
+
+
+def test_a_design_replay_reads_the_model_cache_given_with_cache(tmp_path: Path) -> None:
+    from agentlog.adapters import openai as adapter
+    from agentlog.replay import ModelCache
+    from tests.adapters._providers import FakeProvider, openai_client
+    from tests.replay import test_intervene_modes as modes
+
+    with al.record(tmp_path / "src.zst", seed=5, task="t0", mode="w"):
+        modes.tuned([0.2, 0.9])  # the recording asks the model at one temperature
+    with ModelCache(tmp_path / "cache.sqlite") as cache:  # the other one, cached elsewhere
+        adapter.wrap(openai_client(FakeProvider()), cache=cache).chat.completions.create(
+            **{**modes.ASK, "temperature": 0.9}, messages=[{"role": "user", "content": "q"}])
+        adapter.wrap(openai_client(FakeProvider()), cache=cache).chat.completions.create(
+            **{**modes.ASK, "temperature": 0.2}, messages=[{"role": "user", "content": "q"}])
+    modes.SERVER.provider.requests.clear()
+    modes.SERVER.down = True  # nothing may run live
+    try:
+        base = ("replay", tmp_path / "src.zst", "--window", "modes_tuned", "--app",
+                modes.APP_HERE, "--design", "selection=agent,uniform", "--seeds", "4", "--json")
+        control = invoke(*base, "--out", tmp_path / "plain")
+        assert control.exit_code == 1, control.output  # some arm asks what was not recorded
+        assert json.loads(control.stdout)["failed"] >= 1
+        served = invoke(*base, "--out", tmp_path / "cached", "--cache",
+                        tmp_path / "cache.sqlite")
+        assert served.exit_code == 0, served.output
+        assert json.loads(served.stdout)["failed"] == 0
+        assert modes.SERVER.provider.count == 0
+        missing = invoke(*base, "--out", tmp_path / "o", "--cache", tmp_path / "none.sqlite")
+        assert missing.exit_code == 2 and "no such file" in missing.output
+        frozen = invoke(*base, "--out", tmp_path / "o", "--frozen")
+        assert frozen.exit_code == 2 and "--mode frozen" in frozen.output
+    finally:
+        modes.SERVER.down = False
