@@ -4,7 +4,9 @@
 return the same client with its calls recorded as ``LLMCall`` records in the current
 window (through ``agentlog.llm_call``) and, given ``cache=ModelCache(...)``, served through
 the exact-input cache. ``choice_probs(response, labels)`` turns option-token logprobs into
-the candidate vector ``agentlog.select`` takes. The SDKs are imported only when used.
+the candidate vector ``agentlog.select`` takes. ``observe_calls()`` counts a block's
+model calls by who served them (provider, model, serving fingerprint): replays store that
+with each unit's scores. The SDKs are imported only when used.
 
 Example:
     >>> from agentlog.adapters import ChoiceProbs, choice_probs
