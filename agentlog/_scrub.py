@@ -47,6 +47,8 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Collection, Mapping
+from itertools import chain, compress, repeat
+from operator import contains, is_
 from typing import Any
 
 import msgspec
@@ -189,7 +191,14 @@ def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
         return False
     # bytes.lower() first: it is ASCII-only and 20x faster than str.lower() on text with
     # bytes >= 0x80 (every msgpack header), which takes the full Unicode path.
-    return _has_needle(data.lower().decode("latin-1"))
+    return _has_needle(data.lower().decode("latin-1")) or _KELVIN in data
+
+
+# str.lower() turns one non-ASCII character into an ASCII letter of a stem: the Kelvin
+# sign into "k" (U+0130 gives "i" plus a combining dot, which no stem matches). The
+# scrubber's own stem test lowers str, so "api_\u212aey=..." is scrubbed; bytes.lower()
+# does not fold it, and the prefilters count its UTF-8 bytes instead.
+_KELVIN = "\u212a".encode()
 
 
 # From this size on, ``may_change``'s four markers and its walk over the keys cost less
@@ -217,9 +226,9 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
 
     ``data`` is ``obj``'s canonical encoding. False guarantees that ``scrub_value(obj,
     known)`` returns ``obj`` unchanged. Without the markers a string rule needs (``sk-``,
-    ``bearer``, ``://`` with ``@``, ``=``) and without a known secret, only the names rule
-    can apply, and a walk over the mapping keys that copies nothing and caches each
-    name's verdict decides. A model response names ``prompt_tokens`` and a
+    ``bearer``, ``://`` with ``@``, a query name such as ``key=``) and without a known
+    secret, only the names rule can apply, and a walk over the mapping keys that copies
+    nothing and caches each name's verdict decides. A model response names ``prompt_tokens`` and a
     logprob entry's ``token`` many times: without this every call would pay the copying
     walk over every string and number.
     """
@@ -231,11 +240,12 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
     # The markers are searched in the raw bytes: ``_SK`` and ``_BEARER`` are case-sensitive
     # ("sk-", "[Bb]earer"), so lowering 4 KB of prompt first would only cost time, and a
     # one-literal regex search runs about twice as fast as ``in`` on CPython 3.11.
-    if (_SK_MARK(data) is not None or _BEARER_MARK(data) is not None or b"=" in data
+    if (_SK_MARK(data) is not None or _BEARER_MARK(data) is not None
+            or (b"=" in data and _query_mark(data))
             or (b"@" in data and b"://" in data)):
         # A string rule may apply; each needs one of the stems (and so does every
         # credential name), so without a stem nothing can change.
-        return _has_needle(data.lower().decode("latin-1"))
+        return _has_needle(data.lower().decode("latin-1")) or _KELVIN in data
     # No string rule can fire: only a credential-named key could, and the walk decides
     # (cheaper than the ten stem searches on a long prompt).
     return _has_credential_key(obj, 0)
@@ -243,7 +253,40 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
 
 _SK_MARK = re.compile(rb"sk-").search
 _BEARER_MARK = re.compile(rb"earer").search
+# ``_QUERY``'s parameter names all end in one of these before their "=". A lone b"=" was
+# the marker before, but it is also the byte 0x3d, found in nearly every msgpack body
+# with a few hundred floats or ints (a logprob response, a vLLM body's token ids), which
+# then paid the copying walk (~5 ms for 20 x 20 logprobs). On str, ``re.IGNORECASE``
+# also folds the Kelvin sign and the long s to "k" and "s": their UTF-8 bytes count too.
+_QUERY_NAME_ENDS = (b"key", b"token", b"auth", b"password", b"secret")
+_UNICODE_FOLDS = (_KELVIN, "\u017f".encode())  # K (Kelvin), ſ (long s)
+
+
+def _query_mark(data: bytes) -> bool:
+    """Whether ``_QUERY`` could match a string encoded in ``data`` (True when unsure)."""
+    # A look at the 8 bytes before each "=" (about one in 256 bytes of floats): an
+    # IGNORECASE alternation over a 16 KB body cost ~1 ms, ~25x this loop. Past
+    # _MAX_EQUALS of them (base64 padding, "=====" rules) it gives up: True, as before.
+    if _KELVIN in data or _UNICODE_FOLDS[1] in data:
+        return True
+    at = data.find(b"=")
+    for _ in range(_MAX_EQUALS):
+        if at < 0:
+            return False
+        if data[max(at - 8, 0):at].lower().endswith(_QUERY_NAME_ENDS):
+            return True
+        at = data.find(b"=", at + 1)
+    return at >= 0
+
+
+_MAX_EQUALS = 64
+
+
 _PLAIN = (str, int, float, bool, type(None), bytes)
+_PLAIN_TYPES: frozenset[type] = frozenset(_PLAIN)
+# The types the walk looks into; any other (a Mapping that is not a dict, a set, a Struct,
+# a dataclass, a pydantic model, a SecretStr, a str subclass) makes it answer "unsure".
+_WALKED_TYPES: frozenset[type] = _PLAIN_TYPES | {dict, list, tuple}
 # Key names already found not to be credentials: a dict whose keys are all here costs one
 # set difference in C instead of a Python loop over its keys. Bounded; "token" (a
 # credential name) never enters it, so the logprob exemption is decided per mapping.
@@ -259,24 +302,12 @@ def _has_credential_key(obj: Any, depth: int) -> bool:
         return True
     kind = type(obj)
     if kind is dict:
-        # issuperset iterates the dict's keys in C (``keys() - set`` would iterate the set).
-        # A logprob entry ({"token", "logprob", "bytes", "top_logprobs"}) keeps its
-        # "token" (the exemption), so its names are tested against the set that adds it.
-        if not _safe_names.issuperset(obj) and not (
-            _LOGPROB in obj and _safe_logprob_names.issuperset(obj)
-        ):
-            for k in obj:
-                if k in _safe_names or type(k) is not str or (
-                    k == _LOGPROB_TOKEN and _LOGPROB in obj
-                ):
-                    continue
-                if is_credential_name(k):
-                    return True
-                if len(_safe_names) < _MAX_SAFE_NAMES:
-                    _safe_names.add(k)
-                    _safe_logprob_names.add(k)
+        if _has_credential_name(obj):
+            return True
         values: Any = obj.values()
     elif kind is list or kind is tuple:
+        if len(obj) >= _BATCH:
+            return _level_has_credential_key(obj, depth + 1)
         values = obj
     else:
         # Other mappings, sets, Structs, dataclasses, pydantic models, SecretStr: the walk.
@@ -288,6 +319,80 @@ def _has_credential_key(obj: Any, depth: int) -> bool:
                 return True
         elif t not in _PLAIN:
             return True
+    return False
+
+
+# From this many items on, a list is walked by ``_level_has_credential_key``; below it the
+# few C calls per depth cost more than the Python loop over the items (measured).
+_BATCH = 8
+
+
+def _level_has_credential_key(level: Collection[Any], depth: int) -> bool:
+    """``_has_credential_key`` for the values of ``level``, all at ``depth``.
+
+    The values are walked one depth at a time: all the values at one depth are one list,
+    and the per-item work (their types, the dicts' key sets, the next depth's values) runs
+    in C through ``map``, ``compress`` and ``chain``. A model response is mostly lists of
+    logprob entries (20 tokens x 20 top logprobs: ~420 small dicts), on which the Python
+    loop per dict above pays a call and two set tests per dict and per ``bytes`` list.
+    """
+    while True:
+        types = set(map(type, level))
+        if types <= _PLAIN_TYPES:
+            return False
+        if not types <= _WALKED_TYPES or depth > _MAX_DEPTH:
+            # _scrub redacts every container below _MAX_DEPTH, and walks the other types.
+            return True
+        dicts: Any = ()
+        if dict in types:
+            dicts = (level if len(types) == 1
+                     else list(compress(level, map(is_, map(type, level), repeat(dict)))))
+            if not _dicts_keep_their_keys(dicts):
+                return True
+        values = chain.from_iterable(map(dict.values, dicts))
+        if list in types or tuple in types:
+            seqs = compress(level, map(_SEQUENCE_TYPES.__contains__, map(type, level)))
+            values = chain(values, chain.from_iterable(seqs))
+        level = list(values)
+        depth += 1
+
+
+_SEQUENCE_TYPES: frozenset[type] = frozenset({list, tuple})
+
+
+def _dicts_keep_their_keys(dicts: Collection[dict[Any, Any]]) -> bool:
+    """True when ``_scrub_map`` redacts no key of any of ``dicts`` (exact dicts)."""
+    if all(map(_safe_names.issuperset, dicts)):
+        return True
+    # A list of logprob entries: each keeps its "token" (it also holds "logprob").
+    if all(map(contains, dicts, repeat(_LOGPROB))) and all(
+            map(_safe_logprob_names.issuperset, dicts)):
+        return True
+    return not any(map(_has_credential_name, dicts))
+
+
+def _has_credential_name(obj: dict[Any, Any]) -> bool:
+    """Whether ``_scrub_map`` redacts a key of ``obj`` (True when unsure)."""
+    # issuperset iterates the dict's keys in C (``keys() - set`` would iterate the set).
+    # A logprob entry ({"token", "logprob", "bytes", "top_logprobs"}) keeps its
+    # "token" (the exemption), so its names are tested against the set that adds it.
+    if _safe_names.issuperset(obj) or (
+            _LOGPROB in obj and _safe_logprob_names.issuperset(obj)):
+        return False
+    for k in obj:
+        if type(k) is not str:
+            if isinstance(k, str):
+                # A str subclass: _scrub_map tests its name (the walk before this one
+                # skipped it, and {S("api_key"): ...} was redacted behind a False).
+                return True
+            continue  # an int or other non-str key is never a credential name
+        if k in _safe_names or (k == _LOGPROB_TOKEN and _LOGPROB in obj):
+            continue
+        if is_credential_name(k):
+            return True
+        if len(_safe_names) < _MAX_SAFE_NAMES:
+            _safe_names.add(k)
+            _safe_logprob_names.add(k)
     return False
 
 
