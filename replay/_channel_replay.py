@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import itertools
 import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -525,18 +526,20 @@ def rederive_channel_replay(
                                (f"{out} holds no channel-replay unit"
                                 + (f" of window {window!r}" if window else ""),))
     waves = 1 + max(int(u.provenance["wave"]) for u in in_window)
-    units: list[Unit] = []
+    plans: list[Iterator[Unit]] = []  # streamed: one unit's states in memory at a time
     for name in names:  # each channel with the layouts the output holds of it
         held = [int(u.provenance["layout"]) for u in in_window
                 if u.provenance["channel"] == name]
         layouts = 1 + max(held) if held else None
-        units += _prepare(traces, [name], window, app, layouts, waves, start)[0]
+        plans.append(_prepare(traces, [name], window, app, layouts, waves, start)[0])
+    planned = 0
     opened = (ModelCache(cache, mode="read-only") if isinstance(cache, str | os.PathLike)
               else cache)
     sealed = failed = missing = mismatched = 0
     problems: list[str] = []
     try:
-        for unit in units:
+        for unit in itertools.chain.from_iterable(plans):
+            planned += 1
             found = stored.get(unit.key)
             if found is None:
                 missing += 1
@@ -561,7 +564,7 @@ def rederive_channel_replay(
     finally:
         if opened is not None and opened is not cache:
             opened.close()
-    return RederivedReplay(str(out), window, tuple(names), len(units), sealed, failed,
+    return RederivedReplay(str(out), window, tuple(names), planned, sealed, failed,
                            missing, sealed, mismatched, tuple(problems))
 
 

@@ -292,3 +292,31 @@ def test_a_channel_replay_of_a_missing_window_writes_nothing(trace: Path,
         replay_channels(trace, ["lazy-direct"], window="lazy-nope", out=out, app=APP,
                         progress=False)
     assert not out.exists()
+
+
+def test_rederiving_a_channel_replay_streams_its_plan(
+        trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlog.replay import _channel_replay as chrep
+    from agentlog.replay import rederive_channel_replay
+
+    out = tmp_path / "out.zst"
+    replay_channels(trace, ["lazy-direct"], window="lazy-step", out=out, app=APP,
+                    progress=False)
+    made = 0
+    unit, derive = chrep._unit, chrep._derive_again
+    ahead: list[int] = []
+
+    def counting(*args: Any) -> Unit:
+        nonlocal made
+        made += 1
+        return unit(*args)
+
+    def noting(u: Unit, ctx: UnitContext) -> list[UnitScore]:
+        ahead.append(made - len(ahead))
+        return derive(u, ctx)
+
+    monkeypatch.setattr(chrep, "_unit", counting)
+    monkeypatch.setattr(chrep, "_derive_again", noting)
+    checked = rederive_channel_replay(trace, out, app=APP)
+    assert (checked.planned, checked.rederived, checked.mismatched) == (18, 18, 0)
+    assert ahead == [1] * 18  # each unit planned just before it is derived again
