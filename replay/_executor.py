@@ -470,7 +470,8 @@ def run_units(
             checked whole (every unit's data and key, no duplicate key), so bad units fail
             before anything runs, and the progress bar knows its total. Any other
             iterable (a generator) is read once: a unit is checked when it is reached,
-            and a bad unit or a repeated key raises then, before that unit runs, after the
+            and a bad unit, a repeated key or an error the iterable itself raises (a
+            trace that cannot be read) is raised then, before that unit runs, after the
             units before it have run and been written (a re-run after the fix skips
             them); the bar shows a running count.
         job: ``"module:qualname"`` of ``job(unit, ctx) -> Sequence[UnitScore]`` (sync or

@@ -201,6 +201,20 @@ def test_a_bad_unit_in_a_generator_fails_when_reached_with_the_units_before_writ
     assert not (tmp_path / "other.zst").exists()
 
 
+def test_an_error_the_generator_raises_stops_the_replay_after_the_units_before_it(
+        tmp_path: Path) -> None:
+    out = tmp_path / "o.zst"
+
+    def units() -> Iterator[Unit]:
+        yield from (_unit(i) for i in range(9))
+        raise OSError("trace src.zst: truncated frame at byte 4096")
+
+    with pytest.raises(OSError, match=r"truncated frame at byte 4096"):
+        run_units(units(), JOB, out=out, concurrency=2, progress=False)
+    assert sorted(read_units(out)) == [f"u{i:04d}" for i in range(9)]
+    assert al.verify(out).ok
+
+
 def test_an_empty_or_fully_sealed_generator_opens_no_cache(tmp_path: Path) -> None:
     out = tmp_path / "o.zst"
     empty = run_units(iter(()), JOB, out=out, progress=False, cache=tmp_path / "c.sqlite")
