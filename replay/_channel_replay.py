@@ -48,9 +48,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import itertools
 import numbers
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -75,6 +76,7 @@ __all__ = [
     "RederivedReplay",
     "areplay_channels",
     "ascore_channel_unit",
+    "iter_channel_units",
     "plan_channel_units",
     "rederive_channel_replay",
     "replay_channels",
@@ -148,6 +150,9 @@ def plan_channel_units(traces: TraceSource, channels: Iterable[str], *, window: 
                        layouts: int | None = None, waves: int = 1) -> list[Unit]:
     """The units of a channel replay, in order: transition, channel, layout, wave.
 
+    A list of ``iter_channel_units``: it holds every unit's payload (both frozen states of
+    each transition) at once; a replay of a big trace iterates instead.
+
     Args:
         traces: a ``Trace``, a trace file, a folder or a list of them.
         channels: registered channel names.
@@ -162,15 +167,37 @@ def plan_channel_units(traces: TraceSource, channels: Iterable[str], *, window: 
         agentlog.replay.WindowNotFoundError: the traces hold no completed ``window``.
         ValueError: bad ``layouts``/``waves``, or no channel.
     """
+    return list(iter_channel_units(traces, channels, window=window, layouts=layouts,
+                                   waves=waves))
+
+
+def iter_channel_units(traces: TraceSource, channels: Iterable[str], *, window: str,
+                       layouts: int | None = None, waves: int = 1) -> Iterator[Unit]:
+    """The units of ``plan_channel_units``, in the same order, streamed.
+
+    The traces are read as the units are taken, one transition at a time, so a replay
+    (``run_units`` takes any iterable lazily) holds the states of the transitions in
+    flight only. The arguments and the channels are checked at the call;
+    ``WindowNotFoundError`` is raised when the traces turn out to hold no instance of
+    ``window`` (at the first ``next``, after reading them).
+
+    Raises:
+        agentlog.replay.NotRegisteredError: a channel, or the scorer it names, is not
+            registered.
+        agentlog.replay.WindowNotFoundError: the traces hold no completed ``window``.
+        ValueError: bad ``layouts``/``waves``, or no channel.
+    """
     _check_counts(layouts, waves)
     resolved = _resolve_channels(channels)
-    units = []
-    for t in frozen_transitions(traces, window=window):
-        for ch, sc in resolved:
-            for layout in range(ch.layouts if layouts is None else layouts):
-                for wave in range(waves):
-                    units.append(_unit(t, ch, sc, layout, wave))
-    return units
+
+    def units() -> Iterator[Unit]:
+        for t in frozen_transitions(traces, window=window):
+            for ch, sc in resolved:
+                for layout in range(ch.layouts if layouts is None else layouts):
+                    for wave in range(waves):
+                        yield _unit(t, ch, sc, layout, wave)
+
+    return units()
 
 
 # ---------------------------------------------------------------------------- the job
@@ -293,8 +320,8 @@ async def ascore_channel_unit(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
 
 
 def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str | None,
-             layouts: int | None, waves: int, start: Path | None) -> tuple[list[Unit], str,
-                                                                           str]:
+             layouts: int | None, waves: int, start: Path | None
+             ) -> tuple[Iterator[Unit], str, str]:
     channels = [channels] if isinstance(channels, str) else list(channels)
     paths: list[Path] = []
     if isinstance(traces, str | os.PathLike):
@@ -302,7 +329,8 @@ def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str
     elif not isinstance(traces, Trace):
         paths = [Path(p) for p in traces if isinstance(p, str | os.PathLike)]
     module = resolve_app(app, traces=paths, start=start)
-    units = plan_channel_units(traces, channels, window=window, layouts=layouts, waves=waves)
+    units = iter_channel_units(traces, channels, window=window, layouts=layouts,
+                               waves=waves)
     is_async = any(sc.is_async for _, sc in _resolve_channels(channels))
     return units, module.__name__, AJOB if is_async else JOB
 
@@ -498,18 +526,20 @@ def rederive_channel_replay(
                                (f"{out} holds no channel-replay unit"
                                 + (f" of window {window!r}" if window else ""),))
     waves = 1 + max(int(u.provenance["wave"]) for u in in_window)
-    units: list[Unit] = []
+    plans: list[Iterator[Unit]] = []  # streamed: one unit's states in memory at a time
     for name in names:  # each channel with the layouts the output holds of it
         held = [int(u.provenance["layout"]) for u in in_window
                 if u.provenance["channel"] == name]
         layouts = 1 + max(held) if held else None
-        units += _prepare(traces, [name], window, app, layouts, waves, start)[0]
+        plans.append(_prepare(traces, [name], window, app, layouts, waves, start)[0])
+    planned = 0
     opened = (ModelCache(cache, mode="read-only") if isinstance(cache, str | os.PathLike)
               else cache)
     sealed = failed = missing = mismatched = 0
     problems: list[str] = []
     try:
-        for unit in units:
+        for unit in itertools.chain.from_iterable(plans):
+            planned += 1
             found = stored.get(unit.key)
             if found is None:
                 missing += 1
@@ -534,7 +564,7 @@ def rederive_channel_replay(
     finally:
         if opened is not None and opened is not cache:
             opened.close()
-    return RederivedReplay(str(out), window, tuple(names), len(units), sealed, failed,
+    return RederivedReplay(str(out), window, tuple(names), planned, sealed, failed,
                            missing, sealed, mismatched, tuple(problems))
 
 

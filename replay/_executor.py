@@ -30,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import itertools
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Literal
@@ -179,6 +180,57 @@ def _iv(out: Any, concurrency: int, executor: str, retry: RetryPolicy,
     return path
 
 
+class _Source:
+    """The units of one call, taken lazily: at most the keys are kept, never the payloads.
+
+    A ``Sequence`` is read twice. The first pass checks every unit (``encode_unit``: plain
+    data, a valid key; the bytes are dropped at once) and that no key repeats, so bad input
+    fails before anything runs; the second pass encodes each unit to do when the executor
+    takes it. Any other iterable is read once: each unit is checked and encoded when it
+    is taken, and a bad unit or a repeated key raises then (``arun_units`` documents what
+    is written by that time).
+    """
+
+    def __init__(self, units: Iterable[Unit]) -> None:
+        self.units = units
+        self.keys: set[str] = set()
+        self.total = 0  # units read so far (all of them once the input is exhausted)
+        self.skipped = 0  # of them, sealed in the output already
+        self.todo_count: int | None = None  # known up front for a Sequence only
+        self.two_pass = isinstance(units, Sequence)
+        if self.two_pass:
+            for i, unit in enumerate(units):
+                encode_unit(unit, i)  # raises on a bad unit; the bytes are not kept
+                self._add_key(unit.key)
+            self.total = len(self.keys)
+        self.maybe_any = not self.two_pass or self.total > 0
+
+    def _add_key(self, key: str) -> None:
+        if key in self.keys:
+            raise ValueError(f"unit key {key!r} appears twice in `units`; a key is a "
+                             "unit's resume identity and must be unique")
+        self.keys.add(key)
+
+    def todo(self, sealed: set[str]) -> Iterator[bytes]:
+        """The wire form of every unit not in ``sealed``, encoded as it is taken."""
+        if self.two_pass:
+            self.skipped = sum(1 for k in self.keys if k in sealed)
+            self.todo_count = self.total - self.skipped
+            return (encode_unit(unit, i) for i, unit in enumerate(self.units)
+                    if unit.key not in sealed)
+        return self._one_pass(sealed)
+
+    def _one_pass(self, sealed: set[str]) -> Iterator[bytes]:
+        for i, unit in enumerate(self.units):
+            data = encode_unit(unit, i)
+            self._add_key(unit.key)
+            self.total += 1
+            if unit.key in sealed:
+                self.skipped += 1
+                continue
+            yield data
+
+
 class _Batcher:
     """Collects finished units on the loop and writes them in batches (see the layout)."""
 
@@ -223,7 +275,7 @@ class _Batcher:
         self.bar.advance(len(batch), len(failed))
 
 
-async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurrency: int,
+async def _run_local(units: Iterator[bytes], fn: Callable[..., Any], *, concurrency: int,
                      policy: RetryPolicy, cache: ModelCache | None, frozen: bool,
                      timeout: float | None, on_done: Callable[[Outcome], None]) -> None:
     is_async = is_async_job(fn)
@@ -246,14 +298,26 @@ async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurre
 
     pool = copy_context_executor(max_workers=concurrency,
                                  thread_name_prefix="agentlog-replay")
+    bad_input: Exception | None = None
     try:
-        for data in units:
+        while True:
             await limit.acquire()
             if errors:
+                break
+            # The unit is taken (and encoded) only once a slot is free: at most
+            # `concurrency` encoded units exist at a time, whatever the input's length.
+            try:
+                data = next(units, None)
+            except Exception as exc:  # a bad unit of a one-shot input (see arun_units)
+                bad_input = exc
+                data = None
+            if data is None:
+                limit.release()
                 break
             task = asyncio.create_task(run_attempts(
                 fn, decode_unit(data), is_async=is_async, pool=pool, policy=policy, rng=rng,
                 cache=cache, frozen=frozen, timeout=timeout))
+            del data
             tasks.add(task)
             task.add_done_callback(finished)
         while tasks and not errors:
@@ -262,6 +326,10 @@ async def _run_local(units: Sequence[bytes], fn: Callable[..., Any], *, concurre
             # Not a unit failure (those are Exceptions): the job asked the whole program
             # to stop. Stop as Ctrl-C does, the finished units written, and re-raise it.
             raise errors[0]
+        if bad_input is not None:
+            # The units taken before the bad one have run and are handed to `on_done`
+            # (so they are written); the bad one and those after it never start.
+            raise bad_input
     finally:
         for task in tasks:
             task.cancel()
@@ -303,34 +371,31 @@ async def arun_units(
         raise ValueError(_NO_JOB_ID.format(job=job))
     if frozen and cache is None:
         _open_cache(cache, frozen)  # raises: say so before any work
-    wire: dict[str, bytes] = {}
-    for i, unit in enumerate(units):
-        data = encode_unit(unit, i)
-        if unit.key in wire:
-            raise ValueError(f"unit key {unit.key!r} appears twice in `units`; a key is a "
-                             "unit's resume identity and must be unique")
-        wire[unit.key] = data
-    sealed = sealed_units(path) if wire else set()
-    todo = [d for k, d in wire.items() if k not in sealed]
-    skipped = len(wire) - len(todo)
-    store = _open_cache(cache, frozen) if todo else None
+    source = _Source(units)  # a Sequence is checked whole here; an iterator as it is read
+    sealed = sealed_units(path) if source.maybe_any else set()
+    todo = source.todo(sealed)
+    first = next(todo, None)  # nothing to do: no cache opened, no Ray started
+    work = None if first is None else itertools.chain([first], todo)
+    del first  # held by `work` until dispatched, then dropped
+    store = _open_cache(cache, frozen) if work is not None else None
     stats0 = store.stats() if store is not None else {}
     writer = OutputWriter(path, system=output_system, meta=output_meta, job_id=job_id)
-    bar = Progress(len(todo), enabled=progress)
+    bar = Progress(source.todo_count, enabled=progress and work is not None)
     batcher = _Batcher(writer, bar)
     interrupted = False
     try:
-        if todo and executor == "local":
-            await _run_local(todo, fn, concurrency=concurrency, policy=retry, cache=store,
+        if work is not None and executor == "local":
+            await _run_local(work, fn, concurrency=concurrency, policy=retry, cache=store,
                              frozen=frozen, timeout=timeout, on_done=batcher.add)
-        elif todo:
+        elif work is not None:
             from ._ray_executor import run_ray
 
             assert job_id is not None
-            await run_ray(todo, job_id=job_id, app=app, concurrency=concurrency,
-                          policy=retry, cache=store, frozen=frozen, timeout=timeout,
-                          address=ray_address, num_cpus=ray_num_cpus, on_done=batcher.add,
-                          on_stats=batcher.add_stats)
+            await run_ray(work, job_id=job_id, app=app,
+                          concurrency=concurrency, policy=retry, cache=store, frozen=frozen,
+                          timeout=timeout, address=ray_address, num_cpus=ray_num_cpus,
+                          on_done=batcher.add, on_stats=batcher.add_stats,
+                          total=source.todo_count)
     except BaseException:
         interrupted = True
         raise
@@ -349,7 +414,7 @@ async def arun_units(
 
     failures = _failures(path, batcher.failures)
     return RunSummary(
-        total=len(wire), skipped=skipped, done=batcher.done, failed=len(failures),
+        total=source.total, skipped=source.skipped, done=batcher.done, failed=len(failures),
         failures=failures, cache_hits=delta("hits") + batcher.cache_hits_remote,
         cache_misses=delta("misses") + batcher.cache_misses_remote,
         live_calls=delta("upstream_calls") + batcher.live_calls,
@@ -397,7 +462,18 @@ def run_units(
     """Run every unit not yet sealed in ``out`` through ``job``; write each as a sealed run.
 
     Args:
-        units: the work (``Unit``); keys must be unique.
+        units: the work (``Unit``); keys must be unique. Any iterable, taken lazily: a
+            unit is encoded when it is dispatched (local: when a concurrency slot is free;
+            Ray: with its batch, a bounded number of batches in flight), so the engine
+            holds O(concurrency + batch) encoded payloads, whatever the input's length;
+            beyond that it keeps only the keys. A ``Sequence`` (list, tuple) is first
+            checked whole (every unit's data and key, no duplicate key), so bad units fail
+            before anything runs, and the progress bar knows its total. Any other
+            iterable (a generator) is read once: a unit is checked when it is reached,
+            and a bad unit, a repeated key or an error the iterable itself raises (a
+            trace that cannot be read) is raised then, before that unit runs, after the
+            units before it have run and been written (a re-run after the fix skips
+            them); the bar shows a running count.
         job: ``"module:qualname"`` of ``job(unit, ctx) -> Sequence[UnitScore]`` (sync or
             async), or the function itself (the Ray executor needs an importable one).
         out: the output trace; created, or appended to (``al.record(mode="a")``).
@@ -427,7 +503,8 @@ def run_units(
     Raises:
         KeyboardInterrupt: Ctrl-C. The units that finished are written and the output is
             a valid trace: run again to finish.
-        ValueError, TypeError: bad arguments or units (nothing is written).
+        ValueError, TypeError: bad arguments or units: nothing is written (for a
+            ``Sequence``), or only the units before the bad one (any other iterable).
         ImportError: ``app`` or ``job`` cannot be imported.
         RuntimeError: called from a running event loop (use ``arun_units``).
     """

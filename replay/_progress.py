@@ -11,12 +11,16 @@ from typing import Any, TextIO
 
 
 class Progress:
-    """A bar over ``total`` units, or nothing at all when ``enabled`` is False."""
+    """A bar over ``total`` units, or nothing at all when ``enabled`` is False.
 
-    def __init__(self, total: int, *, enabled: bool, description: str = "replay",
+    ``total=None`` (units read from an iterator, count unknown): a running count of the
+    units done, with their rate, and no ETA.
+    """
+
+    def __init__(self, total: int | None, *, enabled: bool, description: str = "replay",
                  stream: TextIO | None = None) -> None:
         stream = sys.stderr if stream is None else stream
-        self.enabled = enabled and total > 0 and _is_tty(stream)
+        self.enabled = enabled and (total is None or total > 0) and _is_tty(stream)
         self._bar: Any = None
         self._task: Any = None
         self.failed = 0

@@ -9,16 +9,20 @@ the same ``Score`` values and provenance; only timestamps and run ids differ.
 
 Sizing: ``T = min(concurrency, cluster CPUs)`` tasks are in flight at once, each running
 up to ``concurrency // T`` of its units at a time, so at most ``concurrency`` units run
-in the cluster; a batch holds enough units to give each task slot about four batches.
+in the cluster; a batch holds enough units to give each task slot about four batches
+(units from an iterator, count unknown: batches double from ``concurrency // T`` up to 256
+units). Batches are cut from the units as slots free up, so the driver holds at most
+``T`` batches of encoded units, never the whole input.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -119,12 +123,39 @@ def _task_failed(exc: BaseException) -> ReplayError:
         "with it on PYTHONPATH (or a Ray runtime_env)")
 
 
-async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concurrency: int,
+def batch_sizes(total: int | None, per_task: int, tasks_at_once: int) -> Iterator[int]:
+    """How many units each next batch takes.
+
+    With ``total`` known, every batch has the same size, enough for about four batches per
+    task slot. With ``total`` unknown (an iterator), sizes start at ``per_task`` and
+    double up to ``_BATCH_MAX``: a short input is still spread over the task slots, a long
+    one pays the per-task overhead on big batches.
+    """
+    if total is not None:
+        yield from itertools.repeat(
+            max(per_task, min(_BATCH_MAX, math.ceil(total / (4 * tasks_at_once)))))
+        return
+    size = per_task
+    while True:
+        yield size
+        size = max(per_task, min(_BATCH_MAX, 2 * size))
+
+
+async def run_ray(units: Iterator[bytes], *, job_id: str, app: str | None, concurrency: int,
                   policy: RetryPolicy, cache: ModelCache | None, frozen: bool,
                   timeout: float | None, address: str | None, num_cpus: int | None,
                   on_done: Callable[[Outcome], None],
-                  on_stats: Callable[[int, int, int], None]) -> None:
-    """Run ``units`` as Ray tasks; hand each outcome to ``on_done`` on this loop."""
+                  on_stats: Callable[[int, int, int], None],
+                  total: int | None = None) -> None:
+    """Run ``units`` as Ray tasks; hand each outcome to ``on_done`` on this loop.
+
+    ``units`` is read one batch at a time, when a task slot is free: at most
+    ``tasks_at_once`` batches (each at most ``_BATCH_MAX`` units) are encoded and in
+    flight at once. An exception raised while reading ``units`` (a bad unit of a one-shot
+    input) stops the reading: the units read before it are sent and their outcomes
+    handed to ``on_done``, then it is raised. ``total``: how many units ``units`` holds,
+    when known (it sizes the batches).
+    """
     ray = _import_ray()
     spec = _cache_spec(cache)
     started = not ray.is_initialized()
@@ -137,20 +168,27 @@ async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concu
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
         tasks_at_once = max(1, min(concurrency, slots))
         per_task = max(1, concurrency // tasks_at_once)
-        size = max(per_task, min(_BATCH_MAX, math.ceil(len(units) / (4 * tasks_at_once))))
-        batches = [list(units[i:i + size]) for i in range(0, len(units), size)]
+        sizes = batch_sizes(total, per_task, tasks_at_once)
         remote = ray.remote(num_cpus=1, max_retries=0)(run_batch)
         wire = policy.to_wire()
         waiting: dict[asyncio.Future[Any], Any] = {}
-        pending = iter(batches)
+        bad_input: Exception | None = None
+        ended = False
         try:
             while True:
-                while len(waiting) < tasks_at_once:
-                    batch = next(pending, None)
-                    if batch is None:
+                while len(waiting) < tasks_at_once and not ended:
+                    batch: list[bytes] = []
+                    try:
+                        batch.extend(itertools.islice(units, next(sizes)))
+                    except Exception as exc:  # the units before it are in `batch`
+                        bad_input = exc
+                        ended = True
+                    if not batch:
+                        ended = True
                         break
                     ref = remote.remote(app, job_id, wire, spec, frozen, timeout, per_task,
                                         batch)
+                    del batch  # Ray holds its copy until the task is done
                     waiting[asyncio.wrap_future(ref.future())] = ref
                 if not waiting:
                     break
@@ -169,6 +207,8 @@ async def run_ray(units: Sequence[bytes], *, job_id: str, app: str | None, concu
         finally:
             for ref in waiting.values():
                 ray.cancel(ref, force=True)
+        if bad_input is not None:
+            raise bad_input
     finally:
         if started:
             ray.shutdown()

@@ -38,7 +38,8 @@ INTERVENTION_NAMES = [
 CHANNEL_REPLAY_NAMES = [
     "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
     "FrozenTransition", "RederivedReplay", "areplay_channels", "ascore_channel_unit",
-    "plan_channel_units", "rederive_channel_replay", "replay_channels", "score_channel_unit",
+    "iter_channel_units", "plan_channel_units", "rederive_channel_replay", "replay_channels",
+    "score_channel_unit",
     "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
     "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
     "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",
