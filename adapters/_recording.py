@@ -328,6 +328,9 @@ class _Call:
             secrets=self.config.secrets,
             capture_content=self.config.capture_content,
             kind=self.endpoint.kind,
+            # The key's request already passed the scrubber's rules (its known secret
+            # values and the run's redact hook are still applied).
+            request_checked=self.key is not None and self.key.clean,
         )
 
 

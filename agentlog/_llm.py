@@ -34,7 +34,7 @@ from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
-from ._scrub import REDACTED, may_change, remember, scrub_error, scrub_value
+from ._scrub import REDACTED, holds_known, may_change, remember, scrub_error, scrub_value
 from ._span_builder import GENAI_ATTRIBUTES
 from ._state import Run, current_run_var, window_in
 
@@ -89,17 +89,22 @@ def _cost(model: str, input_tokens: int, output_tokens: int, prices: Prices | No
     return (input_tokens * float(per_in) + output_tokens * float(per_out)) / 1e6
 
 
-def _sealed(run: Run, payload: Any, what: str) -> bytes:
+def _sealed(run: Run, payload: Any, what: str, checked: bool = False) -> bytes:
     """The canonical bytes of a request, response or error payload as it may be written.
 
     The run's ``redact`` hook, then the core scrubber (credential names at any depth, key
     formats, URL credentials, the run's known secrets, with its model-content exemption
     for logprob entries); ``may_change`` skips the copying walk when nothing can match,
-    so a clean payload is encoded once.
+    so a clean payload is encoded once. ``checked``: the payload already passed the
+    scrubber's rules unchanged (a clean cache key's request), so without a redact hook
+    only the run's known secret values are searched for.
     """
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
+        checked = False  # the hook's output is the user's: it gets every rule
     data = encode(payload, what=what)
+    if checked and not (run.secrets and holds_known(data, run.secrets)):
+        return data
     if may_change(payload, data, run.secrets):
         clean = scrub_value(payload, run.secrets)
         if clean is not payload:
@@ -129,6 +134,7 @@ def llm_call(
     secrets: Sequence[str] = (),
     capture_content: bool = False,
     kind: Literal["client", "internal"] = "client",
+    request_checked: bool = False,
 ) -> None:
     """Record one model call in the current window (no-op outside a run).
 
@@ -167,6 +173,10 @@ def llm_call(
         capture_content: also put the stored (scrubbed) request and response on the span
             (``gen_ai.input.messages`` / ``gen_ai.output.messages``); off by default.
         kind: span kind: ``"client"`` for a remote service, ``"internal"`` in-process.
+        request_checked: ``request`` already passed the core credential scrubber unchanged
+            (an adapter passes a ``CacheKey``'s canonical request when ``key.clean``):
+            without a ``redact`` hook only the known secret values are then searched for.
+            Leave it False for any other request.
 
     Never raises for a recording problem: a payload without a canonical encoding is
     reported as an ``InstrumentationWarning`` and the call is still counted.
@@ -185,7 +195,7 @@ def llm_call(
         cost = _cost(model, input_tokens, output_tokens, prices)
     window = window_in(run)
     try:
-        request_bytes = _sealed(run, request, f"{provider} request")
+        request_bytes = _sealed(run, request, f"{provider} request", request_checked)
         response_bytes = _sealed(run, response, f"{provider} response")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)

@@ -183,10 +183,8 @@ def _secret_value(obj: Any) -> str | bytes | None:
 
 def may_hold_secret(data: bytes, known: Collection[str] | None = None) -> bool:
     """Cheap test on canonical bytes: False guarantees ``scrub_value`` changes nothing."""
-    if known:
-        text = data.decode("latin-1")  # one char per byte: a str search finds UTF-8 too
-        if any(_as_latin1(s) in text for s in _snapshot(known)):
-            return True
+    if known and holds_known(data, known):
+        return True
     if len(data) < _MIN_SECRET_BYTES:  # the common tiny exit: no copy at all
         return False
     # bytes.lower() first: it is ASCII-only and 20x faster than str.lower() on text with
@@ -221,6 +219,26 @@ def may_change_payload(obj: Any, data: bytes, known: Collection[str] | None = No
     return may_change(obj, data, known) and may_hold_secret(data, known)
 
 
+def holds_known(data: bytes, known: Collection[str]) -> bool:
+    """Whether one of the secret values ``known`` occurs in ``data`` (as UTF-8 bytes)."""
+    # bytes in bytes (memmem): decoding 4 KB of prompt to search it as text cost ~4 µs.
+    encoded = _encoded_secrets
+    for secret in _snapshot(known):
+        needle = encoded.get(secret)
+        if needle is None:
+            needle = secret.encode("utf-8", "surrogatepass")
+            if len(encoded) < _MAX_ENCODED_SECRETS:
+                encoded[secret] = needle
+        if needle in data:
+            return True
+    return False
+
+
+# Each known secret's UTF-8 bytes, made once (the known sets are bounded; so is this).
+_encoded_secrets: dict[str, bytes] = {}
+_MAX_ENCODED_SECRETS = 4096
+
+
 def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> bool:
     """A sharper ``may_hold_secret`` for payloads full of ``token`` (model calls).
 
@@ -232,10 +250,8 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
     logprob entry's ``token`` many times: without this every call would pay the copying
     walk over every string and number.
     """
-    if known:
-        text = data.decode("latin-1")
-        if any(_as_latin1(s) in text for s in _snapshot(known)):
-            return True
+    if known and holds_known(data, known):
+        return True
     # No size shortcut here: {"token": None} is 8 bytes and the names rule redacts it.
     # The markers are searched in the raw bytes: ``_SK`` and ``_BEARER`` are case-sensitive
     # ("sk-", "[Bb]earer"), so lowering 4 KB of prompt first would only cost time, and a
@@ -362,11 +378,12 @@ _SEQUENCE_TYPES: frozenset[type] = frozenset({list, tuple})
 
 def _dicts_keep_their_keys(dicts: Collection[dict[Any, Any]]) -> bool:
     """True when ``_scrub_map`` redacts no key of any of ``dicts`` (exact dicts)."""
-    if all(map(_safe_names.issuperset, dicts)):
+    # One set of every key, built in C: a set test per dict cost ~0.2 µs each.
+    names = set().union(*dicts)
+    if _safe_names.issuperset(names):
         return True
     # A list of logprob entries: each keeps its "token" (it also holds "logprob").
-    if all(map(contains, dicts, repeat(_LOGPROB))) and all(
-            map(_safe_logprob_names.issuperset, dicts)):
+    if _safe_logprob_names.issuperset(names) and all(map(contains, dicts, repeat(_LOGPROB))):
         return True
     return not any(map(_has_credential_name, dicts))
 
@@ -410,11 +427,6 @@ def _snapshot(known: Collection[str]) -> tuple[str, ...]:
 
 
 _SNAPSHOT_TRIES = 16
-
-
-def _as_latin1(secret: str) -> str:
-    return secret if secret.isascii() else secret.encode("utf-8", "surrogatepass").decode(
-        "latin-1")
 
 
 def has_stem(text: str) -> bool:

@@ -116,11 +116,18 @@ class CacheKey:
         provider: provider id.
         version: version of the field list used.
         model: the request's model name, when it has one.
+        clean: True when the core credential scrubber found nothing to remove in the
+            canonical request (every value passed its prefilter): a recorder may store
+            ``canonical`` without scrubbing it again, applying only its own known secret
+            values and redact hook. False when a value was scrubbed or dropped, or the key
+            was not made by ``request_key``.
     """
 
-    __slots__ = ("_canonical", "digest", "encoded", "hex", "model", "provider", "version")
+    __slots__ = ("_canonical", "clean", "digest", "encoded", "hex", "model", "provider",
+                 "version")
 
     _canonical: dict[str, Any] | None
+    clean: bool
     digest: bytes
     encoded: bytes
     hex: str
@@ -129,11 +136,11 @@ class CacheKey:
     version: int
 
     def __init__(self, *, encoded: bytes, provider: str, version: int,
-                 model: str | None) -> None:
+                 model: str | None, clean: bool = False) -> None:
         digest = hashlib.sha256(encoded).digest()
         for name, value in (("encoded", encoded), ("digest", digest), ("hex", digest.hex()),
                             ("provider", provider), ("version", version), ("model", model),
-                            ("_canonical", None)):
+                            ("clean", bool(clean)), ("_canonical", None)):
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -306,7 +313,9 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
     rules = request_fields(provider)
     part = _request_part(rules, request)
     try:
-        request_part = _without_secrets(part)
+        request_part, clean = _without_secrets(part)
+        if channel is not None and may_change(channel, channel.encode("utf-8", "surrogatepass")):
+            clean = False  # kept as given (it names the key), but a recorder scrubs it
         canonical = {"provider": provider, "version": rules.version, "draw": draw,
                      "channel": channel, "request": request_part}
         encoded = _json_key.encode(canonical)
@@ -318,7 +327,7 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
         raise
     model = request_part.get("model")
     return CacheKey(encoded=encoded, provider=provider, version=rules.version,
-                    model=model if isinstance(model, str) else None)
+                    model=model if isinstance(model, str) else None, clean=clean)
 
 
 _MISSING: Any = object()
@@ -327,8 +336,10 @@ _MISSING: Any = object()
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
-def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
+def _without_secrets(part: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """``part`` ready to encode, with every credential removed by the core scrubber.
+
+    Returns it with ``clean``: True when no value needed the scrubber (``CacheKey.clean``).
 
     The key is stored (SQLite, the trace's ``LLMCall``): a credential placed anywhere in a
     request, e.g. ``extra_body={"api_key": ...}`` or a key pasted into a message, must not
@@ -340,11 +351,13 @@ def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
     and one that held a credential got a key nothing computes any more.
     """
     out: dict[str, Any] = {}
+    clean = True
     for name, value in part.items():
         if is_credential_name(name):
             continue  # e.g. a proxy's ``my_service_api_key=...`` passed as a keyword
         if isinstance(value, str):
             if may_change(value, value.encode("utf-8", "surrogatepass")):
+                clean = False
                 value = _without_credentials(scrub_value(value), value, in_schema=False)
             out[name] = value
         elif isinstance(value, dict | list):
@@ -352,13 +365,14 @@ def _without_secrets(part: dict[str, Any]) -> dict[str, Any]:
             # may_change, not the stem prefilter: a prompt says "key" or "token" often,
             # and only the scrubber's markers and credential-named keys can change it.
             if may_change(value, data):
-                clean = _without_credentials(scrub_value(value), value, in_schema=False)
-                if clean is not value:
-                    data = _json_key.encode(clean)
+                clean = False
+                scrubbed = _without_credentials(scrub_value(value), value, in_schema=False)
+                if scrubbed is not value:
+                    data = _json_key.encode(scrubbed)
             out[name] = msgspec.Raw(data)
         else:
             out[name] = value
-    return out
+    return out, clean
 
 
 def _without_credentials(scrubbed: Any, original: Any, *, in_schema: bool) -> Any:

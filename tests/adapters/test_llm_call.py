@@ -221,3 +221,35 @@ def test_a_request_holding_a_secret_the_run_knows_loses_it_and_keeps_its_paramet
     assert request["messages"][0]["content"] == "log in with <redacted>"
     assert (request["max_tokens"], request["temperature"]) == (16, 0.5)
     assert call.error_message == "rejected <redacted>"
+
+
+def test_a_checked_request_still_loses_the_runs_known_secrets_and_meets_its_redact_hook(
+        tmp_path: Path) -> None:
+    """``request_checked=True`` skips only the rules the request already passed (an
+    adapter's clean cache key): a secret value the run knows and the run's redact hook
+    still apply; an unchecked request with a key format is scrubbed as before."""
+    path = tmp_path / "t.zst"
+    secret = "Zq-checked-secret-0077"
+
+    @al.window("ask", secret=("password",))
+    def ask(password: str) -> None:
+        al.llm_call("openai", "m", request={"messages": [{"content": f"pw {password}"}]},
+                    response={"text": "ok"}, request_checked=True)
+        al.llm_call("openai", "m", request={"messages": [{"content": "plain"}]},
+                    response={"text": "ok"}, request_checked=True)
+        al.llm_call("openai", "m", request={"messages": [{"content": f"key {CANARY}"}]},
+                    response={"text": "ok"})
+
+    with al.record(path, seed=1):
+        ask(secret)
+    assert secret.encode() not in trace_plaintext(path)
+    known, plain, unchecked = (decode(c.request) for c in al.read(path).llm_calls())
+    assert known == {"messages": [{"content": "pw <redacted>"}]}
+    assert plain == {"messages": [{"content": "plain"}]}
+    assert unchecked == {"messages": [{"content": "key <redacted>"}]}
+
+    redacted = tmp_path / "r.zst"
+    with al.record(redacted, seed=1, redact=lambda p: {**p, "note": f"added {CANARY}"}):
+        al.llm_call("openai", "m", request={"q": 1}, response={}, request_checked=True)
+    (call,) = al.read(redacted).llm_calls()
+    assert decode(call.request) == {"q": 1, "note": "added <redacted>"}

@@ -473,3 +473,27 @@ def test_messages_given_as_a_generator_are_keyed_recorded_and_still_sent(
     first, second = al.read(path).llm_calls()
     assert first.cache_key == second.cache_key
     assert decode(first.request)["request"]["messages"] == MESSAGES
+
+
+def test_an_api_key_in_no_known_format_pasted_into_a_prompt_stays_out_of_the_trace(
+        tmp_path: Path) -> None:
+    """The cache key's rules do not know such a key (the key is ``clean``), so the stored
+    request skips their second pass; the client's own key is a known secret of the run,
+    searched for in it all the same."""
+    plain_key = "plainkey-0d5f3c9e1b7a4e2f-canary"
+    path = tmp_path / "t.zst"
+    provider = FakeProvider()
+    client = adapter.wrap(openai_client(provider, key=plain_key))
+    leaked = [{"role": "user", "content": f"my key is {plain_key}; which option?"}]
+    assert request_key("openai.chat", {**ASK, "messages": leaked}).clean
+
+    @_window
+    def ask() -> None:
+        client.chat.completions.create(**{**ASK, "messages": leaked})
+
+    with al.record(path, seed=1):
+        ask()
+    assert plain_key.encode() not in trace_plaintext(path)
+    (call,) = al.read(path).llm_calls()
+    assert decode(call.request)["request"]["messages"][0]["content"] == (
+        "my key is <redacted>; which option?")

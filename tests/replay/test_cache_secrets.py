@@ -142,3 +142,30 @@ def test_the_packages_scrub_with_the_core_scrubber_itself() -> None:
     assert scrubbing.__all__ == sorted(scrubbing.__all__)
     for name in scrubbing.__all__:
         assert getattr(scrubbing, name) is getattr(_scrub, name), name
+
+
+def test_clean_says_whether_the_scrubber_had_anything_to_remove() -> None:
+    """``CacheKey.clean`` lets a recorder store the canonical request without scrubbing it
+    again: True only when every value passed the scrubber's prefilter unchanged."""
+    assert key().clean
+    assert key(temperature=0.5, tools=[{"type": "function", "function": {"name": "f"}}]).clean
+    # A key-shaped value, a credential-named field anywhere, a URL with userinfo, a schema
+    # property named like a credential (kept in the key, redacted by the core scrubber):
+    assert not key(messages=[{"role": "user", "content": f"my key is {CANARY}"}]).clean
+    assert not key(extra_body={"routing": {"client_secret": PLAIN_CANARY}}).clean
+    assert not key(base_url="https://user:pw@proxy.example/v1").clean
+    assert not key(tools=[{"type": "function", "function": {"name": "login", "parameters": {
+        "type": "object", "properties": {"password": {"type": "string"}}}}}]).clean
+    # The channel is part of the key as given; one that looks like a credential is not clean.
+    assert request_key("openai.chat", BASE, channel="direct").clean
+    assert not request_key("openai.chat", BASE, channel=f"ch-{CANARY}").clean
+
+
+def test_a_clean_key_is_what_the_core_scrubber_leaves_unchanged() -> None:
+    """The property ``clean`` promises, on requests that exercise every branch above."""
+    from agentlog.scrubbing import scrub_value
+
+    for k in (key(), key(temperature=0.25, n=2, stop=["\n"], seed=7),
+              key(messages=[{"role": "user", "content": "the token budget is 5; key = pitch"}])):
+        assert k.clean
+        assert scrub_value(k.canonical) == k.canonical
