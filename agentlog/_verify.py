@@ -47,6 +47,7 @@ import numpy as np
 
 from . import _noise
 from ._digest import RunDigest, key_bytes, run_end_tail
+from ._draw_match import choice_agrees, first_draw_disagreement
 from ._errors import TraceFormatError
 from ._frames import iter_frames
 from ._records import (
@@ -487,8 +488,9 @@ class _Verifier:
             self.waiting_selections[rec.pool].append((i, rec))
         if not rec.forced:
             with np.errstate(divide="ignore"):
-                expected = int(np.argmax(np.log(p) + g))
-            if expected != rec.choice:
+                log_p = np.log(p)
+            if not choice_agrees(log_p, g, rec.choice):
+                expected = int(np.argmax(log_p + g))
                 self.problem("choice", f"{where}: recorded choice {rec.choice}, but "
                              f"argmax(log p + g) is {expected}", rec.run, i)
         elif rec.steer is None:
@@ -511,8 +513,8 @@ class _Verifier:
             return
         g = np.frombuffer(rec.draws, dtype="<f8")
         regenerated = _noise.gumbel(keys, self.starts[rec.run].seed, rec.name, rec.step)
-        if not np.array_equal(regenerated, g):
-            bad = int(np.flatnonzero(regenerated != g)[0])
+        bad = first_draw_disagreement(g, regenerated)  # within the CPUs' rounding of log
+        if bad is not None:
             self.problem("draws", f"{where}: draw {bad} is {g[bad]!r}, regenerating "
                          f"from (seed, stream, step, id) gives {regenerated[bad]!r}",
                          rec.run, i)

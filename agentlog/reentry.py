@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _noise
+from ._draw_match import DRAW_TOLERANCE, choice_agrees, first_draw_disagreement
 from ._encoding import decode as _decode
 from ._encoding import secret_env_name
 from ._errors import CacheMiss
@@ -45,12 +46,15 @@ from ._trace import Trace, WindowView
 from ._window_registry import function_id, registered_window
 
 __all__ = [
+    "DRAW_TOLERANCE",
     "RecordedTool",
     "Steer",
     "ToolLookup",
     "ToolServing",
+    "choice_agrees",
     "continuation_uniform",
     "current_steer",
+    "first_draw_disagreement",
     "function_id",
     "gumbel_draws",
     "recorded_tools",
@@ -117,6 +121,10 @@ def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str, step: int,
 
     ``generator`` is the noise generator id (``Selection.generator`` of a recorded draw);
     None means the current run's, or this agentlog's default outside a run.
+
+    The draws are bit-identical on one CPU family; across CPUs numpy's ``log`` may round
+    the last bits differently: compare them with recorded draws through
+    ``first_draw_disagreement`` (within ``DRAW_TOLERANCE``), not ``==``.
     """
     if generator is None:
         run = current_run_var.get()

@@ -242,8 +242,9 @@ def test_the_reentry_modules_export_sorted_fixed_lists() -> None:
     import agentlog.replay.interventions as interventions
 
     assert reentry.__all__ == sorted(reentry.__all__) == [
-        "RecordedTool", "Steer", "ToolLookup", "ToolServing", "continuation_uniform",
-        "current_steer", "function_id", "gumbel_draws", "recorded_tools", "registered_window",
+        "DRAW_TOLERANCE", "RecordedTool", "Steer", "ToolLookup", "ToolServing",
+        "choice_agrees", "continuation_uniform", "current_steer", "first_draw_disagreement",
+        "function_id", "gumbel_draws", "recorded_tools", "registered_window",
         "secret_env_name", "serving_tools", "start_streams", "steering", "stream_origin",
         "tool_args_hash",
     ]
