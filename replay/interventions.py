@@ -445,10 +445,10 @@ class ForceRecorded(Steer):
                                  f"al.record(..., generator={rec.generator!r}))")
         live = gumbel_draws(ids, self._seed(), stream, step, rec.generator)
         draws = trace.draws(rec)
-        j = first_draw_disagreement(draws, live)  # within the CPUs' rounding of log
-        if j is not None:
-            raise self._diverged("select", stream, step, i, f"Gumbel draw of {ids[j]!r}",
-                                 float(draws[j]), float(live[j]))
+        bad = first_draw_disagreement(draws, live)  # within the CPUs' rounding of log
+        if bad is not None:
+            raise self._diverged("select", stream, step, i, f"Gumbel draw of {ids[bad]!r}",
+                                 float(draws[bad]), float(live[bad]))
         used = trace.probs(rec)
         expected = rec.choice
         if not rec.forced:
