@@ -4,10 +4,13 @@ A writer whose last run has ended with ``durability="frame"`` stays open ("parke
 for the next run of the file: that run does not pay for opening, locking and checking
 the file again, and leaving ``record()`` does not wait for the writer (the run's last
 records reach the file in the background, within about a second). A parked writer is
-closed by a pool thread once no run has used it for ``PARK_IDLE`` seconds, when more
-than ``MAX_PARKED`` are parked (the oldest first), at ``al.flush()`` outside a run,
+closed by a pool thread once no run has used it for ``PARK_IDLE`` seconds, or at the
+pool's next scan (within a second) when another process waits for the file's lock, when
+more than ``MAX_PARKED`` are parked (the oldest first), at ``al.flush()`` outside a run,
 when the next run of the file needs other options (``mode="w"``, another
-``frame_interval``...) or finds the file changed by someone else, and at exit.
+``frame_interval``...) or finds the file changed by someone else, and at exit. A run
+that finds another process waiting for the file (``_trace_file.waited_for``) closes it
+and lets that process go first, so processes appending runs to one file take turns.
 
 Example::
 
@@ -130,14 +133,19 @@ def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
                     _shared[writer._key] = (writer, 1)
                 return writer
             writer, refs = entry
+            gave_way = False
             if not writer.closed:
                 if refs == 0:
                     assert st is not None and key is not None  # found by the file's key
                     if _reusable(writer, st, opts):
-                        writer._parked_at = 0.0
-                        writer.durability = wanted
-                        _shared[key] = (writer, 1)
-                        return writer
+                        if not _trace_file.waited_for(writer._fd):
+                            writer._parked_at = 0.0
+                            writer.durability = wanted
+                            _shared[key] = (writer, 1)
+                            return writer
+                        # Another process waits for the file: this run queues behind it
+                        # (each run then opens and closes the file, as before parking).
+                        gave_way = True
                     writer._begin_close()  # wait for it below, then open the file again
                 else:
                     _shared[key] = (writer, refs + 1)  # type: ignore[index]
@@ -150,6 +158,8 @@ def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
             with _registry_lock:
                 if key is not None and _shared.get(key, (None, 0))[0] is writer:
                     del _shared[key]  # stuck: the lock it holds will refuse the new writer
+        elif gave_way:
+            _trace_file.yield_to_waiter(name)
 
 
 def release_writer(writer: TraceWriter) -> None:
@@ -216,8 +226,10 @@ def _close_idle(now: float) -> None:
         return  # a caller is opening or releasing a writer: the next scan does it
     try:
         for writer, refs in list(_shared.values()):
-            if (refs == 0 and writer._parked_at and now - writer._parked_at >= PARK_IDLE
-                    and not writer.closed and writer._lock.acquire(blocking=False)):
+            if (refs == 0 and writer._parked_at and not writer.closed
+                    and (now - writer._parked_at >= PARK_IDLE
+                         or _trace_file.waited_for(writer._fd))
+                    and writer._lock.acquire(blocking=False)):
                 try:
                     writer._closing = True
                 finally:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import threading
@@ -40,7 +41,8 @@ try:  # pragma: no cover - always there on POSIX
 except ImportError:  # pragma: no cover - Windows: no advisory lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Mode", "OpenedTrace", "forget", "open_trace", "remember"]
+__all__ = ["Mode", "OpenedTrace", "forget", "open_trace", "remember", "waited_for",
+           "yield_to_waiter"]
 
 Mode = Literal["x", "a", "w"]
 
@@ -138,6 +140,15 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
             )
         if ours is not None and ours[:2] == (size, st.st_mtime_ns):
             end, next_run = size, ours[2]  # the file as this process left it
+        elif ours is not None and size > ours[0]:
+            # Grown since: another process appended runs after this one's. Only what it
+            # added is read (processes taking turns on one file would otherwise read the
+            # whole file at every turn); a file rewritten meanwhile does not parse at the
+            # old end (each frame header has its checksum) and is read whole.
+            try:
+                end, next_run = _scan_for_append(fd, path, size, ours[0], ours[2])
+            except TracePathError:
+                end, next_run = _scan_for_append(fd, path, size)
         else:
             end, next_run = _scan_for_append(fd, path, size)
         os.lseek(fd, end, os.SEEK_SET)
@@ -171,30 +182,40 @@ def forget() -> None:
 
 
 # How long opening a file waits for another process's lock on it. A process keeps the
-# file of its last durability="frame" run open (and locked) for about a second
-# (_shared_writers.PARK_IDLE) so that its next run skips the open; a second process that
-# appends right after, e.g. a child started once the parent's block returned, waits for
-# that instead of being refused. A writer still recording holds the file longer: refused.
+# file of its last durability="frame" run open (and locked) so that its next run skips
+# the open; a process waiting for it says so (_announce_wait), and the holder gives way at
+# its next run, or within the pool's next scan when idle. A single run longer than this
+# still holds the file: the waiter is refused, with the advice to use a file per process.
 LOCK_WAIT = 2.0
 
 
 def _lock(fd: int, path: str, *, wait: float) -> None:
-    """Take the exclusive lock of ``fd``, waiting up to ``wait`` seconds for its holder."""
+    """Take the exclusive lock of ``fd``, waiting up to ``wait`` seconds for its holder.
+
+    While it waits, it says so (``_WAITING_BYTE``): a process that keeps the file open
+    between its runs gives way at its next run, or at once when it is idle, instead of
+    holding the file for as long as it keeps recording.
+    """
     if fcntl is None:  # pragma: no cover - Windows
         return
     deadline = time.monotonic() + wait
-    pause = 0.002
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-        except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
-            return
+    pause = 0.0005
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                _announce_wait(fd)  # again each time: a close of any fd of the file drops it
+                time.sleep(pause)
+                pause = min(pause * 2, _MAX_PAUSE)
+            except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
+                return
+    finally:
+        if wait:
+            _end_wait(fd)
     waited = f", and it was still held after {wait:g} s" if wait else ""
     raise TracePathError(
         f"cannot record to {path!r}: another writer holds it (another process, or a "
@@ -205,14 +226,71 @@ def _lock(fd: int, path: str, *, wait: float) -> None:
         "releases it at once)")
 
 
+# A process waiting for another's lock on a file holds a POSIX record lock on this byte of
+# it, far past any trace's end (``flock`` and POSIX locks are independent on Linux and the
+# BSDs; where they are not, e.g. NFS, announcing fails and the waiter just polls).
+_WAITING_BYTE = 1 << 62
+# The waiter's longest pause between tries: a holder that gave way waits for it to take
+# the lock (yield_to_waiter), so this is the hand-over's latency.
+_MAX_PAUSE = 0.002
+_CONFLICT = (errno.EAGAIN, errno.EACCES)
+
+
+def _announce_wait(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
+
+
+def _end_wait(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, _WAITING_BYTE)
+
+
+def waited_for(fd: int) -> bool:
+    """Whether another process waits for the lock on the file open as ``fd`` (writable).
+
+    Best effort, two system calls: False where POSIX record locks do not work.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
+    except OSError as exc:
+        return exc.errno in _CONFLICT
+    _end_wait(fd)
+    return False
+
+
+def yield_to_waiter(path: str, timeout: float = LOCK_WAIT) -> None:
+    """After closing a file another process waits for: let it take the lock first.
+
+    Returns once no process says it waits (it has the lock now, or gave up), or after
+    ``timeout``; opening the file again then waits for the other's run, as any open does.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while waited_for(fd) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    finally:
+        os.close(fd)
+
+
 def _write_header(fd: int) -> None:
     view = memoryview(FILE_HEADER)
     while view:
         view = view[os.write(fd, view):]
 
 
-def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
-    """Check an existing trace end to end; return (end offset, next free run index)."""
+def _scan_for_append(fd: int, path: str, size: int, start: int = FILE_HEADER_SIZE,
+                     next_run: int = 0) -> tuple[int, int]:
+    """Check an existing trace from ``start`` (a frame boundary, by default its first)
+    to its end; return (end offset, next free run index, at least ``next_run``)."""
     rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         head = os.pread(rfd, FILE_HEADER_SIZE, 0)
@@ -229,8 +307,7 @@ def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
             _write_header(fd)
             return FILE_HEADER_SIZE, 0
         decoder = FrameDecoder()
-        offset = FILE_HEADER_SIZE
-        next_run = 0
+        offset = start
         while offset < size:
             raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
             if len(raw) < FRAME_HEADER_SIZE:
