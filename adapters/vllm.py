@@ -270,6 +270,7 @@ def _record(provider: str, operation: str, config: Config, engine: Mapping[str, 
         fingerprint=engine["fingerprint"], cache_key=key.digest,
         cache=status if status is not None or config.cache is None else "off",  # type: ignore[arg-type]
         capture_content=config.capture_content, kind="internal",
+        request_checked=key.clean,  # the key's request passed the scrubber's rules
     )
 
 
