@@ -36,6 +36,7 @@ _min_reduce = np.minimum.reduce
 _count_nonzero = np.count_nonzero
 _log = np.log
 _gumbel_small = _noise.gumbel_small
+_gumbel_at = _noise.gumbel_at
 _SMALL_POOL = _noise.SMALL_POOL
 
 
@@ -234,9 +235,9 @@ def select(
     generator = run.generator
     if generator is _noise.GENERATOR_ID:
         draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_POOL
-                 else _noise.gumbel(pool.keys, run.seed, name, step))
+                 else _gumbel_at(pool.keys, run.seed, name, step))
     else:
-        draws = _noise.gumbel(_noise.keys_for(pool, generator), run.seed, name, step)
+        draws = _gumbel_at(_noise.keys_for(pool, generator), run.seed, name, step)
     # No zero when the smallest entry is positive (the common case: no counting pass).
     # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
     n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
