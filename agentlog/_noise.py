@@ -65,12 +65,19 @@ _C2 = 0xC4CEB9FE1A85EC53
 _C1_U = np.uint64(_C1)
 _C2_U = np.uint64(_C2)
 _S33 = np.uint64(33)
-_S11 = np.uint64(11)
 _TWO_M53 = 2.0**-53
-_TWO_M53_F = np.float64(_TWO_M53)
-_HALF = np.float64(0.5)
 _log = np.log
 _negative = np.negative
+_multiply = np.multiply
+_right_shift = np.right_shift
+# The operands of the per-select passes as 0-d arrays, not numpy scalars: a ufunc resolves
+# a scalar operand's type on every call, ~0.2 µs each at N = 200 (bench_select).
+_S33_0 = np.array(33, dtype=np.uint64)
+_S10_0 = np.array(10, dtype=np.uint64)
+_C1_0 = np.array(_C1, dtype=np.uint64)
+_C2_0 = np.array(_C2, dtype=np.uint64)
+_ONE_0 = np.array(1, dtype=np.uint64)
+_TWO_M54_0 = np.array(2.0**-54)
 CONTINUATION_KEY = 0xC0_FFEE_5DEE_CE66  # any fixed 64-bit word distinct from candidate keys
 
 
@@ -530,24 +537,107 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     """Uniform(0, 1) draws, one per key, for the given step base."""
-    # In place where the value allows: the same operations as ((z >> 11) + ½) · 2⁻⁵³, so
-    # the same bits, with fewer temporaries (this runs on every select).
-    z = _fmix64_array(keys ^ np.uint64(base))
-    z >>= _S11
-    u = z.astype(np.float64)
-    u += _HALF
-    u *= _TWO_M53_F
+    return _to_uniforms(keys ^ np.uint64(base))
+
+
+def _to_uniforms(x: NDArray[np.uint64]) -> NDArray[np.float64]:
+    """The uniforms of ``x = k ^ b`` (a fresh array of any shape), computed in its memory."""
+    # z = fmix(k ^ b), then ((z >> 11) + ½) · 2⁻⁵³ as float((z >> 10) | 1) · 2⁻⁵⁴: the odd
+    # integer 2 (z >> 11) + 1 rounds to float as 2 ((z >> 11) + ½) does (scaling by two
+    # commutes with rounding; see gumbel_small), and the product casts it inside the ufunc.
+    # The same bits as the definition in fewer passes: this runs on every select.
+    t = x >> _S33_0
+    x ^= t
+    x *= _C1_0
+    _right_shift(x, _S33_0, out=t)
+    x ^= t
+    x *= _C2_0
+    _right_shift(x, _S33_0, out=t)
+    x ^= t
+    _right_shift(x, _S10_0, out=x)
+    x |= _ONE_0
+    u: NDArray[np.float64] = x.view(np.float64)
+    _multiply(x, _TWO_M54_0, out=u)  # in place: each float lands where its integer was
     return u
 
 
-def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArray[np.float64]:
-    """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
-    g = uniforms(keys, step_base(seed, stream, step))
+def _to_gumbel(g: NDArray[np.float64]) -> NDArray[np.float64]:
     _log(g, out=g)  # g = -log(-log u), computed in place
     _negative(g, out=g)
     _log(g, out=g)
     _negative(g, out=g)
     return g
+
+
+def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArray[np.float64]:
+    """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
+    return _to_gumbel(uniforms(keys, step_base(seed, stream, step)))
+
+
+# A pool drawn from at consecutive steps of a stream (the same candidates step after step)
+# gets its draws several steps at a time: one set of numpy passes over a block of rows
+# instead of one per step, whose fixed cost (~16 ufunc calls, ~7 µs) dominates at a few
+# hundred candidates. A block is as many rows as the steps drawn from the pool in a row so
+# far (at most _BLOCK_ROWS), so a pool seen once costs one row; the rows are the same
+# elementwise operations, hence the same bits as ``gumbel`` (a test holds them to it).
+# A recorded Selection holds its row, so a queued record keeps its block alive: at most
+# ``rows - 1`` rows more than it uses, after as many steps drawn from the pool.
+_BLOCK_ROWS = 8
+_BLOCK_MAX_N = 1024  # above it the passes' per-element cost dominates: no blocks
+_BLOCK_CACHE_SIZE = 32  # (seed, stream) entries: at most 32 x 8 x 1,024 draws (2 MiB)
+
+
+class _Block:
+    """Draws of steps ``first .. first + len(rows) - 1`` for one pool's keys."""
+
+    __slots__ = ("first", "keys", "next", "rows", "streak")
+
+    def __init__(self, keys: NDArray[np.uint64], first: int, rows: NDArray[np.float64],
+                 streak: int) -> None:
+        self.keys = keys  # held, so that an identity check cannot match a recycled id
+        self.first = first
+        self.rows = rows
+        self.next = first + 1  # the step after the last one served (a hint, not a value)
+        self.streak = streak  # steps served in a row from this pool (a hint)
+
+
+_blocks: dict[tuple[int, str], _Block] = {}
+
+
+def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
+              ) -> NDArray[np.float64]:
+    """``gumbel(keys, seed, stream, step)``, bit for bit; consecutive steps come in blocks.
+
+    Thread-safe: a block's rows are fixed when it is made; what threads race on (which
+    block a (seed, stream) keeps, and the hints) only decides how much is computed ahead.
+    """
+    cache_key = (seed, stream)
+    block = _blocks.get(cache_key)
+    streak = 1
+    if block is not None and block.keys is keys:
+        i = step - block.first
+        if 0 <= i < block.rows.shape[0]:
+            if step == block.next:
+                block.streak += 1
+            block.next = step + 1
+            row: NDArray[np.float64] = block.rows[i]
+            return row
+        if step == block.next:
+            streak = block.streak + 1
+    rows = min(_BLOCK_ROWS, streak) if keys.shape[0] <= _BLOCK_MAX_N else 1
+    if rows == 1:
+        draws = gumbel(keys, seed, stream, step)
+        block = _Block(keys, step, draws[None], streak)
+    else:
+        bases = np.array([step_base(seed, stream, s) for s in range(step, step + rows)],
+                         dtype=np.uint64)
+        block = _Block(keys, step, _to_gumbel(_to_uniforms(keys ^ bases[:, None])), streak)
+        draws = block.rows[0]
+    if cache_key in _blocks:
+        _blocks[cache_key] = block  # replaces a value: the dict keeps its size
+    else:
+        _insert(_blocks, cache_key, block, _BLOCK_CACHE_SIZE)
+    return draws
 
 
 # ------------------------------------------------------- small pools: one int, many lanes

@@ -36,10 +36,18 @@ _min_reduce = np.minimum.reduce
 _count_nonzero = np.count_nonzero
 _log = np.log
 _gumbel_small = _noise.gumbel_small
+_gumbel_at = _noise.gumbel_at
 _SMALL_POOL = _noise.SMALL_POOL
 
 
-def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float64]:
+def _select_iv(probs: ArrayLike, normalize: bool, name: str
+               ) -> tuple[NDArray[np.float64], float]:
+    """The checked (and, with ``normalize``, normalised) vector and its smallest entry.
+
+    The smallest entry is the vector's own (``min(p / total)`` is ``min(p) / total``, as
+    division by a positive number keeps the order): a caller that finds it positive knows
+    there is no zero to count without another pass.
+    """
     try:
         p = np.asarray(probs, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -56,26 +64,27 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str) -> NDArray[np.float
     if p.shape[0] <= _SMALL_POOL:
         v = p.tolist()
         total = _pairwise_sum(v)
-        if not _isfinite(total) or min(v) < 0:
-            _diagnose(p, name, total)
+        lo = min(v)
     else:
         # The ufuncs' own reduce skips ndarray.sum's Python wrapper (~0.5 µs at N = 10).
         total = float(_add_reduce(p))
-        if not _isfinite(total) or float(_min_reduce(p)) < 0:
-            _diagnose(p, name, total)
+        lo = float(_min_reduce(p))
+    if not _isfinite(total) or lo < 0:
+        _diagnose(p, name, total)
     if normalize:
         if total <= 0:
             raise ValueError(
                 f"`probs` of select {name!r} sums to {total}; cannot normalise an all-zero vector"
             )
         p = p / total
+        lo /= total
     elif abs(total - 1.0) > SUM_TOLERANCE:
         raise ValueError(
             f"`probs` of select {name!r} must sum to 1 within {SUM_TOLERANCE}; found sum "
             f"{total!r}. Pass normalize=True to renormalise scores that are proportional "
             "to probabilities."
         )
-    return p
+    return p, lo
 
 
 def _pairwise_sum(v: list[float]) -> float:
@@ -177,13 +186,14 @@ def select(
     With no active recorder the draw still happens (from a process-local generator) and
     nothing is recorded.
     """
-    p = _select_iv(probs, normalize, name)
+    p, lo = _select_iv(probs, normalize, name)
     if owner not in ("model", "scaffold"):
         raise ValueError(f"`owner` must be 'model' or 'scaffold'; found {owner!r}")
     raw: NDArray[np.float64] | None = None
     if top_k is not None or top_p is not None:
         raw = p
         p = _truncate(p, top_k, top_p)
+        lo = 0.0  # truncated entries are zeros: count them
     n = p.shape[0]
     run = current_run_var.get() if _state.active_runs else None
     if candidates is not None and len(candidates) != n:
@@ -216,7 +226,7 @@ def select(
                 forced, forced_choice = True, int(override)
             else:
                 policy = p
-                p = _select_iv(override, False, f"{name} (steered by {steer.name})")
+                p, lo = _select_iv(override, False, f"{name} (steered by {steer.name})")
                 if p.shape[0] != n:
                     raise ValueError(
                         f"steer {steer.name!r} returned {p.shape[0]} probabilities for "
@@ -225,11 +235,13 @@ def select(
     generator = run.generator
     if generator is _noise.GENERATOR_ID:
         draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_POOL
-                 else _noise.gumbel(pool.keys, run.seed, name, step))
+                 else _gumbel_at(pool.keys, run.seed, name, step))
     else:
-        draws = _noise.gumbel(_noise.keys_for(pool, generator), run.seed, name, step)
+        draws = _gumbel_at(_noise.keys_for(pool, generator), run.seed, name, step)
+    # No zero when the smallest entry is positive (the common case: no counting pass).
     # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
-    n_zero = p.tolist().count(0.0) if n <= _SMALL_POOL else n - int(_count_nonzero(p))
+    n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
+              else n - int(_count_nonzero(p)))
     if forced:
         choice = forced_choice
     elif n_zero:

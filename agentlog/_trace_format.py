@@ -105,8 +105,15 @@ RECORDS_FLOOR = 1 << 16
 # So a frame whose content averages at least BULK_RECORD_BYTES per record (vector
 # records dominate it) is compressed at ZSTD_LEVEL_BULK, every other frame at
 # ZSTD_LEVEL. Readers need not know: every frame is a plain zstd frame.
+# * Among negative levels (bench_writer_reader.py --levels, 2026-12-01, load ~1, paired
+#   rounds of CPU time, two runs): on an agent loop's run frame (72 records, 166 KB of
+#   msgpack, a fixed probability vector repeated 50 times) levels -3 / -5 / -7 / -10 take
+#   0.79-0.80 / 0.68-0.69 / 0.61-0.63 / 0.55-0.58 of level -1's time for 0.1 / 0.7 / 0.6 /
+#   1.0 % more bytes; on fresh 1,000-candidate vectors (stored raw at every level)
+#   1.02-1.06 / 0.89-1.38 / 0.72-0.84 / 0.68-0.80. Decoding costs the same at all of them.
+#   The writer thread's CPU per agent-loop run: 0.87-0.88 of level -1's at level -7.
 ZSTD_LEVEL = 1
-ZSTD_LEVEL_BULK = -1
+ZSTD_LEVEL_BULK = -7
 BULK_RECORD_BYTES = 1024
 
 _TAGS: frozenset[int] = frozenset(cast(int, t.__struct_config__.tag) for t in RECORD_TYPES)

@@ -1,7 +1,8 @@
 """What recording costs in a realistic agent loop, against the same loop undecorated.
 
 Run: ``python tests/benchmarks/bench_agent_loop.py`` (prints a table; asserts nothing).
-Options: ``--rounds R`` (default 5), ``--runs N`` (default 100), ``--peers`` (also the
+Options: ``--rounds R`` (default 5), ``--runs N`` (default 100), ``--work cpu`` or
+``--work sleep`` (only that half of the rows; default both), ``--peers`` (also the
 peers' per-call costs, each in its own process; see below), ``--peers-only``, ``--peer
 NAME`` (one peer, in this process: what ``--peers`` runs).
 
@@ -191,7 +192,9 @@ def end_to_end(folder: str, rounds: int, runs: int) -> None:
     _ITERATIONS = _calibrate()
     print(f"{'loop':<34} {'variant':<22} {'wall ratio':>10} {'range':>13}  {'CPU ratio':>9} "
           f"{'range':>13}   (medians over {rounds} rounds)")
-    for work_name, work in (("CPU work", spin), ("sleep", time.sleep)):
+    works = [(n, w) for n, w in (("CPU work", spin), ("sleep", time.sleep))
+             if _WORK in ("both", n.split()[0].lower())]
+    for work_name, work in works:
         for fresh in (False, True):
             loops = [Loop(v, work, fresh, provider) for v in VARIANTS]
             wall: dict[str, list[float]] = {v: [] for v in VARIANTS[1:]}
@@ -287,6 +290,12 @@ def _option(name: str, default: int) -> int:
     if name in sys.argv:
         return int(sys.argv[sys.argv.index(name) + 1])
     return default
+
+
+# --work cpu / --work sleep: only the rows of that kind of work (default: both).
+_WORK = sys.argv[sys.argv.index("--work") + 1] if "--work" in sys.argv else "both"
+if _WORK not in ("both", "cpu", "sleep"):
+    raise SystemExit(f"--work must be cpu, sleep or both; found {_WORK!r}")
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ with fewer calls: for A/B runs of two checkouts against each other
 uses only the public API).
 
 Rows: a cached pool (the same list object every step) at N = 10, N = 32 (the largest
-vector drawn without numpy passes) and N = 1,000, and a
+vector drawn without numpy passes), N = 200 (an agent loop's pool, bench_agent_loop) and
+N = 1,000, and a
 fresh pool (new ids every call) at N = 1,000. The reference is
 ``argmax(log p + rng.gumbel(size=N))``, batches alternating with the measured call.
 """
@@ -35,7 +36,7 @@ def measure(folder: str) -> dict[str, tuple[float, float, float, float]]:
     with al.record(os.path.join(folder, "s.zst"), seed=1):
         quick = "--quick" in sys.argv  # A/B rounds: fewer calls, no fresh-pool row
         for n, number in ((10, 5_000 if quick else 20_000), (32, 5_000 if quick else 10_000),
-                          (1000, 1_000 if quick else 3_000)):
+                          (200, 2_000 if quick else 5_000), (1000, 1_000 if quick else 3_000)):
             ids = [f"doc-{i:04d}" for i in range(n)]
             p = rng.dirichlet(np.ones(n))
 

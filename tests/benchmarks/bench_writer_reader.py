@@ -1,6 +1,9 @@
 """Writer/reader throughput and size on disk, against gzip'd JSON lines.
 
-Run: ``python tests/benchmarks/bench_writer_reader.py [--small N] [--selections N]``.
+Run: ``python tests/benchmarks/bench_writer_reader.py [--small N] [--selections N]``;
+``--levels`` only compares zstd levels for vector frames (an agent loop's run frames and
+fresh 1,000-candidate vectors) and the writer thread's CPU per agent-loop run at level -1
+against ``ZSTD_LEVEL_BULK``, in paired rounds.
 Not collected by pytest. Prints one line per measurement with its target, and
 exits non-zero when a target is missed (``--no-check`` to only print).
 
@@ -316,6 +319,116 @@ def vs_hand(n: int, rounds: int) -> None:
           f"(min {ratios[0]:.2f}x), CPU median {statistics.median(cpu_ratios):.2f}x")
 
 
+def agent_loop_runs(folder: Path, runs: int = 20) -> list[list[Any]]:
+    """The records of ``runs`` runs of bench_agent_loop's loop (10 windows of 5 selections
+    over one fixed list of 200 ids), recorded and read back, with the receipts and digests
+    the writer fills in cleared again (so that a writer seals them as it did)."""
+    import msgspec
+
+    import agentlog as al
+    from agentlog._records import WindowExit
+
+    probs = np.random.default_rng(0).dirichlet(np.ones(200))
+    ids = [f"doc-{i:05d}" for i in range(200)]
+
+    @al.window("step")
+    def step(q: int) -> int:
+        return sum(al.select(probs, candidates=ids, name="doc") for _ in range(5))
+
+    path = folder / "loop.zst"
+    for r in range(runs):
+        with al.record(path, seed=r):
+            for w in range(10):
+                step(w)
+    al.flush()
+    by_run: dict[int, list[Any]] = {}
+    for rec in read(path).records:
+        if type(rec) is WindowExit:
+            rec = msgspec.structs.replace(rec, receipt=b"")
+        elif type(rec) is RunEnd:
+            rec = msgspec.structs.replace(rec, receipt=b"", digest=None, n_windows=0,
+                                          n_selections=0, n_continuations=0)
+        by_run.setdefault(getattr(rec, "run", -1), []).append(rec)
+    return [v for k, v in sorted(by_run.items()) if k >= 0]
+
+
+def levels(folder: Path, rounds: int) -> None:
+    """zstd levels for vector frames: compress/decompress CPU and bytes, and the writer's
+    CPU per agent-loop run at level -1 against ``ZSTD_LEVEL_BULK`` (paired rounds)."""
+    from agentlog import _trace_format, _writer_pool
+    from agentlog._trace_format import ZSTD_LEVEL_BULK, FrameEncoder
+
+    runs = agent_loop_runs(folder)
+    enc = FrameEncoder()
+    sels = selection_records(100)
+    workloads = {
+        "agent-loop run frames (72 records)": [enc.encode_records(r) for r in runs],
+        "fresh 1,000-candidate vectors (20 a frame)": [
+            enc.encode_records(sels[i:i + 20]) for i in range(0, 100, 20)],
+    }
+    candidates = [-1, -3, -5, -7, -10]
+    comp = {lv: zstandard.ZstdCompressor(level=lv, write_checksum=True, write_content_size=True)
+            for lv in candidates}
+    dctx = zstandard.ZstdDecompressor()
+    for name, contents in workloads.items():
+        payloads = {lv: [comp[lv].compress(c) for c in contents] for lv in candidates}
+        ct: dict[int, list[float]] = {lv: [] for lv in candidates}
+        dt: dict[int, list[float]] = {lv: [] for lv in candidates}
+        for r in range(rounds):
+            for lv in candidates[r % len(candidates):] + candidates[:r % len(candidates)]:
+                t0 = time.thread_time()
+                for c in contents:
+                    comp[lv].compress(c)
+                ct[lv].append((time.thread_time() - t0) / len(contents) * 1e6)
+                t0 = time.thread_time()
+                for pl in payloads[lv]:
+                    dctx.decompress(pl)
+                dt[lv].append((time.thread_time() - t0) / len(contents) * 1e6)
+        size1 = sum(map(len, payloads[-1]))
+        print(f"{name}: {len(contents[0]):,} B of msgpack a frame")
+        for lv in candidates:
+            ratio = statistics.median(a / b for a, b in zip(ct[lv], ct[-1], strict=True))
+            print(f"  level {lv:3d}: compress {statistics.median(ct[lv]):7.1f} µs "
+                  f"({ratio:.2f} of level -1, paired), decompress "
+                  f"{statistics.median(dt[lv]):6.1f} µs, bytes "
+                  f"{sum(map(len, payloads[lv])) / size1:.3f} of level -1")
+
+    def pool_cpu() -> float:
+        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident))  # type: ignore[arg-type]
+                   for t in _writer_pool.service().threads)
+
+    records = [r for run in runs for r in run]
+
+    def writer_cpu(k: int) -> float:
+        """Pool-thread CPU per run: every record queued first, then written at close()."""
+        path = folder / f"w{k}.zst"
+        w = TraceWriter(path, frame_interval=3600, max_queue_bytes=1 << 30)
+        w._learned = True  # no wake-up while the records are queued
+        w._set_bounds(4096, 1 << 20)
+        for rec in records:
+            w.put(rec)
+        time.sleep(0.005)
+        c0 = pool_cpu()
+        w.close()
+        used = pool_cpu() - c0
+        path.unlink()
+        return used / len(runs) * 1e6
+
+    chosen = ZSTD_LEVEL_BULK
+    per: dict[int, list[float]] = {-1: [], chosen: []}
+    try:
+        for r in range(2 * rounds):
+            for lv in ((-1, chosen) if r % 2 else (chosen, -1)):
+                _trace_format.ZSTD_LEVEL_BULK = lv  # read by each new writer's encoder
+                per[lv].append(writer_cpu(r))
+    finally:
+        _trace_format.ZSTD_LEVEL_BULK = chosen
+    ratio = statistics.median(a / b for a, b in zip(per[chosen], per[-1], strict=True))
+    print(f"writer thread CPU per agent-loop run: level -1 {statistics.median(per[-1]):.0f} "
+          f"µs, level {chosen} {statistics.median(per[chosen]):.0f} µs ({ratio:.3f}, paired "
+          f"over {2 * rounds} rounds; load {os.getloadavg()[0]:.2f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=1_000_000)
@@ -326,7 +439,13 @@ def main() -> int:
                     help="only measure the run digest's cost on the writer")
     ap.add_argument("--vs-hand", action="store_true",
                     help="only compare the writer with the same frames written by hand")
+    ap.add_argument("--levels", action="store_true",
+                    help="only compare zstd levels for vector frames (and the writer's CPU)")
     args = ap.parse_args()
+    if args.levels:
+        with bench_dir("agentlog-bench-levels-") as folder:
+            levels(Path(folder), max(args.repeat, 15))
+        return 0
     if args.vs_hand:
         vs_hand(args.small, max(args.repeat, 5))
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -125,3 +126,60 @@ def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again(
     changed = _noise.pool(ids, 50)
     assert changed.ids[0] == "changed" and changed.hash != first.hash
     np.testing.assert_array_equal(changed.keys[1:], first.keys[1:])
+
+
+def _keys(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 2**64 - 1, size=n, dtype=np.uint64,
+                                                endpoint=True)
+
+
+@pytest.mark.parametrize("n", [33, 40, 127, 200, 257, 1000, 1024, 1025, 3000])
+def test_draws_made_in_blocks_of_steps_equal_the_single_step_draws(n: int) -> None:
+    keys, other = _keys(n, 1), _keys(n, 2)
+    # Consecutive steps (blocks grow), a pool switch, a jump back, a gap, a repeat.
+    steps = [*range(30), 5, 6, 7, 100, 101, 101, 102, 0]
+    for k, step in enumerate(steps):
+        pool = other if k in (12, 13, 31) else keys
+        got = _noise.gumbel_at(pool, 9, f"blk{n}", step)
+        assert got.tobytes() == _noise.gumbel(pool, 9, f"blk{n}", step).tobytes(), (n, step)
+
+
+def test_a_pool_drawn_at_consecutive_steps_gets_blocks_of_rows_and_a_new_pool_one_row() -> None:
+    keys = _keys(200, 3)
+    for step in range(12):
+        _noise.gumbel_at(keys, 4, "grow", step)
+    assert _noise._blocks[(4, "grow")].rows.shape == (_noise._BLOCK_ROWS, 200)
+    fresh = _keys(200, 4)
+    _noise.gumbel_at(fresh, 4, "grow", 12)
+    assert _noise._blocks[(4, "grow")].rows.shape == (1, 200)  # seen once: no work ahead
+    big = _keys(_noise._BLOCK_MAX_N + 1, 5)
+    for step in range(4):
+        _noise.gumbel_at(big, 4, "big", step)
+    assert _noise._blocks[(4, "big")].rows.shape[0] == 1
+
+
+def test_the_block_cache_stays_bounded_across_many_seeds_and_streams() -> None:
+    keys = _keys(100, 6)
+    for seed in range(3 * _noise._BLOCK_CACHE_SIZE):
+        for step in range(3):
+            _noise.gumbel_at(keys, seed, f"bound{seed % 5}", step)
+    assert len(_noise._blocks) <= _noise._BLOCK_CACHE_SIZE
+
+
+def test_threads_sharing_a_seed_and_stream_on_different_pools_get_exact_draws() -> None:
+    pools = [_keys(150, 10 + i) for i in range(4)]
+    errors: list[tuple[int, int]] = []
+
+    def work(t: int) -> None:
+        for step in range(300):
+            pool = pools[(t + step // 7) % 4]
+            got = _noise.gumbel_at(pool, 1, "shared", step)
+            if got.tobytes() != _noise.gumbel(pool, 1, "shared", step).tobytes():
+                errors.append((t, step))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -193,3 +194,51 @@ def test_select_from_many_threads_with_tiny_caches_never_raises(
     for t in range(n_threads):
         steps = sorted(s.step for s in selections if s.name == f"s{t}")
         assert steps == list(range(2 * per_thread))
+
+
+# Change detector: digests of what al.select recorded at N = 200 and N = 1,000 (the numpy
+# path) before its passes were cut down (2026-12-01), computed by that code. A change
+# here changes the draws of every trace: verification and replay of recorded runs break.
+PINNED_CHOICES = [105, 52, 160, 12, 43, 67, 174, 147, 69, 833, 772, 130, 341, 957, 830, 234,
+                  876, 224]
+PINNED_N_ZERO = [0, 0, 0, 3, 3, 3, 0, 0, 0, 0, 0, 0, 3, 3, 3, 0, 0, 0]
+PINNED_DRAWS = "a5ec8cdc71964dd6"  # sha256 of the recorded draws, in file order
+PINNED_UNIFORMS = "c7c7245ed635ae25"  # the uniforms under them: the same on every platform
+
+
+def test_draws_choices_and_zero_counts_at_n_200_and_1000_are_pinned(trace_path: Path) -> None:
+    rng = np.random.default_rng(2026)
+    cases = []
+    for n in (200, 1000):
+        p = rng.dirichlet(np.ones(n))
+        z = p.copy()
+        z[[3, 77, 150]] = 0.0
+        cases += [(n, p, False), (n, z / z.sum(), False), (n, p * 7.0, True)]
+    with al.record(trace_path, seed=2026):
+        choices = [al.select(p, candidates=[f"doc-{i:05d}" for i in range(n)], name=f"s{n}",
+                             normalize=norm)
+                   for n, p, norm in cases for _ in range(3)]
+    sels = of_type(al.read(trace_path), Selection)
+    assert choices == [s.choice for s in sels] == PINNED_CHOICES
+    assert [s.n_zero for s in sels] == PINNED_N_ZERO
+    draws = hashlib.sha256(b"".join(bytes(s.draws) for s in sels)).hexdigest()[:16]
+    assert draws == PINNED_DRAWS
+    uniforms = b"".join(
+        _noise.uniforms(_noise.pool([f"doc-{i:05d}" for i in range(n)], n).keys,
+                        _noise.step_base(2026, f"s{n}", k)).tobytes()
+        for n in (200, 1000) for k in range(9))
+    assert hashlib.sha256(uniforms).hexdigest()[:16] == PINNED_UNIFORMS
+    assert al.verify(trace_path).ok
+
+
+@pytest.mark.parametrize("n", [3, 200])
+def test_an_entry_that_normalises_to_zero_is_counted_as_a_zero(trace_path: Path, n: int) -> None:
+    # The smallest subnormal halves to 0.0: select skips its zero count only when the
+    # normalised vector's smallest entry is positive, so this one must be counted.
+    scores = np.full(n, 2.0 / (n - 1))
+    scores[0] = 5e-324
+    with al.record(trace_path, seed=3):
+        choice = al.select(scores, normalize=True)
+    (sel,) = of_type(al.read(trace_path), Selection)
+    probs = np.frombuffer(sel.probs, "<f8")
+    assert probs[0] == 0.0 and sel.n_zero == 1 and choice != 0

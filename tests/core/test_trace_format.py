@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pytest
 import zstandard
 
@@ -32,6 +33,7 @@ from agentlog._trace_format import (
     MAGIC,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
+    ZSTD_LEVEL_BULK,
     FrameDecoder,
     FrameEncoder,
     check_file_header,
@@ -323,3 +325,20 @@ def test_golden_v1_fixture_views_resolve_blobs_and_vectors() -> None:
     assert trace.probs(sel).tolist() == [0.5, 0.25, 0.25]
     assert trace.draws(sel).tolist() == [0.125, -1.5, 2.0]
     assert trace.blob(sel.pool) == b"\x93\xa2d1\xa2d2\xa2d3"
+
+
+def test_a_frame_of_vector_records_is_compressed_at_the_bulk_level() -> None:
+    # ZSTD_LEVEL_BULK is a measured choice (bench_writer_reader, the comment at its
+    # definition): a frame averaging at least BULK_RECORD_BYTES per record gets exactly
+    # that level's bytes, and they differ from level -1's (the level before) on a frame
+    # whose vectors repeat, as an agent loop's fixed candidate pool does.
+    probs = np.random.default_rng(3).dirichlet(np.ones(200)).tobytes()
+    big = [Blob(hash=bytes(32), data=probs + bytes(range(256)) * (k + 1)) for k in range(40)]
+    content = msgspec.msgpack.encode(big)
+    _, payload = FrameEncoder().encode_parts(content, len(big))
+    level = zstandard.ZstdCompressor(level=ZSTD_LEVEL_BULK, write_checksum=True,
+                                     write_content_size=True)
+    assert payload == level.compress(content)
+    before = zstandard.ZstdCompressor(level=-1, write_checksum=True, write_content_size=True)
+    assert payload != before.compress(content)
+    assert decode_frame(FrameEncoder().encode(big)) == big
