@@ -78,7 +78,8 @@ from agentlog._writer_queue import (
 )
 from agentlog._writer_seal import RunSealer
 
-__all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_QUEUE_BYTES", "TraceWriter"]
+__all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_BLOB_HASHES",
+           "MAX_QUEUE_BYTES", "TraceWriter"]
 
 Durability = Literal["frame", "window", "fsync"]
 OnFull = Literal["block", "drop"]
@@ -95,6 +96,8 @@ CLOSE_TIMEOUT = 10.0
 WINDOW_TIMEOUT = 5.0
 FULL_TIMEOUT = 1.0
 MAX_QUEUE_BYTES = 64 * 1024 * 1024
+# Blob hashes a writer remembers to write each blob once (~120 bytes each: ~8 MB).
+MAX_BLOB_HASHES = 65_536
 
 # Before anything is encoded the writer does not know how large records are: it wakes
 # after this many, and producers wait (bounded) at twice as many until a pool thread has
@@ -293,10 +296,20 @@ class TraceWriter(RunSealer):
         self._learned = True  # measured, or keep the guess: producers wait here once
 
     def put_blob(self, hash: bytes, data: bytes, kind: str = "artifact") -> None:
-        """Enqueue a ``Blob`` the first time this writer sees ``hash`` (content-addressed)."""
+        """Enqueue a ``Blob`` the first time this writer sees ``hash`` (content-addressed).
+
+        The hashes seen are bounded (``MAX_BLOB_HASHES``; a writer kept open across runs
+        of an agent with a new candidate pool every step would otherwise grow without
+        end): past the bound they are forgotten, and a blob seen again is written again,
+        a duplicate every reader and ``verify`` accept (the same bytes under one name).
+        """
         token = object()
+        seen = self._blob_hashes
         # dict.setdefault is atomic for bytes keys: exactly one caller wins the race.
-        if self._blob_hashes.setdefault(hash, token) is token:
+        if seen.setdefault(hash, token) is token:
+            if len(seen) > MAX_BLOB_HASHES:
+                seen.clear()
+                seen[hash] = token
             self.put(Blob(hash=hash, data=data, kind=kind))
 
     def new_run_index(self) -> int:
