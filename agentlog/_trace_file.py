@@ -237,12 +237,12 @@ _CONFLICT = (errno.EAGAIN, errno.EACCES)
 
 
 def _announce_wait(fd: int) -> None:
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, OverflowError):  # OverflowError: a 32-bit off_t
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
 
 
 def _end_wait(fd: int) -> None:
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, OverflowError):
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, _WAITING_BYTE)
 
 
@@ -257,6 +257,8 @@ def waited_for(fd: int) -> bool:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
     except OSError as exc:
         return exc.errno in _CONFLICT
+    except OverflowError:  # pragma: no cover - a 32-bit off_t: no announcements either
+        return False
     _end_wait(fd)
     return False
 
