@@ -46,11 +46,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -134,7 +135,9 @@ def _source_files(traces: Any) -> list[Path]:
             out.append(p)
         else:
             raise ValueError(f"{p}: no such trace file or folder")
-    return out
+    # A file named twice (itself and its folder, say) holds the same instances once.
+    seen: set[Path] = set()
+    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]  # type: ignore[func-returns-value]
 
 
 def _unit_key(run_id: str, window: int, arm: Arm, replicate: int, mode: str) -> str:
@@ -197,6 +200,10 @@ def intervene(
             Each message says what to do. A unit whose call misses in ``frozen``/``branch``
             does not raise here: it is recorded as failed (``CacheMiss`` in
             ``summary.failures``), and a re-run retries it.
+        TraceFormatError: a source trace that cannot be read. The units are made as the
+            engine takes them, one source trace read at a time (a study never holds all
+            its units), so the units of the traces before it have run and are written:
+            a re-run after the fix skips them.
         AppNotGivenError, AppImportError: the app module (``resolve_app``).
     """
     if mode not in MODES:
@@ -220,14 +227,46 @@ def intervene(
                          "source traces still serve every recorded call)")
     reps = tuple(seeds) if seeds is not None else (
         arms.replicates if isinstance(arms, Design) else (0,))
-    from ._design import replicate_seed
-
     resolve_app(app, traces=files)
     out_dir = Path(out)
     (out_dir / ARMS_DIR).mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
-    units: list[Unit] = []
-    instances = 0
+    count = _Count()
+    units = _units(files, window, arm_list, reps, mode, out_dir, token, specs, scores_id,
+                   instance_id, count)
+    # Made as the engine takes them, one source trace read at a time: a study of many
+    # window instances x arms x seeds never holds its units all at once. The first is
+    # made now, so that a window with no sealed instance is refused before anything runs.
+    first = next(units, None)
+    if first is None:
+        raise ValueError(f"no sealed instance of window {window!r} in {len(files)} trace(s) "
+                         f"({files[0]}{' …' if len(files) > 1 else ''}); check the window "
+                         "name (agentlog inspect lists them)")
+    with _calls_lock:
+        _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores, cache)
+    try:
+        summary = run_units(itertools.chain((first,), units), JOB, out=out_dir / UNITS_FILE,
+                            app=app, concurrency=concurrency, executor=executor,
+                            progress=progress)
+    finally:
+        with _calls_lock:
+            _calls.pop(token, None)
+    return InterventionRun(out=out_dir, units=count.units, instances=count.instances,
+                           arms=arm_list, mode=mode, summary=summary)
+
+
+@dataclass
+class _Count:
+    units: int = 0
+    instances: int = 0
+
+
+def _units(files: list[Path], window: str, arm_list: tuple[Arm, ...], reps: tuple[int, ...],
+           mode: str, out_dir: Path, token: str, specs: Mapping[str, Any],
+           scores_id: str | None, instance_id: str | None, count: _Count) -> Iterator[Unit]:
+    """One unit per (sealed instance of ``window``, arm, replicate), trace by trace."""
+    from ._design import replicate_seed
+
     for path in files:
         trace = al.read(path)
         starts = {r.run: r.start for r in trace.runs}
@@ -237,7 +276,7 @@ def intervene(
             start = starts.get(view.run)
             if start is None:
                 continue
-            instances += 1
+            count.instances += 1
             for arm in arm_list:
                 for r in reps:
                     key = _unit_key(start.run_id, view.window, arm, int(r), mode)
@@ -248,27 +287,15 @@ def intervene(
                         "source_trace": str(path), "window": view.window,
                         "window_name": window, "arm_trace": f"{ARMS_DIR}/{key}.zst",
                     }
-                    units.append(Unit(key, payload={
+                    count.units += 1
+                    yield Unit(key, payload={
                         "token": token, "source": str(path), "run": view.run,
                         "window": view.window, "arm_hash": arm.hash, "seed": prov["seed"],
                         "arm_trace": str(out_dir / ARMS_DIR / f"{key}.zst"),
                         "arm": specs[arm.hash], "scores": scores_id, "instance": instance_id,
                         "mode": mode,
-                    }, provenance=prov))
-    if not instances:
-        raise ValueError(f"no sealed instance of window {window!r} in {len(files)} trace(s) "
-                         f"({files[0]}{' …' if len(files) > 1 else ''}); check the window "
-                         "name (agentlog inspect lists them)")
-    with _calls_lock:
-        _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores, cache)
-    try:
-        summary = run_units(units, JOB, out=out_dir / UNITS_FILE, app=app,
-                            concurrency=concurrency, executor=executor, progress=progress)
-    finally:
-        with _calls_lock:
-            _calls.pop(token, None)
-    return InterventionRun(out=out_dir, units=len(units), instances=instances,
-                           arms=arm_list, mode=mode, summary=summary)
+                    }, provenance=prov)
+        del trace  # before the next file is read
 
 
 def _source(path: str) -> Trace:

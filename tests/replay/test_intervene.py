@@ -226,3 +226,31 @@ def test_method_and_secret_windows_refuse_with_what_to_supply(tmp_path: Path) ->
                     secrets={"token": "s3cret"})
     assert res.summary.done == 1 and res.summary.skipped == 0
     assert [u.status for u in read_units(tmp_path / "s" / "units.zst").values()] == ["ok"]
+
+
+def test_units_are_made_as_the_engine_takes_them_one_source_at_a_time(
+        replayed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study of many instances x arms x seeds never holds its units all at once: the
+    engine gets an iterator, and taking a unit reads no more source traces than it needs.
+    Naming a trace twice (itself and its folder) gives its instances once."""
+    from agentlog.replay import _intervene
+
+    sources = sorted((replayed / "src").glob("*.zst"))
+    assert len(sources) == 6
+    reads: list[str] = []
+    real_read, real_run_units = al.read, _intervene.run_units
+    monkeypatch.setattr(al, "read", lambda path, **kw: reads.append(str(path)) or real_read(
+        path, **kw))
+    taken: dict[str, Any] = {}
+
+    def spy(units: Any, *args: Any, **kwargs: Any) -> Any:
+        taken["iterator"] = iter(units) is units
+        first = [next(units) for _ in range(8)]  # the first instance's 8 (arm, seed) units
+        taken["reads"] = len(reads)
+        return real_run_units(iter([*first, *units]), *args, **kwargs)
+
+    monkeypatch.setattr(_intervene, "run_units", spy)
+    res = intervene([replayed / "src", sources[0]], window="retrieval", arms=DESIGN,
+                    out=tmp_path / "o", app=APP, mode="rerun")
+    assert taken == {"iterator": True, "reads": 1}  # one source read for its first 8 units
+    assert res.instances == 6 and res.units == 48 and res.summary.done == 48
