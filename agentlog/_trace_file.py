@@ -140,17 +140,13 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
             )
         if ours is not None and ours[:2] == (size, st.st_mtime_ns):
             end, next_run = size, ours[2]  # the file as this process left it
-        elif ours is not None and size > ours[0]:
+        else:
             # Grown since: another process appended runs after this one's. Only what it
             # added is read (processes taking turns on one file would otherwise read the
-            # whole file at every turn); a file rewritten meanwhile does not parse at the
-            # old end (each frame header has its checksum) and is read whole.
-            try:
-                end, next_run = _scan_for_append(fd, path, size, ours[0], ours[2])
-            except TracePathError:
-                end, next_run = _scan_for_append(fd, path, size)
-        else:
-            end, next_run = _scan_for_append(fd, path, size)
+            # whole file at every turn); anything else is checked whole.
+            grown = (None if ours is None or size <= ours[0]
+                     else _appended_since(path, size, ours[0], ours[2]))
+            end, next_run = grown if grown is not None else _scan_for_append(fd, path, size)
         os.lseek(fd, end, os.SEEK_SET)
         return OpenedTrace(fd, key, end, next_run)
     except BaseException:
@@ -289,10 +285,8 @@ def _write_header(fd: int) -> None:
         view = view[os.write(fd, view):]
 
 
-def _scan_for_append(fd: int, path: str, size: int, start: int = FILE_HEADER_SIZE,
-                     next_run: int = 0) -> tuple[int, int]:
-    """Check an existing trace from ``start`` (a frame boundary, by default its first)
-    to its end; return (end offset, next free run index, at least ``next_run``)."""
+def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
+    """Check an existing trace end to end; return (end offset, next free run index)."""
     rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         head = os.pread(rfd, FILE_HEADER_SIZE, 0)
@@ -308,33 +302,67 @@ def _scan_for_append(fd: int, path: str, size: int, start: int = FILE_HEADER_SIZ
             os.ftruncate(fd, 0)
             _write_header(fd)
             return FILE_HEADER_SIZE, 0
-        decoder = FrameDecoder()
-        offset = start
-        while offset < size:
-            raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
-            if len(raw) < FRAME_HEADER_SIZE:
-                break  # torn inside a frame header
-            try:
-                header = parse_frame_header(raw, path=path, offset=offset)
-            except TraceFormatError as exc:
-                raise _corrupt(path, offset, exc) from exc
-            payload = os.pread(rfd, header.payload_len, offset + FRAME_HEADER_SIZE)
-            if len(payload) < header.payload_len:
-                break  # torn inside a payload
-            try:
-                records = decoder.decode_payload(payload, header, path=path, offset=offset)
-            except TraceFormatError as exc:
-                raise _corrupt(path, offset, exc) from exc
-            for r in records:
-                if type(r) is RunStart and r.run >= next_run:
-                    next_run = r.run + 1
-            offset += FRAME_HEADER_SIZE + header.payload_len
+        offset, next_run = _read_frames(rfd, path, size, FILE_HEADER_SIZE, 0)
         if offset < size:
             _torn(path, offset, size)
             os.ftruncate(fd, offset)
         return offset, next_run
     finally:
         os.close(rfd)
+
+
+def _appended_since(path: str, size: int, end: int, next_run: int) -> tuple[int, int] | None:
+    """(end, next free run index) of a file grown past ``end``, this process's last end.
+
+    Only the bytes another process appended are read, and nothing is changed: None unless
+    they are whole frames up to ``size``. A file rewritten meanwhile does not parse at the
+    old end (each frame header has its checksum), and a torn one is for the whole scan to
+    judge and cut.
+    """
+    try:
+        rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    try:
+        offset, next_run = _read_frames(rfd, path, size, end, next_run)
+    except TracePathError:
+        return None
+    finally:
+        os.close(rfd)
+    return (offset, next_run) if offset == size else None
+
+
+def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int
+                 ) -> tuple[int, int]:
+    """Walk the whole frames from ``offset`` (a frame boundary) towards ``size``.
+
+    Returns where they end (a torn frame stops the walk) and the next free run index,
+    at least ``next_run``.
+
+    Raises:
+        TracePathError: a frame that is not a valid frame.
+    """
+    decoder = FrameDecoder()
+    while offset < size:
+        raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
+        if len(raw) < FRAME_HEADER_SIZE:
+            break  # torn inside a frame header
+        try:
+            header = parse_frame_header(raw, path=path, offset=offset)
+        except TraceFormatError as exc:
+            raise _corrupt(path, offset, exc) from exc
+        payload = os.pread(rfd, header.payload_len, offset + FRAME_HEADER_SIZE)
+        if len(payload) < header.payload_len:
+            break  # torn inside a payload
+        try:
+            records = decoder.decode_payload(payload, header, path=path, offset=offset)
+        except TraceFormatError as exc:
+            raise _corrupt(path, offset, exc) from exc
+        for r in records:
+            if type(r) is RunStart and r.run >= next_run:
+                next_run = r.run + 1
+        offset += FRAME_HEADER_SIZE + header.payload_len
+    return offset, next_run
 
 
 def _torn(path: str, offset: int, size: int) -> None:

@@ -8,6 +8,7 @@ runs appended since this process last closed the file.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import subprocess
@@ -38,6 +39,12 @@ _WORKER = textwrap.dedent("""
 RUNS = 250
 
 
+def _record_in_a_child(path: Path, runs: int) -> None:
+    child = subprocess.run([sys.executable, "-c", _WORKER, str(path), "1", str(runs)],
+                           cwd=os.getcwd(), capture_output=True, timeout=60, check=False)
+    assert child.returncode == 0, child.stderr.decode()[-2000:]
+
+
 def test_three_processes_recording_back_to_back_to_one_file_all_land(tmp_path: Path) -> None:
     """Before, a process recording run after run held the file for as long as it kept
     going, and the others were refused after their 2 s wait (4 of 900 runs were lost in
@@ -66,9 +73,7 @@ def test_an_idle_kept_file_is_released_to_a_waiter_within_the_pools_scan(
     with al.record(path, seed=1, mode="a"):
         al.score("parent", 1.0)
     started = time.monotonic()
-    child = subprocess.run([sys.executable, "-c", _WORKER, str(path), "1", "1"],
-                           cwd=os.getcwd(), capture_output=True, timeout=60, check=False)
-    assert child.returncode == 0, child.stderr.decode()[-2000:]
+    _record_in_a_child(path, runs=1)
     assert time.monotonic() - started < 30  # bounded (a timing bound only against a hang)
     assert [s.name for s in of_type(al.read(path), Score)] == ["parent", "s"]
 
@@ -105,21 +110,63 @@ def test_an_append_by_another_process_is_read_from_where_this_one_left_off(
     with al.record(path, seed=1, mode="a"):
         al.score("mine", 1.0)
     assert al.flush()
-    child = subprocess.run([sys.executable, "-c", _WORKER, str(path), "1", "2"],
-                           cwd=os.getcwd(), capture_output=True, timeout=60, check=False)
-    assert child.returncode == 0, child.stderr.decode()[-2000:]
+    _record_in_a_child(path, runs=2)
     starts: list[int] = []
-    scan = _trace_file._scan_for_append
+    read_frames = _trace_file._read_frames
 
-    def spy(fd: int, path: str, size: int, start: int = 8, next_run: int = 0) -> tuple[int, int]:
-        starts.append(start)
-        return scan(fd, path, size, start, next_run)
+    def spy(rfd: int, path: str, size: int, offset: int, next_run: int) -> tuple[int, int]:
+        starts.append(offset)
+        return read_frames(rfd, path, size, offset, next_run)
 
-    monkeypatch.setattr(_trace_file, "_scan_for_append", spy)
+    monkeypatch.setattr(_trace_file, "_read_frames", spy)
     with al.record(path, seed=9, mode="a"):
         al.score("mine again", 2.0)
     assert al.flush()
     assert len(starts) == 1 and starts[0] > _trace_file.FILE_HEADER_SIZE
     trace = al.read(path)
     assert [s.run for s in of_type(trace, RunStart)] == [0, 1, 2, 3]
+    assert al.verify(path).ok
+
+
+def _hex_text(length: int) -> str:
+    """``length`` characters that do not compress away: a trace's size grows with them."""
+    digits = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(length // 64 + 1))
+    return digits[:length]
+
+
+def test_a_file_rewritten_to_end_just_past_this_processs_end_is_checked_whole(
+        tmp_path: Path) -> None:
+    """The bytes past this process's old end are not a torn frame of its own when the file
+    was rewritten meanwhile: only the whole-file check may cut a file, and this one is a
+    valid trace, so nothing of it is cut."""
+    path = tmp_path / "rewritten.zst"
+    with al.record(path, seed=1, mode="a"):
+        al.score(_hex_text(300), 1.0)  # a long run: the other trace starts out smaller
+    assert al.flush()
+    end = path.stat().st_size
+    other = tmp_path / "other.zst"
+    # Another trace whose size lands just past `end`: it grows by a few bytes per character
+    # of its second score's name (mostly under 8, its timestamps' varints up to 16), so a
+    # sweep over the lengths lands in the 15-byte window unless one step jumps it; a few
+    # sweeps, each with other timestamps, make that miss practically impossible.
+    landed = None
+    for sweep in range(5):
+        for length in range(1, 1200):
+            with al.record(other, seed=2 + sweep, mode="w"):
+                al.score("theirs", 1.0)
+                al.score(_hex_text(length), 2.0)
+            assert al.flush()
+            if 0 < other.stat().st_size - end < _trace_file.FRAME_HEADER_SIZE:
+                landed = length
+                break
+        if landed is not None:
+            break
+    if landed is None:
+        pytest.fail("no trace size landed just past the first one's end")
+    path.write_bytes(other.read_bytes())  # the same file (inode), rewritten by "someone"
+    with al.record(path, seed=3, mode="a"):
+        al.score("mine again", 3.0)
+    assert al.flush()
+    names = [s.name for s in of_type(al.read(path), Score)]
+    assert names == ["theirs", _hex_text(landed), "mine again"]
     assert al.verify(path).ok
