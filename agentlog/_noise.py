@@ -63,8 +63,6 @@ _PHI = 0x9E3779B97F4A7C15
 _C1 = 0xFF51AFD7ED558CCD
 _C2 = 0xC4CEB9FE1A85EC53
 _C1_U = np.uint64(_C1)
-_C2_U = np.uint64(_C2)
-_S33 = np.uint64(33)
 _TWO_M53 = 2.0**-53
 _log = np.log
 _negative = np.negative
@@ -107,12 +105,16 @@ def fmix64(x: int) -> int:
 
 
 def _fmix64_array(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    # In place on a fresh array: uint64 multiplication wraps modulo 2^64 as intended.
-    x ^= x >> _S33
-    x *= _C1_U
-    x ^= x >> _S33
-    x *= _C2_U
-    x ^= x >> _S33
+    # In place on a fresh array (of any shape): uint64 multiplication wraps modulo 2^64 as
+    # intended. One temporary for the three shifts, and 0-d operands (see _S33_0).
+    t = x >> _S33_0
+    x ^= t
+    x *= _C1_0
+    _right_shift(x, _S33_0, out=t)
+    x ^= t
+    x *= _C2_0
+    _right_shift(x, _S33_0, out=t)
+    x ^= t
     return x
 
 
@@ -546,14 +548,7 @@ def _to_uniforms(x: NDArray[np.uint64]) -> NDArray[np.float64]:
     # integer 2 (z >> 11) + 1 rounds to float as 2 ((z >> 11) + ½) does (scaling by two
     # commutes with rounding; see gumbel_small), and the product casts it inside the ufunc.
     # The same bits as the definition in fewer passes: this runs on every select.
-    t = x >> _S33_0
-    x ^= t
-    x *= _C1_0
-    _right_shift(x, _S33_0, out=t)
-    x ^= t
-    x *= _C2_0
-    _right_shift(x, _S33_0, out=t)
-    x ^= t
+    _fmix64_array(x)
     _right_shift(x, _S10_0, out=x)
     x |= _ONE_0
     u: NDArray[np.float64] = x.view(np.float64)
