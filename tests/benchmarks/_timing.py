@@ -14,6 +14,17 @@ def _batch_us(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - t0) / number * 1e6
 
 
+def cpu_us_per_call(fn: Callable[[], object], number: int) -> float:
+    """Microseconds of this thread's CPU (``time.thread_time``) per call over ``number`` calls.
+
+    On a shared machine wall-clock batches measure the scheduler; the caller's CPU does not.
+    """
+    t0 = time.thread_time()
+    for _ in range(number):
+        fn()
+    return (time.thread_time() - t0) / number * 1e6
+
+
 def per_call_us(fn: Callable[[], object], *, number: int, repeat: int = 7,
                 before: Callable[[], object] | None = None) -> tuple[float, float]:
     """(min, median) microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls.

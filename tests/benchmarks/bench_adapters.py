@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _tempdir import bench_dir
-from _timing import interleaved, per_call_us, row
+from _timing import cpu_us_per_call, interleaved, per_call_us, row
 
 import agentlog as al
 from agentlog.adapters import openai as adapter
@@ -143,17 +142,11 @@ def beyond_key_cpu(trace: str, wrapped: Callable[[], object], bare: Callable[[],
     wrapped stub, the bare stub and ``request_key`` alone with ``time.thread_time`` one
     after the other, and the round's difference ``wrapped - bare - key`` is one sample.
     """
-    def cpu_us(fn: Callable[[], object]) -> float:
-        t0 = time.thread_time()
-        for _ in range(number):
-            fn()
-        return (time.thread_time() - t0) / number * 1e6
-
     samples = []
     with al.record(trace, seed=1):
         for _ in range(rounds):
             al.flush()
-            w, b, k = cpu_us(wrapped), cpu_us(bare), cpu_us(key)
+            w, b, k = (cpu_us_per_call(fn, number) for fn in (wrapped, bare, key))
             samples.append((w - b - k, w - b, k))
     beyond = sorted(s[0] for s in samples)
     q1, med, q3 = statistics.quantiles(beyond, n=4)

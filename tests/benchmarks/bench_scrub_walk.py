@@ -27,12 +27,12 @@ import os
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _timing import cpu_us_per_call
 from bench_adapters import BODY as ADAPTER_BODY
 
 from agentlog import _scrub
@@ -116,13 +116,6 @@ def old_has_credential_key(obj: Any, depth: int) -> bool:
     return False
 
 
-def _batch_cpu_us(fn: Callable[[], object], number: int) -> float:
-    t0 = time.thread_time()
-    for _ in range(number):
-        fn()
-    return (time.thread_time() - t0) / number * 1e6
-
-
 def paired(reference: Callable[[], object], fn: Callable[[], object], number: int,
            rounds: int = 15) -> tuple[float, float, float]:
     """(median reference µs, median new µs, median of the per-round ratios new/ref)."""
@@ -130,7 +123,7 @@ def paired(reference: Callable[[], object], fn: Callable[[], object], number: in
     for r in range(rounds):
         pair = [(reference, ref), (fn, new)]
         for fn_, out in pair if r % 2 == 0 else pair[::-1]:
-            out.append(_batch_cpu_us(fn_, number))
+            out.append(cpu_us_per_call(fn_, number))
         ratios.append(new[-1] / ref[-1])
     return statistics.median(ref), statistics.median(new), statistics.median(ratios)
 
