@@ -29,7 +29,9 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   (not in a counter word) avoids the overlapping streams that
   ``numpy.random.Philox(counter=[step, 0, 0, 0])`` would give across steps.
 * per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64 (up
-  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits);
+  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits; where the
+  optional C kernel ``agentlog._native`` was built, one C loop for the keys of str ids
+  and for the uniforms, the same bits again);
   ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)`` with numpy's
   ``log`` on every path.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
@@ -53,6 +55,12 @@ from typing import Any
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
+
+try:  # the integer passes in one C loop each; built at install time when a compiler is there
+    from . import _native
+except ImportError:  # pragma: no cover - built everywhere this project's tests run
+    _native = None  # type: ignore[assignment]
+NATIVE = _native is not None  # whether the C kernel was built (the draws are the same bits)
 
 GENERATOR_V1 = "fmix64-gumbel/1"
 GENERATOR_ID = "fmix64-gumbel/2"  # what new runs record
@@ -299,6 +307,16 @@ def nul_joined(ids: Sequence[Any]) -> str | None:
 
 
 def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
+    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``: one C loop where
+    ``agentlog._native`` was built, else the numpy passes of ``_joined_keys_numpy``."""
+    if _native is None:
+        return _joined_keys_numpy(joined, n)
+    keys = np.empty(n, dtype=np.uint64)
+    _native.joined_keys((joined + _NUL).encode("utf-8"), n, _TAG_STR, keys)
+    return keys
+
+
+def _joined_keys_numpy(joined: str, n: int) -> NDArray[np.uint64]:
     """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``, without a loop over ids.
 
     The NULs of the UTF-8 bytes (never inside a multi-byte character) end the ids; word
@@ -428,7 +446,8 @@ class Pool:
     keys: NDArray[np.uint64]
     encoded: bytes  # canonical msgpack list of the ids (stored once as a Blob)
     hash: bytes  # sha256(encoded)
-    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids, else 0
+    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids (without
+    # the C kernel: only ``gumbel_small`` reads it), else 0
 
 
 _pool_cache: dict[Any, Pool] = {}
@@ -532,14 +551,27 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
     _check_unique(ids, keys)
     encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
-                  pack_keys(keys) if n <= SMALL_POOL else 0)
+                  pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
     return result, False
 
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     """Uniform(0, 1) draws, one per key, for the given step base."""
-    return _to_uniforms(keys ^ np.uint64(base))
+    if _native is None or not keys.flags.c_contiguous:
+        return _to_uniforms(keys ^ np.uint64(base))
+    u = np.empty(keys.shape[0], dtype=np.float64)
+    _native.uniform_rows(keys, (base,), u)
+    return u
+
+
+def _uniform_rows(keys: NDArray[np.uint64], bases: list[int]) -> NDArray[np.float64]:
+    """``uniforms(keys, b)`` for each base ``b``, as the rows of one array."""
+    if _native is None or not keys.flags.c_contiguous:
+        return _to_uniforms(keys ^ np.array(bases, dtype=np.uint64)[:, None])
+    u = np.empty((len(bases), keys.shape[0]), dtype=np.float64)
+    _native.uniform_rows(keys, bases, u)
+    return u
 
 
 def _to_uniforms(x: NDArray[np.uint64]) -> NDArray[np.float64]:
@@ -573,7 +605,8 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
 # gets its draws several steps at a time: one set of numpy passes over a block of rows
 # instead of one per step, whose fixed cost (~16 ufunc calls, ~7 µs) dominates at a few
 # hundred candidates. A block is as many rows as the steps drawn from the pool in a row so
-# far (at most _BLOCK_ROWS), so a pool seen once costs one row; the rows are the same
+# far (at most _BLOCK_ROWS; a new pool or seed starts from its stream's last run of steps,
+# see _stream_streaks), so pools seen once cost a row each; the rows are the same
 # elementwise operations, hence the same bits as ``gumbel`` (a test holds them to it).
 # A recorded Selection holds its row, so a queued record keeps its block alive: at most
 # ``rows - 1`` rows more than it uses, after as many steps drawn from the pool.
@@ -597,6 +630,11 @@ class _Block:
 
 
 _blocks: dict[tuple[int, str], _Block] = {}
+# Per stream, the steps its last pool was drawn in a row: how far ahead to draw for a new
+# pool, or for the same stream under a new seed (the next run). Agents repeat a pattern
+# (five selections per fresh pool, fifty per run): one set of passes per pool instead of a
+# ramp of 1, 2, 3 rows. A wrong guess costs at most _BLOCK_ROWS - 1 rows drawn for nothing.
+_stream_streaks: dict[str, int] = {}
 
 
 def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
@@ -609,7 +647,9 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
     cache_key = (seed, stream)
     block = _blocks.get(cache_key)
     streak = 1
-    if block is not None and block.keys is keys:
+    if block is None:  # a new seed (a new run): its pools likely run as the last run's did
+        ahead = _stream_streaks.get(stream, 1)
+    elif block.keys is keys:
         i = step - block.first
         if 0 <= i < block.rows.shape[0]:
             if step == block.next:
@@ -619,14 +659,19 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
             return row
         if step == block.next:
             streak = block.streak + 1
-    rows = min(_BLOCK_ROWS, streak) if keys.shape[0] <= _BLOCK_MAX_N else 1
+        ahead = streak
+    else:  # a new pool at the next step likely runs as long as the pool before it did
+        ahead = block.streak if step == block.next else 1
+    if len(_stream_streaks) >= 65536:
+        _stream_streaks.clear()
+    _stream_streaks[stream] = ahead
+    rows = min(_BLOCK_ROWS, max(streak, ahead)) if keys.shape[0] <= _BLOCK_MAX_N else 1
     if rows == 1:
         draws = gumbel(keys, seed, stream, step)
         block = _Block(keys, step, draws[None], streak)
     else:
-        bases = np.array([step_base(seed, stream, s) for s in range(step, step + rows)],
-                         dtype=np.uint64)
-        block = _Block(keys, step, _to_gumbel(_to_uniforms(keys ^ bases[:, None])), streak)
+        bases = [step_base(seed, stream, s) for s in range(step, step + rows)]
+        block = _Block(keys, step, _to_gumbel(_uniform_rows(keys, bases)), streak)
         draws = block.rows[0]
     if cache_key in _blocks:
         _blocks[cache_key] = block  # replaces a value: the dict keeps its size

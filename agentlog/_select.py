@@ -38,6 +38,9 @@ _log = np.log
 _gumbel_small = _noise.gumbel_small
 _gumbel_at = _noise.gumbel_at
 _SMALL_POOL = _noise.SMALL_POOL
+# Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
+# was built: its one loop beats them at every size (then blocks of steps, as larger pools).
+_SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
@@ -234,7 +237,7 @@ def select(
                     )
     generator = run.generator
     if generator is _noise.GENERATOR_ID:
-        draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_POOL
+        draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_DRAWS
                  else _gumbel_at(pool.keys, run.seed, name, step))
     else:
         draws = _gumbel_at(_noise.keys_for(pool, generator), run.seed, name, step)

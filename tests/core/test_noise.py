@@ -149,13 +149,41 @@ def test_a_pool_drawn_at_consecutive_steps_gets_blocks_of_rows_and_a_new_pool_on
     for step in range(12):
         _noise.gumbel_at(keys, 4, "grow", step)
     assert _noise._blocks[(4, "grow")].rows.shape == (_noise._BLOCK_ROWS, 200)
-    fresh = _keys(200, 4)
-    _noise.gumbel_at(fresh, 4, "grow", 12)
-    assert _noise._blocks[(4, "grow")].rows.shape == (1, 200)  # seen once: no work ahead
+    # Pools seen once each: after the first (which expects the long run before it), one row.
+    for k, step in enumerate(range(12, 16)):
+        _noise.gumbel_at(_keys(200, 40 + k), 4, "grow", step)
+        assert _noise._blocks[(4, "grow")].rows.shape[0] == (_noise._BLOCK_ROWS if k == 0 else 1)
     big = _keys(_noise._BLOCK_MAX_N + 1, 5)
     for step in range(4):
         _noise.gumbel_at(big, 4, "big", step)
     assert _noise._blocks[(4, "big")].rows.shape[0] == 1
+
+
+def test_a_new_pool_or_seed_is_drawn_as_far_ahead_as_its_streams_last_pool_ran() -> None:
+    # Five selections per fresh pool (an agent's window): every pool after the first gets
+    # its five rows in one set of passes, and no row is drawn again.
+    computed: list[int] = []
+    real = _noise._to_gumbel
+
+    def counting(g: np.ndarray) -> np.ndarray:
+        computed.append(g.shape[0] if g.ndim == 2 else 1)
+        return real(g)
+
+    step = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_noise, "_to_gumbel", counting)
+        for k in range(6):
+            pool = _keys(200, 60 + k)
+            for _ in range(5):
+                got = _noise.gumbel_at(pool, 5, "ahead", step)
+                assert got.tobytes() == real(_noise.uniforms(
+                    pool, _noise.step_base(5, "ahead", step))).tobytes()
+                step += 1
+        assert computed[-5:] == [5] * 5  # one block of five rows per pool
+        computed.clear()
+        # The next run (a new seed) starts as far ahead as the stream's last pool ran.
+        _noise.gumbel_at(_keys(200, 60), 6, "ahead", 0)
+        assert computed == [5]
 
 
 def test_the_block_cache_stays_bounded_across_many_seeds_and_streams() -> None:

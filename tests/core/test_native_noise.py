@@ -1,0 +1,123 @@
+"""The optional C kernel ``agentlog._native`` against the numpy passes and the definition.
+
+Every word it computes is held bit for bit to the numpy path (``_to_uniforms``,
+``_joined_keys_numpy``) and to the per-id reference ``candidate_key_v2``; a select with the
+kernel switched off records the same draws and choices.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agentlog as al
+from agentlog import _noise, _select
+from agentlog._records import Selection
+from tests.conftest import of_type
+
+native = _noise._native
+
+
+pytestmark = pytest.mark.skipif(native is None, reason="agentlog._native was not built")
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 31, 32, 33, 200, 1000])
+def test_uniform_rows_equal_the_numpy_passes(n: int) -> None:
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    bases = [int(b) for b in rng.integers(0, 2**64 - 1, size=9, dtype=np.uint64,
+                                          endpoint=True)] + [0, 2**64 - 1]
+    got = _noise._uniform_rows(keys, bases)
+    want = _noise._to_uniforms(keys ^ np.array(bases, dtype=np.uint64)[:, None])
+    assert got.tobytes() == want.tobytes()
+    for r, base in enumerate(bases):
+        assert _noise.uniforms(keys, base).tobytes() == want[r].tobytes()
+    assert got.min() > 0.0 and got.max() < 1.0
+
+
+def test_uniform_rows_read_unaligned_keys() -> None:
+    keys = np.random.default_rng(5).integers(0, 2**63, size=50, dtype=np.uint64)
+    raw = b"x" + keys.tobytes()
+    unaligned = np.frombuffer(raw, dtype=np.uint64, offset=1)
+    assert unaligned.ctypes.data % 8 != 0
+    assert _noise.uniforms(unaligned, 77).tobytes() == _noise._to_uniforms(
+        keys ^ np.uint64(77)).tobytes()
+
+
+def _random_id(rng: random.Random) -> str:
+    alphabet = "ab-_.:/0123456789éß→𝔘中"  # 1- to 4-byte UTF-8 characters
+    return "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 3, 7, 8, 9, 15, 16,
+                                                                    17, 40, 130])))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_joined_keys_equal_the_numpy_passes_and_the_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    ids = list(dict.fromkeys(_random_id(rng) for _ in range(300)))
+    if seed == 0:
+        ids.append("x" * 700)  # past the 64 precomputed position constants
+    joined = "\0".join(ids)
+    got = _noise._joined_keys(joined, len(ids))
+    assert got.tobytes() == _noise._joined_keys_numpy(joined, len(ids)).tobytes()
+    assert got.tolist() == [_noise.candidate_key_v2(c) for c in ids]
+
+
+def test_generated_ids_of_one_length_key_as_the_definition() -> None:
+    ids = [f"doc-{i:05d}" for i in range(1000)]
+    got = _noise._joined_keys("\0".join(ids), len(ids))
+    assert got.tolist() == [_noise.candidate_key_v2(c) for c in ids]
+
+
+def test_the_kernel_refuses_wrong_shapes_and_values_with_a_clear_error() -> None:
+    keys = np.arange(4, dtype=np.uint64)
+    with pytest.raises(ValueError, match="out must hold 2 x 4 float64 values"):
+        native.uniform_rows(keys, [1, 2], np.empty(4))
+    with pytest.raises(ValueError, match="keys must hold 8-byte words"):
+        native.uniform_rows(b"abc", [1], np.empty(0))
+    with pytest.raises(OverflowError):
+        native.uniform_rows(keys, [2**64], np.empty(4))
+    with pytest.raises(TypeError):
+        native.uniform_rows(keys, ["1"], np.empty(4))
+    with pytest.raises(TypeError, match="bases must be a sequence"):
+        native.uniform_rows(keys, 5, np.empty(4))
+    with pytest.raises(ValueError, match="body must hold 3 NUL-ended ids; found 2"):
+        native.joined_keys(b"a\0b\0", 3, 1, np.empty(3, dtype=np.uint64))
+    with pytest.raises(ValueError, match="1 bytes are left"):
+        native.joined_keys(b"a\0b\0c", 2, 1, np.empty(2, dtype=np.uint64))
+    with pytest.raises(ValueError, match="out must hold 2 uint64 keys"):
+        native.joined_keys(b"a\0b\0", 2, 1, np.empty(3, dtype=np.uint64))
+    with pytest.raises(TypeError):  # a read-only output buffer
+        native.joined_keys(b"a\0", 1, 1, b"\0" * 8)
+
+
+def _record_draws(path: Path, *, pools: list[list[str]], n_small: int
+                  ) -> list[tuple[int, bytes]]:
+    choices = []
+    with al.record(path, seed=3, task="t"):
+        for ids in pools:
+            for _ in range(3):
+                choices.append(al.select(np.full(len(ids), 1.0 / len(ids)), candidates=ids,
+                                         name="doc"))
+        small = [f"s{i}" for i in range(n_small)]
+        for _ in range(4):
+            choices.append(al.select(np.full(n_small, 1.0 / n_small), candidates=small,
+                                     name="small"))
+    selections = of_type(al.read(path), Selection)
+    assert [s.choice for s in selections] == choices
+    return [(s.choice, bytes(s.draws)) for s in selections]
+
+
+def test_a_select_without_the_kernel_records_the_same_draws_and_choices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pools = [[f"d{k}-{i}" for i in range(n)] for k, n in enumerate([200, 50, 200, 1000])]
+    with_kernel = _record_draws(tmp_path / "a.zst", pools=pools, n_small=10)
+    monkeypatch.setattr(_noise, "_native", None)
+    monkeypatch.setattr(_select, "_SMALL_DRAWS", _noise.SMALL_POOL)
+    _noise._pool_cache.clear()
+    _noise._list_cache.clear()
+    _noise._blocks.clear()
+    without = _record_draws(tmp_path / "b.zst", pools=pools, n_small=10)
+    assert with_kernel == without
