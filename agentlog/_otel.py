@@ -102,11 +102,22 @@ CHOSEN_ID_MAX = 128  # characters of a chosen candidate's id kept on a selection
 
 def selection_event_attributes(
     name: str, step: int, owner: str, probs: NDArray[np.float64], choice: int,
-    probs_bytes: bytes, chosen_id: Any = None,
+    probs_bytes: bytes, chosen_id: Any = None, n_zero: int | None = None,
+    log_probs: NDArray[np.float64] | None = None,
 ) -> dict[str, Any]:
-    """A selection event: the vector's hash and summary, the chosen id (``str``, capped)."""
-    positive = probs[probs > 0]
-    entropy = float(-(positive * np.log(positive)).sum())
+    """A selection event: the vector's hash and summary, the chosen id (``str``, capped).
+
+    ``n_zero``: the vector's zero count when known (the Selection record holds it);
+    ``log_probs``: ``np.log(probs)`` when the caller has it (``select`` does). Both only
+    save work: the live path and export give the same entropy, bit for bit.
+    """
+    if n_zero is None:
+        n_zero = probs.shape[0] - int(np.count_nonzero(probs))
+    if n_zero:
+        positive = probs[probs > 0]
+        entropy = float(-(positive * np.log(positive)).sum())
+    else:  # one product-sum over the vector and its logarithms: H = -Σ p log p
+        entropy = -float(np.dot(probs, np.log(probs) if log_probs is None else log_probs))
     attributes = {
         "agentlog.stream": name,
         "agentlog.step": step,

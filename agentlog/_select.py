@@ -245,6 +245,9 @@ def select(
     # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
     n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
               else n - int(_count_nonzero(p)))
+    window = window_in(run)
+    span = None if window is None else window.span
+    log_p: NDArray[np.float64] | None = None  # kept for the span event's entropy
     if forced:
         choice = forced_choice
     elif n_zero:
@@ -252,9 +255,11 @@ def select(
             choice = int((_log(p) + draws).argmax())
     else:  # no zero, no warning to silence: errstate costs ~1.5 µs
         scores = _log(p)
-        scores += draws  # in place: the same sums, one array fewer
+        if span is None:
+            scores += draws  # in place: the same sums, one array fewer
+        else:
+            log_p, scores = scores, scores + draws
         choice = int(scores.argmax())  # the method skips np.argmax's wrapper
-    window = window_in(run)
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")
     probs_bytes = p.tobytes()  # float64 is little-endian on every platform numpy supports
@@ -272,11 +277,11 @@ def select(
     if window is not None:
         with run.lock:  # WindowState.add_usage(selections=1) without its other counters
             window.selections += 1
-        if window.span is not None:
-            window.span.add_event(
+        if span is not None:
+            span.add_event(
                 "agentlog.select",
                 _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
-                                                 pool.ids[choice]),
+                                                 pool.ids[choice], n_zero, log_p),
             )
     return choice
 

@@ -389,7 +389,7 @@ def selection_event(sel: Selection, chosen_id: Any) -> tuple[str, dict[str, Any]
     """``agentlog.select``: the vector's hash and summary, and the chosen candidate's id."""
     probs = np.frombuffer(sel.probs, dtype="<f8")
     return "agentlog.select", selection_event_attributes(
-        sel.name, sel.step, sel.owner, probs, sel.choice, sel.probs, chosen_id
+        sel.name, sel.step, sel.owner, probs, sel.choice, sel.probs, chosen_id, sel.n_zero
     )
 
 

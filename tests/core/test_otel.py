@@ -55,6 +55,24 @@ def test_selections_are_span_events_with_a_summary_never_the_vector(trace_path: 
     assert proceed_event.name == "agentlog.proceed"
 
 
+@pytest.mark.parametrize("zeros", [0, 3])
+def test_the_event_entropy_is_the_vectors_with_or_without_zeros_and_hints(zeros: int) -> None:
+    rng = np.random.default_rng(zeros)
+    p = rng.dirichlet(np.ones(40))
+    p[:zeros] = 0.0
+    p /= p.sum()
+    positive = p[p > 0]
+    truth = float(-sum(x * np.log(x) for x in positive.tolist()))  # H = -sum p log p, p > 0
+    with np.errstate(divide="ignore"):
+        log_p = np.log(p)
+    given = [{}, {"n_zero": zeros}] + ([{"n_zero": 0, "log_probs": log_p}] if not zeros else [])
+    values = {_otel.selection_event_attributes("doc", 0, "model", p, 5, p.tobytes(),
+                                               **hints)["agentlog.entropy"]
+              for hints in given}
+    assert len(values) == 1  # the live path (hints) and export (none) agree bit for bit
+    assert abs(values.pop() - truth) < 1e-12
+
+
 def test_a_failed_window_span_has_error_status_and_the_exception(trace_path: Path) -> None:
     @al.window("boom")
     def boom() -> None:
