@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -114,6 +115,85 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(step_rows_doc,
+"step_rows(keys, seed_stream, first, out)\n\n"
+"uniform_rows(keys, bases, out) for the step bases of steps first, first + 1, ... (one row\n"
+"each, as many as out holds): base = fmix64(seed_stream ^ fmix64(step + phi)), where\n"
+"seed_stream = fmix64(seed ^ stream key) (agentlog._noise.step_base).");
+
+static PyObject *step_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer keys, out;
+    unsigned long long seed_stream, first;
+    if (!PyArg_ParseTuple(args, "y*KKw*", &keys, &seed_stream, &first, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (check_words(&keys, "keys") < 0)
+        goto done;
+    Py_ssize_t n = keys.len / 8;
+    if (n == 0 || out.len % (n * 8) != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "out must hold whole rows of %zd float64 values; found %zd bytes", n,
+                     out.len);
+        goto done;
+    }
+    Py_ssize_t rows = out.len / (n * 8);
+    const unsigned char *k = keys.buf;
+    double *u = out.buf;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        uint64_t b = fmix64((uint64_t)seed_stream ^ fmix64((uint64_t)first + (uint64_t)r + PHI));
+        double *row = u + r * n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t key;
+            memcpy(&key, k + 8 * i, 8);
+            uint64_t z = fmix64(key ^ b);
+            row[i] = (double)((z >> 10) | 1) * 0x1p-54;
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(check_probs_doc,
+"check_probs(p) -> (total, smallest) or None\n\n"
+"The sum and the smallest entry of a float64 buffer in one pass, or None when an entry is\n"
+"not finite (the caller then diagnoses it). The sum is a plain running sum: for the\n"
+"tolerance check only, never for normalising (numpy's pairwise sum does that).");
+
+static PyObject *check_probs(PyObject *self, PyObject *arg)
+{
+    Py_buffer p;
+    if (PyObject_GetBuffer(arg, &p, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    if (check_words(&p, "p") < 0)
+        goto done;
+    Py_ssize_t n = p.len / 8;
+    const unsigned char *b = p.buf;
+    double total = 0.0, lo = INFINITY;
+    int finite = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, b + 8 * i, 8);
+        finite &= isfinite(x) != 0;
+        total += x;
+        lo = x < lo ? x : lo;
+    }
+    if (!finite) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = Py_BuildValue("(dd)", total, lo);
+    }
+done:
+    PyBuffer_Release(&p);
+    return result;
+}
+
 PyDoc_STRVAR(joined_keys_doc,
 "joined_keys(body, n, tag, out) -> longest\n\n"
 "Keys of the n ids in body, each followed by one NUL byte (the UTF-8 of NUL-joined str\n"
@@ -186,6 +266,8 @@ done:
 static PyMethodDef methods[] = {
     {"uniform_rows", uniform_rows, METH_VARARGS, uniform_rows_doc},
     {"joined_keys", joined_keys, METH_VARARGS, joined_keys_doc},
+    {"step_rows", step_rows, METH_VARARGS, step_rows_doc},
+    {"check_probs", check_probs, METH_O, check_probs_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -164,6 +164,17 @@ def _step_word(step: int) -> int:
 _seed_stream_cache: dict[tuple[int, str], int] = {}
 
 
+def seed_stream_word(seed: int, stream: str) -> int:
+    """``fmix(seed ⊕ s)``, the first factor of every step base of (seed, stream) (cached)."""
+    ss = _seed_stream_cache.get((seed, stream))
+    if ss is None:
+        ss = fmix64((seed & _M64) ^ stream_key(stream))
+        if len(_seed_stream_cache) > 65536:
+            _seed_stream_cache.clear()
+        _seed_stream_cache[(seed, stream)] = ss
+    return ss
+
+
 def step_base(seed: int, stream: str, step: int) -> int:
     """The per-(seed, stream, step) base word mixed into every candidate key.
 
@@ -173,10 +184,7 @@ def step_base(seed: int, stream: str, step: int) -> int:
     """
     ss = _seed_stream_cache.get((seed, stream))
     if ss is None:
-        ss = fmix64((seed & _M64) ^ stream_key(stream))
-        if len(_seed_stream_cache) > 65536:
-            _seed_stream_cache.clear()
-        _seed_stream_cache[(seed, stream)] = ss
+        ss = seed_stream_word(seed, stream)
     x = (_step_words[step] if 0 <= step < len(_step_words) else _step_word(step)) ^ ss
     x ^= x >> 33
     x = (x * _C1) & _M64
@@ -605,14 +613,25 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
 # gets its draws several steps at a time: one set of numpy passes over a block of rows
 # instead of one per step, whose fixed cost (~16 ufunc calls, ~7 µs) dominates at a few
 # hundred candidates. A block is as many rows as the steps drawn from the pool in a row so
-# far (at most _BLOCK_ROWS; a new pool or seed starts from its stream's last run of steps,
+# far (at most _block_rows(n); a new pool or seed starts from its stream's last run of steps,
 # see _stream_streaks), so pools seen once cost a row each; the rows are the same
 # elementwise operations, hence the same bits as ``gumbel`` (a test holds them to it).
 # A recorded Selection holds its row, so a queued record keeps its block alive: at most
 # ``rows - 1`` rows more than it uses, after as many steps drawn from the pool.
 _BLOCK_ROWS = 8
 _BLOCK_MAX_N = 1024  # above it the passes' per-element cost dominates: no blocks
+# Small pools get taller blocks, up to this many draws (8 rows of 200, 50 of 32, 64 of 25 or
+# fewer): their passes cost about the same few µs for 10 draws as for 1,600.
+_BLOCK_DRAWS = 1600
+_BLOCK_ROWS_MAX = 64
 _BLOCK_CACHE_SIZE = 32  # (seed, stream) entries: at most 32 x 8 x 1,024 draws (2 MiB)
+
+
+def _block_rows(n: int) -> int:
+    """The most rows a block of a pool of ``n`` candidates holds (1: no blocks)."""
+    if n > _BLOCK_MAX_N:
+        return 1
+    return min(_BLOCK_ROWS_MAX, max(_BLOCK_ROWS, _BLOCK_DRAWS // max(n, 1)))
 
 
 class _Block:
@@ -633,7 +652,7 @@ _blocks: dict[tuple[int, str], _Block] = {}
 # Per stream, the steps its last pool was drawn in a row: how far ahead to draw for a new
 # pool, or for the same stream under a new seed (the next run). Agents repeat a pattern
 # (five selections per fresh pool, fifty per run): one set of passes per pool instead of a
-# ramp of 1, 2, 3 rows. A wrong guess costs at most _BLOCK_ROWS - 1 rows drawn for nothing.
+# ramp of 1, 2, 3 rows. A wrong guess costs at most _block_rows(n) - 1 rows drawn for nothing.
 _stream_streaks: dict[str, int] = {}
 
 
@@ -665,8 +684,13 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
     if len(_stream_streaks) >= 65536:
         _stream_streaks.clear()
     _stream_streaks[stream] = ahead
-    rows = min(_BLOCK_ROWS, max(streak, ahead)) if keys.shape[0] <= _BLOCK_MAX_N else 1
-    if rows == 1:
+    rows = min(_block_rows(keys.shape[0]), max(streak, ahead))
+    if _native is not None and keys.flags.c_contiguous and keys.shape[0]:
+        u = np.empty((rows, keys.shape[0]), dtype=np.float64)  # the step bases made in C too
+        _native.step_rows(keys, seed_stream_word(seed, stream), step, u)
+        block = _Block(keys, step, _to_gumbel(u), streak)
+        draws = block.rows[0]
+    elif rows == 1:
         draws = gumbel(keys, seed, stream, step)
         block = _Block(keys, step, draws[None], streak)
     else:

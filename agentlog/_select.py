@@ -41,6 +41,7 @@ _SMALL_POOL = _noise.SMALL_POOL
 # Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
 # was built: its one loop beats them at every size (then blocks of steps, as larger pools).
 _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
+_check_probs = None if _noise._native is None else _noise._native.check_probs
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
@@ -64,7 +65,12 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str
     # One sum and one min decide the common case; the slow diagnosis runs only on failure.
     # A short vector is checked on its Python floats: a numpy reduction costs ~1 µs whatever
     # N is. The sum is numpy's own (``_pairwise_sum``), so both paths normalise alike.
-    if p.shape[0] <= _SMALL_POOL:
+    if _check_probs is not None and not normalize and p.flags.c_contiguous:
+        # One C pass (finiteness, sum, smallest entry). Its plain running sum serves the
+        # tolerance check only: a vector to normalise takes numpy's pairwise sum below.
+        checked = _check_probs(p)
+        total, lo = (float("nan"), 0.0) if checked is None else checked
+    elif p.shape[0] <= _SMALL_POOL:
         v = p.tolist()
         total = _pairwise_sum(v)
         lo = min(v)

@@ -47,6 +47,44 @@ def test_uniform_rows_read_unaligned_keys() -> None:
         keys ^ np.uint64(77)).tobytes()
 
 
+@pytest.mark.parametrize("first", [0, 5, 65_530, 2**40, 2**64 - 3])
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_step_rows_make_each_steps_base_as_step_base_does(first: int, rows: int) -> None:
+    keys = np.random.default_rng(rows).integers(0, 2**63, size=70, dtype=np.uint64)
+    out = np.empty((rows, 70))
+    native.step_rows(keys, _noise.seed_stream_word(11, "doc"), first, out)
+    bases = [_noise.step_base(11, "doc", (first + r) % 2**64) for r in range(rows)]
+    want = _noise._to_uniforms(keys ^ np.array(bases, dtype=np.uint64)[:, None])
+    assert out.tobytes() == want.tobytes()
+
+
+def test_check_probs_gives_the_sum_and_smallest_entry_or_none_when_not_finite() -> None:
+    rng = np.random.default_rng(2)
+    for n in (1, 7, 200, 5000):
+        p = rng.dirichlet(np.ones(n))
+        total, lo = native.check_probs(p)
+        assert lo == p.min() and abs(total - 1.0) < n * 2**-52  # a running sum's error bound
+    for bad in (np.nan, np.inf, -np.inf):
+        assert native.check_probs(np.array([0.5, bad, 0.5])) is None
+    assert native.check_probs(np.array([0.5, -0.25, 0.75])) == (1.0, -0.25)
+    with pytest.raises(ValueError, match="p must hold 8-byte words"):
+        native.check_probs(b"abc")
+
+
+@pytest.mark.parametrize("bad, message", [(np.nan, "must be finite; found nan at index 1"),
+                                          (-0.5, "must be non-negative; found -0.5 at index 1")])
+def test_select_still_names_a_bad_entry_with_the_kernels_check(bad: float, message: str,
+                                                                tmp_path: Path) -> None:
+    p = np.array([0.5, bad, 0.5, 0.5])
+    with al.record(tmp_path / "t.zst", seed=1), pytest.raises(ValueError, match=message):
+        al.select(p, candidates=["a", "b", "c", "d"], name="doc")
+    # A strided view takes the numpy path and gets the same answer.
+    wide = np.zeros(8)
+    wide[::2] = [0.25, 0.25, 0.25, 0.25]
+    with al.record(tmp_path / "u.zst", seed=1):
+        assert al.select(wide[::2], candidates=["a", "b", "c", "d"], name="doc") in range(4)
+
+
 def _random_id(rng: random.Random) -> str:
     alphabet = "ab-_.:/0123456789éß→𝔘中"  # 1- to 4-byte UTF-8 characters
     return "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 3, 7, 8, 9, 15, 16,
@@ -116,6 +154,7 @@ def test_a_select_without_the_kernel_records_the_same_draws_and_choices(
     with_kernel = _record_draws(tmp_path / "a.zst", pools=pools, n_small=10)
     monkeypatch.setattr(_noise, "_native", None)
     monkeypatch.setattr(_select, "_SMALL_DRAWS", _noise.SMALL_POOL)
+    monkeypatch.setattr(_select, "_check_probs", None)
     _noise._pool_cache.clear()
     _noise._list_cache.clear()
     _noise._blocks.clear()

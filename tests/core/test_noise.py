@@ -148,11 +148,12 @@ def test_a_pool_drawn_at_consecutive_steps_gets_blocks_of_rows_and_a_new_pool_on
     keys = _keys(200, 3)
     for step in range(12):
         _noise.gumbel_at(keys, 4, "grow", step)
-    assert _noise._blocks[(4, "grow")].rows.shape == (_noise._BLOCK_ROWS, 200)
+    assert _noise._blocks[(4, "grow")].rows.shape == (_noise._block_rows(200), 200)
     # Pools seen once each: after the first (which expects the long run before it), one row.
     for k, step in enumerate(range(12, 16)):
         _noise.gumbel_at(_keys(200, 40 + k), 4, "grow", step)
-        assert _noise._blocks[(4, "grow")].rows.shape[0] == (_noise._BLOCK_ROWS if k == 0 else 1)
+        assert _noise._blocks[(4, "grow")].rows.shape[0] == (
+            _noise._block_rows(200) if k == 0 else 1)
     big = _keys(_noise._BLOCK_MAX_N + 1, 5)
     for step in range(4):
         _noise.gumbel_at(big, 4, "big", step)
@@ -184,6 +185,16 @@ def test_a_new_pool_or_seed_is_drawn_as_far_ahead_as_its_streams_last_pool_ran()
         # The next run (a new seed) starts as far ahead as the stream's last pool ran.
         _noise.gumbel_at(_keys(200, 60), 6, "ahead", 0)
         assert computed == [5]
+
+
+def test_small_pools_get_taller_blocks_within_one_bound_on_draws() -> None:
+    assert [_noise._block_rows(n) for n in (1, 10, 25, 32, 200, 1024, 1025)] == [
+        64, 64, 64, 50, 8, 8, 1]
+    keys = _keys(10, 8)
+    for step in range(70):
+        got = _noise.gumbel_at(keys, 6, "tall", step)
+        assert got.tobytes() == _noise.gumbel(keys, 6, "tall", step).tobytes()
+    assert _noise._blocks[(6, "tall")].rows.shape == (64, 10)
 
 
 def test_the_block_cache_stays_bounded_across_many_seeds_and_streams() -> None:
