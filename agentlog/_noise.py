@@ -689,7 +689,7 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
         u = np.empty((rows, keys.shape[0]), dtype=np.float64)  # the step bases made in C too
         _native.step_rows(keys, seed_stream_word(seed, stream), step, u)
         block = _Block(keys, step, _to_gumbel(u), streak)
-        draws = block.rows[0]
+        draws: NDArray[np.float64] = block.rows[0]
     elif rows == 1:
         draws = gumbel(keys, seed, stream, step)
         block = _Block(keys, step, draws[None], streak)

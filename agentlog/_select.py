@@ -41,7 +41,10 @@ _SMALL_POOL = _noise.SMALL_POOL
 # Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
 # was built: its one loop beats them at every size (then blocks of steps, as larger pools).
 _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
-_check_probs = None if _noise._native is None else _noise._native.check_probs
+try:  # the C kernel's one-pass vector check (see _select_iv)
+    from ._native import check_probs as _check_probs
+except ImportError:  # pragma: no cover - built everywhere this project's tests run
+    _check_probs = None  # type: ignore[assignment]
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
