@@ -31,7 +31,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_only_agentlog_paths(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names}
-    assert top == {"agentlog", wheel.name.split("-py3")[0] + ".dist-info"}, top
+    name, version = wheel.name.split("-")[:2]  # a platform wheel: the C kernel is in it
+    assert top == {"agentlog", f"{name}-{version}.dist-info"}, top
+    assert any(n.startswith("agentlog/_native.") and n.endswith(".so") for n in names), names
+    assert "agentlog/_native.pyi" in names
     for sub in ("replay", "estimators", "adapters", "cli", "examples/deep_research"):
         assert f"agentlog/{sub}/__init__.py" in names
     assert "agentlog/py.typed" in names
