@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +99,35 @@ def test_sigterm_flushes_every_enqueued_record_then_terminates(tmp_path: Path) -
     trace = read(out)
     assert not trace.truncated
     assert trace.records == _expected(child.N_TERM)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_pool_threads_block_sigterm_and_sigint_so_the_main_thread_gets_them(
+        tmp_path: Path) -> None:
+    """A process-directed SIGTERM that the kernel hands to a pool thread runs its Python
+    handler only when the main thread next runs bytecode: a main thread asleep in
+    ``time.sleep(60)`` would flush and terminate a minute late. Pool threads block it."""
+    w = agentlog._writer.TraceWriter(str(tmp_path / "mask.zst"))
+    try:
+        pool = [t for t in threading.enumerate() if t.name.startswith("agentlog-writer-")]
+        assert pool
+        for t in pool:
+            deadline = time.monotonic() + 10
+            status = ""
+            while time.monotonic() < deadline and "SigBlk" not in status:
+                status = Path(f"/proc/self/task/{t.native_id}/status").read_text()
+            blocked = int(next(line.split()[1] for line in status.splitlines()
+                               if line.startswith("SigBlk:")), 16)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                assert blocked >> (sig - 1) & 1, (t.name, sig, hex(blocked))
+            for sig in (signal.SIGSEGV, signal.SIGFPE):  # synchronous faults stay deliverable
+                assert not blocked >> (sig - 1) & 1, (t.name, sig)
+        main = Path(f"/proc/self/task/{threading.main_thread().native_id}/status").read_text()
+        main_blocked = int(next(line.split()[1] for line in main.splitlines()
+                                if line.startswith("SigBlk:")), 16)
+        assert not main_blocked >> (signal.SIGTERM - 1) & 1
+    finally:
+        w.close()
 
 
 def test_sigterm_handler_chains_to_the_previous_python_handler(tmp_path: Path) -> None:
