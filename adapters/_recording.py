@@ -17,6 +17,7 @@ import contextvars
 import functools
 import json
 import queue
+import signal
 import threading
 import time
 import warnings
@@ -620,6 +621,9 @@ async def _arecorded(inner: AsyncIterator[Any], recording: _StreamRecording
 
 
 _worker_queue: queue.SimpleQueue[Callable[[], None]] | None = None
+_ASYNC_SIGNALS = frozenset(getattr(signal, name) for name in (
+    "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, name))
 _worker_lock = threading.Lock()
 
 
@@ -632,6 +636,10 @@ def _deferred() -> queue.SimpleQueue[Callable[[], None]]:
                 q: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
 
                 def work() -> None:
+                    # As agentlog's writer threads do: a process-directed SIGTERM or Ctrl-C
+                    # must reach the main thread, whose handler runs only there.
+                    with contextlib.suppress(AttributeError, OSError, ValueError):
+                        signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
                     while True:
                         job = q.get()
                         # Instrumentation must never kill its worker.

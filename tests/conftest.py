@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,3 +36,15 @@ def trace_path(tmp_path: Path) -> Path:
 def of_type(trace: Any, kind: type[T]) -> list[T]:
     """The records of one type, in file order."""
     return [r for r in trace.records if isinstance(r, kind)]
+
+
+def blocked_signals(thread: threading.Thread) -> set[int]:
+    """The signals ``thread`` blocks, read from Linux's /proc (its ``SigBlk`` mask)."""
+    status = ""
+    deadline = time.monotonic() + 10  # a thread just started may not be listed yet
+    while "SigBlk" not in status and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("SigBlk:")), 16)
+    return {sig for sig in range(1, 65) if mask >> (sig - 1) & 1}

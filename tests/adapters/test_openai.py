@@ -497,3 +497,15 @@ def test_an_api_key_in_no_known_format_pasted_into_a_prompt_stays_out_of_the_tra
     (call,) = al.read(path).llm_calls()
     assert decode(call.request)["request"]["messages"][0]["content"] == (
         "my key is <redacted>; which option?")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_the_finaliser_thread_leaves_sigterm_and_ctrl_c_to_the_main_thread() -> None:
+    import signal
+    import threading
+
+    from tests.conftest import blocked_signals
+
+    assert drain_finalisers()  # the worker exists once it has run a job
+    (worker,) = [t for t in threading.enumerate() if t.name == "agentlog-finaliser"]
+    assert {signal.SIGTERM, signal.SIGINT} <= blocked_signals(worker)
