@@ -81,7 +81,7 @@ static PyObject *uniform_rows(PyObject *self, PyObject *args)
         goto done;
     }
     if (rows > 16) {
-        base = PyMem_Malloc(rows * sizeof(uint64_t));
+        base = PyMem_Malloc((size_t)rows * sizeof(uint64_t));
         if (base == NULL) {
             PyErr_NoMemory();
             goto done;
