@@ -39,6 +39,18 @@ static inline uint64_t load_le64(const unsigned char *p)
     return w;
 }
 
+/* One row of uniforms: row[i] = float((z >> 10) | 1) * 2**-54, z = fmix64(keys[i] ^ base). */
+static inline void fill_uniform_row(const unsigned char *keys, Py_ssize_t n, uint64_t base,
+                                    double *row)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t key;
+        memcpy(&key, keys + 8 * i, 8); /* a native uint64 array, maybe unaligned */
+        uint64_t z = fmix64(key ^ base);
+        row[i] = (double)((z >> 10) | 1) * 0x1p-54;
+    }
+}
+
 static int check_words(Py_buffer *view, const char *what)
 {
     if (view->len % 8 != 0) {
@@ -92,18 +104,8 @@ static PyObject *uniform_rows(PyObject *self, PyObject *args)
         if (base[r] == (uint64_t)-1 && PyErr_Occurred())
             goto done;
     }
-    const unsigned char *k = keys.buf;
-    double *u = out.buf;
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        uint64_t b = base[r];
-        double *row = u + r * n;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t key;
-            memcpy(&key, k + 8 * i, 8); /* a native uint64 array, maybe unaligned */
-            uint64_t z = fmix64(key ^ b);
-            row[i] = (double)((z >> 10) | 1) * 0x1p-54;
-        }
-    }
+    for (Py_ssize_t r = 0; r < rows; r++)
+        fill_uniform_row(keys.buf, n, base[r], (double *)out.buf + r * n);
     result = Py_None;
     Py_INCREF(result);
 done:
@@ -138,17 +140,9 @@ static PyObject *step_rows(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t rows = out.len / (n * 8);
-    const unsigned char *k = keys.buf;
-    double *u = out.buf;
     for (Py_ssize_t r = 0; r < rows; r++) {
         uint64_t b = fmix64((uint64_t)seed_stream ^ fmix64((uint64_t)first + (uint64_t)r + PHI));
-        double *row = u + r * n;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t key;
-            memcpy(&key, k + 8 * i, 8);
-            uint64_t z = fmix64(key ^ b);
-            row[i] = (double)((z >> 10) | 1) * 0x1p-54;
-        }
+        fill_uniform_row(keys.buf, n, b, (double *)out.buf + r * n);
     }
     result = Py_None;
     Py_INCREF(result);
@@ -195,11 +189,11 @@ done:
 }
 
 PyDoc_STRVAR(joined_keys_doc,
-"joined_keys(body, n, tag, out) -> longest\n\n"
+"joined_keys(body, n, tag, out)\n\n"
 "Keys of the n ids in body, each followed by one NUL byte (the UTF-8 of NUL-joined str\n"
 "ids and a final NUL), into out (uint64, n words): k = fmix64(fmix64(L ^ tag) ^ h),\n"
 "h the XOR over the id's zero-padded little-endian words w_j of m(w_j * (2j + 1) * phi),\n"
-"m(x) = (x ^ (x >> 29)) * C1, L its length in bytes. Returns the longest id's length.\n"
+"m(x) = (x ^ (x >> 29)) * C1, L its length in bytes.\n"
 "Raises ValueError unless body holds exactly n NUL-ended ids.");
 
 static PyObject *joined_keys(PyObject *self, PyObject *args)
@@ -218,7 +212,6 @@ static PyObject *joined_keys(PyObject *self, PyObject *args)
     const unsigned char *p = body.buf;
     const unsigned char *end = p + body.len;
     unsigned char *o = out.buf;
-    Py_ssize_t longest = 0;
     uint64_t last_length = (uint64_t)-1, last_word = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *stop = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
@@ -246,8 +239,6 @@ static PyObject *joined_keys(PyObject *self, PyObject *args)
         }
         uint64_t key = fmix64(h ^ last_word);
         memcpy(o + 8 * i, &key, 8);
-        if (length > longest)
-            longest = length;
         p = stop + 1;
     }
     if (p != end) {
@@ -256,7 +247,8 @@ static PyObject *joined_keys(PyObject *self, PyObject *args)
                      n, (Py_ssize_t)(end - p));
         goto done;
     }
-    result = PyLong_FromSsize_t(longest);
+    result = Py_None;
+    Py_INCREF(result);
 done:
     PyBuffer_Release(&body);
     PyBuffer_Release(&out);

@@ -573,13 +573,6 @@ def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     return u
 
 
-def _uniform_rows(keys: NDArray[np.uint64], bases: list[int]) -> NDArray[np.float64]:
-    """``uniforms(keys, b)`` for each base ``b``, as the rows of one array."""
-    if _native is None or not keys.flags.c_contiguous:
-        return _to_uniforms(keys ^ np.array(bases, dtype=np.uint64)[:, None])
-    u = np.empty((len(bases), keys.shape[0]), dtype=np.float64)
-    _native.uniform_rows(keys, bases, u)
-    return u
 
 
 def _to_uniforms(x: NDArray[np.uint64]) -> NDArray[np.float64]:
@@ -694,8 +687,9 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
         draws = gumbel(keys, seed, stream, step)
         block = _Block(keys, step, draws[None], streak)
     else:
-        bases = [step_base(seed, stream, s) for s in range(step, step + rows)]
-        block = _Block(keys, step, _to_gumbel(_uniform_rows(keys, bases)), streak)
+        bases = np.array([step_base(seed, stream, s) for s in range(step, step + rows)],
+                         dtype=np.uint64)
+        block = _Block(keys, step, _to_gumbel(_to_uniforms(keys ^ bases[:, None])), streak)
         draws = block.rows[0]
     if cache_key in _blocks:
         _blocks[cache_key] = block  # replaces a value: the dict keeps its size
