@@ -622,7 +622,8 @@ async def _arecorded(inner: AsyncIterator[Any], recording: _StreamRecording
 
 _worker_queue: queue.SimpleQueue[Callable[[], None]] | None = None
 _ASYNC_SIGNALS = frozenset(getattr(signal, name) for name in (
-    "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD",
+    "SIGWINCH")
     if hasattr(signal, name))
 _worker_lock = threading.Lock()
 
