@@ -554,14 +554,31 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
         ids = tuple(candidates)
     else:
         ids = cache_key  # the tuple of the candidates, made above
-    keys = (_joined_keys(joined, n) if joined is not None
-            else pool_keys(ids, array, _check_ids(ids)))
+    try:
+        keys = (_joined_keys(joined, n) if joined is not None
+                else pool_keys(ids, array, _check_ids(ids)))
+    except UnicodeEncodeError:  # a lone surrogate (from surrogateescape, or a bad slice)
+        raise _not_utf8(ids) from None
     _check_unique(ids, keys)
     encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
                   pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
     return result, False
+
+
+def _not_utf8(ids: tuple[Any, ...]) -> ValueError:
+    """The error for a pool holding a str id that has no UTF-8 encoding."""
+    for i, c in enumerate(ids):
+        if isinstance(c, str):
+            try:
+                c.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return ValueError(
+                    f"`candidates` must hold str ids with a UTF-8 encoding; id {i} ({c!r:.60}) "
+                    f"holds {c[exc.start]!r} at {exc.start}, a lone surrogate. Decode ids "
+                    "with errors='replace' (not 'surrogateescape'), or pass them as bytes.")
+    return ValueError("`candidates` must hold str ids with a UTF-8 encoding")
 
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:

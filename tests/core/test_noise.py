@@ -92,6 +92,13 @@ def test_pool_rejects_duplicate_ids_and_objects() -> None:
         _noise.pool([object()], 1)
 
 
+@pytest.mark.parametrize("ids", [["a", "b\udc80c"], ["a\0x", "\ud800"], ["ok", "\ud800", 3]])
+def test_a_str_id_without_a_utf8_encoding_gets_a_clear_error(ids: list) -> None:
+    # Every keying path: NUL-joined str ids, str ids holding a NUL, mixed types.
+    with pytest.raises(ValueError, match=r"UTF-8 encoding; id 1 .* a lone surrogate"):
+        _noise.pool(ids, len(ids))
+
+
 def test_integer_array_pools_match_integer_list_pools() -> None:
     arr = np.arange(10, 20, dtype=np.int64)
     assert _noise.pool(arr, 10).hash == _noise.pool(list(range(10, 20)), 10).hash
