@@ -62,56 +62,36 @@ static int check_words(Py_buffer *view, const char *what)
     return 0;
 }
 
-PyDoc_STRVAR(uniform_rows_doc,
-"uniform_rows(keys, bases, out)\n\n"
-"Row r, column i of out (float64, len(bases) x len(keys), C order) becomes the uniform of\n"
-"z = fmix64(keys[i] ^ bases[r]): float((z >> 10) | 1) * 2**-54, which is\n"
+PyDoc_STRVAR(uniform_row_doc,
+"uniform_row(keys, base, out)\n\n"
+"Entry i of out (float64, len(keys) values) becomes the uniform of\n"
+"z = fmix64(keys[i] ^ base): float((z >> 10) | 1) * 2**-54, which is\n"
 "((z >> 11) + 1/2) * 2**-53 (an odd integer below 2**54 rounds to float as twice the\n"
-"half-integer does). keys: uint64 buffer; bases: a sequence of ints below 2**64.");
+"half-integer does). keys: uint64 buffer; base: an int below 2**64.");
 
-static PyObject *uniform_rows(PyObject *self, PyObject *args)
+static PyObject *uniform_row(PyObject *self, PyObject *args)
 {
     Py_buffer keys, out;
-    PyObject *bases;
-    if (!PyArg_ParseTuple(args, "y*Ow*", &keys, &bases, &out))
+    PyObject *base_obj;
+    if (!PyArg_ParseTuple(args, "y*Ow*", &keys, &base_obj, &out))
         return NULL;
     PyObject *result = NULL;
-    PyObject *seq = NULL;
-    uint64_t stack_bases[16];
-    uint64_t *base = stack_bases;
     if (check_words(&keys, "keys") < 0)
         goto done;
-    seq = PySequence_Fast(bases, "bases must be a sequence of ints");
-    if (seq == NULL)
+    uint64_t base = PyLong_AsUnsignedLongLong(base_obj); /* raises past 2**64 - 1 */
+    if (base == (uint64_t)-1 && PyErr_Occurred())
         goto done;
-    Py_ssize_t rows = PySequence_Fast_GET_SIZE(seq);
     Py_ssize_t n = keys.len / 8;
-    if (out.len != rows * n * 8) {
+    if (out.len != n * 8) {
         PyErr_Format(PyExc_ValueError,
-                     "out must hold %zd x %zd float64 values (%zd bytes); found %zd bytes",
-                     rows, n, rows * n * 8, out.len);
+                     "out must hold %zd float64 values (%zd bytes); found %zd bytes", n,
+                     n * 8, out.len);
         goto done;
     }
-    if (rows > 16) {
-        base = PyMem_Malloc((size_t)rows * sizeof(uint64_t));
-        if (base == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        base[r] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, r));
-        if (base[r] == (uint64_t)-1 && PyErr_Occurred())
-            goto done;
-    }
-    for (Py_ssize_t r = 0; r < rows; r++)
-        fill_uniform_row(keys.buf, n, base[r], (double *)out.buf + r * n);
+    fill_uniform_row(keys.buf, n, base, out.buf);
     result = Py_None;
     Py_INCREF(result);
 done:
-    if (base != stack_bases)
-        PyMem_Free(base);
-    Py_XDECREF(seq);
     PyBuffer_Release(&keys);
     PyBuffer_Release(&out);
     return result;
@@ -119,7 +99,7 @@ done:
 
 PyDoc_STRVAR(step_rows_doc,
 "step_rows(keys, seed_stream, first, out)\n\n"
-"uniform_rows(keys, bases, out) for the step bases of steps first, first + 1, ... (one row\n"
+"uniform_row(keys, base, out) for the step bases of steps first, first + 1, ... (one row\n"
 "each, as many as out holds): base = fmix64(seed_stream ^ fmix64(step + phi)), where\n"
 "seed_stream = fmix64(seed ^ stream key) (agentlog._noise.step_base).");
 
@@ -256,7 +236,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"uniform_rows", uniform_rows, METH_VARARGS, uniform_rows_doc},
+    {"uniform_row", uniform_row, METH_VARARGS, uniform_row_doc},
     {"joined_keys", joined_keys, METH_VARARGS, joined_keys_doc},
     {"step_rows", step_rows, METH_VARARGS, step_rows_doc},
     {"check_probs", check_probs, METH_O, check_probs_doc},

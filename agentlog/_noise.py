@@ -586,7 +586,7 @@ def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     if _native is None or not keys.flags.c_contiguous:
         return _to_uniforms(keys ^ np.uint64(base))
     u = np.empty(keys.shape[0], dtype=np.float64)
-    _native.uniform_rows(keys, (base,), u)
+    _native.uniform_row(keys, base, u)
     return u
 
 

@@ -25,13 +25,14 @@ pytestmark = pytest.mark.skipif(native is None, reason="agentlog._native was not
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 31, 32, 33, 200, 1000])
-def test_uniform_rows_equal_the_numpy_passes(n: int) -> None:
+def test_uniform_row_equals_the_numpy_passes(n: int) -> None:
     rng = np.random.default_rng(n)
     keys = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
     bases = [int(b) for b in rng.integers(0, 2**64 - 1, size=9, dtype=np.uint64,
                                           endpoint=True)] + [0, 2**64 - 1]
     got = np.empty((len(bases), n))
-    native.uniform_rows(keys, bases, got)
+    for r, base in enumerate(bases):
+        native.uniform_row(keys, base, got[r])
     want = _noise._to_uniforms(keys ^ np.array(bases, dtype=np.uint64)[:, None])
     assert got.tobytes() == want.tobytes()
     for r, base in enumerate(bases):
@@ -39,7 +40,7 @@ def test_uniform_rows_equal_the_numpy_passes(n: int) -> None:
     assert got.min() > 0.0 and got.max() < 1.0
 
 
-def test_uniform_rows_read_unaligned_keys() -> None:
+def test_uniform_row_reads_unaligned_keys() -> None:
     keys = np.random.default_rng(5).integers(0, 2**63, size=50, dtype=np.uint64)
     raw = b"x" + keys.tobytes()
     unaligned = np.frombuffer(raw, dtype=np.uint64, offset=1)
@@ -112,16 +113,16 @@ def test_generated_ids_of_one_length_key_as_the_definition() -> None:
 
 def test_the_kernel_refuses_wrong_shapes_and_values_with_a_clear_error() -> None:
     keys = np.arange(4, dtype=np.uint64)
-    with pytest.raises(ValueError, match="out must hold 2 x 4 float64 values"):
-        native.uniform_rows(keys, [1, 2], np.empty(4))
+    with pytest.raises(ValueError, match="out must hold 4 float64 values"):
+        native.uniform_row(keys, 1, np.empty(8))
     with pytest.raises(ValueError, match="keys must hold 8-byte words"):
-        native.uniform_rows(b"abc", [1], np.empty(0))
+        native.uniform_row(b"abc", 1, np.empty(0))
     with pytest.raises(OverflowError):
-        native.uniform_rows(keys, [2**64], np.empty(4))
+        native.uniform_row(keys, 2**64, np.empty(4))
+    with pytest.raises(OverflowError):
+        native.uniform_row(keys, -1, np.empty(4))
     with pytest.raises(TypeError):
-        native.uniform_rows(keys, ["1"], np.empty(4))
-    with pytest.raises(TypeError, match="bases must be a sequence"):
-        native.uniform_rows(keys, 5, np.empty(4))
+        native.uniform_row(keys, "1", np.empty(4))
     with pytest.raises(ValueError, match="body must hold 3 NUL-ended ids; found 2"):
         native.joined_keys(b"a\0b\0", 3, 1, np.empty(3, dtype=np.uint64))
     with pytest.raises(ValueError, match="1 bytes are left"):
