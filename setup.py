@@ -1,7 +1,9 @@
-"""Build configuration beyond pyproject.toml: the optional C kernel ``agentlog._native``.
+"""Build configuration beyond pyproject.toml: the optional C kernels.
 
-``optional=True``: without a C compiler the install still succeeds and agentlog computes
-the same noise words with numpy (``agentlog._noise``), only slower.
+``agentlog._native`` computes the noise words (``agentlog._noise``), and
+``agentlog._native_scrub`` walks payload keys for the credential scrubber's prefilter
+(``agentlog._scrub``). ``optional=True``: without a C compiler the install still succeeds
+and agentlog computes the same results in Python and numpy, only slower.
 """
 
 from setuptools import Extension, setup
@@ -9,6 +11,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("agentlog._native", ["agentlog/_native.c"], optional=True,
+                  extra_compile_args=["-O2"]),
+        Extension("agentlog._native_scrub", ["agentlog/_native_scrub.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],
 )

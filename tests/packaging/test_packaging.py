@@ -33,8 +33,10 @@ def test_the_wheel_holds_only_agentlog_paths(wheel: Path) -> None:
     top = {n.split("/")[0] for n in names}
     name, version = wheel.name.split("-")[:2]  # a platform wheel: the C kernel is in it
     assert top == {"agentlog", f"{name}-{version}.dist-info"}, top
-    assert any(n.startswith("agentlog/_native.") and n.endswith(".so") for n in names), names
-    assert "agentlog/_native.pyi" in names
+    for kernel in ("_native", "_native_scrub"):
+        assert any(n.startswith(f"agentlog/{kernel}.") and n.endswith(".so")
+                   for n in names), names
+        assert f"agentlog/{kernel}.pyi" in names
     for sub in ("replay", "estimators", "adapters", "cli", "examples/deep_research"):
         assert f"agentlog/{sub}/__init__.py" in names
     assert "agentlog/py.typed" in names
