@@ -260,12 +260,15 @@ class _Call:
         self.endpoint = endpoint
         self.config = config
         self.cache = cache
-        for name, value in list(kwargs.items()):
-            # The exact-type test first: an ABC isinstance check costs ~0.5 µs per argument.
-            if type(value) not in _NOT_ITERATORS and isinstance(value, Iterator):
-                # A generator (the SDKs accept any Iterable of messages) could be read only
-                # once: the SDK gets the same items as a list, and the key and record see them.
-                kwargs[name] = list(value)
+        # The exact types first, in one C pass: an ABC isinstance check costs ~0.5 µs per
+        # argument, and a Python loop over the arguments ~1 µs per call.
+        if not _NOT_ITERATORS.issuperset(map(type, kwargs.values())):
+            for name, value in list(kwargs.items()):
+                if type(value) not in _NOT_ITERATORS and isinstance(value, Iterator):
+                    # A generator (the SDKs accept any Iterable of messages) could be read
+                    # only once: the SDK gets the same items as a list, and the key and
+                    # record see them.
+                    kwargs[name] = list(value)
         self.kwargs = kwargs
         request = dict(kwargs)
         if config.base_url is not None:

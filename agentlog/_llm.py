@@ -229,7 +229,7 @@ def llm_call(
         cache=cache,
         response_model=response_model,
         response_id=response_id,
-        finish_reasons=[str(r) for r in finish_reasons] or None,
+        finish_reasons=list(map(str, finish_reasons)) or None,
     )
     run.writer.put(rec)
     if run.tracer is not None:
