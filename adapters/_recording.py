@@ -17,7 +17,6 @@ import contextvars
 import functools
 import json
 import queue
-import signal
 import threading
 import time
 import warnings
@@ -28,6 +27,7 @@ from typing import Any, Literal
 
 import agentlog as al
 from agentlog import InstrumentationWarning, MissingDependencyError
+from agentlog.context import block_async_signals
 
 from ._observed import _observed
 
@@ -624,10 +624,6 @@ async def _arecorded(inner: AsyncIterator[Any], recording: _StreamRecording
 
 
 _worker_queue: queue.SimpleQueue[Callable[[], None]] | None = None
-_ASYNC_SIGNALS = frozenset(getattr(signal, name) for name in (
-    "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD",
-    "SIGWINCH")
-    if hasattr(signal, name))
 _worker_lock = threading.Lock()
 
 
@@ -642,8 +638,7 @@ def _deferred() -> queue.SimpleQueue[Callable[[], None]]:
                 def work() -> None:
                     # As agentlog's writer threads do: a process-directed SIGTERM or Ctrl-C
                     # must reach the main thread, whose handler runs only there.
-                    with contextlib.suppress(AttributeError, OSError, ValueError):
-                        signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+                    block_async_signals()
                     while True:
                         job = q.get()
                         # Instrumentation must never kill its worker.

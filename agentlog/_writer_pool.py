@@ -30,6 +30,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from .context import block_async_signals
+
 if TYPE_CHECKING:  # pragma: no cover
     from agentlog._writer import TraceWriter
 
@@ -107,7 +109,10 @@ class _Service:
                 self.threads.append(t)
 
     def _loop(self) -> None:
-        _block_async_signals()
+        # A SIGTERM (or Ctrl-C) that landed here while the main thread slept in
+        # ``time.sleep(60)`` ran its handler (the flush, then the termination) only when
+        # that call returned: blocked here, it goes to the main thread.
+        block_async_signals()
         while True:
             timeout = max(0.0, self.next_scan - time.monotonic())
             try:
@@ -179,27 +184,6 @@ def _service_writer(writer: TraceWriter, *, whole_frames: bool) -> None:
             writer._busy.release()
         if not writer._wanted:
             return
-
-
-# The signals a pool thread blocks. The kernel hands a process-directed signal to any
-# thread that does not block it, and Python runs handlers only on the main thread, the next
-# time that thread runs bytecode: a SIGTERM (or Ctrl-C) that landed on a pool thread while
-# the main thread slept in ``time.sleep(60)`` or waited on a socket ran its handler (the
-# flush, then the termination) only when that call returned. Blocked here, such a signal
-# goes to the main thread and interrupts its wait. Synchronous faults (SIGSEGV, SIGFPE,
-# SIGBUS, SIGILL) are never blocked.
-_ASYNC_SIGNALS = frozenset(
-    getattr(signal, name) for name in (
-        "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD",
-        "SIGWINCH")
-    if hasattr(signal, name))
-
-
-def _block_async_signals() -> None:
-    """Block ``_ASYNC_SIGNALS`` in the calling thread (a pool thread, at its start)."""
-    if hasattr(signal, "pthread_sigmask"):
-        with contextlib.suppress(OSError, ValueError):
-            signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
 
 
 _service: _Service | None = None

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
+from agentlog.context import block_async_signals
 
 Order = Literal["shrink-then-clip", "clip-then-shrink"]
 Anchor = Literal["prediction", "opened"]
@@ -78,8 +79,12 @@ def _hash_beside(*arrays: FloatArray, config: str) -> Callable[[], str]:
         value = inputs_hash(*arrays, config=config)
         return lambda: value
     out: list[str] = []
-    worker = threading.Thread(target=lambda: out.append(inputs_hash(*arrays, config=config)),
-                              name="agentlog-cess-inputs-hash", daemon=True)
+
+    def work() -> None:
+        block_async_signals()  # a Ctrl-C during the estimate goes to the main thread
+        out.append(inputs_hash(*arrays, config=config))
+
+    worker = threading.Thread(target=work, name="agentlog-cess-inputs-hash", daemon=True)
     worker.start()
 
     def result() -> str:

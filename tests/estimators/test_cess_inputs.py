@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import signal
 
 import numpy as np
 import pytest
 
+from agentlog.context import ASYNC_SIGNALS
 from agentlog.estimators import _cess, cess
 
 NAN = np.nan
@@ -109,3 +111,22 @@ def test_large_inputs_hashed_beside_the_estimators_give_the_same_hash_and_result
     w = 1 / (30 * p * s)
     np.testing.assert_allclose(res.ipw, np.nansum(w * y, axis=1) / k, rtol=1e-12, atol=1e-15)
     assert y.flags.writeable and np.isnan(y).sum() == (~observed).sum()  # inputs untouched
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no thread signal masks")
+def test_the_thread_hashing_large_inputs_leaves_async_signals_to_the_main_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a Ctrl-C the kernel handed to the hashing thread reached Python only when
+    the main thread, waiting in ``join``, came back to bytecode."""
+    masks: list[set[int]] = []
+
+    def inputs_hash(*arrays: np.ndarray, config: str) -> str:
+        masks.append(set(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+        return "hashed"
+
+    monkeypatch.setattr(_cess, "inputs_hash", inputs_hash)
+    big = np.zeros(_cess._HASH_BESIDE_BYTES // 8 + 1)
+    assert _cess._hash_beside(big, config="c")() == "hashed"
+    (mask,) = masks
+    assert mask >= ASYNC_SIGNALS and signal.SIGINT in mask and signal.SIGTERM in mask
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # main: as it was
