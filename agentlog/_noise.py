@@ -429,7 +429,6 @@ def pool_keys(ids: tuple[Any, ...], array: NDArray[Any] | None = None,
     return np.fromiter(map(candidate_key_v2, ids), dtype=np.uint64, count=n)
 
 
-_v1_pool_keys: dict[bytes, NDArray[np.uint64]] = {}
 
 
 def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
@@ -442,7 +441,7 @@ def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
     keys = _v1_pool_keys.get(pool.hash)
     if keys is None:
         keys = np.fromiter(map(candidate_key, pool.ids), dtype=np.uint64, count=len(pool.ids))
-        _insert(_v1_pool_keys, pool.hash, keys, _POOL_CACHE_SIZE)
+        _insert(_v1_pool_keys, pool.hash, keys, _POOL_CACHE_SIZE, keys.nbytes)
     return keys
 
 
@@ -458,21 +457,66 @@ class Pool:
     # the C kernel: only ``gumbel_small`` reads it), else 0
 
 
-_pool_cache: dict[Any, Pool] = {}
+class _Cache(dict[Any, Any]):
+    """A dict (lookups stay ``dict.get``) whose ``_insert`` also bounds the bytes it holds.
+
+    An agent with a new pool of 100,000 ids every step held 512 of them, ~7 GB, in the
+    pool cache before its entries were counted in bytes: ``max_bytes`` is an estimate of
+    what an entry keeps alive (``_pool_bytes``), and an entry larger than all of it is not
+    kept (the pool is prepared again if it comes back; the draws are the same).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self.max_bytes = max_bytes
+        self.sizes: dict[Any, int] = {}
+        self.total = 0
+
+
 _POOL_CACHE_SIZE = 512
 _LIST_CACHE_SIZE = 64
+_CACHE_BYTES = 64 << 20  # each of the pool, list and version-1 key caches
+_pool_cache: dict[Any, Pool] = _Cache(_CACHE_BYTES)
+_v1_pool_keys: dict[bytes, NDArray[np.uint64]] = _Cache(_CACHE_BYTES)
 # Taken on a cache *miss* only (lookups are single atomic dict operations): two threads
 # evicting at once would otherwise both pick the same oldest key (KeyError from ``pop``)
 # or iterate a dict the other is resizing (RuntimeError), straight into ``al.select``.
 _cache_lock = threading.Lock()
 
 
-def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
-    """Insert into a FIFO-bounded cache (oldest entries evicted first), under the lock."""
+def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int, nbytes: int = 0) -> None:
+    """Insert into a FIFO-bounded cache (oldest entries evicted first), under the lock.
+
+    ``size`` bounds the entries; a ``_Cache`` also bounds their ``nbytes`` in total.
+    """
     with _cache_lock:
-        while len(cache) >= size:
-            del cache[next(iter(cache))]
+        if not isinstance(cache, _Cache):
+            while len(cache) >= size:
+                del cache[next(iter(cache))]
+            cache[key] = value
+            return
+        sizes = cache.sizes
+        if key in cache:  # two threads missed the same key: the second replaces the first
+            del cache[key]
+            cache.total -= sizes.pop(key, 0)
+        if nbytes > cache.max_bytes:
+            return
+        while cache and (len(cache) >= size or cache.total + nbytes > cache.max_bytes):
+            oldest = next(iter(cache))
+            del cache[oldest]
+            cache.total -= sizes.pop(oldest, 0)
         cache[key] = value
+        sizes[key] = nbytes
+        cache.total += nbytes
+
+
+def _pool_bytes(pool: Pool, cache_key: Any) -> int:
+    """About what a cached pool keeps alive: its ids (objects and tuple), keys, encoding
+    and the cache key (the NUL-joined ids of a str pool, an int pool's array bytes)."""
+    extra = len(cache_key) if isinstance(cache_key, str) else (
+        len(cache_key[1]) if type(cache_key) is tuple and len(cache_key) == 2
+        and isinstance(cache_key[1], bytes) else 0)
+    return len(pool.encoded) + pool.keys.nbytes + 72 * len(pool.ids) + extra
 
 
 def _check_ids(ids: tuple[Any, ...]) -> set[type]:
@@ -505,7 +549,7 @@ def _check_unique(ids: tuple[Any, ...], keys: NDArray[np.uint64]) -> None:
 
 # Agents usually pass the same list object step after step. Remember the last few lists by
 # identity with a private copy; a list that was mutated since compares unequal and misses.
-_list_cache: dict[int, tuple[list[Any], Pool]] = {}
+_list_cache: dict[int, tuple[list[Any], Pool]] = _Cache(_CACHE_BYTES)
 
 
 def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
@@ -516,7 +560,8 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
             return seen[1]
         result, known = _pool_uncached(candidates, n)
         if known:  # seen before: worth a private copy. A pool seen once (fresh) is not copied.
-            _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE)
+            _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE,
+                    8 * len(candidates) + _pool_bytes(result, None))
         return result
     return _pool_uncached(candidates, n)[0]
 
@@ -563,7 +608,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
     encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
                   pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
-    _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE)
+    _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE, _pool_bytes(result, cache_key))
     return result, False
 
 
