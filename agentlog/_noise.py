@@ -194,6 +194,8 @@ def step_base(seed: int, stream: str, step: int) -> int:
 
 
 _key_cache: dict[Any, int] = {}
+_key_cache_bytes = [0]  # about what the cached ids keep alive (their encodings + 100 each)
+_KEY_CACHE_BYTES = 64 << 20
 
 
 def candidate_key(candidate: Hashable) -> int:
@@ -202,10 +204,15 @@ def candidate_key(candidate: Hashable) -> int:
     ck = (type(candidate), candidate)
     key = _key_cache.get(ck)
     if key is None:
-        key = _blake64(_id_encoder.encode(candidate))
-        if len(_key_cache) > 1_000_000:
+        encoded = _id_encoder.encode(candidate)
+        key = _blake64(encoded)
+        # Bounded in bytes too: a million long ids (replaying old traces of documents
+        # named by their URLs) would otherwise stay cached.
+        if len(_key_cache) > 1_000_000 or _key_cache_bytes[0] > _KEY_CACHE_BYTES:
             _key_cache.clear()
+            _key_cache_bytes[0] = 0
         _key_cache[ck] = key
+        _key_cache_bytes[0] += len(encoded) + 100
     return key
 
 

@@ -268,3 +268,12 @@ def test_a_key_inserted_twice_is_counted_once() -> None:
     _noise._insert(cache, "k", 1, 10, 300)
     _noise._insert(cache, "k", 2, 10, 400)  # two threads that missed the same key
     assert dict(cache) == {"k": 2} and cache.total == 400 and cache.sizes == {"k": 400}
+
+
+def test_the_generator_1_key_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    monkeypatch.setattr(_noise, "_KEY_CACHE_BYTES", 100_000)
+    long_ids = [f"https://example.org/{i}/" + "x" * 1_000 for i in range(400)]
+    keys = [_noise.candidate_key(c) for c in long_ids]
+    assert len(_noise._key_cache) < 400 and _noise._key_cache_bytes[0] <= 100_000 + 1_200
+    assert [_noise.candidate_key(c) for c in long_ids] == keys  # the same keys again
