@@ -479,6 +479,12 @@ class _Cache(dict[Any, Any]):
         self.sizes: dict[Any, int] = {}
         self.total = 0
 
+    def clear(self) -> None:
+        with _cache_lock:
+            super().clear()
+            self.sizes.clear()
+            self.total = 0
+
 
 _POOL_CACHE_SIZE = 512
 _LIST_CACHE_SIZE = 64
@@ -686,7 +692,7 @@ _BLOCK_MAX_N = 1024  # above it the passes' per-element cost dominates: no block
 # fewer): their passes cost about the same few µs for 10 draws as for 1,600.
 _BLOCK_DRAWS = 1600
 _BLOCK_ROWS_MAX = 64
-_BLOCK_CACHE_SIZE = 32  # (seed, stream) entries: at most 32 x 8 x 1,024 draws (2 MiB)
+_BLOCK_CACHE_SIZE = 32  # (seed, stream) entries, and at most _CACHE_BYTES of rows and keys
 
 
 def _block_rows(n: int) -> int:
@@ -710,7 +716,9 @@ class _Block:
         self.streak = streak  # steps served in a row from this pool (a hint)
 
 
-_blocks: dict[tuple[int, str], _Block] = {}
+# Bounded in bytes too: 32 streams drawing from pools of 10 million ids would hold 32 rows
+# and key arrays of 80 MB each.
+_blocks: dict[tuple[int, str], _Block] = _Cache(_CACHE_BYTES)
 # Per stream, the steps its last pool was drawn in a row: how far ahead to draw for a new
 # pool, or for the same stream under a new seed (the next run). Agents repeat a pattern
 # (five selections per fresh pool, fifty per run): one set of passes per pool instead of a
@@ -760,10 +768,7 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
                          dtype=np.uint64)
         block = _Block(keys, step, _to_gumbel(_to_uniforms(keys ^ bases[:, None])), streak)
         draws = block.rows[0]
-    if cache_key in _blocks:
-        _blocks[cache_key] = block  # replaces a value: the dict keeps its size
-    else:
-        _insert(_blocks, cache_key, block, _BLOCK_CACHE_SIZE)
+    _insert(_blocks, cache_key, block, _BLOCK_CACHE_SIZE, block.rows.nbytes + keys.nbytes)
     return draws
 
 

@@ -277,3 +277,18 @@ def test_the_generator_1_key_cache_is_bounded_in_bytes(monkeypatch: pytest.Monke
     keys = [_noise.candidate_key(c) for c in long_ids]
     assert len(_noise._key_cache) < 400 and _noise._key_cache_bytes[0] <= 100_000 + 1_200
     assert [_noise.candidate_key(c) for c in long_ids] == keys  # the same keys again
+
+
+def test_the_block_cache_is_bounded_in_bytes_and_clear_resets_the_count() -> None:
+    n = 200_000  # one row of draws and the keys: 3.2 MB a stream
+    keys = _noise.pool([f"b-{i}" for i in range(n)], n).keys
+    for k in range(40):
+        _noise.gumbel_at(keys, 9, f"stream-{k}", 0)
+    blocks = _noise._blocks
+    assert isinstance(blocks, _noise._Cache)
+    assert blocks.total <= _noise._CACHE_BYTES and sum(blocks.sizes.values()) == blocks.total
+    assert len(blocks) <= _noise._CACHE_BYTES // (16 * n) < _noise._BLOCK_CACHE_SIZE
+    blocks.clear()
+    assert blocks.total == 0 and not blocks.sizes
+    np.testing.assert_array_equal(_noise.gumbel_at(keys, 9, "stream-0", 0),
+                                  _noise.gumbel(keys, 9, "stream-0", 0))
