@@ -95,6 +95,9 @@ class _Call:
 _calls: dict[str, _Call] = {}
 _calls_lock = threading.Lock()
 _traces: dict[str, Trace] = {}  # source traces read once per process
+_trace_bytes: dict[str, int] = {}  # their file sizes (a lower bound on what they hold)
+_TRACE_CACHE_ENTRIES = 16
+_TRACE_CACHE_BYTES = 256 << 20  # of trace files; the newest source is kept whatever its size
 
 
 @dataclass(frozen=True)
@@ -303,10 +306,21 @@ def _source(path: str) -> Trace:
         trace = _traces.get(path)
     if trace is None:
         trace = al.read(path)
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
         with _calls_lock:
-            if len(_traces) > 16:  # bounded: a replay reads a few sources at a time
-                _traces.clear()
+            # Bounded: a replay reads a few sources at a time, and its units come source by
+            # source, so the newest source stays (a unit rereading a large trace would
+            # cost more than holding it) and older ones go, oldest first, past the bounds.
+            while _traces and (len(_traces) >= _TRACE_CACHE_ENTRIES or
+                               sum(_trace_bytes.values()) + size > _TRACE_CACHE_BYTES):
+                oldest = next(iter(_traces))
+                del _traces[oldest]
+                _trace_bytes.pop(oldest, None)
             _traces[path] = trace
+            _trace_bytes[path] = size
     return trace
 
 
