@@ -46,6 +46,13 @@ from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._scrub import REDACTED, is_credential_name, may_change_payload, remember, scrub_value
 from ._state import current_run_var
 
+#: What msgspec raises for a value it cannot encode: an unsupported type or int, a set it
+#: cannot order, or (RecursionError) a container nested past its depth limit or holding
+#: itself. Every encode of user data catches these, so such a value becomes a marker or
+#: an ``ArtifactEncodingError``, never an exception in the agent's call.
+ENCODE_ERRORS: tuple[type[Exception], ...] = (
+    TypeError, NotImplementedError, OverflowError, ValueError, RecursionError)
+
 NDARRAY_EXT = 1
 COMPLEX_EXT = 2
 UNSEALABLE = "unsealable"
@@ -152,7 +159,7 @@ def encode(obj: Any, *, what: str = "artifact") -> bytes:
     """Canonical bytes of ``obj``; ``what`` names it in the error (e.g. "argument `doc`")."""
     try:
         return _encode_ordered(obj, _encoder)
-    except (TypeError, NotImplementedError, OverflowError, ValueError) as exc:
+    except ENCODE_ERRORS as exc:
         raise ArtifactEncodingError(
             f"{what}: cannot seal a value of type {type(obj).__qualname__}: {exc}. Supported: "
             "None, bool, int, float, complex, str, bytes, lists, tuples, dicts, sets, enums, "
@@ -180,7 +187,7 @@ def encode_lenient(obj: Any) -> tuple[bytes, list[str]]:
     """
     try:
         return _encode_ordered(obj, _encoder), []
-    except (TypeError, NotImplementedError, OverflowError, ValueError):
+    except ENCODE_ERRORS:
         pass
     replaced: list[str] = []
 
@@ -194,7 +201,11 @@ def encode_lenient(obj: Any) -> tuple[bytes, list[str]]:
     lenient = msgspec.msgpack.Encoder(enc_hook=hook, order="sorted")
     try:
         return _encode_ordered(obj, lenient), replaced
-    except (TypeError, NotImplementedError, OverflowError, ValueError):
+    except RecursionError:
+        # Nested past msgspec's depth limit, or a container that holds itself.
+        return (_encoder.encode(unsealable_marker(obj)),
+                [f"{_type_name(obj)} (nested too deep, or holding itself)"])
+    except ENCODE_ERRORS:
         # e.g. an int beyond 64 bits, a non-str dict key: the whole value becomes a marker
         return _encoder.encode(unsealable_marker(obj)), [_type_name(obj)]
 
@@ -237,7 +248,7 @@ def encode_arguments(arguments: Mapping[str, Any], *, window: str) -> bytes:
     """Canonical bytes of a bound-argument map, naming the offending argument on failure."""
     try:
         return _encode_ordered(arguments, _encoder)
-    except (TypeError, NotImplementedError, OverflowError, ValueError):
+    except ENCODE_ERRORS:
         for name, value in arguments.items():
             encode(value, what=f"window {window!r}, argument `{name}`")
         raise

@@ -17,7 +17,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _otel, _span_builder
-from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
+from ._encoding import (
+    ENCODE_ERRORS,
+    ArgumentBinder,
+    encode_arguments,
+    seal_clean,
+    warn_unsealable,
+)
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._llm import known_secrets as _model_secrets
@@ -259,7 +265,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
         data: bytes | None
         try:
             data = _fast_encode(payload)
-        except (TypeError, NotImplementedError, OverflowError, ValueError):
+        except ENCODE_ERRORS:
             data = None
         if data is None or may_change_payload(payload, data, run.secrets):
             # Never strict here: the call has run, its result goes back untouched.

@@ -311,6 +311,16 @@ def request_key(provider: str, request: Mapping[str, Any], *, draw: int = 0,
     if channel is not None and not isinstance(channel, str):
         raise ValueError(f"`channel` must be a channel id string or None, got {channel!r}")
     rules = request_fields(provider)
+    try:
+        return _request_key(rules, provider, request, draw, channel)
+    except RecursionError:
+        raise ValueError(
+            f"{provider} request: a field is nested too deep or holds itself (a list or "
+            "dict that contains itself); a cache key needs a finite JSON value") from None
+
+
+def _request_key(rules: RequestFields, provider: str, request: Mapping[str, Any], draw: int,
+                 channel: str | None) -> CacheKey:
     part = _request_part(rules, request)
     try:
         request_part, clean = _without_secrets(part)

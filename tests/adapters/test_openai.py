@@ -509,3 +509,21 @@ def test_the_finaliser_thread_leaves_sigterm_and_ctrl_c_to_the_main_thread() -> 
     assert drain_finalisers()  # the worker exists once it has run a job
     (worker,) = [t for t in threading.enumerate() if t.name == "agentlog-finaliser"]
     assert {signal.SIGTERM, signal.SIGINT} <= blocked_signals(worker)
+
+
+def test_a_request_holding_itself_fails_as_the_bare_client_fails(tmp_path: Path) -> None:
+    """Before: the key's RecursionError escaped from the wrapper before the SDK ran; now
+    the call has no key (a warning), goes to the SDK, and the SDK's own error comes back."""
+    loop: dict[str, Any] = {"note": "x"}
+    loop["self"] = loop
+    with pytest.raises(Exception) as bare:
+        openai_client(FakeProvider()).chat.completions.create(**ASK, extra_body={"x": loop})
+    client = adapter.wrap(openai_client(FakeProvider()))
+    with al.record(tmp_path / "t.zst", seed=1), pytest.warns(
+            al.InstrumentationWarning) as caught, pytest.raises(type(bare.value)) as wrapped:
+        client.chat.completions.create(**ASK, extra_body={"x": loop})
+    assert str(wrapped.value) == str(bare.value)
+    messages = [str(w.message) for w in caught]
+    assert any("no cache key" in m and "nested too deep" in m for m in messages), messages
+    (call,) = al.read(tmp_path / "t.zst").llm_calls()
+    assert call.status == 1 and call.error_type == type(bare.value).__qualname__

@@ -272,3 +272,60 @@ def test_an_unsealable_tool_argument_is_a_marker_unless_strict(tmp_path: Any) ->
         al.ArtifactEncodingError, match="tool 'db' arguments"
     ):
         db(Conn())
+
+
+def _nested(depth: int) -> Any:
+    obj: Any = "leaf"
+    for _ in range(depth):
+        obj = [obj]
+    return obj
+
+
+def _holding_itself() -> dict[str, Any]:
+    d: dict[str, Any] = {"name": "loop"}
+    d["self"] = d
+    return d
+
+
+@pytest.mark.parametrize("make", [lambda: _nested(100_000), _holding_itself,
+                                  lambda: {"api_key": _nested(5_000)}],
+                         ids=["nested-100k", "holds-itself", "credential-over-nested"])
+def test_a_value_nested_too_deep_or_holding_itself_is_a_marker_and_the_call_proceeds(
+        tmp_path: Any, make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: msgspec's RecursionError escaped from the window into the agent's call
+    (the window and tool paths caught only TypeError, ValueError and the like)."""
+    from agentlog import _encoding
+
+    monkeypatch.setattr(_encoding, "_warned_unsealable", set())  # it warns once a process
+    value = make()
+
+    @al.window("deep")
+    def deep(x: Any) -> Any:
+        return x
+
+    @al.tool("echo")
+    def echo(x: Any) -> Any:
+        return x
+
+    path = tmp_path / "run.zst"
+    with pytest.warns(al.InstrumentationWarning, match=r"nested too deep, or holding itself"
+                      ), al.record(path):
+        assert deep(value) is value
+        assert echo(value) is value
+    (view,) = al.read(path).windows("deep")
+    assert decode(view.entry_bytes) == {"unsealable": "dict"}  # the argument map
+    assert decode(view.exit_bytes) == {"unsealable": type(value).__name__}
+    assert al.verify(path).ok
+    with al.record(tmp_path / "strict.zst", strict=True), pytest.raises(
+            al.ArtifactEncodingError, match="recursion"):
+        deep(value)
+
+
+def test_encode_names_a_value_nested_too_deep_in_its_error() -> None:
+    from agentlog._encoding import encode_lenient
+
+    with pytest.raises(al.ArtifactEncodingError, match=r"argument `x`.*recursion"):
+        encode(_holding_itself(), what="argument `x`")
+    data, bad = encode_lenient([_holding_itself()])
+    assert decode(data) == {"unsealable": "list"}
+    assert bad == ["list (nested too deep, or holding itself)"]

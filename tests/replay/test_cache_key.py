@@ -312,3 +312,19 @@ def test_pydantic_message_parts_are_keyed_by_their_json() -> None:
     as_model = [{"role": "user", "content": [Part(text="hi")]}]
     as_dict = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert chat_key(messages=as_model) == chat_key(messages=as_dict)
+
+
+def test_a_request_nested_too_deep_or_holding_itself_has_no_key_and_says_so() -> None:
+    """Before: the RecursionError of the encoder (or of the field walk) escaped, and a
+    wrapped client raised it into the agent's call instead of recording it without a key."""
+    loop: dict[str, Any] = {"type": "text"}
+    loop["self"] = loop
+    deep: Any = "x"
+    for _ in range(50_000):
+        deep = [deep]
+    for request in ({"model": "m", "messages": [{"role": "user", "content": [loop]}]},
+                    {"model": "m", "messages": [], "extra_body": loop},
+                    {"model": "m", "messages": [{"role": "user", "content": deep}]}):
+        with pytest.raises(ValueError, match=r"openai.chat request: a field is nested too "
+                           r"deep or holds itself"):
+            request_key("openai.chat", request)
