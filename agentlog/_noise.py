@@ -601,7 +601,11 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
             cache_key = joined
         else:
             cache_key = candidates if isinstance(candidates, tuple) else tuple(candidates)
-    hit = _pool_cache.get(cache_key)
+    try:
+        hit = _pool_cache.get(cache_key)
+    except TypeError:  # an unhashable id (a list, a dict): say what ids may be
+        _check_ids(cache_key)
+        raise
     if hit is not None:
         return hit, True
     if candidates is None:

@@ -90,6 +90,11 @@ def test_pool_rejects_duplicate_ids_and_objects() -> None:
         _noise.pool(["a", "b", "a"], 3)
     with pytest.raises(TypeError, match="`candidates` must hold str, int or bytes ids"):
         _noise.pool([object()], 1)
+    # Unhashable ids: before, a bare "unhashable type: 'list'" from the cache lookup.
+    for ids in ([["a"], ["b"]], [{"a": 1}, "b"]):
+        with pytest.raises(TypeError, match=r"must hold str, int or bytes ids; found "
+                           r"(list|dict)"):
+            _noise.pool(ids, 2)
 
 
 @pytest.mark.parametrize("ids", [["a", "b\udc80c"], ["a\0x", "\ud800"], ["ok", "\ud800", 3]])
