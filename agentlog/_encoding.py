@@ -72,6 +72,19 @@ _inner = msgspec.msgpack.Encoder()
 
 
 def _enc_hook(obj: Any) -> Any:
+    try:
+        return _supported(obj)
+    except ENCODE_ERRORS:
+        raise
+    except Exception as exc:
+        # The value's own code failed (a model_dump, an __fspath__): no encoding, never an
+        # exception in the agent's call. Its message is the user's: it may hold a secret.
+        raise TypeError(f"encoding a {type(obj).__qualname__} raised "
+                        f"{type(exc).__qualname__}") from None
+
+
+def _supported(obj: Any) -> Any:
+    """The encodable form of a value msgspec does not encode itself (``_enc_hook``)."""
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise NotImplementedError("numpy object arrays have no canonical encoding")
@@ -147,12 +160,18 @@ def _order_sets(obj: Any, depth: int = 0) -> Any:
 
 def _encode_ordered(obj: Any, encoder: msgspec.msgpack.Encoder) -> bytes:
     try:
-        return encoder.encode(obj)
-    except TypeError:  # maybe a set of mixed types ("'<' not supported between ...")
-        ordered = _order_sets(obj)
-        if ordered is obj:
-            raise
-        return encoder.encode(ordered)
+        try:
+            return encoder.encode(obj)
+        except TypeError:  # maybe a set of mixed types ("'<' not supported between ...")
+            ordered = _order_sets(obj)
+            if ordered is obj:
+                raise
+            return encoder.encode(ordered)
+    except ENCODE_ERRORS:
+        raise
+    except Exception as exc:  # code of the value run while encoding it (an __lt__ in a set)
+        raise TypeError(f"encoding a {type(obj).__qualname__} raised "
+                        f"{type(exc).__qualname__}") from None
 
 
 def encode(obj: Any, *, what: str = "artifact") -> bytes:

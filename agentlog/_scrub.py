@@ -590,14 +590,44 @@ def safe_str(exc: BaseException) -> str:
         return f"<str() of {type(exc).__name__} raised {type(err).__name__}>"
 
 
+#: The longest exception message (or stack) a record or span keeps, in characters.
+MAX_MESSAGE_CHARS = 65_536
+# Where a cut message may end: after one of these, never inside a token-like run.
+_CUT_AFTER = " \t\n\r\f\v\"'<>,;()[]{}"
+
+
+def bounded_text(text: str, known: Collection[str] | None = None) -> str:
+    """``text`` cut to ``MAX_MESSAGE_CHARS``, ready for ``scrub_text``, with a note of the cut.
+
+    A provider error may carry a whole response body, and an agent may raise an exception
+    with megabytes of message: scrubbing 50 MB took 7–17 s on the agent's exception path,
+    and a frame of it decompressed past what a reader accepts. The known secret values are
+    replaced in the whole text first (one C search each), then the text is cut after its
+    last delimiter before the bound, so that no credential is kept half (a credential
+    format cut in two would no longer match its rule).
+    """
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    if known:
+        for secret in sorted(_snapshot(known), key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        if len(text) <= MAX_MESSAGE_CHARS:
+            return text
+    head = text[:MAX_MESSAGE_CHARS]
+    head = head[:max(map(head.rfind, _CUT_AFTER)) + 1]
+    return f"{head}… [{len(text) - len(head)} more characters cut by agentlog]"
+
+
 def scrub_error(exc: BaseException, known: Collection[str] | None = None,
                 redact: Callable[[Any], Any] | None = None) -> str:
     """The message of ``exc`` as it may be written: scrubbed, then through ``redact``.
 
-    A ``redact`` hook that fails or returns something other than a str gives
+    A message longer than ``MAX_MESSAGE_CHARS`` is cut first (``bounded_text``). A
+    ``redact`` hook that fails or returns something other than a str gives
     ``"<redacted>"``, never the unredacted message.
     """
-    text = scrub_text(safe_str(exc), known)
+    text = scrub_text(bounded_text(safe_str(exc), known), known)
     if redact is None:
         return text
     try:
@@ -621,8 +651,9 @@ def exception_attributes(exc: BaseException, message: str,
     whose last line repeats it) into the span unscrubbed.
     """
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    stack = bounded_text(stack.replace(safe_str(exc), message), known)
     return {
         "exception.type": type(exc).__name__,  # as the SDK writes it
         "exception.message": message,
-        "exception.stacktrace": scrub_text(stack.replace(safe_str(exc), message), known),
+        "exception.stacktrace": scrub_text(stack, known),
     }

@@ -58,7 +58,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _otel, _state
-from ._encoding import ENCODE_ERRORS
 from ._recorder import INLINE_MAX
 from ._records import EXIT_CLOSED, EXIT_OK, WindowEnter, WindowExit
 from ._scrub import (
@@ -166,7 +165,7 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
         data: bytes | None
         try:
             data = fast_encode(entry)
-        except ENCODE_ERRORS:
+        except Exception:  # the general path decides (and marks)
             data = None
         if data is None or ((may_hold_secret(data, run.secrets) and (
             not names_have_stem or may_hold_secret(fast_encode(_astuple(entry)), run.secrets)
@@ -202,7 +201,7 @@ def _inline_steps(spec: _Spec) -> tuple[Callable[..., Any], Callable[..., Any]] 
         out: bytes | None
         try:
             out = fast_encode(result)
-        except ENCODE_ERRORS:
+        except Exception:  # the general path decides (and marks)
             out = None
         if out is None or (may_hold_secret(out, run.secrets) if len(out) < LONG_PAYLOAD
                            else may_change_payload(result, out, run.secrets)):
@@ -330,7 +329,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             data: bytes | None
             try:
                 data = fast_encode(entry_struct(*args))  # type: ignore[misc]
-            except ENCODE_ERRORS:
+            except Exception:  # the general path decides (and marks)
                 data = None
             if data is None or ((may_hold_secret(data, run.secrets) and (
                 not names_have_stem or may_hold_secret(
@@ -376,7 +375,7 @@ def _wrap_function(spec: _Spec) -> Callable[..., Any]:
             out: bytes | None
             try:
                 out = fast_encode(result)
-            except ENCODE_ERRORS:
+            except Exception:  # the general path decides (and marks)
                 out = None
             if out is None or (may_hold_secret(out, run.secrets) if len(out) < LONG_PAYLOAD
                                else may_change_payload(result, out, run.secrets)):

@@ -18,7 +18,6 @@ from opentelemetry import trace
 
 from . import _otel, _span_builder
 from ._encoding import (
-    ENCODE_ERRORS,
     ArgumentBinder,
     encode_arguments,
     seal_clean,
@@ -265,7 +264,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
         data: bytes | None
         try:
             data = _fast_encode(payload)
-        except ENCODE_ERRORS:
+        except Exception:  # the general path decides (and marks)
             data = None
         if data is None or may_change_payload(payload, data, run.secrets):
             # Never strict here: the call has run, its result goes back untouched.

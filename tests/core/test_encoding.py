@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -329,3 +329,41 @@ def test_encode_names_a_value_nested_too_deep_in_its_error() -> None:
     data, bad = encode_lenient([_holding_itself()])
     assert decode(data) == {"unsealable": "list"}
     assert bad == ["list (nested too deep, or holding itself)"]
+
+
+def test_a_value_whose_own_code_fails_while_encoded_is_a_marker_never_an_exception(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a model_dump that raised (or an __lt__ in a set) raised into the call."""
+    from agentlog import _encoding
+
+    monkeypatch.setattr(_encoding, "_warned_unsealable", set())
+
+    class BrokenModel:
+        model_fields: ClassVar[dict[str, Any]] = {"a": None}
+
+        def model_dump(self, **kwargs: Any) -> Any:
+            raise RuntimeError("sk-" + "s" * 30)  # a message that must not travel
+
+    class Unordered:
+        def __lt__(self, other: object) -> bool:
+            raise RuntimeError("no order")
+
+        def __hash__(self) -> int:
+            return id(self)
+
+    @al.window("odd")
+    def odd(x: Any) -> str:
+        return "ran"
+
+    path = tmp_path / "run.zst"
+    with pytest.warns(al.InstrumentationWarning, match="no canonical encoding") as caught, \
+            al.record(path):
+        assert odd(BrokenModel()) == "ran"
+        assert odd({Unordered(), Unordered()}) == "ran"
+    assert all("sssss" not in str(w.message) for w in caught)
+    first, second = al.read(path).windows("odd")
+    assert decode(first.entry_bytes) == {"x": {"unsealable": "BrokenModel"}}
+    # The set's items cannot be ordered: the argument map as a whole is the marker.
+    assert decode(second.entry_bytes) == {"unsealable": "dict"}
+    with pytest.raises(al.ArtifactEncodingError, match="BrokenModel raised RuntimeError"):
+        encode(BrokenModel())
