@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, BinaryIO, NamedTuple
@@ -51,6 +52,25 @@ class Frame(NamedTuple):
     payload: bytes | None = None
 
 
+def _open_for_reading(path: str) -> BinaryIO:
+    """``open(path, "rb")`` that cannot block: a named pipe or a socket is refused at once
+    (a plain open of a pipe nobody writes to waited for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            kind = "named pipe" if stat.S_ISFIFO(mode) else "socket"
+            raise TraceFormatError(
+                f"expected a trace file, found a {kind}; a reader seeks in the file it "
+                "checks: write the stream to a file first", path=path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class FrameIterator(Iterator[Frame]):
     """Streams the frames of a trace file; ``iter_frames(path)`` returns one.
 
@@ -85,7 +105,7 @@ class FrameIterator(Iterator[Frame]):
         self.limits = limits if limits is not None else ReadLimits()
         self._decoder = FrameDecoder(self.limits)
         settle(self.path)  # a run this process just left may still be in its writer's queue
-        self._file: BinaryIO | None = open(self.path, "rb")  # noqa: SIM115 - closed in _finish
+        self._file: BinaryIO | None = _open_for_reading(self.path)
         self._offset = 0
         self._size = 0
         self._empty: tuple[bytes, int] | None = None

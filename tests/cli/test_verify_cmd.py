@@ -97,6 +97,20 @@ def test_a_garbage_file_exits_2_naming_the_file_and_what_to_do(tmp_path: Path) -
     assert code == 2 and out["files"][0]["readable"] is False
 
 
+def test_a_named_pipe_exits_2_at_once_naming_what_to_do(tmp_path: Path) -> None:
+    """Before: ``verify`` and ``inspect`` waited forever for a writer to the pipe."""
+    import os
+
+    fifo = tmp_path / "pipe.zst"
+    os.mkfifo(fifo)
+    result = invoke("verify", fifo)
+    assert result.exit_code == 2 and "unreadable" in result.stdout
+    assert "found a named pipe" in result.stdout and "to a file first" in result.stdout
+    result = invoke("inspect", fifo)
+    assert result.exit_code == 2 and "found a named pipe" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_a_missing_file_exits_2(tmp_path: Path) -> None:
     result = invoke("verify", tmp_path / "missing.zst")
     assert result.exit_code == 2

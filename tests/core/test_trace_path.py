@@ -255,3 +255,27 @@ def test_a_forked_childs_writer_does_not_take_over_the_parents_file(trace_path: 
     _, status = os.waitpid(pid, 0)
     w.close()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("reader", ["read", "verify", "iter_records"])
+def test_reading_a_fifo_is_refused_at_once_instead_of_waiting_for_a_writer(
+        tmp_path: Path, reader: str) -> None:
+    """Before: ``open(path, "rb")`` of a FIFO nobody writes to blocked forever (the CLI's
+    ``verify`` and ``inspect`` hung on one)."""
+    fifo = tmp_path / "pipe.zst"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | object] = []
+
+    def call() -> None:
+        try:
+            result = getattr(al, reader)(fifo)
+            outcome.append(list(result) if reader == "iter_records" else result)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), f"{reader} blocked on a FIFO with no writer"
+    (got,) = outcome
+    assert isinstance(got, al.TraceFormatError) and "found a named pipe" in str(got)
