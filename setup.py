@@ -1,9 +1,11 @@
 """Build configuration beyond pyproject.toml: the optional C kernels.
 
-``agentlog._native`` computes the noise words (``agentlog._noise``), and
+``agentlog._native`` computes the noise words (``agentlog._noise``),
 ``agentlog._native_scrub`` walks payload keys for the credential scrubber's prefilter
-(``agentlog._scrub``). ``optional=True``: without a C compiler the install still succeeds
-and agentlog computes the same results in Python and numpy, only slower.
+(``agentlog._scrub``), and ``agentlog.adapters._fast_dump`` reads an SDK response model's
+JSON body (``agentlog.adapters._recording.dump_body``). ``optional=True``: without a C
+compiler the install still succeeds and agentlog computes the same results in Python and
+numpy (and pydantic), only slower.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +15,8 @@ setup(
         Extension("agentlog._native", ["agentlog/_native.c"], optional=True,
                   extra_compile_args=["-O2"]),
         Extension("agentlog._native_scrub", ["agentlog/_native_scrub.c"], optional=True,
+                  extra_compile_args=["-O2"]),
+        Extension("agentlog.adapters._fast_dump", ["adapters/_fast_dump.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],
 )

@@ -357,12 +357,80 @@ def _plain_request(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dump_body(obj: Any) -> dict[str, Any]:
-    """The JSON body of an SDK response object (the fields the server sent)."""
+    """The JSON body of an SDK response object (the fields the server sent).
+
+    ``obj.model_dump(mode="json", exclude_unset=True)``, read in C where it is built
+    (``_fast_dump.c``: the set and extra fields of models whose classes are vetted below,
+    JSON-native values only); anything else asks pydantic.
+    """
     # A pydantic model first: the Mapping ABC's isinstance test costs more than this one.
     if not hasattr(type(obj), "__pydantic_serializer__") and isinstance(obj, Mapping):
         return dict(obj)
+    if _dump_set_fields is not None:
+        for _ in range(_MAX_VETTED_PER_CALL):
+            got = _dump_set_fields(obj, _vetted)
+            if type(got) is dict:
+                return got
+            if got is None or got in _refused or not _vet(got):  # type: ignore[arg-type]
+                break
     body: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True)
     return body
+
+
+try:
+    from ._fast_dump import dump_set_fields as _dump_set_fields
+except ImportError:  # pragma: no cover - built without a C compiler: pydantic's model_dump
+    _dump_set_fields = None  # type: ignore[assignment]
+# Model classes whose model_dump(mode="json", exclude_unset=True) is their set and extra
+# fields as they are (_plain_model_class), and those whose is not. Classes are few.
+_vetted: set[type] = set()
+_refused: set[type] = set()
+_MAX_VETTED_PER_CALL = 64  # each try vets one more class of the response
+# Core-schema keys that make a model's dump differ from its fields' values: a custom
+# serializer (field_serializer, model_serializer, PlainSerializer, WrapSerializer, ...),
+# a field excluded from dumps, computed fields.
+_SCHEMA_REFUSALS = frozenset({"serialization", "serialization_exclude",
+                              "serialization_exclude_if", "computed_fields"})
+
+
+def _vet(cls: type) -> bool:
+    ok = _plain_model_class(cls)
+    (_vetted if ok else _refused).add(cls)
+    return ok
+
+
+def _plain_model_class(cls: type) -> bool:
+    """Whether ``model_dump(mode="json", exclude_unset=True)`` of any ``cls`` instance is
+    the dict of its set fields (by name) and extra fields, their values as they are."""
+    import pydantic
+
+    if not (isinstance(cls, type) and issubclass(cls, pydantic.BaseModel)):
+        return False
+    if (cls.model_dump is not pydantic.BaseModel.model_dump
+            or cls.__pydantic_root_model__ or cls.__pydantic_computed_fields__):
+        return False
+    config = cls.model_config
+    if config.get("serialize_by_alias") or any(k.startswith("ser_json") for k in config):
+        return False
+    try:
+        schema = cls.__pydantic_core_schema__
+    except Exception:
+        return False
+    return not _schema_refuses(schema, 0)
+
+
+def _schema_refuses(node: Any, depth: int) -> bool:
+    if depth > 512:
+        return True
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in _SCHEMA_REFUSALS and value:
+                return True
+            if _schema_refuses(value, depth + 1):
+                return True
+    elif isinstance(node, list | tuple):
+        return any(_schema_refuses(v, depth + 1) for v in node)
+    return False
 
 
 def sse_bytes(events: list[tuple[str | None, dict[str, Any]]], done: bool) -> bytes:
@@ -431,6 +499,8 @@ def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Conf
             try:
                 served = cache.call(call.key, fetch)
             except BaseException as exc:
+                if kept and isinstance(exc, Exception):  # the call returned: ours failed
+                    return _unrecorded_body(call, kept[0], exc)
                 call.record(None, status="miss", error=exc)
                 raise
             call.record(served.response, status=served.status)
@@ -444,7 +514,7 @@ def _sync_wrapper(original: Callable[..., Any], endpoint: Endpoint, config: Conf
             raise
         if stream:
             return _instrument_stream(result, call, is_async=False)
-        call.record(endpoint.to_body(result), status=None)
+        call.record(_recorded_body(call, result), status=None)
         return result
 
     return create
@@ -477,6 +547,8 @@ def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, 
             try:
                 served = await cache.acall(call.key, afetch)
             except BaseException as exc:
+                if kept and isinstance(exc, Exception):  # the call returned: ours failed
+                    return _unrecorded_body(call, kept[0], exc)
                 call.record(None, status="miss", error=exc)
                 raise
             call.record(served.response, status=served.status)
@@ -490,10 +562,36 @@ def _async_wrapper(original: Callable[..., Awaitable[Any]], endpoint: Endpoint, 
             raise
         if stream:
             return _instrument_stream(result, call, is_async=True)
-        call.record(endpoint.to_body(result), status=None)
+        call.record(_recorded_body(call, result), status=None)
         return result
 
     return create
+
+
+def _recorded_body(call: _Call, result: Any) -> dict[str, Any] | None:
+    """``to_body(result)`` for the record; None and a warning when it fails (a response
+    nested past pydantic's serialization depth): the call returned, and its result goes
+    back to the caller whatever happens to the recording."""
+    try:
+        return call.endpoint.to_body(result)
+    except Exception as exc:
+        _warn_unread(call, exc)
+        return None
+
+
+def _unrecorded_body(call: _Call, result: Any, exc: Exception) -> Any:
+    """The result of a cached call whose body could not be read or stored: returned all
+    the same, recorded without a body (and not cached)."""
+    _warn_unread(call, exc)
+    call.record(None, status="miss")
+    return result
+
+
+def _warn_unread(call: _Call, exc: Exception) -> None:
+    warnings.warn(
+        f"{call.endpoint.provider}: the response could not be read for the record or the "
+        f"cache ({type(exc).__qualname__}); the call returned and is recorded without its "
+        "body", InstrumentationWarning, stacklevel=5)
 
 
 def _drain(endpoint: Endpoint, request: Mapping[str, Any], stream: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ def test_the_wheel_holds_only_agentlog_paths(wheel: Path) -> None:
     top = {n.split("/")[0] for n in names}
     name, version = wheel.name.split("-")[:2]  # a platform wheel: the C kernel is in it
     assert top == {"agentlog", f"{name}-{version}.dist-info"}, top
-    for kernel in ("_native", "_native_scrub"):
+    for kernel in ("_native", "_native_scrub", "adapters/_fast_dump"):
         assert any(n.startswith(f"agentlog/{kernel}.") and n.endswith(".so")
                    for n in names), names
         assert f"agentlog/{kernel}.pyi" in names
