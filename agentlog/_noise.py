@@ -473,6 +473,8 @@ class _Cache(dict[Any, Any]):
     kept (the pool is prepared again if it comes back; the draws are the same).
     """
 
+    __slots__ = ("max_bytes", "sizes", "total")  # lookups stay ~as fast as a dict's
+
     def __init__(self, max_bytes: int) -> None:
         super().__init__()
         self.max_bytes = max_bytes
