@@ -290,3 +290,20 @@ def test_secrets_remembered_from_many_threads_never_break_scrubbing(trace_path: 
     from tests.core.test_secret_routes import decompressed
 
     assert b"code-0" not in decompressed(trace_path)
+
+
+def test_credential_name_verdicts_are_cached_for_exact_short_names_only() -> None:
+    from agentlog import _scrub
+
+    class Odd(str):
+        def lower(self) -> str:  # a subclass that lowers itself its own way
+            return "api_key"
+
+    assert _scrub.is_credential_name("plain_field") is False
+    assert _scrub._name_verdicts["plain_field"] is False
+    assert _scrub.is_credential_name(Odd("plain_field")) is True  # not the cached verdict
+    long_name = "x" * 65 + "_api_key"
+    assert _scrub.is_credential_name(long_name) and long_name not in _scrub._name_verdicts
+    for name in ("API-Key", "Authorization", "max_tokens", "db_password"):
+        first = _scrub.is_credential_name(name)
+        assert _scrub.is_credential_name(name) is first is (name != "max_tokens")
