@@ -47,6 +47,29 @@ def test_it_writes_an_llm_call_record_and_fills_the_window_counters(tmp_path: Pa
     assert exit_.cost == pytest.approx(0.25 + 52 / 1e6)
 
 
+def test_every_field_of_the_record_holds_the_value_it_was_given(tmp_path: Path) -> None:
+    """The record is built positionally (for speed): each field checked by name."""
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1):
+        al.llm_call("prov.x", "model-x", request={"q": 1}, response={"a": 2},
+                    operation="text_completion", input_tokens=11, output_tokens=7,
+                    latency_ns=123, cost=0.5, error=RuntimeError("boom"),
+                    response_model="model-x-2026", response_id="resp-9",
+                    finish_reasons=("stop", "length"), fingerprint="fp-9",
+                    cache_key=b"c" * 32, cache="miss", kind="internal")
+    (rec,) = al.read(path).llm_calls()
+    assert (rec.run, rec.window, rec.provider, rec.model) == (0, -1, "prov.x", "model-x")
+    assert (decode(rec.request), decode(rec.response)) == ({"q": 1}, {"a": 2})
+    assert (rec.cache_key, rec.input_tokens, rec.output_tokens) == (b"c" * 32, 11, 7)
+    assert (rec.latency_ns, rec.cost, rec.status) == (123, 0.5, 1)
+    assert (rec.error_type, rec.error_message) == ("RuntimeError", "boom")
+    assert (rec.fingerprint, rec.operation, rec.in_process, rec.cache) == (
+        "fp-9", "text_completion", True, "miss")
+    assert (rec.response_model, rec.response_id, rec.finish_reasons) == (
+        "model-x-2026", "resp-9", ["stop", "length"])
+    assert rec.t_ns > 0
+
+
 def test_a_model_missing_from_the_price_table_has_no_cost(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     with al.record(path, seed=1):
