@@ -394,7 +394,10 @@ _SCHEMA_REFUSALS = frozenset({"serialization", "serialization_exclude",
 
 
 def _vet(cls: type) -> bool:
-    ok = _plain_model_class(cls)
+    try:
+        ok = _plain_model_class(cls)
+    except Exception:  # a pydantic whose internals moved: model_dump, as before
+        ok = False
     (_vetted if ok else _refused).add(cls)
     return ok
 

@@ -180,3 +180,16 @@ def test_a_response_pydantic_cannot_dump_still_returns_and_is_recorded_without_b
             assert cache.stats()["upstream_calls"] == 1 and cache.stats()["hits"] == 0
     (call,) = al.read(tmp_path / "t.zst").llm_calls()
     assert call.status == 0 and call.model == "gpt-4o-mini"
+
+
+def test_a_class_whose_vetting_fails_is_refused_and_dumped_by_pydantic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def moved(cls: type) -> bool:
+        raise AttributeError("__pydantic_core_schema__")  # a pydantic whose internals moved
+
+    class Fresh(pydantic.BaseModel):
+        n: int
+
+    monkeypatch.setattr(_recording, "_plain_model_class", moved)
+    assert _recording.dump_body(Fresh(n=1)) == {"n": 1}
+    assert Fresh in _recording._refused and Fresh not in _recording._vetted
