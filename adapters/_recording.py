@@ -398,8 +398,14 @@ def _vet(cls: type) -> bool:
         ok = _plain_model_class(cls)
     except Exception:  # a pydantic whose internals moved: model_dump, as before
         ok = False
-    (_vetted if ok else _refused).add(cls)
+    verdicts = _vetted if ok else _refused
+    if len(verdicts) >= _MAX_VERDICTS:  # classes made per call (create_model) stay bounded
+        verdicts.clear()
+    verdicts.add(cls)
     return ok
+
+
+_MAX_VERDICTS = 4096
 
 
 def _plain_model_class(cls: type) -> bool:

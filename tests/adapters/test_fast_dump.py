@@ -193,3 +193,13 @@ def test_a_class_whose_vetting_fails_is_refused_and_dumped_by_pydantic(
     monkeypatch.setattr(_recording, "_plain_model_class", moved)
     assert _recording.dump_body(Fresh(n=1)) == {"n": 1}
     assert Fresh in _recording._refused and Fresh not in _recording._vetted
+
+
+def test_the_class_verdicts_stay_bounded_with_a_class_made_per_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_recording, "_MAX_VERDICTS", 50)
+    monkeypatch.setattr(_recording, "_vetted", set())
+    for i in range(120):
+        model = pydantic.create_model(f"Answer{i}", n=(int, ...))
+        assert _recording.dump_body(model(n=i)) == {"n": i}
+        assert len(_recording._vetted) <= 50
