@@ -58,7 +58,7 @@ _shared: dict[tuple[int, int], tuple[TraceWriter, int]] = {}
 def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path (the writer refuses it)
         return None
 
 

@@ -100,6 +100,10 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
             trace ``mode`` does not allow touching (or that cannot be appended to).
         OSError: the file cannot be created or written (the caller warns and drops).
     """
+    if isinstance(path, str) and "\0" in path:  # the OS says a bare "embedded null byte"
+        raise TracePathError(
+            f"cannot record to {path!r}: the path holds a NUL character, which no file name "
+            "can; pass the path of a .zst file to create")
     with contextlib.suppress(FileNotFoundError):
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):

@@ -76,6 +76,16 @@ def test_a_fifo_is_refused_up_front_instead_of_blocking_forever(tmp_path: Path) 
         outcome[0])
 
 
+def test_a_path_holding_a_nul_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    """Before: a bare ValueError("embedded null byte") from os.stat."""
+    with (
+        pytest.raises(al.TracePathError, match=r"holds a NUL character"),
+        al.record(str(tmp_path / "bad\0name.zst")),
+    ):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_directory_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     with (
         pytest.raises(al.TracePathError, match=r"expected a regular file .*found a directory"),
