@@ -58,6 +58,8 @@ def _open_for_reading(path: str) -> BinaryIO:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # as open() says it, naming the path (not the descriptor)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             kind = "named pipe" if stat.S_ISFIFO(mode) else "socket"
             raise TraceFormatError(

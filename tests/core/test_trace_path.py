@@ -289,3 +289,11 @@ def test_reading_a_fifo_is_refused_at_once_instead_of_waiting_for_a_writer(
     assert not t.is_alive(), f"{reader} blocked on a FIFO with no writer"
     (got,) = outcome
     assert isinstance(got, al.TraceFormatError) and "found a named pipe" in str(got)
+
+
+def test_reading_a_directory_names_the_directory(tmp_path: Path) -> None:
+    """The non-blocking open of readers must keep open()'s message: the path, not the
+    file descriptor ("Is a directory: 3")."""
+    with pytest.raises(IsADirectoryError) as raised:
+        al.read(tmp_path)
+    assert str(tmp_path) in str(raised.value)
