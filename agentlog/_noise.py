@@ -56,6 +56,9 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from ._bounded_cache import BoundedCache as _Cache
+from ._bounded_cache import insert as _insert
+
 try:  # the integer passes in one C loop each; built at install time when a compiler is there
     from . import _native
 except ImportError:  # pragma: no cover - built everywhere this project's tests run
@@ -464,65 +467,13 @@ class Pool:
     # the C kernel: only ``gumbel_small`` reads it), else 0
 
 
-class _Cache(dict[Any, Any]):
-    """A dict (lookups stay ``dict.get``) whose ``_insert`` also bounds the bytes it holds.
-
-    An agent with a new pool of 100,000 ids every step held 512 of them, ~7 GB, in the
-    pool cache before its entries were counted in bytes: ``max_bytes`` is an estimate of
-    what an entry keeps alive (``_pool_bytes``), and an entry larger than all of it is not
-    kept (the pool is prepared again if it comes back; the draws are the same).
-    """
-
-    __slots__ = ("max_bytes", "sizes", "total")  # lookups stay ~as fast as a dict's
-
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__()
-        self.max_bytes = max_bytes
-        self.sizes: dict[Any, int] = {}
-        self.total = 0
-
-    def clear(self) -> None:
-        with _cache_lock:
-            super().clear()
-            self.sizes.clear()
-            self.total = 0
-
-
 _POOL_CACHE_SIZE = 512
 _LIST_CACHE_SIZE = 64
-_CACHE_BYTES = 64 << 20  # each of the pool, list and version-1 key caches
+_CACHE_BYTES = 64 << 20  # each of the pool, list, block and version-1 key caches
+# An agent with a new pool of 100,000 ids every step held 512 of them, ~7 GB, in the pool
+# cache before its entries were counted in bytes (_pool_bytes estimates what one keeps).
 _pool_cache: dict[Any, Pool] = _Cache(_CACHE_BYTES)
 _v1_pool_keys: dict[bytes, NDArray[np.uint64]] = _Cache(_CACHE_BYTES)
-# Taken on a cache *miss* only (lookups are single atomic dict operations): two threads
-# evicting at once would otherwise both pick the same oldest key (KeyError from ``pop``)
-# or iterate a dict the other is resizing (RuntimeError), straight into ``al.select``.
-_cache_lock = threading.Lock()
-
-
-def _insert(cache: dict[Any, Any], key: Any, value: Any, size: int, nbytes: int = 0) -> None:
-    """Insert into a FIFO-bounded cache (oldest entries evicted first), under the lock.
-
-    ``size`` bounds the entries; a ``_Cache`` also bounds their ``nbytes`` in total.
-    """
-    with _cache_lock:
-        if not isinstance(cache, _Cache):
-            while len(cache) >= size:
-                del cache[next(iter(cache))]
-            cache[key] = value
-            return
-        sizes = cache.sizes
-        if key in cache:  # two threads missed the same key: the second replaces the first
-            del cache[key]
-            cache.total -= sizes.pop(key, 0)
-        if nbytes > cache.max_bytes:
-            return
-        while cache and (len(cache) >= size or cache.total + nbytes > cache.max_bytes):
-            oldest = next(iter(cache))
-            del cache[oldest]
-            cache.total -= sizes.pop(oldest, 0)
-        cache[key] = value
-        sizes[key] = nbytes
-        cache.total += nbytes
 
 
 def _pool_bytes(pool: Pool, cache_key: Any) -> int:

@@ -269,9 +269,11 @@ def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change
 
 
 def test_a_key_inserted_twice_is_counted_once() -> None:
-    cache = _noise._Cache(max_bytes=1_000)
-    _noise._insert(cache, "k", 1, 10, 300)
-    _noise._insert(cache, "k", 2, 10, 400)  # two threads that missed the same key
+    from agentlog._bounded_cache import BoundedCache, insert
+
+    cache = BoundedCache(max_bytes=1_000)
+    insert(cache, "k", 1, 10, 300)
+    insert(cache, "k", 2, 10, 400)  # two threads that missed the same key
     assert dict(cache) == {"k": 2} and cache.total == 400 and cache.sizes == {"k": 400}
 
 
