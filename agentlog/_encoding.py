@@ -76,11 +76,15 @@ def _enc_hook(obj: Any) -> Any:
         return _supported(obj)
     except ENCODE_ERRORS:
         raise
-    except Exception as exc:
-        # The value's own code failed (a model_dump, an __fspath__): no encoding, never an
-        # exception in the agent's call. Its message is the user's: it may hold a secret.
-        raise TypeError(f"encoding a {type(obj).__qualname__} raised "
-                        f"{type(exc).__qualname__}") from None
+    except Exception as exc:  # the value's own code failed (a model_dump, an __fspath__)
+        raise _raised_while_encoding(obj, exc) from None
+
+
+def _raised_while_encoding(obj: Any, exc: Exception) -> TypeError:
+    """The encoding error for ``obj`` whose own code raised ``exc``: no encoding, never an
+    exception in the agent's call. Its message is the user's and may hold a secret: only
+    the types are named."""
+    return TypeError(f"encoding a {type(obj).__qualname__} raised {type(exc).__qualname__}")
 
 
 def _supported(obj: Any) -> Any:
@@ -170,8 +174,7 @@ def _encode_ordered(obj: Any, encoder: msgspec.msgpack.Encoder) -> bytes:
     except ENCODE_ERRORS:
         raise
     except Exception as exc:  # code of the value run while encoding it (an __lt__ in a set)
-        raise TypeError(f"encoding a {type(obj).__qualname__} raised "
-                        f"{type(exc).__qualname__}") from None
+        raise _raised_while_encoding(obj, exc) from None
 
 
 def encode(obj: Any, *, what: str = "artifact") -> bytes:

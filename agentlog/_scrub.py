@@ -492,9 +492,7 @@ def scrub_text(text: str, known: Collection[str] | None = None, *,
     name is a credential name.
     """
     if known:
-        for secret in sorted(_snapshot(known), key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+        text = _without_known(text, known)
     text = _USERINFO.sub(r"\1" + REDACTED + "@", text)
     text = _QUERY.sub(r"\1" + REDACTED, text)
     text = _BEARER.sub(r"\1" + REDACTED, text)
@@ -502,6 +500,14 @@ def scrub_text(text: str, known: Collection[str] | None = None, *,
     if assignments:
         text = _FORMATS.sub(REDACTED, text)
         text = _ASSIGNMENT.sub(r"\1" + REDACTED, text)
+    return text
+
+
+def _without_known(text: str, known: Collection[str]) -> str:
+    """``text`` with every known secret value replaced, the longest first."""
+    for secret in sorted(_snapshot(known), key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
     return text
 
 
@@ -622,9 +628,7 @@ def bounded_text(text: str, known: Collection[str] | None = None) -> str:
     if len(text) <= MAX_MESSAGE_CHARS:
         return text
     if known:
-        for secret in sorted(_snapshot(known), key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+        text = _without_known(text, known)
         if len(text) <= MAX_MESSAGE_CHARS:
             return text
     head = text[:MAX_MESSAGE_CHARS]

@@ -17,12 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _otel, _span_builder
-from ._encoding import (
-    ArgumentBinder,
-    encode_arguments,
-    seal_clean,
-    warn_unsealable,
-)
+from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
 from ._encoding import _encoder as _canonical_encoder
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._llm import known_secrets as _model_secrets
