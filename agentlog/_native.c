@@ -39,6 +39,39 @@ static inline uint64_t load_le64(const unsigned char *p)
     return w;
 }
 
+/* The key of one id of `length` bytes at p (see joined_keys_doc). The length word
+ * fmix64(L ^ tag) is remembered across calls in *last_length / *last_word: generated ids
+ * repeat one length. */
+static inline uint64_t id_key(const unsigned char *p, Py_ssize_t length, uint64_t tag,
+                              uint64_t *last_length, uint64_t *last_word,
+                              const unsigned char *end)
+{ /* end: where the buffer holding the id ends (a short tail is read as one masked word
+   * when 8 bytes from its start lie inside the buffer) */
+    uint64_t h = 0, k = PHI; /* K_j = (2j + 1) phi: phi, then + 2 phi per word */
+    Py_ssize_t j = 0;
+    for (; j + 8 <= length; j += 8, k += 2 * PHI) {
+        uint64_t x = load_le64(p + j) * k;
+        h ^= (x ^ (x >> 29)) * C1;
+    }
+    if (j < length) { /* the zero-padded last word */
+        Py_ssize_t r = length - j; /* 1..7 bytes */
+        uint64_t w = 0;
+        if (end - (p + j) >= 8) {
+            w = load_le64(p + j) & ((1ULL << (8 * r)) - 1);
+        } else {
+            for (Py_ssize_t b = 0; b < r; b++)
+                w |= (uint64_t)p[j + b] << (8 * b);
+        }
+        uint64_t x = w * k;
+        h ^= (x ^ (x >> 29)) * C1;
+    }
+    if ((uint64_t)length != *last_length) {
+        *last_length = (uint64_t)length;
+        *last_word = fmix64((uint64_t)length ^ tag);
+    }
+    return fmix64(h ^ *last_word);
+}
+
 /* One row of uniforms: row[i] = float((z >> 10) | 1) * 2**-54, z = fmix64(keys[i] ^ base). */
 static inline void fill_uniform_row(const unsigned char *keys, Py_ssize_t n, uint64_t base,
                                     double *row)
@@ -201,23 +234,7 @@ static PyObject *joined_keys(PyObject *self, PyObject *args)
             goto done;
         }
         Py_ssize_t length = stop - p;
-        uint64_t h = 0, k = PHI; /* K_j = (2j + 1) phi: phi, then + 2 phi per word */
-        Py_ssize_t j = 0;
-        for (; j + 8 <= length; j += 8, k += 2 * PHI) {
-            uint64_t x = load_le64(p + j) * k;
-            h ^= (x ^ (x >> 29)) * C1;
-        }
-        if (j < length) {
-            unsigned char tail[8] = {0};
-            memcpy(tail, p + j, (size_t)(length - j));
-            uint64_t x = load_le64(tail) * k;
-            h ^= (x ^ (x >> 29)) * C1;
-        }
-        if ((uint64_t)length != last_length) { /* generated ids repeat one length */
-            last_length = (uint64_t)length;
-            last_word = fmix64((uint64_t)length ^ (uint64_t)tag);
-        }
-        uint64_t key = fmix64(h ^ last_word);
+        uint64_t key = id_key(p, length, tag, &last_length, &last_word, end);
         memcpy(o + 8 * i, &key, 8);
         p = stop + 1;
     }
@@ -235,11 +252,234 @@ done:
     return result;
 }
 
+/* msgpack headers as msgspec writes them: the smallest form that holds the length. */
+static Py_ssize_t str_header_size(Py_ssize_t length)
+{
+    return length < 32 ? 1 : length < 256 ? 2 : length < 65536 ? 3 : 5;
+}
+
+static unsigned char *put_header(unsigned char *o, Py_ssize_t length, unsigned char fix,
+                                 unsigned char base16)
+{ /* base16: the 16-bit form's type byte; the 8-bit form (str only) is base16 - 1 */
+    uint32_t v = (uint32_t)length;
+    if (fix == 0xa0 && length < 32) {
+        *o++ = (unsigned char)(fix | v);
+    } else if (fix == 0x90 && length < 16) {
+        *o++ = (unsigned char)(fix | v);
+    } else if (fix == 0xa0 && length < 256) {
+        *o++ = (unsigned char)(base16 - 1);
+        *o++ = (unsigned char)v;
+    } else if (length < 65536) {
+        *o++ = base16;
+        *o++ = (unsigned char)(v >> 8);
+        *o++ = (unsigned char)v;
+    } else {
+        *o++ = (unsigned char)(base16 + 1);
+        *o++ = (unsigned char)(v >> 24);
+        *o++ = (unsigned char)(v >> 16);
+        *o++ = (unsigned char)(v >> 8);
+        *o++ = (unsigned char)v;
+    }
+    return o;
+}
+
+PyDoc_STRVAR(str_pool_doc,
+"str_pool(ids) -> (encoded, ids_tuple) or None\n\n"
+"For a list or tuple whose items are all exact str, each with a UTF-8 encoding: the ids\n"
+"as a tuple (ids itself when it is one; a list is copied first, and only the copy is\n"
+"read) and the msgpack array of them, byte for byte what msgspec writes (the smallest\n"
+"header for the array and for each str). None for any other sequence or id: the\n"
+"caller's general path handles those, and says what is wrong.");
+
+/* The UTF-8 of a str: read in place for an ASCII str (no call), else Python's cached copy.
+ * NULL with an exception set when it has none (a lone surrogate). */
+static inline const char *utf8_of(PyObject *s, Py_ssize_t *length)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(s)) {
+        *length = PyUnicode_GET_LENGTH(s);
+        return (const char *)PyUnicode_DATA(s);
+    }
+    return PyUnicode_AsUTF8AndSize(s, length);
+}
+
+static PyObject *str_pool(PyObject *self, PyObject *seq)
+{
+    PyObject *ids;
+    if (PyTuple_CheckExact(seq)) {
+        ids = seq;
+        Py_INCREF(ids);
+    } else if (PyList_CheckExact(seq)) {
+        ids = PyList_AsTuple(seq); /* before any reading: nothing can change it after */
+        if (ids == NULL)
+            return NULL;
+    } else {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(ids);
+    PyObject *encoded = NULL;
+    if ((uint64_t)n > 0xFFFFFFFFu)
+        goto not_plain;
+    Py_ssize_t total = n < 16 ? 1 : n < 65536 ? 3 : 5;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(ids, i);
+        Py_ssize_t length;
+        if (!PyUnicode_CheckExact(item))
+            goto not_plain;
+        if (utf8_of(item, &length) == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                goto fail;
+            PyErr_Clear(); /* a lone surrogate: the general path raises the clear error */
+            goto not_plain;
+        }
+        if ((uint64_t)length > 0xFFFFFFFFu)
+            goto not_plain;
+        total += str_header_size(length) + length;
+    }
+    encoded = PyBytes_FromStringAndSize(NULL, total);
+    if (encoded == NULL)
+        goto fail;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(encoded);
+    o = put_header(o, n, 0x90, 0xdc);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t length;
+        const char *utf8 = utf8_of(PyTuple_GET_ITEM(ids, i), &length);
+        o = put_header(o, length, 0xa0, 0xda); /* cached by the first pass: cannot fail */
+        memcpy(o, utf8, (size_t)length);
+        o += length;
+    }
+    PyObject *result = PyTuple_Pack(2, encoded, ids);
+    Py_DECREF(encoded);
+    Py_DECREF(ids);
+    return result;
+not_plain:
+    Py_DECREF(ids);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(ids);
+    return NULL;
+}
+
+static int read_length(const unsigned char **pp, const unsigned char *end, int bytes,
+                       Py_ssize_t *length)
+{
+    const unsigned char *p = *pp;
+    if (end - p < bytes)
+        return -1;
+    uint32_t v = 0;
+    for (int b = 0; b < bytes; b++)
+        v = (v << 8) | p[b];
+    *pp = p + bytes;
+    *length = (Py_ssize_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(str_pool_keys_doc,
+"str_pool_keys(encoded, n, tag, out) -> bool\n\n"
+"Keys (as joined_keys computes them) of the n str ids of encoded, a msgpack array of str\n"
+"(str_pool's), into out (uint64, n words). True when the n keys are distinct, which\n"
+"proves the ids distinct; False when two keys are equal (a repeated id, or a 64-bit\n"
+"collision: the caller tells them apart). Raises ValueError unless encoded is exactly\n"
+"such an array of n str.");
+
+static PyObject *str_pool_keys(PyObject *self, PyObject *args)
+{
+    Py_buffer body, out;
+    Py_ssize_t n;
+    unsigned long long tag;
+    if (!PyArg_ParseTuple(args, "y*nKw*", &body, &n, &tag, &out))
+        return NULL;
+    PyObject *result = NULL;
+    uint64_t *table = NULL;
+    const unsigned char *p = body.buf, *end = p + body.len;
+    Py_ssize_t count = -1;
+    if (out.len != n * 8) {
+        PyErr_Format(PyExc_ValueError, "out must hold %zd uint64 keys (%zd bytes); found %zd",
+                     n, n * 8, out.len);
+        goto done;
+    }
+    if (p < end) {
+        unsigned char h = *p++;
+        if ((h & 0xF0) == 0x90)
+            count = h & 0x0F;
+        else if ((h == 0xdc && read_length(&p, end, 2, &count) < 0) ||
+                 (h == 0xdd && read_length(&p, end, 4, &count) < 0) ||
+                 (h != 0xdc && h != 0xdd))
+            count = -1;
+    }
+    if (count != n) {
+        PyErr_Format(PyExc_ValueError, "encoded must be a msgpack array of %zd str; found "
+                     "%s", n, count < 0 ? "no array header" : "another length");
+        goto done;
+    }
+    /* Open addressing over the keys (fmix64 output: the low bits are uniform). Key 0
+     * cannot mark an empty slot, so it is tracked on its own. */
+    size_t slots = 16;
+    while (slots < 2 * (size_t)n)
+        slots <<= 1;
+    table = PyMem_Calloc(slots, sizeof(uint64_t));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int distinct = 1, seen_zero = 0;
+    uint64_t last_length = (uint64_t)-1, last_word = 0;
+    unsigned char *o = out.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t length = -1;
+        unsigned char h = p < end ? *p++ : 0;
+        if ((h & 0xE0) == 0xa0)
+            length = h & 0x1F;
+        else if (h == 0xd9 || h == 0xda || h == 0xdb) {
+            if (read_length(&p, end, h == 0xd9 ? 1 : h == 0xda ? 2 : 4, &length) < 0)
+                length = -1;
+        }
+        if (length < 0 || end - p < length) {
+            PyErr_Format(PyExc_ValueError,
+                         "encoded must be a msgpack array of %zd str; item %zd is not one",
+                         n, i);
+            goto done;
+        }
+        uint64_t key = id_key(p, length, (uint64_t)tag, &last_length, &last_word, end);
+        memcpy(o + 8 * i, &key, 8);
+        p += length;
+        if (!distinct)
+            continue;
+        if (key == 0) {
+            distinct = !seen_zero;
+            seen_zero = 1;
+            continue;
+        }
+        for (size_t s = (size_t)key & (slots - 1);; s = (s + 1) & (slots - 1)) {
+            if (table[s] == 0) {
+                table[s] = key;
+                break;
+            }
+            if (table[s] == key) {
+                distinct = 0;
+                break;
+            }
+        }
+    }
+    if (p != end) {
+        PyErr_Format(PyExc_ValueError, "encoded must be exactly a msgpack array of %zd str; "
+                     "%zd bytes are left after it", n, (Py_ssize_t)(end - p));
+        goto done;
+    }
+    result = PyBool_FromLong(distinct);
+done:
+    PyMem_Free(table);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"uniform_row", uniform_row, METH_VARARGS, uniform_row_doc},
     {"joined_keys", joined_keys, METH_VARARGS, joined_keys_doc},
     {"step_rows", step_rows, METH_VARARGS, step_rows_doc},
     {"check_probs", check_probs, METH_O, check_probs_doc},
+    {"str_pool", str_pool, METH_O, str_pool_doc},
+    {"str_pool_keys", str_pool_keys, METH_VARARGS, str_pool_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

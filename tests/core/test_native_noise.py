@@ -111,6 +111,55 @@ def test_generated_ids_of_one_length_key_as_the_definition() -> None:
     assert got.tolist() == [_noise.candidate_key_v2(c) for c in ids]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_str_pool_encodes_as_msgspec_and_keys_as_the_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    ids = list(dict.fromkeys(_random_id(rng) for _ in range(rng.choice([3, 15, 16, 300]))))
+    ids += ["x" * rng.choice([31, 32, 255, 256, 700]), "a\0b"]  # header sizes; a NUL
+    for given in (ids, tuple(ids)):
+        encoded, as_tuple = native.str_pool(given)
+        assert encoded == _noise._id_encoder.encode(tuple(ids)) and as_tuple == tuple(ids)
+    given_tuple = tuple(ids)
+    assert native.str_pool(given_tuple)[1] is given_tuple  # a tuple is not copied
+    keys = np.empty(len(ids), dtype=np.uint64)
+    assert native.str_pool_keys(encoded, len(ids), _noise._TAG_STR, keys) is True
+    assert keys.tolist() == [_noise.candidate_key_v2(c) for c in ids]
+    doubled = native.str_pool(ids + ids[:1])[0]
+    assert native.str_pool_keys(doubled, len(ids) + 1, _noise._TAG_STR,
+                                np.empty(len(ids) + 1, dtype=np.uint64)) is False
+
+
+def test_str_pool_leaves_every_other_pool_to_the_general_path() -> None:
+    class Name(str):
+        pass
+
+    for other in (["a", 1], [b"a"], ["a", Name("b")], ["ok", "\ud800"], "ab", iter(["a"]),
+                  np.array(["a"])):
+        assert native.str_pool(other) is None
+
+
+def test_str_pool_reads_a_copy_of_a_list() -> None:
+    ids = [f"d{i}" for i in range(5)]
+    encoded, as_tuple = native.str_pool(ids)
+    ids[0] = "changed"
+    assert as_tuple[0] == "d0" and _noise._id_encoder.encode(as_tuple) == encoded
+
+
+def test_str_pool_keys_refuses_what_is_not_an_array_of_n_str() -> None:
+    out = np.empty(2, dtype=np.uint64)
+    good = native.str_pool(["a", "b"])[0]
+    for bad, found in ((b"", "no array header"), (b"\xc0", "no array header"),
+                       (b"\x93\xa1a\xa1b\xa1c", "another length"),
+                       (b"\x92\xa1a\x01", "item 1 is not one"),
+                       (b"\x92\xa1a\xa3bc", "item 1 is not one"),  # runs past the end
+                       (b"\x92\xa1a\xd9", "item 1 is not one"),
+                       (good + b"\x00", "1 bytes are left")):
+        with pytest.raises(ValueError, match=found):
+            native.str_pool_keys(bad, 2, 1, out)
+    with pytest.raises(ValueError, match="out must hold 2 uint64 keys"):
+        native.str_pool_keys(good, 2, 1, np.empty(3, dtype=np.uint64))
+
+
 def test_the_kernel_refuses_wrong_shapes_and_values_with_a_clear_error() -> None:
     keys = np.arange(4, dtype=np.uint64)
     with pytest.raises(ValueError, match="out must hold 4 float64 values"):

@@ -131,9 +131,10 @@ def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again(
     ids = [f"once-{i}" for i in range(50)]
     first = _noise.pool(ids, 50)
     assert id(ids) not in _noise._list_cache  # a fresh pool costs no private copy
-    assert _noise.pool(ids, 50) is first  # the pool cache knows it: now the list is copied
-    assert _noise._list_cache[id(ids)] == (ids, first)
-    assert _noise.pool(ids, 50) is first
+    second = _noise.pool(ids, 50)  # the pool cache knows it: now the list is copied
+    assert second.keys is first.keys and second.hash == first.hash  # keys not made again
+    assert _noise._list_cache[id(ids)] == (ids, second)
+    assert _noise.pool(ids, 50) is second
     ids[0] = "changed"  # mutated in place: its copy differs, so it is a new pool
     changed = _noise.pool(ids, 50)
     assert changed.ids[0] == "changed" and changed.hash != first.hash
@@ -236,36 +237,107 @@ def test_threads_sharing_a_seed_and_stream_on_different_pools_get_exact_draws() 
     assert not errors
 
 
-def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries() -> None:
+@pytest.fixture(params=["kernel", "python"])
+def str_pool_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a pool of str ids is prepared, and the name of the cache that keeps it:
+    the C kernel's (``_str_pool_cache``: keys and hash by encoding), or the Python path's
+    (``_pool_cache``: whole pools by NUL-joined ids)."""
+    if request.param == "python":
+        monkeypatch.setattr(_noise, "_native", None)
+        return "_pool_cache"
+    if _noise._native is None:
+        pytest.skip("agentlog._native was not built")
+    return "_str_pool_cache"
+
+
+def _cached_keys(entry: object) -> np.ndarray:
+    """The keys a cache entry keeps: a whole Pool's, or the kernel path's (keys, hash)."""
+    return entry.keys if isinstance(entry, _noise.Pool) else entry[0]  # type: ignore[index]
+
+
+def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries(
+        str_pool_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 512 fresh pools of 100,000 ids stayed cached, ~7 GB of RSS after 500 steps."""
+    for big in (_noise._pool_cache, _noise._str_pool_cache, _noise._list_cache,
+                _noise._v1_pool_keys):
+        assert isinstance(big, _noise._Cache) and big.max_bytes == _noise._CACHE_BYTES
+    # A quarter of the budget, so that a dozen pools overflow it on either path (the
+    # kernel's entries keep no ids: ~3 MB each, against ~9 MB for a whole Pool).
+    monkeypatch.setattr(_noise, str_pool_cache, _noise._Cache(_noise._CACHE_BYTES // 4))
     n = 100_000
     for k in range(12):  # what select does with a new pool of a retrieval agent's step
         ids = [f"doc-{k}-{i:06d}" for i in range(n)]
         pool = _noise.pool(ids, n)
-        assert _noise.pool(ids, n) is pool  # cached while the cache holds it
+        assert _noise.pool(ids, n).keys is pool.keys  # cached while the cache holds it
         assert _noise._pool_bytes(pool, "\0".join(ids)) >= 72 * n
-    cache = _noise._pool_cache
-    assert isinstance(cache, _noise._Cache)
-    assert cache.total <= _noise._CACHE_BYTES
+    cache = getattr(_noise, str_pool_cache)
+    assert 0 < cache.total <= _noise._CACHE_BYTES // 4
     assert sum(cache.sizes.values()) == cache.total and set(cache.sizes) == set(cache)
-    assert sum(len(p.ids) == n for p in cache.values()) < 12  # the oldest were evicted
-    for big in (_noise._list_cache, _noise._v1_pool_keys):
-        assert isinstance(big, _noise._Cache) and big.total <= _noise._CACHE_BYTES
+    cached = [_cached_keys(entry) for entry in cache.values()]
+    assert 0 < sum(len(keys) == n for keys in cached) < 12  # the oldest were evicted
+    assert _noise._list_cache.total <= _noise._CACHE_BYTES
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, str_pool_cache: str) -> None:
     small = _noise._Cache(max_bytes=10_000)
-    monkeypatch.setattr(_noise, "_pool_cache", small)
-    ids = [f"big-{i}" for i in range(500)]  # ~40 KB estimated: over the budget
+    monkeypatch.setattr(_noise, str_pool_cache, small)
+    ids = [f"big-{i}" for i in range(500)]  # over the budget (~12 KB, or ~40 KB in Python)
     first = _noise.pool(ids, 500)
     assert len(small) == 0 and small.total == 0
     again = _noise.pool(list(ids), 500)
-    assert again is not first and again.hash == first.hash
+    assert again.keys is not first.keys and again.hash == first.hash
     np.testing.assert_array_equal(again.keys, first.keys)
     tiny = [_noise.pool([f"t{k}-{i}" for i in range(3)], 3) for k in range(400)]
     assert 0 < len(small) < 400 and small.total <= 10_000  # evicted by bytes, oldest first
-    assert list(small.values())[-1] is tiny[-1]
+    assert _cached_keys(list(small.values())[-1]) is tiny[-1].keys
+
+
+def test_a_str_pool_prepared_by_the_kernel_equals_the_python_paths_pool(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's encoding, keys and hash of a pool are the Python path's, bit for bit
+    (the encoding is the pool's Blob in the trace; its hash names the pool)."""
+    if _noise._native is None:
+        pytest.skip("agentlog._native was not built")
+    pools = [[], ["a"], ["x" * 31, "x" * 32, "x" * 255, "x" * 256, "x" * 65_535, "y" * 65_536],
+             [f"d{i}" for i in range(15)], [f"d{i}" for i in range(16)],
+             [f"d{i}" for i in range(70_000)], ["é", "日本語", "a\0b", "", "🙂" * 9]]
+    with_kernel = [_noise.pool(tuple(ids), len(ids)) for ids in pools]
+    monkeypatch.setattr(_noise, "_native", None)
+    monkeypatch.setattr(_noise, "_pool_cache", _noise._Cache(_noise._CACHE_BYTES))
+    for ids, got in zip(pools, with_kernel, strict=True):
+        want = _noise.pool(list(ids), len(ids))
+        assert got.encoded == want.encoded == _noise._id_encoder.encode(tuple(ids))
+        assert got.hash == want.hash and got.ids == want.ids == tuple(ids)
+        np.testing.assert_array_equal(got.keys, want.keys)
+        reference = [_noise.candidate_key_v2(c) for c in ids]
+        assert got.keys.tolist() == reference
+
+
+def test_a_repeated_str_id_is_refused_on_the_kernels_path_and_a_key_collision_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if _noise._native is None:
+        pytest.skip("agentlog._native was not built")
+    with pytest.raises(ValueError, match="'b' appears more than once"):
+        _noise.pool(["a", "b", "c", "b"], 4)
+    # Two distinct ids whose keys collide (forced: the kernel reports equal keys) are a
+    # valid pool: the ids themselves decide.
+    real = _noise._native
+    calls = []
+
+    class CollidingKernel:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        @staticmethod
+        def str_pool_keys(encoded: bytes, n: int, tag: int, out: np.ndarray) -> bool:
+            calls.append(n)
+            real.str_pool_keys(encoded, n, tag, out)
+            return False
+
+    monkeypatch.setattr(_noise, "_native", CollidingKernel())
+    pool = _noise.pool(["p", "q", "r"], 3)
+    assert calls == [3] and pool.ids == ("p", "q", "r")
 
 
 def test_a_key_inserted_twice_is_counted_once() -> None:

@@ -168,6 +168,7 @@ def test_select_from_many_threads_with_tiny_caches_never_raises(
     monkeypatch.setattr(_noise, "_POOL_CACHE_SIZE", 1)
     monkeypatch.setattr(_noise, "_LIST_CACHE_SIZE", 1, raising=False)
     monkeypatch.setattr(_noise, "_pool_cache", {})
+    monkeypatch.setattr(_noise, "_str_pool_cache", {})
     monkeypatch.setattr(_noise, "_list_cache", {})
     previous = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
