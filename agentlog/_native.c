@@ -374,12 +374,15 @@ static int read_length(const unsigned char **pp, const unsigned char *end, int b
 }
 
 PyDoc_STRVAR(str_pool_keys_doc,
-"str_pool_keys(encoded, n, tag, out) -> bool\n\n"
+"str_pool_keys(encoded, n, tag, out) -> bool or None\n\n"
 "Keys (as joined_keys computes them) of the n str ids of encoded, a msgpack array of str\n"
 "(str_pool's), into out (uint64, n words). True when the n keys are distinct, which\n"
 "proves the ids distinct; False when two keys are equal (a repeated id, or a 64-bit\n"
-"collision: the caller tells them apart). Raises ValueError unless encoded is exactly\n"
-"such an array of n str.");
+"collision: the caller tells them apart); None above 2**20 ids, where the check is left\n"
+"to the caller (its table would take 16 bytes an id). Raises ValueError unless encoded is\n"
+"exactly such an array of n str.");
+
+#define MAX_CHECKED_IDS ((Py_ssize_t)1 << 20)
 
 static PyObject *str_pool_keys(PyObject *self, PyObject *args)
 {
@@ -413,15 +416,16 @@ static PyObject *str_pool_keys(PyObject *self, PyObject *args)
     }
     /* Open addressing over the keys (fmix64 output: the low bits are uniform). Key 0
      * cannot mark an empty slot, so it is tracked on its own. */
+    int checked = n <= MAX_CHECKED_IDS, distinct = 1, seen_zero = 0;
     size_t slots = 16;
-    while (slots < 2 * (size_t)n)
+    while (checked && slots < 2 * (size_t)n)
         slots <<= 1;
-    table = PyMem_Calloc(slots, sizeof(uint64_t));
-    if (table == NULL) {
+    table = checked ? PyMem_Calloc(slots, sizeof(uint64_t)) : NULL;
+    if (checked && table == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    int distinct = 1, seen_zero = 0;
+    distinct = checked;
     uint64_t last_length = (uint64_t)-1, last_word = 0;
     unsigned char *o = out.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -465,7 +469,12 @@ static PyObject *str_pool_keys(PyObject *self, PyObject *args)
                      "%zd bytes are left after it", n, (Py_ssize_t)(end - p));
         goto done;
     }
-    result = PyBool_FromLong(distinct);
+    if (checked) {
+        result = PyBool_FromLong(distinct);
+    } else {
+        result = Py_None;
+        Py_INCREF(result);
+    }
 done:
     PyMem_Free(table);
     PyBuffer_Release(&body);

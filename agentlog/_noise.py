@@ -612,7 +612,10 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
         return Pool(ids, hit[0], encoded, hit[1], 0), True
     n = len(ids)
     keys = np.empty(n, dtype=np.uint64)
-    if not _native.str_pool_keys(encoded, n, _TAG_STR, keys):
+    distinct = _native.str_pool_keys(encoded, n, _TAG_STR, keys)
+    if distinct is None:  # past a million ids the kernel leaves the check to the sort
+        _check_unique(ids, keys)
+    elif not distinct:
         _refuse_repeats(ids)
     digest = hashlib.sha256(encoded).digest()
     _insert(_str_pool_cache, encoded, (keys, digest), _POOL_CACHE_SIZE,

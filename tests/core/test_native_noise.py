@@ -129,6 +129,21 @@ def test_str_pool_encodes_as_msgspec_and_keys_as_the_definition(seed: int) -> No
                                 np.empty(len(ids) + 1, dtype=np.uint64)) is False
 
 
+def test_past_a_million_ids_str_pool_keys_leaves_the_repeat_check_to_the_caller() -> None:
+    n = (1 << 20) + 1
+    ids = [f"{i:x}" for i in range(n)]
+    encoded = native.str_pool(ids)[0]
+    keys = np.empty(n, dtype=np.uint64)
+    assert native.str_pool_keys(encoded, n, _noise._TAG_STR, keys) is None
+    assert keys[-1] == _noise.candidate_key_v2(ids[-1])
+    assert native.str_pool_keys(native.str_pool(ids[:-1])[0], n - 1, _noise._TAG_STR,
+                                keys[:-1]) is True
+    assert len(_noise.pool(ids, n).ids) == n
+    ids[-1] = ids[0]
+    with pytest.raises(ValueError, match="'0' appears more than once"):
+        _noise.pool(ids, n)
+
+
 def test_str_pool_leaves_every_other_pool_to_the_general_path() -> None:
     class Name(str):
         pass
