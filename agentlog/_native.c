@@ -201,6 +201,53 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(plain_probs_doc,
+"plain_probs(p, tolerance) -> float or None\n\n"
+"The smallest entry of p when p is the plain case of select's check: a 1-D C-contiguous\n"
+"buffer of native float64 (format 'd'), not empty, every entry finite, none negative, and\n"
+"a running sum within tolerance of 1. None otherwise, and for anything that is not such\n"
+"a buffer: the caller's general check then converts, diagnoses and says what is wrong.");
+
+static PyObject *plain_probs(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    double tolerance;
+    if (!PyArg_ParseTuple(args, "Od", &obj, &tolerance))
+        return NULL;
+    Py_buffer p;
+    if (PyObject_GetBuffer(obj, &p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear(); /* not a contiguous buffer: the general path's business */
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL;
+    if (p.ndim != 1 || p.itemsize != 8 || p.format == NULL || strcmp(p.format, "d") != 0 ||
+        p.len < 8) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    Py_ssize_t n = p.len / 8;
+    const unsigned char *b = p.buf;
+    double total = 0.0, lo = INFINITY;
+    int finite = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, b + 8 * i, 8);
+        finite &= isfinite(x) != 0;
+        total += x;
+        lo = x < lo ? x : lo;
+    }
+    if (finite && lo >= 0.0 && fabs(total - 1.0) <= tolerance) {
+        result = PyFloat_FromDouble(lo);
+    } else {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+done:
+    PyBuffer_Release(&p);
+    return result;
+}
+
 PyDoc_STRVAR(joined_keys_doc,
 "joined_keys(body, n, tag, out)\n\n"
 "Keys of the n ids in body, each followed by one NUL byte (the UTF-8 of NUL-joined str\n"
@@ -487,6 +534,7 @@ static PyMethodDef methods[] = {
     {"joined_keys", joined_keys, METH_VARARGS, joined_keys_doc},
     {"step_rows", step_rows, METH_VARARGS, step_rows_doc},
     {"check_probs", check_probs, METH_O, check_probs_doc},
+    {"plain_probs", plain_probs, METH_VARARGS, plain_probs_doc},
     {"str_pool", str_pool, METH_O, str_pool_doc},
     {"str_pool_keys", str_pool_keys, METH_VARARGS, str_pool_keys_doc},
     {NULL, NULL, 0, NULL},

@@ -41,10 +41,13 @@ _SMALL_POOL = _noise.SMALL_POOL
 # Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
 # was built: its one loop beats them at every size (then blocks of steps, as larger pools).
 _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
-try:  # the C kernel's one-pass vector check (see _select_iv)
+try:  # the C kernel's one-pass vector checks (see _select_iv and select)
     from ._native import check_probs as _check_probs
+    from ._native import plain_probs as _plain_probs
 except ImportError:  # pragma: no cover - built everywhere this project's tests run
     _check_probs = None  # type: ignore[assignment]
+    _plain_probs = None  # type: ignore[assignment]
+_ndarray = np.ndarray
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
@@ -198,7 +201,14 @@ def select(
     With no active recorder the draw still happens (from a process-local generator) and
     nothing is recorded.
     """
-    p, lo = _select_iv(probs, normalize, name)
+    # The common case in one C call: a float64 vector that passes as it is (the same
+    # checks as _select_iv's, which converts, normalises and diagnoses everything else).
+    lo = (_plain_probs(probs, SUM_TOLERANCE) if type(probs) is _ndarray and not normalize
+          and _plain_probs is not None else None)
+    if lo is None:
+        p, lo = _select_iv(probs, normalize, name)
+    else:
+        p = probs  # type: ignore[assignment]  # a float64 ndarray: plain_probs checked
     if owner not in ("model", "scaffold"):
         raise ValueError(f"`owner` must be 'model' or 'scaffold'; found {owner!r}")
     raw: NDArray[np.float64] | None = None

@@ -303,8 +303,10 @@ class TraceWriter(RunSealer):
         end): past the bound they are forgotten, and a blob seen again is written again,
         a duplicate every reader and ``verify`` accept (the same bytes under one name).
         """
-        token = object()
         seen = self._blob_hashes
+        if hash in seen:  # the common case (a pool drawn from again): nothing to make
+            return
+        token = object()
         # dict.setdefault is atomic for bytes keys: exactly one caller wins the race.
         if seen.setdefault(hash, token) is token:
             if len(seen) > MAX_BLOB_HASHES:

@@ -175,6 +175,30 @@ def test_str_pool_keys_refuses_what_is_not_an_array_of_n_str() -> None:
         native.str_pool_keys(good, 2, 1, np.empty(3, dtype=np.uint64))
 
 
+def test_plain_probs_passes_exactly_the_vectors_the_general_check_passes_unchanged() -> None:
+    base = np.array([0.1, 0.2, 0.3, 0.4])
+    cases = [base, base.copy(), np.array([1.0]), np.array([0.0, 1.0]), base + 9e-7 / 4,
+             base + 2e-6 / 4, np.array([1.5, -0.5]), np.array([np.nan, 1.0]),
+             np.array([np.inf, 0.0]), base.reshape(2, 2), np.repeat(base, 2)[::2],
+             base.astype(">f8"), base.astype(np.float32), np.array([], dtype=np.float64),
+             base.tolist(), np.array([-0.0, 1.0])]
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    cases.append(readonly)
+    for p in cases:
+        lo = native.plain_probs(p, _select.SUM_TOLERANCE)
+        try:
+            checked, want_lo = _select._select_iv(p, False, "s")
+        except (TypeError, ValueError):
+            assert lo is None, p
+            continue
+        if lo is not None:  # passed as it is, with the same smallest entry
+            assert checked is p and lo == want_lo
+        else:  # left to the general check: it converts (or copies) what is not plain
+            assert type(p) is not np.ndarray or p.dtype != np.float64 or p.ndim != 1 or (
+                not p.flags.c_contiguous) or p.dtype.byteorder == ">", p
+
+
 def test_the_kernel_refuses_wrong_shapes_and_values_with_a_clear_error() -> None:
     keys = np.arange(4, dtype=np.uint64)
     with pytest.raises(ValueError, match="out must hold 4 float64 values"):
