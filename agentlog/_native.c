@@ -165,6 +165,24 @@ done:
     return result;
 }
 
+/* One pass over n float64 values: their plain running sum and smallest entry; 0 when an
+ * entry is not finite. */
+static int sum_and_smallest(const unsigned char *b, Py_ssize_t n, double *total, double *lo)
+{
+    double sum = 0.0, smallest = INFINITY;
+    int finite = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, b + 8 * i, 8);
+        finite &= isfinite(x) != 0;
+        sum += x;
+        smallest = x < smallest ? x : smallest;
+    }
+    *total = sum;
+    *lo = smallest;
+    return finite;
+}
+
 PyDoc_STRVAR(check_probs_doc,
 "check_probs(p) -> (total, smallest) or None\n\n"
 "The sum and the smallest entry of a float64 buffer in one pass, or None when an entry is\n"
@@ -179,17 +197,8 @@ static PyObject *check_probs(PyObject *self, PyObject *arg)
     PyObject *result = NULL;
     if (check_words(&p, "p") < 0)
         goto done;
-    Py_ssize_t n = p.len / 8;
-    const unsigned char *b = p.buf;
-    double total = 0.0, lo = INFINITY;
-    int finite = 1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double x;
-        memcpy(&x, b + 8 * i, 8);
-        finite &= isfinite(x) != 0;
-        total += x;
-        lo = x < lo ? x : lo;
-    }
+    double total, lo;
+    int finite = sum_and_smallest(p.buf, p.len / 8, &total, &lo);
     if (!finite) {
         result = Py_None;
         Py_INCREF(result);
@@ -226,17 +235,8 @@ static PyObject *plain_probs(PyObject *self, PyObject *args)
         Py_INCREF(result);
         goto done;
     }
-    Py_ssize_t n = p.len / 8;
-    const unsigned char *b = p.buf;
-    double total = 0.0, lo = INFINITY;
-    int finite = 1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double x;
-        memcpy(&x, b + 8 * i, 8);
-        finite &= isfinite(x) != 0;
-        total += x;
-        lo = x < lo ? x : lo;
-    }
+    double total, lo;
+    int finite = sum_and_smallest(p.buf, p.len / 8, &total, &lo);
     if (finite && lo >= 0.0 && fabs(total - 1.0) <= tolerance) {
         result = PyFloat_FromDouble(lo);
     } else {
