@@ -529,6 +529,27 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(same_items_doc,
+"same_items(ids, pool_ids) -> bool\n\n"
+"Whether the list ids holds exactly the objects of the tuple pool_ids, in order (identity,\n"
+"not equality: one comparison of two pointer arrays). The pool's tuple keeps its objects\n"
+"alive, so none of them can have been freed and its address reused.");
+
+static PyObject *same_items(PyObject *self, PyObject *args)
+{
+    PyObject *ids, *pool_ids;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &ids, &PyTuple_Type, &pool_ids))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    if (n != PyTuple_GET_SIZE(pool_ids))
+        Py_RETURN_FALSE;
+    if (n == 0)
+        Py_RETURN_TRUE;
+    return PyBool_FromLong(memcmp(((PyListObject *)ids)->ob_item,
+                                  ((PyTupleObject *)pool_ids)->ob_item,
+                                  (size_t)n * sizeof(PyObject *)) == 0);
+}
+
 static PyMethodDef methods[] = {
     {"uniform_row", uniform_row, METH_VARARGS, uniform_row_doc},
     {"joined_keys", joined_keys, METH_VARARGS, joined_keys_doc},
@@ -536,6 +557,7 @@ static PyMethodDef methods[] = {
     {"check_probs", check_probs, METH_O, check_probs_doc},
     {"plain_probs", plain_probs, METH_VARARGS, plain_probs_doc},
     {"str_pool", str_pool, METH_O, str_pool_doc},
+    {"same_items", same_items, METH_VARARGS, same_items_doc},
     {"str_pool_keys", str_pool_keys, METH_VARARGS, str_pool_keys_doc},
     {NULL, NULL, 0, NULL},
 };

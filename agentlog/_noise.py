@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import operator
 import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -526,20 +527,29 @@ def _refuse_repeats(ids: tuple[Any, ...]) -> None:
 
 
 # Agents usually pass the same list object step after step. Remember the last few lists by
-# identity with a private copy; a list that was mutated since compares unequal and misses.
-_list_cache: dict[int, tuple[list[Any], Pool]] = _Cache(_CACHE_BYTES)
+# identity, with their pools: a list still holding exactly the objects of its pool's ids
+# (compared by identity, which the pool's tuple keeps valid: its objects stay alive) is that
+# pool; a list changed since misses, and is prepared again. No private copy of the list.
+_list_cache: dict[int, Pool] = _Cache(_CACHE_BYTES)
+
+
+def _same_items_py(ids: list[Any], pool_ids: tuple[Any, ...]) -> bool:
+    return len(ids) == len(pool_ids) and all(map(operator.is_, ids, pool_ids))
+
+
+_same_items = _same_items_py if _native is None else _native.same_items
 
 
 def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
     """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``."""
     if type(candidates) is list:
         seen = _list_cache.get(id(candidates))
-        if seen is not None and seen[0] == candidates:
-            return seen[1]
+        if seen is not None and _same_items(candidates, seen.ids):
+            return seen
         result, known = _pool_uncached(candidates, n)
-        if known:  # seen before: worth a private copy. A pool seen once (fresh) is not copied.
-            _insert(_list_cache, id(candidates), (list(candidates), result), _LIST_CACHE_SIZE,
-                    8 * len(candidates) + _pool_bytes(result, None))
+        if known:  # seen before: worth a list entry. A pool seen once (fresh) is not kept.
+            _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
+                    _pool_bytes(result, None))
         return result
     return _pool_uncached(candidates, n)[0]
 

@@ -153,6 +153,16 @@ def test_str_pool_leaves_every_other_pool_to_the_general_path() -> None:
         assert native.str_pool(other) is None
 
 
+def test_same_items_compares_identity_and_refuses_other_types() -> None:
+    a, b = "".join(["x", "1"]), "".join(["x", "1"])
+    assert native.same_items([a, 1], (a, 1)) and not native.same_items([b, 1], (a, 1))
+    assert not native.same_items([a], (a, 1)) and native.same_items([], ())
+    with pytest.raises(TypeError):
+        native.same_items((a,), (a,))
+    with pytest.raises(TypeError):
+        native.same_items([a], [a])
+
+
 def test_str_pool_reads_a_copy_of_a_list() -> None:
     ids = [f"d{i}" for i in range(5)]
     encoded, as_tuple = native.str_pool(ids)

@@ -123,22 +123,36 @@ def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> Non
     assert len(_noise._step_words) <= _noise._STEP_WORDS
 
 
-def test_a_list_is_copied_into_the_list_cache_only_once_its_pool_is_seen_again(
-    monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("same_items", ["kernel", "python"])
+def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_leaves_when_changed(
+    monkeypatch: pytest.MonkeyPatch, same_items: str
 ) -> None:
-    # An empty cache: a freed list of an earlier test may have left an entry at this id.
-    monkeypatch.setattr(_noise, "_list_cache", {})
+    if same_items == "python":
+        monkeypatch.setattr(_noise, "_same_items", _noise._same_items_py)
+    elif _noise._native is None:
+        pytest.skip("agentlog._native was not built")
+    # Empty caches: a freed list of an earlier test may have left an entry at this id, and
+    # the pool caches would know the pool already.
+    for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
+        monkeypatch.setattr(_noise, cache, _noise._Cache(_noise._CACHE_BYTES))
     ids = [f"once-{i}" for i in range(50)]
     first = _noise.pool(ids, 50)
-    assert id(ids) not in _noise._list_cache  # a fresh pool costs no private copy
-    second = _noise.pool(ids, 50)  # the pool cache knows it: now the list is copied
+    assert id(ids) not in _noise._list_cache  # a fresh pool costs no list entry
+    second = _noise.pool(ids, 50)  # the pool cache knows it: now the list has an entry
     assert second.keys is first.keys and second.hash == first.hash  # keys not made again
-    assert _noise._list_cache[id(ids)] == (ids, second)
+    assert _noise._list_cache[id(ids)] is second
     assert _noise.pool(ids, 50) is second
-    ids[0] = "changed"  # mutated in place: its copy differs, so it is a new pool
+    ids[0] = "changed"  # mutated in place: no longer its pool's objects, so a new pool
     changed = _noise.pool(ids, 50)
     assert changed.ids[0] == "changed" and changed.hash != first.hash
     np.testing.assert_array_equal(changed.keys[1:], first.keys[1:])
+    ids[0] = "".join(["once-", "0"])  # an equal id, another object: the same pool again
+    assert ids[0] is not first.ids[0]
+    back = _noise.pool(ids, 50)
+    assert back.hash == first.hash and back.ids == first.ids
+    ids.append("one-more")  # a longer list is another pool
+    assert _noise.pool(ids, 51).ids[-1] == "one-more"
+    assert _noise._same_items([], ()) and not _noise._same_items(["a"], ())
 
 
 def _keys(n: int, seed: int = 0) -> np.ndarray:
