@@ -12,7 +12,6 @@ import hashlib
 import math
 import os
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -35,6 +34,15 @@ from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES
 INLINE_MAX = 2048  # artifacts larger than this are stored once as content-addressed Blobs
 
 _active_lock = threading.Lock()
+
+
+def new_run_id() -> str:
+    """A random (version 4) UUID as 32 hex digits, as ``uuid.uuid4().hex`` makes it in a
+    third of its time (0.8 against 2.7 µs: every run opens with one)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 def _check_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -195,7 +203,7 @@ class record:
             max_queue_bytes=self.max_queue_bytes, on_full=self.on_full,
         )
         run = Run(
-            run_id=uuid.uuid4().hex,
+            run_id=new_run_id(),
             index=writer.new_run_index(),
             path=self.path,
             system=self.system,

@@ -118,3 +118,25 @@ def test_a_non_finite_score_is_refused_and_nothing_is_written(
             al.score("accuracy", bad)
     assert [s.value for s in al.read(trace_path).scores()] == [0.25]
     al.score("accuracy", bad)  # without a recorder: the documented no-op
+
+
+def test_run_ids_are_random_version_4_uuids_in_hex(tmp_path: Path) -> None:
+    import uuid
+
+    from agentlog._recorder import new_run_id
+
+    ids = [new_run_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for run_id in ids[:200]:
+        parsed = uuid.UUID(hex=run_id)
+        assert parsed.hex == run_id and len(run_id) == 32
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    # Every other bit varies: no position of the 122 random bits is stuck at one value.
+    bits = [int(run_id, 16) for run_id in ids]
+    fixed = (0xF << 76) | (0x3 << 62)  # the version nibble and the variant's two bits
+    stuck = [i for i in range(128) if not fixed >> i & 1
+             and len({b >> i & 1 for b in bits}) == 1]
+    assert stuck == []
+    with al.record(tmp_path / "t.zst", seed=1) as run:
+        pass
+    assert uuid.UUID(hex=run.run_id).version == 4
