@@ -370,7 +370,11 @@ def to_otlp(
 
     Each batch is retried ``retries`` times with exponential backoff (``backoff_s``,
     doubled each try); a batch that still fails is counted in ``spans_failed`` and
-    named in ``errors``, and the export goes on with the next batch.
+    named in ``errors``, and the export goes on with the next batch, unless the endpoint
+    has accepted no batch yet: then it is taken to be unreachable (nothing listens, a
+    wrong URL, refused credentials) and the export stops there, counting the spans left
+    in ``spans_failed`` and saying so in ``errors``, instead of waiting out every batch's
+    retries in turn (the OTLP exporter's own retries take up to ``timeout_s`` per attempt).
 
     Args:
         traces: traces or trace paths.
@@ -412,7 +416,8 @@ def to_otlp(
     try:
         spans = _all_spans(traces, result, service_name, resource_attributes,
                            capture_content)
-        for chunk in _batches(spans, batch):
+        chunks = _batches(spans, batch)
+        for chunk in chunks:
             result.batches += 1
             wait = backoff_s
             for attempt in range(retries + 1):
@@ -429,6 +434,11 @@ def to_otlp(
                     f"batch {result.batches} ({len(chunk)} spans) was not accepted by "
                     f"{endpoint} after {retries + 1} attempts{why}"
                 )
+                if result.spans_sent == 0:  # nothing accepted yet: unreachable, stop
+                    if progress is not None:
+                        progress(len(chunk))
+                    _give_up(result, chunks, endpoint, progress)
+                    break
             if progress is not None:
                 progress(len(chunk))
     finally:
@@ -438,6 +448,22 @@ def to_otlp(
             lg.propagate = propagate
             lg.setLevel(level)
     return result
+
+
+def _give_up(result: ExportResult, chunks: Iterator[list[ReadableSpan]], endpoint: str,
+             progress: Callable[[int], None] | None) -> None:
+    """Count the batches left unsent as failed (building their spans sends nothing)."""
+    left = spans_left = 0
+    for chunk in chunks:
+        left += 1
+        spans_left += len(chunk)
+        if progress is not None:
+            progress(len(chunk))
+    result.spans_failed += spans_left
+    if left:
+        result.errors.append(
+            f"stopped: {endpoint} accepted no batch, so the {left} batches left "
+            f"({spans_left} spans) were not sent")
 
 
 class _LastError(logging.Handler):

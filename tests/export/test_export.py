@@ -217,15 +217,60 @@ def _refused_port() -> int:
         return int(s.getsockname()[1])  # closed again: nothing listens there
 
 
-def test_an_unreachable_endpoint_fails_every_batch_after_the_retries(trace_path: Path) -> None:
+def test_an_unreachable_endpoint_stops_the_export_after_its_first_batch(trace_path: Path
+                                                                        ) -> None:
+    """Before: every batch waited out its retries (~30 s a batch to a closed port)."""
     _model_run(trace_path)
     url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
-    result = to_otlp([trace_path], endpoint=url, batch=4, retries=1, backoff_s=0.0,
-                     timeout_s=2.0)
+    done: list[int] = []
+    result = to_otlp([trace_path], endpoint=url, batch=2, retries=1, backoff_s=0.0,
+                     timeout_s=2.0, progress=done.append)
     n = len(list(to_spans(trace_path)))
-    assert result.spans_sent == 0 and result.spans_failed == n
-    assert result.batches == -(-n // 4) == len(result.errors)
+    assert n > 4  # several batches
+    assert result.spans_sent == 0 and result.spans_failed == n == sum(done)
+    assert result.batches == 1 and len(result.errors) == 2
     assert f"not accepted by {url} after 2 attempts" in result.errors[0]
+    left = -(-n // 2) - 1
+    assert result.errors[1] == (f"stopped: {url} accepted no batch, so the {left} batches "
+                                f"left ({n - 2} spans) were not sent")
+
+
+class _FlakyExporter:
+    """Accepts batches except those whose numbers (from 1) are in ``refuse``."""
+
+    def __init__(self, refuse: set[int]) -> None:
+        self.refuse = refuse
+        self.calls = 0
+        self.accepted: list[int] = []
+
+    def export(self, spans: object) -> object:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.calls += 1
+        if self.calls in self.refuse:
+            return SpanExportResult.FAILURE
+        self.accepted.append(self.calls)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_batch_refused_after_others_were_accepted_does_not_stop_the_export(
+        trace_path: Path) -> None:
+    _model_run(trace_path)
+    n = len(list(to_spans(trace_path)))
+    flaky = _FlakyExporter(refuse={2})  # batch 1 accepted, batch 2 refused (no retries)
+    result = to_otlp([trace_path], endpoint="http://unused", batch=2, retries=0,
+                     exporter=flaky)  # type: ignore[arg-type]
+    batches = -(-n // 2)
+    assert batches >= 3
+    assert result.batches == batches == flaky.calls and len(result.errors) == 1
+    assert result.spans_failed == 2 and result.spans_sent == n - 2
+    first_refused = _FlakyExporter(refuse={1})  # nothing accepted yet: the export stops
+    result = to_otlp([trace_path], endpoint="http://unused", batch=2, retries=0,
+                     exporter=first_refused)  # type: ignore[arg-type]
+    assert first_refused.calls == 1 and result.spans_failed == n and result.spans_sent == 0
 
 
 def test_a_truncated_trace_exports_what_it_has_and_says_so(tmp_path: Path) -> None:
