@@ -546,17 +546,17 @@ def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
         seen = _list_cache.get(id(candidates))
         if seen is not None and _same_items(candidates, seen.ids):
             return seen
-        result, known = _pool_uncached(candidates, n)
-        if known:  # seen before: worth a list entry. A pool seen once (fresh) is not kept.
-            _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
-                    _pool_bytes(result, None))
+        result = _pool_uncached(candidates, n)
+        # At first sight: an entry copies nothing, and an agent that draws several times
+        # from one new list (five selections per retrieved pool) finds it from the second.
+        _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
+                _pool_bytes(result, None))
         return result
-    return _pool_uncached(candidates, n)[0]
+    return _pool_uncached(candidates, n)
 
 
-def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
-                   ) -> tuple[Pool, bool]:
-    """The pool of these ids, and whether the pool cache held it already."""
+def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
+    """The pool of these ids, from the pool caches or made (and cached)."""
     joined: str | None = None
     array: NDArray[Any] | None = None
     if isinstance(candidates, np.ndarray):
@@ -585,7 +585,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
         _check_ids(cache_key)
         raise
     if hit is not None:
-        return hit, True
+        return hit
     if candidates is None:
         ids: tuple[Any, ...] = tuple(range(n))
     elif array is not None:
@@ -604,10 +604,10 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
                   pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE, _pool_bytes(result, cache_key))
-    return result, False
+    return result
 
 
-def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
+def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> Pool:
     """``_pool_uncached`` for a pool of plain str ids, from the C kernel's ``str_pool``.
 
     The pool's msgpack encoding names it in the cache (one bytes object to hash, stored in
@@ -619,7 +619,7 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
     """
     hit = _str_pool_cache.get(encoded)
     if hit is not None:
-        return Pool(ids, hit[0], encoded, hit[1], 0), True
+        return Pool(ids, hit[0], encoded, hit[1], 0)
     n = len(ids)
     keys = np.empty(n, dtype=np.uint64)
     distinct = _native.str_pool_keys(encoded, n, _TAG_STR, keys)
@@ -630,7 +630,7 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
     digest = hashlib.sha256(encoded).digest()
     _insert(_str_pool_cache, encoded, (keys, digest), _POOL_CACHE_SIZE,
             2 * len(encoded) + keys.nbytes + 200)
-    return Pool(ids, keys, encoded, digest, 0), False
+    return Pool(ids, keys, encoded, digest, 0)
 
 
 def _not_utf8(ids: tuple[Any, ...]) -> ValueError:

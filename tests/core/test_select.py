@@ -179,7 +179,7 @@ def test_select_from_many_threads_with_tiny_caches_never_raises(
         for i in range(per_thread):
             ids = [f"t{t}-{i}-{j}" for j in range(3)]  # a fresh list: always a miss
             out.append(al.select([0.2, 0.3, 0.5], candidates=ids, name=f"s{t}"))
-            # seen again: now the list cache takes it in (and evicts) too
+            # seen again: found in the list cache (which took it in, evicting, at first sight)
             out.append(al.select([0.2, 0.3, 0.5], candidates=ids, name=f"s{t}"))
         return out
 
