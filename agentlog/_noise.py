@@ -540,23 +540,31 @@ def _same_items_py(ids: list[Any], pool_ids: tuple[Any, ...]) -> bool:
 _same_items = _same_items_py if _native is None else _native.same_items
 
 
-def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
-    """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``."""
+def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int, stream: str = "") -> Pool:
+    """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``.
+
+    ``stream``: the select stream drawing from it (a hint for the list cache only).
+    """
     if type(candidates) is list:
         seen = _list_cache.get(id(candidates))
         if seen is not None and _same_items(candidates, seen.ids):
             return seen
-        result = _pool_uncached(candidates, n)
-        # At first sight: an entry copies nothing, and an agent that draws several times
-        # from one new list (five selections per retrieved pool) finds it from the second.
-        _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
-                _pool_bytes(result, None))
+        result, known = _pool_uncached(candidates, n)
+        # A list gets an entry when its pool was seen before, or at first sight when its
+        # stream's last pool was drawn from more than once in a row (an agent making five
+        # selections per retrieved pool then finds it from its second draw). Not for a
+        # pool drawn once: evicting an entry frees its ids on cold caches (~10-25 µs
+        # for 1,000), which a retrieval agent with a new pool every step would pay.
+        if known or _stream_streaks.get(stream, 1) > 1:
+            _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
+                    _pool_bytes(result, None))
         return result
-    return _pool_uncached(candidates, n)
+    return _pool_uncached(candidates, n)[0]
 
 
-def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
-    """The pool of these ids, from the pool caches or made (and cached)."""
+def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
+                   ) -> tuple[Pool, bool]:
+    """The pool of these ids, and whether the pool caches held it already."""
     joined: str | None = None
     array: NDArray[Any] | None = None
     if isinstance(candidates, np.ndarray):
@@ -585,7 +593,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
         _check_ids(cache_key)
         raise
     if hit is not None:
-        return hit
+        return hit, True
     if candidates is None:
         ids: tuple[Any, ...] = tuple(range(n))
     elif array is not None:
@@ -604,10 +612,10 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> P
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
                   pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE, _pool_bytes(result, cache_key))
-    return result
+    return result, False
 
 
-def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> Pool:
+def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
     """``_pool_uncached`` for a pool of plain str ids, from the C kernel's ``str_pool``.
 
     The pool's msgpack encoding names it in the cache (one bytes object to hash, stored in
@@ -619,7 +627,7 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> Pool:
     """
     hit = _str_pool_cache.get(encoded)
     if hit is not None:
-        return Pool(ids, hit[0], encoded, hit[1], 0)
+        return Pool(ids, hit[0], encoded, hit[1], 0), True
     n = len(ids)
     keys = np.empty(n, dtype=np.uint64)
     distinct = _native.str_pool_keys(encoded, n, _TAG_STR, keys)
@@ -630,7 +638,7 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> Pool:
     digest = hashlib.sha256(encoded).digest()
     _insert(_str_pool_cache, encoded, (keys, digest), _POOL_CACHE_SIZE,
             2 * len(encoded) + keys.nbytes + 200)
-    return Pool(ids, keys, encoded, digest, 0)
+    return Pool(ids, keys, encoded, digest, 0), False
 
 
 def _not_utf8(ids: tuple[Any, ...]) -> ValueError:

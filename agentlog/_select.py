@@ -228,7 +228,7 @@ def select(
             _state.warn_runless_thread(f"select {name!r}")
         with np.errstate(divide="ignore"):
             return int(np.argmax(np.log(p) + _fallback_rng.gumbel(size=n)))
-    pool = _noise.pool(candidates, n)
+    pool = _noise.pool(candidates, n, name)
     step = run.next_step(name)
     steer = current_steer_var.get()
     policy: NDArray[np.float64] | None = None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
+import agentlog as al
 from agentlog import _noise
 
 IDS = [f"doc-{i}" for i in range(200)]
@@ -124,7 +126,7 @@ def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> Non
 
 
 @pytest.mark.parametrize("same_items", ["kernel", "python"])
-def test_a_list_enters_the_list_cache_at_first_sight_and_misses_once_changed(
+def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_once_changed(
     monkeypatch: pytest.MonkeyPatch, same_items: str
 ) -> None:
     if same_items == "python":
@@ -137,9 +139,11 @@ def test_a_list_enters_the_list_cache_at_first_sight_and_misses_once_changed(
         monkeypatch.setattr(_noise, cache, _noise._Cache(_noise._CACHE_BYTES))
     ids = [f"once-{i}" for i in range(50)]
     first = _noise.pool(ids, 50)
-    assert _noise._list_cache[id(ids)] is first  # no copy of the list: only its pool
-    second = _noise.pool(ids, 50)
-    assert second is first
+    assert id(ids) not in _noise._list_cache  # a pool drawn once costs no entry
+    second = _noise.pool(ids, 50)  # the pool caches know it: now the list has an entry
+    assert second.keys is first.keys and second.hash == first.hash  # keys not made again
+    assert _noise._list_cache[id(ids)] is second  # no copy of the list: only its pool
+    assert _noise.pool(ids, 50) is second
     ids[0] = "changed"  # mutated in place: no longer its pool's objects, so a new pool
     changed = _noise.pool(ids, 50)
     assert changed.ids[0] == "changed" and changed.hash != first.hash
@@ -151,6 +155,33 @@ def test_a_list_enters_the_list_cache_at_first_sight_and_misses_once_changed(
     ids.append("one-more")  # a longer list is another pool
     assert _noise.pool(ids, 51).ids[-1] == "one-more"
     assert _noise._same_items([], ()) and not _noise._same_items(["a"], ())
+
+
+def test_a_new_list_enters_the_list_cache_at_first_sight_on_a_stream_that_reuses_pools(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
+        monkeypatch.setattr(_noise, cache, _noise._Cache(_noise._CACHE_BYTES))
+    monkeypatch.setattr(_noise, "_stream_streaks", {"five": 5, "once": 1})
+    reused, once, unknown = ([f"{k}-{i}" for i in range(20)] for k in "abc")
+    pool = _noise.pool(reused, 20, "five")
+    assert _noise._list_cache[id(reused)] is pool
+    _noise.pool(once, 20, "once")
+    _noise.pool(unknown, 20, "never drawn")
+    assert id(once) not in _noise._list_cache and id(unknown) not in _noise._list_cache
+
+
+def test_the_streams_that_reuse_pools_are_the_ones_that_draw_from_a_list_repeatedly(
+        trace_path: Path) -> None:
+    """The hint ``pool`` reads is what ``select`` leaves in ``_stream_streaks``."""
+    p = np.full(20, 0.05)
+    with al.record(trace_path, seed=1):
+        for k in range(3):
+            ids = [f"r{k}-{i}" for i in range(20)]
+            for _ in range(5):
+                al.select(p, candidates=ids, name="five-per-pool")
+            al.select(p, candidates=[f"o{k}-{i}" for i in range(20)], name="one-per-pool")
+    assert _noise._stream_streaks["five-per-pool"] == 5
+    assert _noise._stream_streaks["one-per-pool"] == 1
 
 
 def _keys(n: int, seed: int = 0) -> np.ndarray:
