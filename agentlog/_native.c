@@ -256,19 +256,31 @@ PyDoc_STRVAR(joined_keys_doc,
 "m(x) = (x ^ (x >> 29)) * C1, L its length in bytes.\n"
 "Raises ValueError unless body holds exactly n NUL-ended ids.");
 
+/* The arguments (body, n, tag, out) of joined_keys and str_pool_keys, out checked to hold
+ * n keys; -1 with an exception set (and both buffers released) otherwise. */
+static int keys_args(PyObject *args, Py_buffer *body, Py_ssize_t *n, unsigned long long *tag,
+                     Py_buffer *out)
+{
+    if (!PyArg_ParseTuple(args, "y*nKw*", body, n, tag, out))
+        return -1;
+    if (out->len != *n * 8) {
+        PyErr_Format(PyExc_ValueError, "out must hold %zd uint64 keys (%zd bytes); found %zd",
+                     *n, *n * 8, out->len);
+        PyBuffer_Release(body);
+        PyBuffer_Release(out);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *joined_keys(PyObject *self, PyObject *args)
 {
     Py_buffer body, out;
     Py_ssize_t n;
     unsigned long long tag;
-    if (!PyArg_ParseTuple(args, "y*nKw*", &body, &n, &tag, &out))
+    if (keys_args(args, &body, &n, &tag, &out) < 0)
         return NULL;
     PyObject *result = NULL;
-    if (out.len != n * 8) {
-        PyErr_Format(PyExc_ValueError, "out must hold %zd uint64 keys (%zd bytes); found %zd",
-                     n, n * 8, out.len);
-        goto done;
-    }
     const unsigned char *p = body.buf;
     const unsigned char *end = p + body.len;
     unsigned char *o = out.buf;
@@ -436,17 +448,12 @@ static PyObject *str_pool_keys(PyObject *self, PyObject *args)
     Py_buffer body, out;
     Py_ssize_t n;
     unsigned long long tag;
-    if (!PyArg_ParseTuple(args, "y*nKw*", &body, &n, &tag, &out))
+    if (keys_args(args, &body, &n, &tag, &out) < 0)
         return NULL;
     PyObject *result = NULL;
     uint64_t *table = NULL;
     const unsigned char *p = body.buf, *end = p + body.len;
     Py_ssize_t count = -1;
-    if (out.len != n * 8) {
-        PyErr_Format(PyExc_ValueError, "out must hold %zd uint64 keys (%zd bytes); found %zd",
-                     n, n * 8, out.len);
-        goto done;
-    }
     if (p < end) {
         unsigned char h = *p++;
         if ((h & 0xF0) == 0x90)
