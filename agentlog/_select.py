@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _noise, _otel, _state
+from . import _noise, _otel, _pools, _state
 from ._records import Continuation, Selection
 from ._state import current_run_var, window_in
 from ._steering import current_steer_var
@@ -228,7 +228,7 @@ def select(
             _state.warn_runless_thread(f"select {name!r}")
         with np.errstate(divide="ignore"):
             return int(np.argmax(np.log(p) + _fallback_rng.gumbel(size=n)))
-    pool = _noise.pool(candidates, n, name)
+    pool = _pools.pool(candidates, n, name)
     step = run.next_step(name)
     steer = current_steer_var.get()
     policy: NDArray[np.float64] | None = None
@@ -259,7 +259,7 @@ def select(
         draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_DRAWS
                  else _gumbel_at(pool.keys, run.seed, name, step))
     else:
-        draws = _gumbel_at(_noise.keys_for(pool, generator), run.seed, name, step)
+        draws = _gumbel_at(_pools.keys_for(pool, generator), run.seed, name, step)
     # No zero when the smallest entry is positive (the common case: no counting pass).
     # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
     n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL

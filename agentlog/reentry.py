@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _noise
+from . import _noise, _pools
 from ._draw_match import DRAW_TOLERANCE, choice_agrees, first_draw_disagreement
 from ._encoding import decode as _decode
 from ._encoding import secret_env_name
@@ -129,8 +129,8 @@ def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str, step: int,
     if generator is None:
         run = current_run_var.get()
         generator = _noise.GENERATOR_ID if run is None else run.generator
-    pool = _noise.pool(list(candidates), len(candidates))
-    out: NDArray[np.float64] = _noise.gumbel(_noise.keys_for(pool, generator), seed, stream,
+    pool = _pools.pool(list(candidates), len(candidates))
+    out: NDArray[np.float64] = _noise.gumbel(_pools.keys_for(pool, generator), seed, stream,
                                              step)
     return out
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog import _noise, _select
+from agentlog import _noise, _pools, _select
 from agentlog._records import Selection
 from tests.conftest import of_type
 
@@ -138,10 +138,10 @@ def test_past_a_million_ids_str_pool_keys_leaves_the_repeat_check_to_the_caller(
     assert keys[-1] == _noise.candidate_key_v2(ids[-1])
     assert native.str_pool_keys(native.str_pool(ids[:-1])[0], n - 1, _noise._TAG_STR,
                                 keys[:-1]) is True
-    assert len(_noise.pool(ids, n).ids) == n
+    assert len(_pools.pool(ids, n).ids) == n
     ids[-1] = ids[0]
     with pytest.raises(ValueError, match="'0' appears more than once"):
-        _noise.pool(ids, n)
+        _pools.pool(ids, n)
 
 
 def test_str_pool_leaves_every_other_pool_to_the_general_path() -> None:
@@ -253,10 +253,14 @@ def test_a_select_without_the_kernel_records_the_same_draws_and_choices(
     pools = [[f"d{k}-{i}" for i in range(n)] for k, n in enumerate([200, 50, 200, 1000])]
     with_kernel = _record_draws(tmp_path / "a.zst", pools=pools, n_small=10)
     monkeypatch.setattr(_noise, "_native", None)
+    monkeypatch.setattr(_pools, "_native", None)
+    monkeypatch.setattr(_pools, "_same_items", _pools._same_items_py)
     monkeypatch.setattr(_select, "_SMALL_DRAWS", _noise.SMALL_POOL)
     monkeypatch.setattr(_select, "_check_probs", None)
-    _noise._pool_cache.clear()
-    _noise._list_cache.clear()
+    monkeypatch.setattr(_select, "_plain_probs", None)
+    _pools._pool_cache.clear()
+    _pools._str_pool_cache.clear()
+    _pools._list_cache.clear()
     _noise._blocks.clear()
     without = _record_draws(tmp_path / "b.zst", pools=pools, n_small=10)
     assert with_kernel == without

@@ -12,14 +12,14 @@ import pytest
 from scipy import stats
 
 import agentlog as al
-from agentlog import _noise
+from agentlog import _noise, _pools
 
 IDS = [f"doc-{i}" for i in range(200)]
 
 
 def test_draws_follow_candidates_not_positions_when_the_pool_is_reversed() -> None:
-    forward = _noise.gumbel(_noise.pool(IDS, len(IDS)).keys, 7, "doc", 3)
-    backward = _noise.gumbel(_noise.pool(IDS[::-1], len(IDS)).keys, 7, "doc", 3)
+    forward = _noise.gumbel(_pools.pool(IDS, len(IDS)).keys, 7, "doc", 3)
+    backward = _noise.gumbel(_pools.pool(IDS[::-1], len(IDS)).keys, 7, "doc", 3)
     np.testing.assert_array_equal(forward, backward[::-1])
 
 
@@ -27,28 +27,28 @@ def test_draws_follow_candidates_under_any_permutation_and_subset() -> None:
     rng = np.random.default_rng(0)
     order = rng.permutation(len(IDS))
     shuffled = [IDS[i] for i in order]
-    full = _noise.gumbel(_noise.pool(IDS, len(IDS)).keys, 11, "doc", 0)
-    perm = _noise.gumbel(_noise.pool(shuffled, len(IDS)).keys, 11, "doc", 0)
+    full = _noise.gumbel(_pools.pool(IDS, len(IDS)).keys, 11, "doc", 0)
+    perm = _noise.gumbel(_pools.pool(shuffled, len(IDS)).keys, 11, "doc", 0)
     np.testing.assert_array_equal(perm, full[order])
-    sub = _noise.gumbel(_noise.pool(IDS[:5], 5).keys, 11, "doc", 0)
+    sub = _noise.gumbel(_pools.pool(IDS[:5], 5).keys, 11, "doc", 0)
     np.testing.assert_array_equal(sub, full[:5])
 
 
 def test_draws_are_identical_in_a_fresh_process() -> None:
     code = (
-        "from agentlog import _noise; ids=[f'doc-{i}' for i in range(50)];"
-        "print(_noise.gumbel(_noise.pool(ids,50).keys, 123, 'doc', 9).tobytes().hex());"
+        "from agentlog import _noise, _pools; ids=[f'doc-{i}' for i in range(50)];"
+        "print(_noise.gumbel(_pools.pool(ids,50).keys, 123, 'doc', 9).tobytes().hex());"
         "print(repr(_noise.uniform(123, 'stop', 4)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     ids = [f"doc-{i}" for i in range(50)]
-    assert out[0] == _noise.gumbel(_noise.pool(ids, 50).keys, 123, "doc", 9).tobytes().hex()
+    assert out[0] == _noise.gumbel(_pools.pool(ids, 50).keys, 123, "doc", 9).tobytes().hex()
     assert float(out[1]) == _noise.uniform(123, "stop", 4)
 
 
 def test_seed_stream_step_and_type_of_id_all_change_the_draw() -> None:
-    keys = _noise.pool(IDS, len(IDS)).keys
+    keys = _pools.pool(IDS, len(IDS)).keys
     base = _noise.gumbel(keys, 1, "doc", 0)
     for other in (_noise.gumbel(keys, 2, "doc", 0), _noise.gumbel(keys, 1, "docs", 0),
                   _noise.gumbel(keys, 1, "doc", 1)):
@@ -57,7 +57,7 @@ def test_seed_stream_step_and_type_of_id_all_change_the_draw() -> None:
 
 
 def test_gumbel_draws_pass_a_kolmogorov_smirnov_test_across_steps() -> None:
-    keys = _noise.pool(IDS, len(IDS)).keys
+    keys = _pools.pool(IDS, len(IDS)).keys
     draws = np.concatenate([_noise.gumbel(keys, 5, "doc", s) for s in range(100)])
     assert stats.kstest(draws, stats.gumbel_r.cdf).pvalue > 1e-3
     # consecutive steps are not correlated (the Philox counter pitfall)
@@ -78,7 +78,7 @@ def test_continuation_uniforms_are_uniform_and_independent_of_other_streams() ->
 
 def test_gumbel_max_samples_from_the_probability_vector() -> None:
     p = np.array([0.5, 0.3, 0.15, 0.05])
-    keys = _noise.pool(["a", "b", "c", "d"], 4).keys
+    keys = _pools.pool(["a", "b", "c", "d"], 4).keys
     n = 20_000
     counts = np.zeros(4)
     for step in range(n):
@@ -89,28 +89,28 @@ def test_gumbel_max_samples_from_the_probability_vector() -> None:
 
 def test_pool_rejects_duplicate_ids_and_objects() -> None:
     with pytest.raises(ValueError, match="`candidates` must be unique ids; 'a' appears"):
-        _noise.pool(["a", "b", "a"], 3)
+        _pools.pool(["a", "b", "a"], 3)
     with pytest.raises(TypeError, match="`candidates` must hold str, int or bytes ids"):
-        _noise.pool([object()], 1)
+        _pools.pool([object()], 1)
     # Unhashable ids: before, a bare "unhashable type: 'list'" from the cache lookup.
     for ids in ([["a"], ["b"]], [{"a": 1}, "b"]):
         with pytest.raises(TypeError, match=r"must hold str, int or bytes ids; found "
                            r"(list|dict)"):
-            _noise.pool(ids, 2)
+            _pools.pool(ids, 2)
 
 
 @pytest.mark.parametrize("ids", [["a", "b\udc80c"], ["a\0x", "\ud800"], ["ok", "\ud800", 3]])
 def test_a_str_id_without_a_utf8_encoding_gets_a_clear_error(ids: list) -> None:
     # Every keying path: NUL-joined str ids, str ids holding a NUL, mixed types.
     with pytest.raises(ValueError, match=r"UTF-8 encoding; id 1 .* a lone surrogate"):
-        _noise.pool(ids, len(ids))
+        _pools.pool(ids, len(ids))
 
 
 def test_integer_array_pools_match_integer_list_pools() -> None:
     arr = np.arange(10, 20, dtype=np.int64)
-    assert _noise.pool(arr, 10).hash == _noise.pool(list(range(10, 20)), 10).hash
-    np.testing.assert_array_equal(_noise.pool(arr, 10).keys,
-                                  _noise.pool(list(range(10, 20)), 10).keys)
+    assert _pools.pool(arr, 10).hash == _pools.pool(list(range(10, 20)), 10).hash
+    np.testing.assert_array_equal(_pools.pool(arr, 10).keys,
+                                  _pools.pool(list(range(10, 20)), 10).keys)
 
 
 def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> None:
@@ -130,44 +130,44 @@ def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_onc
     monkeypatch: pytest.MonkeyPatch, same_items: str
 ) -> None:
     if same_items == "python":
-        monkeypatch.setattr(_noise, "_same_items", _noise._same_items_py)
+        monkeypatch.setattr(_pools, "_same_items", _pools._same_items_py)
     elif _noise._native is None:
         pytest.skip("agentlog._native was not built")
     # Empty caches: a freed list of an earlier test may have left an entry at this id, and
     # the pool caches would know the pool already.
     for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
-        monkeypatch.setattr(_noise, cache, _noise._Cache(_noise._CACHE_BYTES))
+        monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
     ids = [f"once-{i}" for i in range(50)]
-    first = _noise.pool(ids, 50)
-    assert id(ids) not in _noise._list_cache  # a pool drawn once costs no entry
-    second = _noise.pool(ids, 50)  # the pool caches know it: now the list has an entry
+    first = _pools.pool(ids, 50)
+    assert id(ids) not in _pools._list_cache  # a pool drawn once costs no entry
+    second = _pools.pool(ids, 50)  # the pool caches know it: now the list has an entry
     assert second.keys is first.keys and second.hash == first.hash  # keys not made again
-    assert _noise._list_cache[id(ids)] is second  # no copy of the list: only its pool
-    assert _noise.pool(ids, 50) is second
+    assert _pools._list_cache[id(ids)] is second  # no copy of the list: only its pool
+    assert _pools.pool(ids, 50) is second
     ids[0] = "changed"  # mutated in place: no longer its pool's objects, so a new pool
-    changed = _noise.pool(ids, 50)
+    changed = _pools.pool(ids, 50)
     assert changed.ids[0] == "changed" and changed.hash != first.hash
     np.testing.assert_array_equal(changed.keys[1:], first.keys[1:])
     ids[0] = "".join(["once-", "0"])  # an equal id, another object: the same pool again
     assert ids[0] is not first.ids[0]
-    back = _noise.pool(ids, 50)
+    back = _pools.pool(ids, 50)
     assert back.hash == first.hash and back.ids == first.ids
     ids.append("one-more")  # a longer list is another pool
-    assert _noise.pool(ids, 51).ids[-1] == "one-more"
-    assert _noise._same_items([], ()) and not _noise._same_items(["a"], ())
+    assert _pools.pool(ids, 51).ids[-1] == "one-more"
+    assert _pools._same_items([], ()) and not _pools._same_items(["a"], ())
 
 
 def test_a_new_list_enters_the_list_cache_at_first_sight_on_a_stream_that_reuses_pools(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
-        monkeypatch.setattr(_noise, cache, _noise._Cache(_noise._CACHE_BYTES))
+        monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
     monkeypatch.setattr(_noise, "_stream_streaks", {"five": 5, "once": 1})
     reused, once, unknown = ([f"{k}-{i}" for i in range(20)] for k in "abc")
-    pool = _noise.pool(reused, 20, "five")
-    assert _noise._list_cache[id(reused)] is pool
-    _noise.pool(once, 20, "once")
-    _noise.pool(unknown, 20, "never drawn")
-    assert id(once) not in _noise._list_cache and id(unknown) not in _noise._list_cache
+    pool = _pools.pool(reused, 20, "five")
+    assert _pools._list_cache[id(reused)] is pool
+    _pools.pool(once, 20, "once")
+    _pools.pool(unknown, 20, "never drawn")
+    assert id(once) not in _pools._list_cache and id(unknown) not in _pools._list_cache
 
 
 def test_the_streams_that_reuse_pools_are_the_ones_that_draw_from_a_list_repeatedly(
@@ -287,6 +287,7 @@ def str_pool_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     (``_pool_cache``: whole pools by NUL-joined ids)."""
     if request.param == "python":
         monkeypatch.setattr(_noise, "_native", None)
+        monkeypatch.setattr(_pools, "_native", None)
         return "_pool_cache"
     if _noise._native is None:
         pytest.skip("agentlog._native was not built")
@@ -295,43 +296,43 @@ def str_pool_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
 def _cached_keys(entry: object) -> np.ndarray:
     """The keys a cache entry keeps: a whole Pool's, or the kernel path's (keys, hash)."""
-    return entry.keys if isinstance(entry, _noise.Pool) else entry[0]  # type: ignore[index]
+    return entry.keys if isinstance(entry, _pools.Pool) else entry[0]  # type: ignore[index]
 
 
 def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries(
         str_pool_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 512 fresh pools of 100,000 ids stayed cached, ~7 GB of RSS after 500 steps."""
-    for big in (_noise._pool_cache, _noise._str_pool_cache, _noise._list_cache,
-                _noise._v1_pool_keys):
+    for big in (_pools._pool_cache, _pools._str_pool_cache, _pools._list_cache,
+                _pools._v1_pool_keys):
         assert isinstance(big, _noise._Cache) and big.max_bytes == _noise._CACHE_BYTES
     # A quarter of the budget, so that a dozen pools overflow it on either path (the
     # kernel's entries keep no ids: ~3 MB each, against ~9 MB for a whole Pool).
-    monkeypatch.setattr(_noise, str_pool_cache, _noise._Cache(_noise._CACHE_BYTES // 4))
+    monkeypatch.setattr(_pools, str_pool_cache, _noise._Cache(_noise._CACHE_BYTES // 4))
     n = 100_000
     for k in range(12):  # what select does with a new pool of a retrieval agent's step
         ids = [f"doc-{k}-{i:06d}" for i in range(n)]
-        pool = _noise.pool(ids, n)
-        assert _noise.pool(ids, n).keys is pool.keys  # cached while the cache holds it
-        assert _noise._pool_bytes(pool, "\0".join(ids)) >= 72 * n
-    cache = getattr(_noise, str_pool_cache)
+        pool = _pools.pool(ids, n)
+        assert _pools.pool(ids, n).keys is pool.keys  # cached while the cache holds it
+        assert _pools._pool_bytes(pool, "\0".join(ids)) >= 72 * n
+    cache = getattr(_pools, str_pool_cache)
     assert 0 < cache.total <= _noise._CACHE_BYTES // 4
     assert sum(cache.sizes.values()) == cache.total and set(cache.sizes) == set(cache)
     cached = [_cached_keys(entry) for entry in cache.values()]
     assert 0 < sum(len(keys) == n for keys in cached) < 12  # the oldest were evicted
-    assert _noise._list_cache.total <= _noise._CACHE_BYTES
+    assert _pools._list_cache.total <= _noise._CACHE_BYTES
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change(
         monkeypatch: pytest.MonkeyPatch, str_pool_cache: str) -> None:
     small = _noise._Cache(max_bytes=10_000)
-    monkeypatch.setattr(_noise, str_pool_cache, small)
+    monkeypatch.setattr(_pools, str_pool_cache, small)
     ids = [f"big-{i}" for i in range(500)]  # over the budget (~12 KB, or ~40 KB in Python)
-    first = _noise.pool(ids, 500)
+    first = _pools.pool(ids, 500)
     assert len(small) == 0 and small.total == 0
-    again = _noise.pool(list(ids), 500)
+    again = _pools.pool(list(ids), 500)
     assert again.keys is not first.keys and again.hash == first.hash
     np.testing.assert_array_equal(again.keys, first.keys)
-    tiny = [_noise.pool([f"t{k}-{i}" for i in range(3)], 3) for k in range(400)]
+    tiny = [_pools.pool([f"t{k}-{i}" for i in range(3)], 3) for k in range(400)]
     assert 0 < len(small) < 400 and small.total <= 10_000  # evicted by bytes, oldest first
     assert _cached_keys(list(small.values())[-1]) is tiny[-1].keys
 
@@ -345,11 +346,12 @@ def test_a_str_pool_prepared_by_the_kernel_equals_the_python_paths_pool(
     pools = [[], ["a"], ["x" * 31, "x" * 32, "x" * 255, "x" * 256, "x" * 65_535, "y" * 65_536],
              [f"d{i}" for i in range(15)], [f"d{i}" for i in range(16)],
              [f"d{i}" for i in range(70_000)], ["é", "日本語", "a\0b", "", "🙂" * 9]]
-    with_kernel = [_noise.pool(tuple(ids), len(ids)) for ids in pools]
+    with_kernel = [_pools.pool(tuple(ids), len(ids)) for ids in pools]
     monkeypatch.setattr(_noise, "_native", None)
-    monkeypatch.setattr(_noise, "_pool_cache", _noise._Cache(_noise._CACHE_BYTES))
+    monkeypatch.setattr(_pools, "_native", None)
+    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_noise._CACHE_BYTES))
     for ids, got in zip(pools, with_kernel, strict=True):
-        want = _noise.pool(list(ids), len(ids))
+        want = _pools.pool(list(ids), len(ids))
         assert got.encoded == want.encoded == _noise._id_encoder.encode(tuple(ids))
         assert got.hash == want.hash and got.ids == want.ids == tuple(ids)
         np.testing.assert_array_equal(got.keys, want.keys)
@@ -362,7 +364,7 @@ def test_a_repeated_str_id_is_refused_on_the_kernels_path_and_a_key_collision_is
     if _noise._native is None:
         pytest.skip("agentlog._native was not built")
     with pytest.raises(ValueError, match="'b' appears more than once"):
-        _noise.pool(["a", "b", "c", "b"], 4)
+        _pools.pool(["a", "b", "c", "b"], 4)
     # Two distinct ids whose keys collide (forced: the kernel reports equal keys) are a
     # valid pool: the ids themselves decide.
     real = _noise._native
@@ -378,8 +380,8 @@ def test_a_repeated_str_id_is_refused_on_the_kernels_path_and_a_key_collision_is
             real.str_pool_keys(encoded, n, tag, out)
             return False
 
-    monkeypatch.setattr(_noise, "_native", CollidingKernel())
-    pool = _noise.pool(["p", "q", "r"], 3)
+    monkeypatch.setattr(_pools, "_native", CollidingKernel())
+    pool = _pools.pool(["p", "q", "r"], 3)
     assert calls == [3] and pool.ids == ("p", "q", "r")
 
 
@@ -403,7 +405,7 @@ def test_the_generator_1_key_cache_is_bounded_in_bytes(monkeypatch: pytest.Monke
 
 def test_the_block_cache_is_bounded_in_bytes_and_clear_resets_the_count() -> None:
     n = 200_000  # one row of draws and the keys: 3.2 MB a stream
-    keys = _noise.pool([f"b-{i}" for i in range(n)], n).keys
+    keys = _pools.pool([f"b-{i}" for i in range(n)], n).keys
     for k in range(40):
         _noise.gumbel_at(keys, 9, f"stream-{k}", 0)
     blocks = _noise._blocks

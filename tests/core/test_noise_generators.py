@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog import _noise
+from agentlog import _noise, _pools
 from agentlog.records import RunStart, Selection
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
@@ -47,7 +47,7 @@ def _reference(ids: list[object]) -> np.ndarray:
 
 @pytest.mark.parametrize("ids", POOLS, ids=lambda p: repr(p[:2])[:30])
 def test_bulk_keys_equal_the_per_id_definition_for_every_kind_of_pool(ids: list[object]) -> None:
-    keys = _noise.pool(ids, len(ids)).keys
+    keys = _pools.pool(ids, len(ids)).keys
     np.testing.assert_array_equal(keys, _reference(ids))
     assert len(set(keys.tolist())) == len(ids)
 
@@ -58,15 +58,15 @@ def test_integer_arrays_key_like_the_same_python_ints(dtype: type) -> None:
     values = np.array([0, 1, 2, 100, 127], dtype=dtype)
     if np.issubdtype(dtype, np.signedinteger):
         values[1] = -1
-    np.testing.assert_array_equal(_noise.pool(values, 5).keys, _reference(values.tolist()))
+    np.testing.assert_array_equal(_pools.pool(values, 5).keys, _reference(values.tolist()))
     big = np.array([2**64 - 1, 2**63, 5], dtype=np.uint64)
-    np.testing.assert_array_equal(_noise.pool(big, 3).keys, _reference(big.tolist()))
+    np.testing.assert_array_equal(_pools.pool(big, 3).keys, _reference(big.tolist()))
 
 
 def test_a_key_does_not_depend_on_the_pool_it_is_in() -> None:
     # Rows are padded to the pool's longest id: the padding must not reach the key.
-    short = _noise.pool(["a", "bb"], 2).keys
-    long = _noise.pool(["a", "bb", "c" * 100], 3).keys
+    short = _pools.pool(["a", "bb"], 2).keys
+    long = _pools.pool(["a", "bb", "c" * 100], 3).keys
     np.testing.assert_array_equal(short, long[:2])
 
 
@@ -197,12 +197,12 @@ def test_equal_keys_of_distinct_ids_are_not_taken_for_a_repeated_id(
     monkeypatch.setattr(_noise, "pool_keys", lambda ids, array=None, kinds=None: np.zeros(
         len(ids), dtype=np.uint64))
     monkeypatch.setattr(_noise, "_joined_keys", lambda joined, n: np.zeros(n, np.uint64))
-    assert _noise.pool(("p", "q", "r"), 3).ids == ("p", "q", "r")
-    assert _noise.pool((1, 2, 3), 3).ids == (1, 2, 3)
+    assert _pools.pool(("p", "q", "r"), 3).ids == ("p", "q", "r")
+    assert _pools.pool((1, 2, 3), 3).ids == (1, 2, 3)
     with pytest.raises(ValueError, match="`candidates` must be unique ids; 'p' appears"):
-        _noise.pool(("p", "q", "p"), 3)
+        _pools.pool(("p", "q", "p"), 3)
     with pytest.raises(ValueError, match="`candidates` must be unique ids; 2 appears"):
-        _noise.pool((1, 2, 2), 3)
+        _pools.pool((1, 2, 2), 3)
 
 
 NUL_JOINED_POOLS: list[list[str]] = [
@@ -232,15 +232,15 @@ def test_only_str_pools_free_of_nul_are_named_by_their_joined_ids() -> None:
     assert _noise.nul_joined(["a\0b"]) is None  # would read as two ids
     assert _noise.nul_joined(["a", 1]) is None and _noise.nul_joined([b"a"]) is None
     # so a pool with a NUL inside an id is not the pool of the ids around it
-    one, two = _noise.pool(["a\0b"], 1), _noise.pool(["a", "b"], 2)
+    one, two = _pools.pool(["a\0b"], 1), _pools.pool(["a", "b"], 2)
     assert one.ids == ("a\0b",) and two.ids == ("a", "b") and one.hash != two.hash
     np.testing.assert_array_equal(one.keys, _reference(["a\0b"]))
 
 
 def test_a_pool_is_the_same_whether_given_as_a_list_a_tuple_or_a_str_array() -> None:
     ids = [f"q{i}" for i in range(40)]
-    pools = [_noise.pool(ids, 40), _noise.pool(tuple(ids), 40),
-             _noise.pool(np.array(ids), 40)]
+    pools = [_pools.pool(ids, 40), _pools.pool(tuple(ids), 40),
+             _pools.pool(np.array(ids), 40)]
     assert {p.hash for p in pools} == {pools[0].hash}
     assert all(p.ids == tuple(ids) for p in pools)
     # the Blob is the canonical msgpack list of the ids, whatever sequence carried them
@@ -253,6 +253,6 @@ def test_a_str_subclass_id_keys_and_encodes_like_the_str() -> None:
         pass
 
     ids = ["s-a", "s-b", "s-c"]
-    mine = _noise.pool([Doc(i) for i in ids], 3)
+    mine = _pools.pool([Doc(i) for i in ids], 3)
     np.testing.assert_array_equal(mine.keys, _reference(ids))  # type: ignore[arg-type]
     assert mine.encoded == msgspec.msgpack.encode(ids)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog import _noise
+from agentlog import _noise, _pools
 from agentlog._records import Continuation, Selection
 from agentlog._steering import Steer, steering
 from tests.conftest import of_type
@@ -59,7 +59,7 @@ def test_select_records_vector_pool_draws_and_the_gumbel_max_choice(trace_path: 
         draws = np.frombuffer(s.draws, "<f8")
         np.testing.assert_array_equal(np.frombuffer(s.probs, "<f8"), p)
         np.testing.assert_array_equal(
-            draws, _noise.gumbel(_noise.pool(ids, 4).keys, 42, "doc", s.step))
+            draws, _noise.gumbel(_pools.pool(ids, 4).keys, 42, "doc", s.step))
         assert s.choice == c == int(np.argmax(np.log(p) + draws))
         assert s.owner == "scaffold" and s.n == 4 and s.n_zero == 0
     assert al.verify(trace_path).ok
@@ -165,11 +165,11 @@ def test_select_from_many_threads_with_tiny_caches_never_raises(
     from agentlog.context import copy_context_executor
 
     # Caches of one entry: every miss evicts, so threads evict the same entry at once.
-    monkeypatch.setattr(_noise, "_POOL_CACHE_SIZE", 1)
-    monkeypatch.setattr(_noise, "_LIST_CACHE_SIZE", 1, raising=False)
-    monkeypatch.setattr(_noise, "_pool_cache", {})
-    monkeypatch.setattr(_noise, "_str_pool_cache", {})
-    monkeypatch.setattr(_noise, "_list_cache", {})
+    monkeypatch.setattr(_pools, "_POOL_CACHE_SIZE", 1)
+    monkeypatch.setattr(_pools, "_LIST_CACHE_SIZE", 1, raising=False)
+    monkeypatch.setattr(_pools, "_pool_cache", {})
+    monkeypatch.setattr(_pools, "_str_pool_cache", {})
+    monkeypatch.setattr(_pools, "_list_cache", {})
     previous = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
     n_threads, per_thread = 8, 300
@@ -225,7 +225,7 @@ def test_draws_choices_and_zero_counts_at_n_200_and_1000_are_pinned(trace_path: 
     draws = hashlib.sha256(b"".join(bytes(s.draws) for s in sels)).hexdigest()[:16]
     assert draws == PINNED_DRAWS
     uniforms = b"".join(
-        _noise.uniforms(_noise.pool([f"doc-{i:05d}" for i in range(n)], n).keys,
+        _noise.uniforms(_pools.pool([f"doc-{i:05d}" for i in range(n)], n).keys,
                         _noise.step_base(2026, f"s{n}", k)).tobytes()
         for n in (200, 1000) for k in range(9))
     assert hashlib.sha256(uniforms).hexdigest()[:16] == PINNED_UNIFORMS
