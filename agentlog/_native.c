@@ -1,8 +1,10 @@
-/* agentlog._native: the integer passes of noise generator fmix64-gumbel/2 in one loop each.
+/* agentlog._native: the integer passes of noise generator fmix64-gumbel/2 in one loop each,
+ * select's vector checks, and the preparation of a pool of str ids (its encoding, keys and
+ * identity check: agentlog/_pools.py).
  *
- * Optional. agentlog/_noise.py computes the same words with numpy passes and uses this
- * module only when it was built; tests hold both to each other and to the per-id
- * definition (candidate_key_v2), bit for bit. Only integer arithmetic and one exact
+ * Optional. agentlog/_noise.py and agentlog/_pools.py compute the same words and bytes in
+ * Python and numpy and use this module only when it was built; tests hold both to each
+ * other, to msgspec's encoding and to the per-id definition (candidate_key_v2), bit for bit. Only integer arithmetic and one exact
  * conversion are done here: the logarithms of the Gumbel draws stay numpy's, whose
  * implementation differs from the C library's in the last bit on some CPUs.
  *
@@ -470,7 +472,7 @@ static PyObject *str_pool_keys(PyObject *self, PyObject *args)
     }
     /* Open addressing over the keys (fmix64 output: the low bits are uniform). Key 0
      * cannot mark an empty slot, so it is tracked on its own. */
-    int checked = n <= MAX_CHECKED_IDS, distinct = 1, seen_zero = 0;
+    int checked = n <= MAX_CHECKED_IDS, distinct = checked, seen_zero = 0;
     size_t slots = 16;
     while (checked && slots < 2 * (size_t)n)
         slots <<= 1;
@@ -479,7 +481,6 @@ static PyObject *str_pool_keys(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    distinct = checked;
     uint64_t last_length = (uint64_t)-1, last_word = 0;
     unsigned char *o = out.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -571,7 +572,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "agentlog._native",
-    "The integer passes of noise generator fmix64-gumbel/2 (optional; see agentlog._noise).",
+    "The integer passes of noise generator fmix64-gumbel/2 and the preparation of str pools "
+    "(optional; see agentlog._noise and agentlog._pools).",
     -1, methods,
 };
 

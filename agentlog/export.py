@@ -434,13 +434,11 @@ def to_otlp(
                     f"batch {result.batches} ({len(chunk)} spans) was not accepted by "
                     f"{endpoint} after {retries + 1} attempts{why}"
                 )
-                if result.spans_sent == 0:  # nothing accepted yet: unreachable, stop
-                    if progress is not None:
-                        progress(len(chunk))
-                    _give_up(result, chunks, endpoint, progress)
-                    break
             if progress is not None:
                 progress(len(chunk))
+            if result.spans_sent == 0 and result.spans_failed:  # unreachable: stop
+                _give_up(result, chunks, endpoint, progress)
+                break
     finally:
         exporter.shutdown()
         for lg, propagate, level in saved:
