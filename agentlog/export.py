@@ -26,8 +26,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,6 +50,7 @@ from ._records import (
     WindowEnter,
     WindowExit,
 )
+from ._scrub import scrub_text
 from ._span_builder import (
     continuation_event,
     model_span,
@@ -80,7 +84,9 @@ class ExportResult:
         spans_sent: spans the backend (or the file) accepted.
         spans_failed: spans of batches that still failed after the retries.
         batches: batches attempted.
-        errors: one line per failed batch (what failed, the last error).
+        errors: one line per failed batch (what failed, the last error), and why an
+            export stopped early (an endpoint that refused the connection or accepted no
+            batch).
         incomplete: one line per trace cut short (truncated file, runs or windows that
             never closed); their spans were exported up to the last record.
     """
@@ -375,6 +381,10 @@ def to_otlp(
     wrong URL, refused credentials) and the export stops there, counting the spans left
     in ``spans_failed`` and saying so in ``errors``, instead of waiting out every batch's
     retries in turn (the OTLP exporter's own retries take up to ``timeout_s`` per attempt).
+    Before the first batch one TCP connection tests the endpoint (not behind an HTTP proxy,
+    nor with an ``exporter`` of your own): a refused port or an unknown host stops the
+    export at once, every span counted in ``spans_failed``. URL userinfo and tokens are
+    redacted in ``errors``.
 
     Args:
         traces: traces or trace paths.
@@ -398,6 +408,7 @@ def to_otlp(
         raise ValueError(f"`batch` must be at least 1; found {batch}")
     from opentelemetry.sdk.trace.export import SpanExportResult
 
+    own_exporter = exporter is None
     if exporter is None:
         _need_otlp()
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -405,6 +416,14 @@ def to_otlp(
         exporter = OTLPSpanExporter(endpoint=endpoint, headers=dict(headers or {}),
                                     timeout=timeout_s)
     result = ExportResult()
+    shown = scrub_text(endpoint)  # no URL userinfo or token in a message
+    refused = _unreachable(endpoint, timeout_s) if own_exporter else None
+    if refused is not None:  # nothing listens: say so now, not after the retries
+        exporter.shutdown()
+        chunks = _batches(_all_spans(traces, result, service_name, resource_attributes,
+                                     capture_content), batch)
+        _give_up(result, chunks, progress, f"cannot connect to {shown} ({refused})")
+        return result
     # The OTLP exporter logs each failure (with a traceback); the result reports it instead.
     reasons = _LastError()
     loggers = [logging.getLogger(n) for n in ("opentelemetry.exporter.otlp.proto.http",
@@ -429,15 +448,15 @@ def to_otlp(
                     wait *= 2
             else:
                 result.spans_failed += len(chunk)
-                why = f" (last error: {reasons.last})" if reasons.last else ""
+                why = f" (last error: {scrub_text(reasons.last)})" if reasons.last else ""
                 result.errors.append(
                     f"batch {result.batches} ({len(chunk)} spans) was not accepted by "
-                    f"{endpoint} after {retries + 1} attempts{why}"
+                    f"{shown} after {retries + 1} attempts{why}"
                 )
             if progress is not None:
                 progress(len(chunk))
             if result.spans_sent == 0 and result.spans_failed:  # unreachable: stop
-                _give_up(result, chunks, endpoint, progress)
+                _give_up(result, chunks, progress, f"stopped: {shown} accepted no batch")
                 break
     finally:
         exporter.shutdown()
@@ -448,8 +467,8 @@ def to_otlp(
     return result
 
 
-def _give_up(result: ExportResult, chunks: Iterator[list[ReadableSpan]], endpoint: str,
-             progress: Callable[[int], None] | None) -> None:
+def _give_up(result: ExportResult, chunks: Iterator[list[ReadableSpan]],
+             progress: Callable[[int], None] | None, why: str) -> None:
     """Count the batches left unsent as failed (building their spans sends nothing)."""
     left = spans_left = 0
     for chunk in chunks:
@@ -458,10 +477,37 @@ def _give_up(result: ExportResult, chunks: Iterator[list[ReadableSpan]], endpoin
         if progress is not None:
             progress(len(chunk))
     result.spans_failed += spans_left
-    if left:
-        result.errors.append(
-            f"stopped: {endpoint} accepted no batch, so the {left} batches left "
-            f"({spans_left} spans) were not sent")
+    if left or not result.errors:  # a refused connection is named even with no span
+        result.errors.append(f"{why}, so the {left} batch{'es' * (left != 1)} left "
+                             f"({spans_left} spans) {'was' if left == 1 else 'were'} not "
+                             "sent")
+
+
+def _unreachable(endpoint: str, timeout_s: float) -> str | None:
+    """Why nothing can be sent to ``endpoint`` (its host unknown, its port refused), or
+    None. One TCP connection before the first batch: the OTLP exporter retries a refused
+    connection with backoff until its timeout, our retries multiply that, and a closed
+    port took ~30 s to report. Skipped behind a proxy (the proxy is what is reached)."""
+    parts = urllib.parse.urlsplit(endpoint)
+    host = parts.hostname
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:  # a port that is not a number, or out of range
+        return str(exc)
+    if not host or (urllib.request.getproxies().get(parts.scheme)
+                    and not urllib.request.proxy_bypass(host)):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=min(timeout_s, 5.0)).close()
+    except socket.gaierror as exc:
+        return f"unknown host {host!r}: {exc.strerror or exc}"
+    except ConnectionRefusedError:
+        return f"nothing listens on port {port} of {host}: connection refused"
+    except OSError as exc:  # timed out, unreachable network: the exporter may do better
+        if isinstance(exc, TimeoutError):
+            return None
+        return f"{host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 class _LastError(logging.Handler):

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 import agentlog as al
 from agentlog.export import ExportResult, to_otlp, to_otlp_json
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
+from agentlog.scrubbing import scrub_text
 
 from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout
 from ._verify_cmd import load_traces
@@ -58,11 +59,12 @@ def _report(result: ExportResult, where: str) -> int:
         console.print(f"[yellow]! {escape(line)}: exported up to its last record[/]")
     for line in result.errors:
         console.print(f"[red]✗ {escape(line)}[/]")
-    colour = "red" if result.spans_failed else "green"
-    console.print(f"[{colour}]{result.spans_sent} spans sent to {escape(where)}, "
+    failed = bool(result.spans_failed or result.errors)
+    colour = "red" if failed else "green"
+    console.print(f"[{colour}]{result.spans_sent} spans sent to {escape(scrub_text(where))}, "
                   f"{result.spans_failed} failed ({result.batches} "
                   f"batch{'es' * (result.batches != 1)})[/]")
-    if result.spans_failed:
+    if failed:
         console.print("  → check that the backend is running and reachable at that URL "
                       "(and --header for its credentials), then export again: the span ids "
                       "are deterministic, so spans already sent are not duplicated")

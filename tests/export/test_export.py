@@ -217,22 +217,121 @@ def _refused_port() -> int:
         return int(s.getsockname()[1])  # closed again: nothing listens there
 
 
-def test_an_unreachable_endpoint_stops_the_export_after_its_first_batch(trace_path: Path
-                                                                        ) -> None:
-    """Before: every batch waited out its retries (~30 s a batch to a closed port)."""
+def _count_exports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the OTLP exporter's ``export`` calls (each still runs)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    calls: list[int] = []
+    real = OTLPSpanExporter.export
+
+    def counted(self: Any, spans: Any) -> Any:
+        calls.append(len(spans))
+        return real(self, spans)
+
+    monkeypatch.setattr(OTLPSpanExporter, "export", counted)
+    return calls
+
+
+def test_a_refused_port_is_reported_before_any_batch(trace_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the first batch waited out the OTLP exporter's retries (~30 s), then stopped."""
     _model_run(trace_path)
-    url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
+    calls = _count_exports(monkeypatch)
+    port = _refused_port()
+    url = f"http://127.0.0.1:{port}/v1/traces"
     done: list[int] = []
     result = to_otlp([trace_path], endpoint=url, batch=2, retries=1, backoff_s=0.0,
                      timeout_s=2.0, progress=done.append)
     n = len(list(to_spans(trace_path)))
-    assert n > 4  # several batches
+    assert n > 4  # several batches, none sent
+    assert calls == [] and result.batches == 0
+    assert result.spans_sent == 0 and result.spans_failed == n == sum(done)
+    assert result.errors == [
+        f"cannot connect to {url} (nothing listens on port {port} of 127.0.0.1: connection "
+        f"refused), so the {-(-n // 2)} batches left ({n} spans) were not sent"]
+
+
+def test_a_refused_port_is_named_even_with_nothing_to_send(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    calls = _count_exports(monkeypatch)
+    port = _refused_port()
+    result = to_otlp([], endpoint=f"http://127.0.0.1:{port}/v1/traces")
+    assert calls == [] and result.spans_failed == 0
+    assert result.errors == [f"cannot connect to http://127.0.0.1:{port}/v1/traces (nothing "
+                             f"listens on port {port} of 127.0.0.1: connection refused), so "
+                             "the 0 batches left (0 spans) were not sent"]
+
+
+def test_a_port_out_of_range_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _count_exports(monkeypatch)
+    result = to_otlp([], endpoint="http://127.0.0.1:99999/v1/traces")
+    assert calls == [] and len(result.errors) == 1
+    assert result.errors[0].startswith("cannot connect to http://127.0.0.1:99999/v1/traces "
+                                       "(Port out of range 0-65535)")
+
+
+@contextlib.contextmanager
+def _answering(status: int) -> Any:
+    """A loopback HTTP server answering every POST with ``status``; yields its port."""
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # the http.server hook
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_an_endpoint_that_accepts_no_batch_stops_the_export_after_its_first(
+        trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: every batch waited out its retries in turn. Userinfo stays out of errors."""
+    _model_run(trace_path)
+    calls = _count_exports(monkeypatch)
+    n = len(list(to_spans(trace_path)))
+    with _answering(401) as port:  # a wrong credential: not retried by the exporter
+        url = f"http://user:s3cret-pw@127.0.0.1:{port}/v1/traces"
+        done: list[int] = []
+        result = to_otlp([trace_path], endpoint=url, batch=2, retries=1, backoff_s=0.0,
+                         timeout_s=2.0, progress=done.append)
+    shown = f"http://<redacted>@127.0.0.1:{port}/v1/traces"
+    assert calls == [2, 2]  # the first batch and its one retry
     assert result.spans_sent == 0 and result.spans_failed == n == sum(done)
     assert result.batches == 1 and len(result.errors) == 2
-    assert f"not accepted by {url} after 2 attempts" in result.errors[0]
+    assert result.errors[0].startswith(f"batch 1 (2 spans) was not accepted by {shown} "
+                                       "after 2 attempts")
     left = -(-n // 2) - 1
-    assert result.errors[1] == (f"stopped: {url} accepted no batch, so the {left} batches "
+    assert result.errors[1] == (f"stopped: {shown} accepted no batch, so the {left} batches "
                                 f"left ({n - 2} spans) were not sent")
+    assert "s3cret" not in "".join(result.errors)
+
+
+def test_behind_a_proxy_the_export_does_not_test_the_connection_itself(
+        trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy is what the exporter reaches: a direct connection proves nothing."""
+    _model_run(trace_path)
+    calls = _count_exports(monkeypatch)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{_refused_port()}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    result = to_otlp([trace_path], endpoint="http://192.0.2.1:4318/v1/traces", batch=1000,
+                     retries=0, timeout_s=0.5)
+    assert calls == [len(list(to_spans(trace_path)))]  # sent (to the refused proxy)
+    assert result.spans_sent == 0 and result.errors[0].startswith("batch 1 ")
 
 
 class _FlakyExporter:
