@@ -240,8 +240,10 @@ def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
     elif not distinct:
         _refuse_repeats(ids)
     digest = hashlib.sha256(encoded).digest()
+    # The entry keeps the encoding once (the key; the Pool holds the same object), the
+    # keys, and ~200 bytes of digest, tuple and dict slot.
     _insert(_str_pool_cache, encoded, (keys, digest), _POOL_CACHE_SIZE,
-            2 * len(encoded) + keys.nbytes + 200)
+            len(encoded) + keys.nbytes + 200)
     return Pool(ids, keys, encoded, digest, 0), False
 
 

@@ -326,10 +326,10 @@ def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change
         monkeypatch: pytest.MonkeyPatch, str_pool_cache: str) -> None:
     small = _noise._Cache(max_bytes=10_000)
     monkeypatch.setattr(_pools, str_pool_cache, small)
-    ids = [f"big-{i}" for i in range(500)]  # over the budget (~12 KB, or ~40 KB in Python)
-    first = _pools.pool(ids, 500)
+    ids = [f"big-{i}" for i in range(1000)]  # over the budget (~17 KB, or ~90 KB in Python)
+    first = _pools.pool(ids, 1000)
     assert len(small) == 0 and small.total == 0
-    again = _pools.pool(list(ids), 500)
+    again = _pools.pool(list(ids), 1000)
     assert again.keys is not first.keys and again.hash == first.hash
     np.testing.assert_array_equal(again.keys, first.keys)
     tiny = [_pools.pool([f"t{k}-{i}" for i in range(3)], 3) for k in range(400)]
@@ -416,3 +416,27 @@ def test_the_block_cache_is_bounded_in_bytes_and_clear_resets_the_count() -> Non
     assert blocks.total == 0 and not blocks.sizes
     np.testing.assert_array_equal(_noise.gumbel_at(keys, 9, "stream-0", 0),
                                   _noise.gumbel(keys, 9, "stream-0", 0))
+
+
+def test_the_kernel_pool_cache_counts_about_the_bytes_its_entries_keep(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: each entry counted its encoding twice (the key is the Pool's own bytes)."""
+    import gc
+    import tracemalloc
+
+    if _noise._native is None:
+        pytest.skip("agentlog._native was not built")
+    cache = _noise._Cache(_noise._CACHE_BYTES)
+    monkeypatch.setattr(_pools, "_str_pool_cache", cache)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(40):  # the ids and Pools go; the cache keeps encodings and keys
+            _pools.pool([f"doc-{k}-{i:05d}" for i in range(2000)], 2000, "s")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == 40
+    assert 0.8 * kept <= cache.total <= 1.25 * kept, (cache.total, kept)
