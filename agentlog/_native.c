@@ -250,6 +250,61 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(gumbel_argmax_doc,
+"gumbel_argmax(p, draws) -> int or None\n\n"
+"The first index of the largest log(p[i]) + draws[i] (log 0 = -inf), for two 1-D\n"
+"C-contiguous native float64 buffers of one length (at least 1); None for anything else\n"
+"(the caller's numpy path then draws). The C library's log may differ from numpy's in\n"
+"the last bit, so the index can differ from numpy's only between scores within a few\n"
+"units in the last place: the rounding agentlog.reentry's choice check allows.");
+
+static int float_vector(PyObject *obj, Py_buffer *view)
+{ /* 1 when obj is a non-empty 1-D C-contiguous float64 buffer (view filled), else 0 */
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->ndim == 1 && view->itemsize == 8 && view->format != NULL &&
+        strcmp(view->format, "d") == 0 && view->len >= 8)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+static PyObject *gumbel_argmax(PyObject *self, PyObject *args)
+{
+    PyObject *p_obj, *g_obj;
+    if (!PyArg_ParseTuple(args, "OO", &p_obj, &g_obj))
+        return NULL;
+    Py_buffer p, g;
+    if (!float_vector(p_obj, &p))
+        Py_RETURN_NONE;
+    if (!float_vector(g_obj, &g)) {
+        PyBuffer_Release(&p);
+        Py_RETURN_NONE;
+    }
+    PyObject *result;
+    if (p.len != g.len) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        const double *pv = p.buf, *gv = g.buf; /* numpy data: aligned for double */
+        Py_ssize_t n = p.len / 8, best = 0;
+        double top = log(pv[0]) + gv[0];
+        for (Py_ssize_t i = 1; i < n; i++) {
+            double score = log(pv[i]) + gv[i];
+            if (score > top) { /* strict: the first of equal scores, as numpy's argmax */
+                top = score;
+                best = i;
+            }
+        }
+        result = PyLong_FromSsize_t(best);
+    }
+    PyBuffer_Release(&g);
+    PyBuffer_Release(&p);
+    return result;
+}
+
 PyDoc_STRVAR(joined_keys_doc,
 "joined_keys(body, n, tag, out)\n\n"
 "Keys of the n ids in body, each followed by one NUL byte (the UTF-8 of NUL-joined str\n"
@@ -566,6 +621,7 @@ static PyMethodDef methods[] = {
     {"plain_probs", plain_probs, METH_VARARGS, plain_probs_doc},
     {"str_pool", str_pool, METH_O, str_pool_doc},
     {"same_items", same_items, METH_VARARGS, same_items_doc},
+    {"gumbel_argmax", gumbel_argmax, METH_VARARGS, gumbel_argmax_doc},
     {"str_pool_keys", str_pool_keys, METH_VARARGS, str_pool_keys_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -43,10 +43,16 @@ _SMALL_POOL = _noise.SMALL_POOL
 _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
 try:  # the C kernel's one-pass vector checks (see _select_iv and select)
     from ._native import check_probs as _check_probs
+    from ._native import gumbel_argmax as _gumbel_argmax
     from ._native import plain_probs as _plain_probs
 except ImportError:  # pragma: no cover - built everywhere this project's tests run
     _check_probs = None  # type: ignore[assignment]
+    _gumbel_argmax = None  # type: ignore[assignment]
     _plain_probs = None  # type: ignore[assignment]
+# Up to this many candidates (and with no span event, which needs log p) the kernel's one
+# loop of the C library's log beats numpy's three calls (log, add, argmax: ~1.3 µs of fixed
+# cost); past ~330 numpy's SIMD log wins. Measured with bench_cpu_ab.py select.
+_C_ARGMAX_MAX = 256
 _ndarray = np.ndarray
 
 
@@ -269,6 +275,10 @@ def select(
     log_p: NDArray[np.float64] | None = None  # kept for the span event's entropy
     if forced:
         choice = forced_choice
+    elif span is None and n <= _C_ARGMAX_MAX and _gumbel_argmax is not None and (
+            argmax := _gumbel_argmax(p, draws)) is not None:
+        choice = argmax  # log 0 = -inf there too; numpy's index but between scores
+        # a few units in the last place apart (agentlog._draw_match.choice_agrees)
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
             choice = int((_log(p) + draws).argmax())

@@ -258,9 +258,59 @@ def test_a_select_without_the_kernel_records_the_same_draws_and_choices(
     monkeypatch.setattr(_select, "_SMALL_DRAWS", _noise.SMALL_POOL)
     monkeypatch.setattr(_select, "_check_probs", None)
     monkeypatch.setattr(_select, "_plain_probs", None)
+    monkeypatch.setattr(_select, "_gumbel_argmax", None)
     _pools._pool_cache.clear()
     _pools._str_pool_cache.clear()
     _pools._list_cache.clear()
     _noise._blocks.clear()
     without = _record_draws(tmp_path / "b.zst", pools=pools, n_small=10)
     assert with_kernel == without
+
+
+def _numpy_argmax(p: np.ndarray, draws: np.ndarray) -> int:
+    with np.errstate(divide="ignore"):
+        return int((np.log(p) + draws).argmax())
+
+
+def test_gumbel_argmax_picks_numpys_index_and_the_first_of_equal_scores() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(20_000):
+        n = int(rng.integers(1, 300))
+        p = rng.dirichlet(np.ones(n) * rng.choice([0.05, 1.0, 20.0]))
+        draws = rng.gumbel(size=n)
+        if rng.random() < 0.3:
+            p[rng.integers(0, n, size=int(rng.integers(1, n + 1)))] = 0.0
+            if not p.any():
+                p[0] = 1.0
+        assert native.gumbel_argmax(p, draws) == _numpy_argmax(p, draws)
+    equal = np.full(6, 1 / 6)
+    assert native.gumbel_argmax(equal, np.zeros(6)) == 0 == _numpy_argmax(equal, np.zeros(6))
+    zeros_first = np.array([0.0, 0.0, 0.5, 0.5])
+    assert native.gumbel_argmax(zeros_first, np.array([9.0, 9.0, 1.0, 1.0])) == 2
+
+
+def test_gumbel_argmax_agrees_with_the_choice_check_in_near_ties() -> None:
+    """Scores one or two units in the last place apart: the C library's log and numpy's may
+    order them differently, within what ``choice_agrees`` (verify, replay) allows."""
+    from agentlog._draw_match import choice_agrees
+
+    rng = np.random.default_rng(11)
+    for _ in range(5_000):
+        p = rng.dirichlet(np.ones(2))
+        log_p = np.log(p)
+        g0 = float(rng.gumbel())
+        target = log_p[0] + g0 - log_p[1]  # the draw that ties candidate 1 with 0
+        g1 = float(np.nextafter(target, np.inf * rng.choice([-1, 1])))
+        draws = np.array([g0, g1])
+        choice = native.gumbel_argmax(p, draws)
+        assert choice in (0, 1) and choice_agrees(log_p, draws, choice)
+
+
+def test_gumbel_argmax_leaves_other_buffers_to_numpy() -> None:
+    p, g = np.array([0.5, 0.5]), np.array([0.1, 0.2])
+    assert native.gumbel_argmax(p, g) == 1
+    strided_p, strided_g = np.full(4, 0.5)[::2], np.arange(4.0)[::2]  # not C-contiguous
+    for bad_p, bad_g in ((strided_p, g), (p, strided_g), (p.astype(np.float32), g), (p, g[:1]),
+                         (np.empty(0), np.empty(0)), ([0.5, 0.5], g), (p, b"12345678" * 2),
+                         (np.ones((1, 2)) / 2, g)):
+        assert native.gumbel_argmax(bad_p, bad_g) is None
