@@ -8,12 +8,17 @@ compiler the install still succeeds and agentlog computes the same results in Py
 numpy (and pydantic), only slower.
 """
 
+import sys
+
 from setuptools import Extension, setup
+
+# gumbel_argmax calls the C library's log: link libm where it is a library of its own.
+_LIBM = [] if sys.platform == "win32" else ["m"]
 
 setup(
     ext_modules=[
         Extension("agentlog._native", ["agentlog/_native.c"], optional=True,
-                  extra_compile_args=["-O2"]),
+                  extra_compile_args=["-O2"], libraries=_LIBM),
         Extension("agentlog._native_scrub", ["agentlog/_native_scrub.c"], optional=True,
                   extra_compile_args=["-O2"]),
         Extension("agentlog.adapters._fast_dump", ["adapters/_fast_dump.c"], optional=True,

@@ -4,9 +4,11 @@
  *
  * Optional. agentlog/_noise.py and agentlog/_pools.py compute the same words and bytes in
  * Python and numpy and use this module only when it was built; tests hold both to each
- * other, to msgspec's encoding and to the per-id definition (candidate_key_v2), bit for bit. Only integer arithmetic and one exact
- * conversion are done here: the logarithms of the Gumbel draws stay numpy's, whose
- * implementation differs from the C library's in the last bit on some CPUs.
+ * other, to msgspec's encoding and to the per-id definition (candidate_key_v2), bit for
+ * bit. The uniforms are integer arithmetic and one exact conversion; the logarithms
+ * of the Gumbel draws stay numpy's, whose implementation differs from the C library's in
+ * the last bit on some CPUs. The C library's log serves only gumbel_argmax's choice, which
+ * may then differ from numpy's between scores a few units in the last place apart.
  *
  * No numpy headers: the arrays come in through the buffer protocol, so building needs
  * only a C compiler and Python's headers.
