@@ -214,6 +214,19 @@ done:
     return result;
 }
 
+static int float_vector(PyObject *obj, Py_buffer *view)
+{ /* 1 when obj is a non-empty 1-D C-contiguous float64 buffer (view filled), else 0 */
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->ndim == 1 && view->itemsize == 8 && view->format != NULL &&
+        strcmp(view->format, "d") == 0 && view->len >= 8)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
 PyDoc_STRVAR(plain_probs_doc,
 "plain_probs(p, tolerance) -> float or None\n\n"
 "The smallest entry of p when p is the plain case of select's check: a 1-D C-contiguous\n"
@@ -228,17 +241,9 @@ static PyObject *plain_probs(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Od", &obj, &tolerance))
         return NULL;
     Py_buffer p;
-    if (PyObject_GetBuffer(obj, &p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear(); /* not a contiguous buffer: the general path's business */
+    if (!float_vector(obj, &p)) /* the general path's business */
         Py_RETURN_NONE;
-    }
-    PyObject *result = NULL;
-    if (p.ndim != 1 || p.itemsize != 8 || p.format == NULL || strcmp(p.format, "d") != 0 ||
-        p.len < 8) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
+    PyObject *result;
     double total, lo;
     int finite = sum_and_smallest(p.buf, p.len / 8, &total, &lo);
     if (finite && lo >= 0.0 && fabs(total - 1.0) <= tolerance) {
@@ -247,7 +252,6 @@ static PyObject *plain_probs(PyObject *self, PyObject *args)
         result = Py_None;
         Py_INCREF(result);
     }
-done:
     PyBuffer_Release(&p);
     return result;
 }
@@ -255,23 +259,11 @@ done:
 PyDoc_STRVAR(gumbel_argmax_doc,
 "gumbel_argmax(p, draws) -> int or None\n\n"
 "The first index of the largest log(p[i]) + draws[i] (log 0 = -inf), for two 1-D\n"
-"C-contiguous native float64 buffers of one length (at least 1); None for anything else\n"
-"(the caller's numpy path then draws). The C library's log may differ from numpy's in\n"
-"the last bit, so the index can differ from numpy's only between scores within a few\n"
-"units in the last place: the rounding agentlog.reentry's choice check allows.");
-
-static int float_vector(PyObject *obj, Py_buffer *view)
-{ /* 1 when obj is a non-empty 1-D C-contiguous float64 buffer (view filled), else 0 */
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (view->ndim == 1 && view->itemsize == 8 && view->format != NULL &&
-        strcmp(view->format, "d") == 0 && view->len >= 8)
-        return 1;
-    PyBuffer_Release(view);
-    return 0;
-}
+"C-contiguous native float64 buffers of one length (at least 1), p non-negative and the\n"
+"draws finite (as select passes them); None for any other buffer (the caller's numpy\n"
+"path then draws). The C library's log may differ from numpy's in the last bit, so the\n"
+"index can differ from numpy's only between scores within a few units in the last\n"
+"place: the rounding the choice check allows (agentlog._draw_match.choice_agrees).");
 
 static PyObject *gumbel_argmax(PyObject *self, PyObject *args)
 {
@@ -290,11 +282,14 @@ static PyObject *gumbel_argmax(PyObject *self, PyObject *args)
         result = Py_None;
         Py_INCREF(result);
     } else {
-        const double *pv = p.buf, *gv = g.buf; /* numpy data: aligned for double */
+        const unsigned char *pb = p.buf, *gb = g.buf; /* maybe unaligned: memcpy loads */
         Py_ssize_t n = p.len / 8, best = 0;
-        double top = log(pv[0]) + gv[0];
-        for (Py_ssize_t i = 1; i < n; i++) {
-            double score = log(pv[i]) + gv[i];
+        double top = -INFINITY;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double pi, gi;
+            memcpy(&pi, pb + 8 * i, 8);
+            memcpy(&gi, gb + 8 * i, 8);
+            double score = log(pi) + gi;
             if (score > top) { /* strict: the first of equal scores, as numpy's argmax */
                 top = score;
                 best = i;
