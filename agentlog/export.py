@@ -408,22 +408,20 @@ def to_otlp(
         raise ValueError(f"`batch` must be at least 1; found {batch}")
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    own_exporter = exporter is None
+    result = ExportResult()
+    shown = scrub_text(endpoint)  # no URL userinfo or token in a message
+    chunks = _batches(_all_spans(traces, result, service_name, resource_attributes,
+                                 capture_content), batch)  # lazy: read as batches go
     if exporter is None:
         _need_otlp()
+        refused = _unreachable(endpoint, timeout_s)
+        if refused is not None:  # nothing listens: say so now, not after the retries
+            _give_up(result, chunks, progress, f"cannot connect to {shown} ({refused})")
+            return result
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=endpoint, headers=dict(headers or {}),
                                     timeout=timeout_s)
-    result = ExportResult()
-    shown = scrub_text(endpoint)  # no URL userinfo or token in a message
-    refused = _unreachable(endpoint, timeout_s) if own_exporter else None
-    if refused is not None:  # nothing listens: say so now, not after the retries
-        exporter.shutdown()
-        chunks = _batches(_all_spans(traces, result, service_name, resource_attributes,
-                                     capture_content), batch)
-        _give_up(result, chunks, progress, f"cannot connect to {shown} ({refused})")
-        return result
     # The OTLP exporter logs each failure (with a traceback); the result reports it instead.
     reasons = _LastError()
     loggers = [logging.getLogger(n) for n in ("opentelemetry.exporter.otlp.proto.http",
@@ -433,9 +431,6 @@ def to_otlp(
         lg.addHandler(reasons)
         lg.propagate = False
     try:
-        spans = _all_spans(traces, result, service_name, resource_attributes,
-                           capture_content)
-        chunks = _batches(spans, batch)
         for chunk in chunks:
             result.batches += 1
             wait = backoff_s
