@@ -428,6 +428,8 @@ def test_the_kernel_pool_cache_counts_about_the_bytes_its_entries_keep(
         pytest.skip("agentlog._native was not built")
     cache = _noise._Cache(_noise._CACHE_BYTES)
     monkeypatch.setattr(_pools, "_str_pool_cache", cache)
+    monkeypatch.setattr(_pools, "_list_cache", _noise._Cache(_noise._CACHE_BYTES))
+    monkeypatch.setitem(_noise._stream_streaks, "s", 1)  # pools drawn once: no list entry
     gc.collect()
     tracemalloc.start()
     try:
