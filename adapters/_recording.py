@@ -305,8 +305,9 @@ class _Call:
             return
         latency = time.perf_counter_ns() - self.t0
         meta = Meta() if body is None else _safe_meta(self.endpoint, body)
+        model = _model_of(self.kwargs)
         if seen is not None:
-            seen.add(self.endpoint.provider, _model_of(self.kwargs), meta.response_model,
+            seen.add(self.endpoint.provider, model, meta.response_model,
                      meta.fingerprint, hit=status == "hit", failed=error is not None)
         if not in_run:
             return
@@ -314,7 +315,7 @@ class _Call:
             status = "off"
         al.llm_call(
             self.endpoint.provider,
-            _model_of(self.kwargs),
+            model,
             request=self.key.canonical if self.key is not None else _plain_request(self.request),
             response=body,
             operation=self.endpoint.operation,

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _live, _state
+from ._encoding import _encoder as _canonical_encoder
 from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
@@ -43,6 +44,7 @@ __all__ = ["GENAI_ATTRIBUTES", "known_secrets", "llm_call"]
 Prices = Mapping[str, tuple[float, float]]
 """``{model: (USD per million input tokens, USD per million output tokens)}``."""
 
+_fast_encode = _canonical_encoder.encode  # encode() without its wrapper, for the common case
 _last_secrets: tuple[Sequence[str] | None, tuple[str, ...]] = (None, ())
 
 
@@ -89,7 +91,7 @@ def _cost(model: str, input_tokens: int, output_tokens: int, prices: Prices | No
     return (input_tokens * float(per_in) + output_tokens * float(per_out)) / 1e6
 
 
-def _sealed(run: Run, payload: Any, what: str, checked: bool = False) -> bytes:
+def _sealed(run: Run, payload: Any, provider: str, part: str, checked: bool = False) -> bytes:
     """The canonical bytes of a request, response or error payload as it may be written.
 
     The run's ``redact`` hook, then the core scrubber (credential names at any depth, key
@@ -102,13 +104,16 @@ def _sealed(run: Run, payload: Any, what: str, checked: bool = False) -> bytes:
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
         checked = False  # the hook's output is the user's: it gets every rule
-    data = encode(payload, what=what)
+    try:
+        data = _fast_encode(payload)
+    except Exception:  # the general path: sets of mixed types, and the error naming the call
+        data = encode(payload, what=f"{provider} {part}")
     if checked and not (run.secrets and holds_known(data, run.secrets)):
         return data
     if may_change(payload, data, run.secrets):
         clean = scrub_value(payload, run.secrets)
         if clean is not payload:
-            data = encode(clean, what=what)
+            data = encode(clean, what=f"{provider} {part}")
     return data
 
 
@@ -195,8 +200,8 @@ def llm_call(
         cost = _cost(model, input_tokens, output_tokens, prices)
     window = window_in(run)
     try:
-        request_bytes = _sealed(run, request, f"{provider} request", request_checked)
-        response_bytes = _sealed(run, response, f"{provider} response")
+        request_bytes = _sealed(run, request, provider, "request", request_checked)
+        response_bytes = _sealed(run, response, provider, "response")
     except ArtifactEncodingError as exc:
         warnings.warn(str(exc), InstrumentationWarning, stacklevel=2)
         request_bytes = response_bytes = encode(REDACTED)

@@ -276,8 +276,8 @@ def may_change(obj: Any, data: bytes, known: Collection[str] | None = None) -> b
         # credential name), so without a stem nothing can change.
         return _has_needle(data.lower().decode("latin-1")) or _KELVIN in data
     # No string rule can fire: only a credential-named key could, and the walk decides
-    # (cheaper than the ten stem searches on a long prompt).
-    return _has_credential_key(obj, 0)
+    # (cheaper than the ten stem searches on a long prompt). A str has no keys.
+    return type(obj) is not str and _has_credential_key(obj, 0)
 
 
 _SK_MARK = re.compile(rb"sk-").search
