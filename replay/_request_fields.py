@@ -359,12 +359,6 @@ _MISSING: Any = object()
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
-# is_credential_name's verdicts on the request fields seen so far (the same few on every
-# call): one dict lookup a field instead of a call. Bounded.
-_field_verdicts: dict[str, bool] = {}
-_MAX_FIELD_VERDICTS = 1024
-
-
 def _without_secrets(part: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """``part`` ready to encode, with every credential removed by the core scrubber.
 
@@ -381,14 +375,8 @@ def _without_secrets(part: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """
     out: dict[str, Any] = {}
     clean = True
-    verdicts = _field_verdicts
     for name, value in part.items():
-        credential = verdicts.get(name)
-        if credential is None:
-            credential = is_credential_name(name)
-            if type(name) is str and len(verdicts) < _MAX_FIELD_VERDICTS:
-                verdicts[name] = credential
-        if credential:
+        if is_credential_name(name):  # cached there: the same few names on every call
             continue  # e.g. a proxy's ``my_service_api_key=...`` passed as a keyword
         if isinstance(value, str):
             if may_change(value, value.encode("utf-8", "surrogatepass")):
