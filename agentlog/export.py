@@ -498,9 +498,9 @@ def _unreachable(endpoint: str, timeout_s: float) -> str | None:
         return f"unknown host {host!r}: {exc.strerror or exc}"
     except ConnectionRefusedError:
         return f"nothing listens on port {port} of {host}: connection refused"
-    except OSError as exc:  # timed out, unreachable network: the exporter may do better
-        if isinstance(exc, TimeoutError):
-            return None
+    except TimeoutError:  # slow, not refused: the exporter, with its own timeout, may get in
+        return None
+    except OSError as exc:  # an unreachable network or host
         return f"{host}:{port}: {exc.strerror or exc}"
     return None
 
