@@ -256,6 +256,62 @@ static PyObject *plain_probs(PyObject *self, PyObject *args)
     return result;
 }
 
+/* The one loop behind gumbel_argmax, gumbel_argmax_entropy and entropy: over p (and the
+ * draws g when not NULL), the first index of the largest log(p[i]) + g[i] into *best, and
+ * H = -sum of p[i] * log(p[i]) over the positive entries, summed in index order. One
+ * function, not inlined, built without floating-point contraction (setup.py): select's
+ * live span event and export's entropy from the stored vector are then the same bits. */
+#if defined(_MSC_VER)
+#define NOINLINE __declspec(noinline)
+#else
+#define NOINLINE __attribute__((noinline))
+#endif
+
+static NOINLINE double
+scan_vector(const unsigned char *pb, const unsigned char *gb, Py_ssize_t n, Py_ssize_t *best)
+{
+    double acc = 0.0, top = -INFINITY;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double pi;
+        memcpy(&pi, pb + 8 * i, 8); /* maybe unaligned: memcpy loads */
+        double lp = log(pi);
+        if (pi > 0.0)
+            acc += pi * lp;
+        if (gb != NULL) {
+            double gi;
+            memcpy(&gi, gb + 8 * i, 8);
+            double score = lp + gi;
+            if (score > top) { /* strict: the first of equal scores, as numpy's argmax */
+                top = score;
+                at = i;
+            }
+        }
+    }
+    *best = at;
+    return -acc;
+}
+
+/* p and g as two float vectors of one length, or 0 (the caller returns None). */
+static int two_vectors(PyObject *args, Py_buffer *p, Py_buffer *g)
+{
+    PyObject *p_obj, *g_obj;
+    if (!PyArg_ParseTuple(args, "OO", &p_obj, &g_obj))
+        return -1;
+    if (!float_vector(p_obj, p))
+        return 0;
+    if (!float_vector(g_obj, g)) {
+        PyBuffer_Release(p);
+        return 0;
+    }
+    if (p->len != g->len) {
+        PyBuffer_Release(g);
+        PyBuffer_Release(p);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(gumbel_argmax_doc,
 "gumbel_argmax(p, draws) -> int or None\n\n"
 "The first index of the largest log(p[i]) + draws[i] (log 0 = -inf), for two 1-D\n"
@@ -265,41 +321,52 @@ PyDoc_STRVAR(gumbel_argmax_doc,
 "index can differ from numpy's only between scores within a few units in the last\n"
 "place: the rounding the choice check allows (agentlog._draw_match.choice_agrees).");
 
-static PyObject *gumbel_argmax(PyObject *self, PyObject *args)
+/* gumbel_argmax's and gumbel_argmax_entropy's body: the index, with the entropy or not. */
+static PyObject *argmax_of(PyObject *args, int with_entropy)
 {
-    PyObject *p_obj, *g_obj;
-    if (!PyArg_ParseTuple(args, "OO", &p_obj, &g_obj))
-        return NULL;
     Py_buffer p, g;
-    if (!float_vector(p_obj, &p))
+    int ok = two_vectors(args, &p, &g);
+    if (ok < 0)
+        return NULL;
+    if (!ok)
         Py_RETURN_NONE;
-    if (!float_vector(g_obj, &g)) {
-        PyBuffer_Release(&p);
-        Py_RETURN_NONE;
-    }
-    PyObject *result;
-    if (p.len != g.len) {
-        result = Py_None;
-        Py_INCREF(result);
-    } else {
-        const unsigned char *pb = p.buf, *gb = g.buf; /* maybe unaligned: memcpy loads */
-        Py_ssize_t n = p.len / 8, best = 0;
-        double top = -INFINITY;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double pi, gi;
-            memcpy(&pi, pb + 8 * i, 8);
-            memcpy(&gi, gb + 8 * i, 8);
-            double score = log(pi) + gi;
-            if (score > top) { /* strict: the first of equal scores, as numpy's argmax */
-                top = score;
-                best = i;
-            }
-        }
-        result = PyLong_FromSsize_t(best);
-    }
+    Py_ssize_t best;
+    double h = scan_vector(p.buf, g.buf, p.len / 8, &best);
     PyBuffer_Release(&g);
     PyBuffer_Release(&p);
-    return result;
+    return with_entropy ? Py_BuildValue("nd", best, h) : PyLong_FromSsize_t(best);
+}
+
+static PyObject *gumbel_argmax(PyObject *self, PyObject *args)
+{
+    return argmax_of(args, 0);
+}
+
+PyDoc_STRVAR(gumbel_argmax_entropy_doc,
+"gumbel_argmax_entropy(p, draws) -> (int, float) or None\n\n"
+"gumbel_argmax's index and, from the same pass, entropy(p): what select's span event\n"
+"needs, without numpy's log, add, argmax and dot. None where gumbel_argmax is None.");
+
+static PyObject *gumbel_argmax_entropy(PyObject *self, PyObject *args)
+{
+    return argmax_of(args, 1);
+}
+
+PyDoc_STRVAR(entropy_doc,
+"entropy(p) -> float or None\n\n"
+"-sum of p[i] * log(p[i]) over the positive entries of a 1-D C-contiguous native float64\n"
+"buffer (at least 1 entry), in index order with the C library's log: bit for bit the\n"
+"entropy gumbel_argmax_entropy returns for the same p. None for any other buffer.");
+
+static PyObject *entropy(PyObject *self, PyObject *obj)
+{
+    Py_buffer p;
+    if (!float_vector(obj, &p))
+        Py_RETURN_NONE;
+    Py_ssize_t best;
+    double h = scan_vector(p.buf, NULL, p.len / 8, &best);
+    PyBuffer_Release(&p);
+    return PyFloat_FromDouble(h);
 }
 
 PyDoc_STRVAR(joined_keys_doc,
@@ -619,6 +686,8 @@ static PyMethodDef methods[] = {
     {"str_pool", str_pool, METH_O, str_pool_doc},
     {"same_items", same_items, METH_VARARGS, same_items_doc},
     {"gumbel_argmax", gumbel_argmax, METH_VARARGS, gumbel_argmax_doc},
+    {"gumbel_argmax_entropy", gumbel_argmax_entropy, METH_VARARGS, gumbel_argmax_entropy_doc},
+    {"entropy", entropy, METH_O, entropy_doc},
     {"str_pool_keys", str_pool_keys, METH_VARARGS, str_pool_keys_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -44,15 +44,18 @@ _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
 try:  # the C kernel's one-pass vector checks (see _select_iv and select)
     from ._native import check_probs as _check_probs
     from ._native import gumbel_argmax as _gumbel_argmax
+    from ._native import gumbel_argmax_entropy as _gumbel_argmax_entropy
     from ._native import plain_probs as _plain_probs
 except ImportError:  # pragma: no cover - built everywhere this project's tests run
     _check_probs = None  # type: ignore[assignment]
     _gumbel_argmax = None  # type: ignore[assignment]
+    _gumbel_argmax_entropy = None  # type: ignore[assignment]
     _plain_probs = None  # type: ignore[assignment]
-# Up to this many candidates (and with no span event, which needs log p) the kernel's one
-# loop of the C library's log beats numpy's three calls (log, add, argmax: ~1.3 µs of fixed
-# cost); past ~330 numpy's SIMD log wins. Measured with bench_cpu_ab.py select.
-_C_ARGMAX_MAX = 256
+# Up to this many candidates the kernel's one loop of the C library's log beats numpy's
+# three calls (log, add, argmax: ~1.3 µs of fixed cost); past ~330 numpy's SIMD log wins.
+# Measured with bench_cpu_ab.py select. With a span the same loop also gives the event's
+# entropy (agentlog._otel.vector_entropy takes the same path up to the same size).
+_C_ARGMAX_MAX = _otel.ENTROPY_C_MAX
 _ndarray = np.ndarray
 
 
@@ -273,12 +276,16 @@ def select(
     window = window_in(run)
     span = None if window is None else window.span
     log_p: NDArray[np.float64] | None = None  # kept for the span event's entropy
+    entropy: float | None = None  # the kernel's, for the span event
     if forced:
         choice = forced_choice
     elif span is None and n <= _C_ARGMAX_MAX and _gumbel_argmax is not None and (
             argmax := _gumbel_argmax(p, draws)) is not None:
         choice = argmax  # log 0 = -inf there too; numpy's index but between scores
         # a few units in the last place apart (agentlog._draw_match.choice_agrees)
+    elif span is not None and n <= _C_ARGMAX_MAX and _gumbel_argmax_entropy is not None and (
+            scanned := _gumbel_argmax_entropy(p, draws)) is not None:
+        choice, entropy = scanned  # the same choice, and the entropy from the same pass
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
             choice = int((_log(p) + draws).argmax())
@@ -310,7 +317,7 @@ def select(
             span.add_event(
                 "agentlog.select",
                 _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
-                                                 pool.ids[choice], n_zero, log_p),
+                                                 pool.ids[choice], n_zero, log_p, entropy),
             )
     return choice
 

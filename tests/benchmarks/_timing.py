@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def _batch_us(fn: Callable[[], object], number: int) -> float:
@@ -107,3 +108,22 @@ def measured(measure: Callable[[str], dict[str, list[float]]],
         return None
     print(f"load average {os.getloadavg()[0]:.2f}")
     return result
+
+
+def sink_provider() -> Any:
+    """An OpenTelemetry SDK ``TracerProvider`` whose ``BatchSpanProcessor`` exports to a sink
+    that keeps nothing: the span path's own cost, with no exporter's."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Sink(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Sink(), max_queue_size=1 << 16))
+    return provider

@@ -33,10 +33,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _tempdir import bench_dir
+from _timing import sink_provider
 
 import agentlog as al
 from agentlog import _otel
@@ -63,19 +63,7 @@ def _batch(fn: Callable[[], object], clock: Callable[[], float],
 
 
 def measure(folder: str) -> dict[str, dict[str, float]]:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        SpanExporter,
-        SpanExportResult,
-    )
-
-    class Sink(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Sink(), max_queue_size=1 << 16))
+    provider = sink_provider()
     tracer = provider.get_tracer("bench")
     windowed = al.window("bench")(bare)
 

@@ -7,6 +7,7 @@ kernel switched off records the same draws and choices.
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -314,3 +315,35 @@ def test_gumbel_argmax_leaves_other_buffers_to_numpy() -> None:
                          (np.empty(0), np.empty(0)), ([0.5, 0.5], g), (p, b"12345678" * 2),
                          (np.ones((1, 2)) / 2, g)):
         assert native.gumbel_argmax(bad_p, bad_g) is None
+
+
+def test_gumbel_argmax_entropy_is_the_argmax_and_the_entropy_bit_for_bit() -> None:
+    """One pass for select's span path: the same index as gumbel_argmax and the same bits as
+    entropy(p), the function export computes a stored vector's entropy with."""
+    rng = np.random.default_rng(13)
+    for _ in range(5_000):
+        n = int(rng.integers(1, 257))
+        p = rng.dirichlet(np.ones(n) * rng.choice([0.05, 1.0, 20.0]))
+        if rng.random() < 0.3:
+            p[rng.integers(0, n, size=int(rng.integers(1, n + 1)))] = 0.0
+            if not p.any():
+                p[0] = 1.0
+        draws = rng.gumbel(size=n)
+        choice, h = native.gumbel_argmax_entropy(p, draws)
+        assert choice == native.gumbel_argmax(p, draws)
+        assert h == native.entropy(p)  # exact: the live event and export agree
+        positive = p[p > 0]
+        truth = -math.fsum(x * math.log(x) for x in positive.tolist())
+        # A sum of n terms in order: at most ~n units in the last place of the sum of
+        # |p log p| (here <= log n + 1) away from the correctly rounded entropy.
+        assert abs(h - truth) <= 4 * n * np.finfo(float).eps * (math.log(n) + 1)
+
+
+def test_the_kernels_entropy_leaves_other_buffers_to_numpy() -> None:
+    p, g = np.array([0.5, 0.5]), np.array([0.1, 0.2])
+    assert native.entropy(p) == -math.log(0.5)
+    for bad in (np.full(4, 0.5)[::2], p.astype(np.float32), np.empty(0), [0.5, 0.5],
+                np.ones((1, 2)) / 2):
+        assert native.entropy(bad) is None
+        assert native.gumbel_argmax_entropy(bad, g[: len(bad)] if len(bad) else g) is None
+    assert native.gumbel_argmax_entropy(p, g[:1]) is None

@@ -263,3 +263,34 @@ def test_one_tracer_per_provider_is_kept_and_a_dropped_provider_is_not_held() ->
     del provider, first
     gc.collect()
     assert ref() is None
+
+
+@pytest.mark.parametrize("n", [1, 10, 200, 256, 257, 1000])
+def test_a_live_selection_events_entropy_is_the_exported_ones_bit_for_bit(
+        n: int, trace_path: Path) -> None:
+    """Up to 256 candidates select takes the entropy from the kernel's pass that drew the
+    choice, past it from numpy's log; export recomputes it from the stored vector by the
+    same rule. With and without zeros, the two agree exactly."""
+    from agentlog.export import to_spans
+
+    rng = np.random.default_rng(n)
+    vectors = [rng.dirichlet(np.ones(n))]
+    if n > 1:
+        with_zeros = rng.dirichlet(np.ones(n))
+        with_zeros[: n // 3 + 1] = 0.0
+        vectors.append(with_zeros / with_zeros.sum())
+
+    @al.window("pick")
+    def pick(q: str) -> list[int]:
+        return [al.select(v, candidates=[f"c{i}" for i in range(n)], name="c")
+                for v in vectors]
+
+    with capture_spans() as spans, al.record(trace_path, seed=5):
+        pick("q")
+    live = [dict(e.attributes or {}) for e in spans.by_name("agentlog.window.pick")[0].events]
+    exported = [dict(e.attributes or {}) for s in to_spans(al.read(trace_path))
+                if s.name == "agentlog.window.pick" for e in s.events]
+    assert [a["agentlog.entropy"] for a in live] == [a["agentlog.entropy"] for a in exported]
+    for attrs, v in zip(live, vectors, strict=True):
+        positive = v[v > 0]
+        assert abs(attrs["agentlog.entropy"] - float(-(positive * np.log(positive)).sum())) < 1e-12
