@@ -80,15 +80,25 @@ PROBS = _rng.dirichlet(np.ones(CANDIDATES))
 
 
 def _calibrate() -> int:
-    """Iterations of ``work_cpu``'s loop that take about 1 ms of this thread's CPU."""
+    """Iterations of ``work_cpu``'s loop that take about 1 ms of this thread's CPU.
+
+    The median of 11 timings of ~20 ms: one timing can land in a slow moment of this VM
+    (a third fewer iterations, measured), and every ratio would then count less work.
+    """
     n = 20_000
     while True:
         t0 = time.thread_time()
         sum(range(n))
         used = time.thread_time() - t0
         if used > 0.02:
-            return max(1, int(n * WORK_S / used))
+            break
         n *= 2
+    timings = []
+    for _ in range(11):
+        t0 = time.thread_time()
+        sum(range(n))
+        timings.append(time.thread_time() - t0)
+    return max(1, int(n * WORK_S / statistics.median(timings)))
 
 
 _ITERATIONS = 0
