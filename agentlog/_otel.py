@@ -119,7 +119,8 @@ def vector_entropy(probs: NDArray[np.float64], n_zero: int | None = None,
     caller gets the same bits for the same vector.
     """
     if probs.shape[0] <= ENTROPY_C_MAX and _native_entropy is not None:
-        h = _native_entropy(probs)
+        # Contiguous: a strided live vector and its stored copy take the same loop.
+        h = _native_entropy(np.ascontiguousarray(probs))
         if h is not None:
             return h
     if n_zero is None:

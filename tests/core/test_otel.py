@@ -294,3 +294,23 @@ def test_a_live_selection_events_entropy_is_the_exported_ones_bit_for_bit(
     for attrs, v in zip(live, vectors, strict=True):
         positive = v[v > 0]
         assert abs(attrs["agentlog.entropy"] - float(-(positive * np.log(positive)).sum())) < 1e-12
+
+
+def test_a_strided_vectors_event_entropy_is_its_stored_copys(trace_path: Path) -> None:
+    """A non-contiguous vector misses the kernel's one pass in select; its event's entropy
+    still comes from the loop export runs over the stored, contiguous bytes."""
+    from agentlog.export import to_spans
+
+    wide = np.zeros(40)
+    wide[::2] = np.random.default_rng(2).dirichlet(np.ones(20))
+
+    @al.window("pick")
+    def pick(q: str) -> int:
+        return al.select(wide[::2], name="c")
+
+    with capture_spans() as spans, al.record(trace_path, seed=5):
+        pick("q")
+    live = spans.by_name("agentlog.window.pick")[0].events[0].attributes["agentlog.entropy"]
+    exported = [e.attributes["agentlog.entropy"] for s in to_spans(al.read(trace_path))
+                if s.name == "agentlog.window.pick" for e in s.events]
+    assert exported == [live]
