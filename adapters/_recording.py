@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import os
 import queue
 import threading
 import time
@@ -141,7 +142,8 @@ def _unkeyed_miss(endpoint: Endpoint) -> al.CacheMiss:
 
 @dataclass
 class Config:
-    """What one ``wrap(client, ...)`` call configured."""
+    """What one ``wrap(client, ...)`` call configured (``cache`` as ``model_cache`` gives
+    it: a path given to ``wrap`` is opened here, once, and shared by the client's copies)."""
 
     cache: Any = None  # agentlog.replay.ModelCache | None
     channel: str | None = None
@@ -149,6 +151,34 @@ class Config:
     capture_content: bool = False
     secrets: tuple[str, ...] = ()
     base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        self.cache = model_cache(self.cache)
+
+
+def model_cache(cache: Any) -> Any:
+    """The model cache ``wrap(..., cache=)`` was given: None, a ``ModelCache`` (or any
+    object with its ``mode``/``call``/``acall``), or the path of its SQLite file, opened
+    as ``agentlog.replay.ModelCache(path)`` (read-write).
+
+    Raises:
+        TypeError: anything else (the mistake used to surface at the first call).
+        ValueError, OSError: as ``ModelCache(path)`` (a folder, a file that is not a cache).
+    """
+    if cache is None:
+        return None
+    if isinstance(cache, str | os.PathLike):
+        # Imported here: the adapters load without the replay engine (as request_key).
+        from agentlog.replay import ModelCache  # type: ignore[import-not-found,unused-ignore]
+
+        return ModelCache(cache)
+    if all(callable(getattr(cache, name, None)) for name in ("call", "acall")) and hasattr(
+            cache, "mode"):
+        return cache
+    raise TypeError(
+        f"`cache` must be an agentlog.replay.ModelCache, e.g. ModelCache(path), the path of "
+        f"its SQLite file (e.g. 'runs/cache.sqlite'), or None; found "
+        f"{type(cache).__qualname__} {cache!r:.80}")
 
 
 @dataclass

@@ -84,7 +84,8 @@ def wrap(
     Args:
         client: an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``; modified in place
             and returned.
-        cache: an ``agentlog.replay.ModelCache`` every call goes through, or None.
+        cache: an ``agentlog.replay.ModelCache`` every call goes through, the path of its
+            SQLite file (opened as ``ModelCache(path)``, read-write), or None.
         channel: the evaluation channel id these calls serve (part of the cache key).
         prices: ``{model: (USD per 1M input tokens, USD per 1M output tokens)}``.
         capture_content: put message content on the spans (off by default).
@@ -92,7 +93,9 @@ def wrap(
 
     Raises:
         agentlog.MissingDependencyError: the ``anthropic`` package is not installed.
-        TypeError: ``client`` is not an anthropic client.
+        TypeError: ``client`` is not an anthropic client, or ``cache`` is neither a
+            ``ModelCache``, a path nor None.
+        ValueError: ``cache`` is a path but not of a model cache (a folder, another file).
     """
     sdk = require("anthropic", "anthropic")
     config, is_async = client_config(
@@ -112,8 +115,9 @@ def wrap(
     wrap_raw(messages, route, sdk, config, client=client, is_async=is_async)
     wrap_streaming(messages, route, sdk, config, client=client, is_async=is_async)
     _wrap_stream(messages, sdk, is_async=is_async)
-    wrap_copies(target, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
-                                          capture_content=capture_content, sdk_spans=sdk_spans))
+    wrap_copies(target, lambda copy: wrap(copy, cache=config.cache, channel=channel,
+                                          prices=prices, capture_content=capture_content,
+                                          sdk_spans=sdk_spans))
     return client
 
 

@@ -85,7 +85,8 @@ def wrap(
     Args:
         client: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (or a subclass such as
             ``AzureOpenAI``); it is modified in place and returned.
-        cache: an ``agentlog.replay.ModelCache`` every call goes through, or None.
+        cache: an ``agentlog.replay.ModelCache`` every call goes through, the path of its
+            SQLite file (opened as ``ModelCache(path)``, read-write), or None.
         channel: the evaluation channel id these calls serve (part of the cache key);
             ``agentlog.adapters.call_options`` overrides it per call.
         prices: ``{model: (USD per 1M input tokens, USD per 1M output tokens)}``; the cost
@@ -94,7 +95,9 @@ def wrap(
 
     Raises:
         agentlog.MissingDependencyError: the ``openai`` package is not installed.
-        TypeError: ``client`` is not an openai client.
+        TypeError: ``client`` is not an openai client, or ``cache`` is neither a
+            ``ModelCache``, a path nor None.
+        ValueError: ``cache`` is a path but not of a model cache (a folder, another file).
     """
     sdk = require("openai", "openai")
     config, is_async = client_config(
@@ -111,8 +114,8 @@ def wrap(
                    parsed_type=parsed_type)
         wrap_raw(resource, route, sdk, config, client=client, is_async=is_async)
         wrap_streaming(resource, route, sdk, config, client=client, is_async=is_async)
-    wrap_copies(client, lambda copy: wrap(copy, cache=cache, channel=channel, prices=prices,
-                                          capture_content=capture_content))
+    wrap_copies(client, lambda copy: wrap(copy, cache=config.cache, channel=channel,
+                                          prices=prices, capture_content=capture_content))
     return client
 
 

@@ -61,7 +61,8 @@ def wrap(llm: LLMT, *, cache: Any = None, channel: str | None = None,
     Args:
         llm: a ``vllm.LLM``, or the async engine ``vllm.AsyncLLMEngine`` (``AsyncLLM``,
             whose ``generate`` is then wrapped; see below); modified in place and returned.
-        cache: an ``agentlog.replay.ModelCache`` every prompt goes through, or None.
+        cache: an ``agentlog.replay.ModelCache`` every prompt goes through, the path of its
+            SQLite file (opened as ``ModelCache(path)``, read-write), or None.
         channel: the evaluation channel id these calls serve (part of the cache key);
             ``agentlog.adapters.call_options`` overrides it per call.
         prices: ``{model: (USD per 1M input tokens, USD per 1M output tokens)}``.
@@ -69,7 +70,9 @@ def wrap(llm: LLMT, *, cache: Any = None, channel: str | None = None,
 
     Raises:
         agentlog.MissingDependencyError: vLLM is not installed.
-        TypeError: ``llm`` is neither a ``vllm.LLM`` nor a ``vllm.AsyncLLMEngine``.
+        TypeError: ``llm`` is neither a ``vllm.LLM`` nor a ``vllm.AsyncLLMEngine``, or
+            ``cache`` is neither a ``ModelCache``, a path nor None.
+        ValueError: ``cache`` is a path but not of a model cache (a folder, another file).
     """
     sdk = require("vllm", "vllm")
     config = Config(cache=cache, channel=channel, prices=prices,

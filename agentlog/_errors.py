@@ -14,12 +14,15 @@ The tree::
     │   ├── CacheMiss             a frozen replay asked for a model call that was never recorded
     │   └── ReplayDivergenceError a replay did not reproduce the recorded choices
     ├── IncompleteFaceError       an ASV face lacks one of its four corners (also a ValueError)
+    ├── NotRegisteredError        no window, channel, scorer or intervention is registered
+    │                             under that name (also a KeyError)
     ├── AdapterError              a model-client adapter failed
     └── MissingDependencyError    an optional dependency is not installed (also an ImportError)
 
     AgentlogWarning
     ├── InstrumentationWarning    agentlog could not record; the host program goes on
-    └── DegenerateDataWarning     an estimator's input is degenerate (zero variance, ...)
+    ├── DegenerateDataWarning     an estimator's input is degenerate (zero variance, ...)
+    └── SharedNoiseWarning        runs of different tasks drew the same random numbers
 
 Every message says what was expected, what was found, where, and what to do.
 """
@@ -113,6 +116,21 @@ class IncompleteFaceError(AgentlogError, ValueError):
     """An ASV face is missing a corner; three corners identify nothing ([ASV] Prop. 1)."""
 
 
+class NotRegisteredError(AgentlogError, KeyError):
+    """No window, channel, scorer or intervention is registered under the name or id asked
+    for (import the app module that registers it).
+
+    A ``KeyError`` whose ``str()`` is the full message (``KeyError`` would quote it).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class AdapterError(AgentlogError):
     """A model-client adapter could not record or serve a call."""
 
@@ -131,3 +149,12 @@ class InstrumentationWarning(AgentlogWarning):
 
 class DegenerateDataWarning(AgentlogWarning):
     """An estimator received degenerate input (zero variance, empty cohort, ...)."""
+
+
+class SharedNoiseWarning(AgentlogWarning):
+    """Runs of different tasks drew the same random numbers, so the tasks are not independent.
+
+    Runs recorded with noise generators /1 and /2 under one seed share every stop uniform
+    and every Gumbel draw of the ids their pools share, whatever their task: an estimator
+    that treats tasks as independent samples then rests on correlated ones.
+    """

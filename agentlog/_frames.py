@@ -52,14 +52,41 @@ class Frame(NamedTuple):
     payload: bytes | None = None
 
 
+def trace_path(path: Any, who: str) -> str:
+    """``os.fspath(path)`` of a trace file's path, else a ``TypeError`` saying what ``who``
+    (``"al.read"``, ...) takes and what it was given."""
+    if isinstance(path, str | os.PathLike):
+        return os.fspath(path)
+    from agentlog._trace import Trace  # the message needs it; reading does not
+
+    if isinstance(path, Trace):
+        found = ("a Trace, a trace already read: use it as it is, or pass the file it was "
+                 "read from (trace.path)")
+    else:
+        found = f"{type(path).__qualname__} {path!r:.60}"
+    raise TypeError(f"{who} takes the path of a trace file (a str or os.PathLike, e.g. "
+                    f"'runs/t1.zst'); found {found}")
+
+
 def _open_for_reading(path: str) -> BinaryIO:
     """``open(path, "rb")`` that cannot block: a named pipe or a socket is refused at once
     (a plain open of a pipe nobody writes to waited for a writer forever)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        # As open() says it (errno, filename), plus where it looked and what to do.
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()})"
+        raise FileNotFoundError(
+            errno.ENOENT, f"no such trace file{where}; check the path, or record the run "
+            "first with al.record(path)", path) from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):  # as open() says it, naming the path (not the descriptor)
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            raise IsADirectoryError(
+                errno.EISDIR, f"{os.strerror(errno.EISDIR)}, not a trace file; read the "
+                "traces in a folder with al.read_traces(folder) or al.iter_runs(folder)",
+                path)
         if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             kind = "named pipe" if stat.S_ISFIFO(mode) else "socket"
             raise TraceFormatError(
@@ -95,7 +122,7 @@ class FrameIterator(Iterator[Frame]):
         self, path: str | os.PathLike[str], *, limits: ReadLimits | None = None,
         raw: bool = False,
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = trace_path(path, "FrameIterator")
         self._raw = raw
         self.format_version: int | None = None
         self.truncated = False
@@ -265,7 +292,7 @@ def iter_frames(
     Memory stays bounded by one frame (``limits.max_frame_records`` records at most),
     whatever the size of the file. ``raw=True`` also gives each record's bytes.
     """
-    return FrameIterator(path, limits=limits, raw=raw)
+    return FrameIterator(trace_path(path, "al.iter_frames"), limits=limits, raw=raw)
 
 
 def iter_records(
@@ -287,7 +314,7 @@ def iter_records(
     Raises:
         TraceFormatError, OSError: as ``read``, when the stream reaches the problem.
     """
-    with FrameIterator(path, limits=limits) as frames:
+    with FrameIterator(trace_path(path, "al.iter_records"), limits=limits) as frames:
         for frame in frames:
             yield from frame.records
 

@@ -1,15 +1,27 @@
 """Identity-keyed, counter-based random numbers for ``select`` and ``proceed``.
 
-The Gumbel draw of a candidate is a pure function of (run seed, stream name, step,
-candidate id); the uniform draw of a stop decision a pure function of (run seed,
-stream, step). Nothing depends on the position of a candidate in the pool, so a
-replay or a paired branch that reaches the same step sees the same noise for the
-same document even when the ranking is reversed or the pool reordered: common
-random numbers ([SSC] §3.1 and Appendix D; [DMC] §4.5 keys its draws by
-``sha256(seed:step)`` for the same reason).
+The Gumbel draw of a candidate is a pure function of (noise seed, stream name, step,
+candidate id); the uniform draw of a stop decision a pure function of (noise seed,
+stream, step). The noise seed is the run's seed with its task folded in
+(``noise_seed``), so two tasks recorded under one seed draw independent noise, while
+two systems (or a replay) running the same task under the same seed draw the same
+noise. Nothing depends on the position of a candidate in the pool, so a replay or a
+paired branch that reaches the same step sees the same noise for the same document
+even when the ranking is reversed or the pool reordered: common random numbers ([SSC]
+§3.1 and Appendix D; [DMC] §4.5 keys its draws by ``sha256(seed:step)`` for the same
+reason).
 
-Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
+Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/3"``):
 
+* noise seed ``σ``: for a run with a task, ``σ = fmix(seed ⊕ fmix(T))`` with ``T`` the
+  first 8 bytes (little-endian) of BLAKE2b-64 over ``b"agentlog-task\\0"`` followed by
+  the task's UTF-8, the seed taken modulo 2**64; for a run without a task, ``σ = seed``.
+  Everything below reads ``σ`` where it says ``seed``. Pairing is by (seed, task): a
+  replay re-enters with the source's seed, task and generator (``RunStart``).
+* generator ``"fmix64-gumbel/2"`` (traces recorded before /3; still verified and
+  reproduced with ``record(generator=...)``): the same in every respect except
+  ``σ = seed``, so every task recorded under one seed drew the same noise (the same
+  stop uniforms, and the same Gumbel draw for an id the pools share).
 * candidate key ``k(c)``: the id's bytes ``b`` (UTF-8 of a str, the bytes themselves,
   an int as its 8-byte little-endian two's complement, or unsigned from 2**63 on) are
   read as little-endian 64-bit words ``w_j``, zero-padded; ``k = fmix(fmix(L ⊕ t) ⊕
@@ -20,10 +32,10 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
   (``pool_keys``; str ids read straight from their NUL-joined UTF-8, or by the C kernel
   from their msgpack list) instead of one hash call per id. Pools are prepared and
   cached in ``agentlog._pools``.
-* generator ``"fmix64-gumbel/1"`` (traces recorded before; still verified and
-  reproduced with ``record(generator=...)``): ``k(c)`` = the first 8 bytes
-  (little-endian) of BLAKE2b-64 over the canonical msgpack encoding of the id,
-  computed once per id and cached (``candidate_key``).
+* generator ``"fmix64-gumbel/1"`` (traces recorded before /2; still verified and
+  reproduced with ``record(generator=...)``): ``σ = seed`` as in /2, and ``k(c)`` = the
+  first 8 bytes (little-endian) of BLAKE2b-64 over the canonical msgpack encoding of the
+  id, computed once per id and cached (``candidate_key``).
 * stream key ``s``: BLAKE2b-64 of the UTF-8 stream name; step base
   ``b = fmix(fmix(seed ⊕ s) ⊕ fmix(step + φ))`` with MurmurHash3's 64-bit finaliser
   ``fmix`` and φ the golden-ratio constant. Keeping the step inside the hashed key
@@ -40,8 +52,9 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/2"``):
 Every key, base word and uniform is reproducible bit for bit in any process, on any
 platform with IEEE doubles; the Gumbel draws are too on one machine, but they take
 numpy's ``log``, which numpy computes with SIMD code on some CPUs (AVX-512) and with the C
-library's elsewhere, and the two differ in the last bit for about one value in 300. Only
-the candidate keys differ between the two generators; the rest is shared.
+library's elsewhere, and the two differ in the last bit for about one value in 300.
+Generators /1 and /2 differ only in the candidate keys, /2 and /3 only in the noise seed;
+the rest is shared.
 """
 
 from __future__ import annotations
@@ -66,8 +79,10 @@ except ImportError:  # pragma: no cover - built everywhere this project's tests 
 NATIVE = _native is not None  # whether the C kernel was built (the draws are the same bits)
 
 GENERATOR_V1 = "fmix64-gumbel/1"
-GENERATOR_ID = "fmix64-gumbel/2"  # what new runs record
-GENERATORS = (GENERATOR_V1, GENERATOR_ID)  # what this agentlog regenerates
+GENERATOR_V2 = "fmix64-gumbel/2"
+GENERATOR_ID = "fmix64-gumbel/3"  # what new runs record
+GENERATORS = (GENERATOR_V1, GENERATOR_V2, GENERATOR_ID)  # what this agentlog regenerates
+TASK_FOLDING = (GENERATOR_ID,)  # the generators whose noise seed folds in the run's task
 
 _M64 = (1 << 64) - 1
 _PHI = 0x9E3779B97F4A7C15
@@ -162,6 +177,45 @@ def _step_word(step: int) -> int:
         while len(_step_words) <= step:
             _step_words.append(fmix64(len(_step_words) + _PHI))
     return _step_words[step]
+
+
+_TASK_PREFIX = b"agentlog-task\0"  # keeps a task's key apart from a stream's of one name
+_task_cache: dict[str, int] = {}
+
+
+def _task_word(task: str) -> int:
+    """``fmix(T)``, T = BLAKE2b-64 of ``b"agentlog-task\\0"`` + the task's UTF-8 (cached)."""
+    word = _task_cache.get(task)
+    if word is None:
+        word = fmix64(_blake64(_TASK_PREFIX + task.encode("utf-8")))
+        if len(_task_cache) > 65536:
+            _task_cache.clear()
+        _task_cache[task] = word
+    return word
+
+
+def noise_seed(seed: int, task: str | None, generator: str) -> int:
+    """The seed that keys a run's draws: ``seed`` with ``task`` folded in under /3.
+
+    Under ``"fmix64-gumbel/3"`` a run with a task draws with ``fmix(seed ⊕ fmix(T))``
+    (``seed`` modulo 2**64, ``T`` the task's key, see the module docstring), so tasks
+    recorded under one seed draw independent noise and the same (seed, task) draws the
+    same noise in any system or replay; without a task it is ``seed``. Generators /1 and
+    /2 draw with ``seed`` itself. Every draw and every regeneration of a draw goes
+    through this function.
+
+    Raises:
+        ValueError: ``generator`` is not one of ``GENERATORS``.
+        TypeError: ``task`` is neither a str nor None.
+    """
+    if generator not in GENERATORS:
+        raise ValueError(f"`generator` must be one of {', '.join(map(repr, GENERATORS))}; "
+                         f"found {generator!r}")
+    if task is None or generator not in TASK_FOLDING:
+        return seed
+    if not isinstance(task, str):
+        raise TypeError(f"`task` must be a str or None; found {type(task).__name__}")
+    return fmix64((seed & _M64) ^ _task_word(task))
 
 
 _seed_stream_cache: dict[tuple[int, str], int] = {}
@@ -475,7 +529,10 @@ def _to_gumbel(g: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArray[np.float64]:
-    """Standard Gumbel draws for the candidates with these keys at (seed, stream, step)."""
+    """Standard Gumbel draws for the candidates with these keys at (seed, stream, step).
+
+    ``seed`` here and in every draw function below is the noise seed (``noise_seed``).
+    """
     return _to_gumbel(uniforms(keys, step_base(seed, stream, step)))
 
 
@@ -633,7 +690,8 @@ def gumbel_small(packed: int, n: int, seed: int, stream: str, step: int
 
 
 def uniform(seed: int, stream: str, step: int) -> float:
-    """The continuation uniform at (seed, stream, step), in (0, 1)."""
+    """The continuation uniform at (seed, stream, step), in (0, 1); ``seed``: the noise
+    seed (``noise_seed``)."""
     x = CONTINUATION_KEY ^ step_base(seed, stream, step)
     x ^= x >> 33
     x = (x * _C1) & _M64

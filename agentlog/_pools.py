@@ -30,6 +30,7 @@ from ._noise import (
     _TAG_STR,
     GENERATOR_ID,
     GENERATOR_V1,
+    GENERATOR_V2,
     GENERATORS,
     SMALL_POOL,
     _id_encoder,
@@ -48,11 +49,11 @@ except ImportError:  # pragma: no cover - built everywhere this project's tests 
 
 def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
     """The pool's candidate keys under ``generator`` (one of ``GENERATORS``)."""
-    if generator == GENERATOR_ID:
+    if generator in (GENERATOR_ID, GENERATOR_V2):  # /3 keys ids as /2 does
         return pool.keys
     if generator != GENERATOR_V1:
         raise ValueError(f"unknown noise generator {generator!r}; this agentlog regenerates "
-                         f"{' and '.join(GENERATORS)}")
+                         f"{', '.join(GENERATORS)}")
     keys = _v1_pool_keys.get(pool.hash)
     if keys is None:
         keys = np.fromiter(map(candidate_key, pool.ids), dtype=np.uint64, count=len(pool.ids))

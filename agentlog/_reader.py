@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Union
 
-from agentlog._frames import Frame, FrameIterator, iter_frames, iter_records
+from agentlog._frames import Frame, FrameIterator, iter_frames, iter_records, trace_path
 from agentlog._records import Blob
 from agentlog._trace import (
     BlobNotFoundError,
@@ -82,10 +82,12 @@ def read(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> T
     Raises:
         TraceFormatError: the file is not a valid agentlog trace (bad magic,
             newer format version, failed checksum, undecodable record, ...).
-        OSError: the file cannot be opened.
+        FileNotFoundError: no file at ``path`` (the message says where it looked).
+        OSError: the file cannot be opened (a folder, no permission).
+        TypeError: ``path`` is not a path (a ``Trace`` is one already read: use it).
     """
     records: list[Any] = []
-    with FrameIterator(path, limits=limits) as frames:
+    with FrameIterator(trace_path(path, "al.read"), limits=limits) as frames:
         extend = records.extend
         for frame in frames:
             extend(frame.records)

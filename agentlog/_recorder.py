@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import os
 import threading
 import warnings
@@ -100,8 +101,10 @@ class record:
     Args:
         path: trace file to write (see "Which file").
         system: name of the system under test (a leaderboard row).
-        seed: run seed; keys every ``select``/``proceed`` draw.
-        task: task id.
+        seed: run seed; with ``task``, keys every ``select``/``proceed`` draw. One seed
+            may serve every task: the task is folded into the noise (see ``generator``).
+        task: task id. Runs of one task and seed are paired by their common noise (two
+            systems, a replay); runs of different tasks draw independent noise.
         meta: JSON-like metadata (str keys), e.g. ``{"backbone": "qwen3-8b", "cluster": "q7"}``.
         redact: ``redact(payload) -> payload``, applied to every artifact, score payload and
             model request before it is encoded.
@@ -121,10 +124,12 @@ class record:
         key: a secret (str or bytes) to sign the run with: its digest over every record
             becomes an HMAC-SHA256 under ``key``, which ``verify(path, key=...)`` checks and
             nobody without the key can forge. The key itself is never written.
-        generator: the noise generator that keys ``select``'s draws. The default,
-            ``"fmix64-gumbel/2"``, keys a new candidate pool in bulk; pass
-            ``"fmix64-gumbel/1"`` (what runs recorded before it use, see their
-            ``RunStart.generator``) to reproduce an old run's draws in a replay.
+        generator: the noise generator that keys ``select``'s and ``proceed``'s draws. The
+            default, ``"fmix64-gumbel/3"``, folds ``task`` into the seed (tasks recorded
+            under one seed draw independent noise; the same seed and task draw the same
+            noise in every system and replay) and keys a new candidate pool in bulk; pass
+            ``"fmix64-gumbel/2"`` or ``"fmix64-gumbel/1"`` (what runs recorded before use,
+            see their ``RunStart.generator``) to reproduce an old run's draws in a replay.
 
     Credentials are scrubbed from everything written (``agentlog._scrub``): arguments,
     exits, ``meta``, model requests and exception messages.
@@ -158,7 +163,8 @@ class record:
                 f"`generator` must be one of {', '.join(map(repr, GENERATORS))}; found "
                 f"{generator!r}"
             )
-        self.generator = GENERATOR_ID if generator == GENERATOR_ID else generator
+        # The module's own string: select tells the generators apart by identity.
+        self.generator = GENERATORS[GENERATORS.index(generator)]
         if durability not in ("frame", "window", "fsync"):
             raise ValueError(
                 f"`durability` must be 'frame', 'window' or 'fsync'; found {durability!r}"
@@ -174,6 +180,8 @@ class record:
             raise ValueError(f"`seed` must be in [0, 2**64); found {seed}")
         if not isinstance(system, str):
             raise TypeError(f"`system` must be a str; found {type(system).__name__}")
+        if task is not None and not isinstance(task, str):
+            raise TypeError(f"`task` must be a str or None; found {type(task).__name__}")
         self.path = os.fspath(path)
         self.system = system
         self.seed = seed
@@ -376,7 +384,10 @@ def score(
 ) -> None:
     """Record a readout of the current window (or of the run outside any window).
 
-    While a run is recorded the value must be a finite real number: NaN and ±inf are
+    While a run is recorded the value must be a finite real number: an ``int``, a
+    ``float``, a ``bool`` (a pass/fail outcome, stored as 1.0/0.0) or a numpy real scalar.
+    Anything else is refused with a ``TypeError``, a numeric string included (``"0.8"``
+    may be a parsed number or a label: convert it where you know which). NaN and ±inf are
     refused with a ``ValueError`` (nothing is written), because one of them would
     silently turn every mean, interval and ranking computed from the trace into NaN.
     Score a failed evaluation as a number your estimator understands (e.g. 0.0) or not
@@ -384,18 +395,18 @@ def score(
     cost).
 
     Raises:
-        TypeError: ``value`` is not a real number.
+        TypeError: ``value`` is not a real number (a str, bytes, None, a complex, ...).
         ValueError: ``value`` is NaN or infinite.
     """
     run = current_run_var.get()
     if run is None:
         return
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+    if not (type(value) is float or type(value) is int or _is_real(value)):
         raise TypeError(
-            f"`value` of score {name!r} must be a real number; found {type(value).__name__}"
-        ) from None
+            f"`value` of score {name!r} must be a real number; found {type(value).__name__} "
+            f"{value!r:.60}. Record an int, float, bool or numpy real scalar: convert it "
+            "where it is computed (e.g. float(text) for a number read as text)")
+    v = float(value)
     if not math.isfinite(v):
         raise ValueError(
             f"`value` of score {name!r} must be finite; found {v}. A NaN or infinite score "
@@ -418,6 +429,16 @@ def score(
     run.writer.put(rec)
     if run.tracer is not None:
         _live.score(run, window, rec)
+
+
+def _is_real(value: object) -> bool:
+    """A real number: Python's numeric tower (bool and Fraction too), or a numpy scalar or
+    0-d array of a bool, integer or floating dtype (numpy's own bool is not in the tower)."""
+    if isinstance(value, numbers.Real):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return getattr(dtype, "kind", None) in ("b", "i", "u", "f") and getattr(
+        value, "shape", None) == ()
 
 
 def log_llm_call(

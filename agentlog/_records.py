@@ -202,6 +202,10 @@ class ToolCall(msgspec.Struct, tag=7, **_OPTS):
     # Answered from a recording by a frozen replay (``agentlog.reentry.serving_tools``):
     # the tool itself was not called.
     served: bool = False
+    # "module:qualname" of the result's type (status 0): a replay serving the result checks
+    # that it rebuilt this type from the tool's return annotation. Information only: no
+    # code is ever imported by this name.
+    result_type: str | None = None
 
 
 class Score(msgspec.Struct, tag=8, **_OPTS):

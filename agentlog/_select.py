@@ -1,11 +1,12 @@
 """``select`` and ``proceed``: logged, identity-keyed random decisions.
 
 ``select`` draws ``argmax_i(log p_i + g_i)`` with ``g_i`` standard Gumbel noise keyed by
-(run seed, stream, step, candidate id) — the Gumbel-max trick, so the choice is a sample
-from ``p`` — and records the full vector, the candidate pool, the draws and the choice
-([SSC] §3.1 and Appendix D: estimators need the probability of the chosen document
-*and* the support of every logged vector). ``proceed`` draws ``u`` keyed by (seed,
-stream, step) and continues iff ``u < p_continue``.
+(run seed and task, stream, step, candidate id) — the Gumbel-max trick, so the choice is
+a sample from ``p`` — and records the full vector, the candidate pool, the draws and the
+choice ([SSC] §3.1 and Appendix D: estimators need the probability of the chosen document
+*and* the support of every logged vector). ``proceed`` draws ``u`` keyed by (seed and
+task, stream, step) and continues iff ``u < p_continue``. The run's ``noise_seed`` is
+its seed with its task folded in (``agentlog._noise.noise_seed``).
 
 Example:
     >>> import agentlog as al
@@ -38,6 +39,8 @@ _log = np.log
 _gumbel_small = _noise.gumbel_small
 _gumbel_at = _noise.gumbel_at
 _SMALL_POOL = _noise.SMALL_POOL
+_GENERATOR_ID = _noise.GENERATOR_ID
+_GENERATOR_V2 = _noise.GENERATOR_V2
 # Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
 # was built: its one loop beats them at every size (then blocks of steps, as larger pools).
 _SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
@@ -264,11 +267,11 @@ def select(
                         f"select {name!r} with {n} candidates"
                     )
     generator = run.generator
-    if generator is _noise.GENERATOR_ID:
-        draws = (_gumbel_small(pool.packed, n, run.seed, name, step) if n <= _SMALL_DRAWS
-                 else _gumbel_at(pool.keys, run.seed, name, step))
+    if generator is _GENERATOR_ID or generator is _GENERATOR_V2:  # the pool's own keys
+        draws = (_gumbel_small(pool.packed, n, run.noise_seed, name, step)
+                 if n <= _SMALL_DRAWS else _gumbel_at(pool.keys, run.noise_seed, name, step))
     else:
-        draws = _gumbel_at(_pools.keys_for(pool, generator), run.seed, name, step)
+        draws = _gumbel_at(_pools.keys_for(pool, generator), run.noise_seed, name, step)
     # No zero when the smallest entry is positive (the common case: no counting pass).
     # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
     n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
@@ -325,7 +328,8 @@ def select(
 def proceed(p_continue: float, *, name: str = "proceed") -> bool:
     """Decide whether to continue: True iff ``u < p_continue``, ``u`` keyed by (seed, name, step).
 
-    With no active recorder the decision is drawn from a process-local generator.
+    The seed is the run's ``noise_seed`` (its seed with its task folded in). With no active
+    recorder the decision is drawn from a process-local generator.
     """
     try:
         p = float(p_continue)
@@ -346,7 +350,7 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
     policy_p: float | None = None
     steer_name: str | None = None
     forced = False
-    u = _noise.uniform(run.seed, name, step)
+    u = _noise.uniform(run.noise_seed, name, step)
     if steer is not None:
         override = steer.proceed(name, step, p)
         if override is not None:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import InstrumentationWarning
-from ._noise import GENERATOR_ID
+from ._noise import GENERATOR_ID, noise_seed
 
 if TYPE_CHECKING:
     from ._writer import TraceWriter
@@ -56,6 +56,10 @@ class Run:
         index: the run's index inside its trace file.
         path: the trace file.
         system, seed, task, meta: as passed to ``record``.
+        generator: the noise generator keying the run's draws (``record(generator=)``).
+        noise_seed: the seed its draws are keyed by: ``seed`` with ``task`` folded in under
+            generator ``"fmix64-gumbel/3"``, ``seed`` itself under /1 and /2
+            (``agentlog.reentry.noise_seed``).
     """
 
     __slots__ = (
@@ -71,6 +75,7 @@ class Run:
         "link_exit",
         "lock",
         "meta",
+        "noise_seed",
         "origins",
         "parent_run",
         "path",
@@ -114,6 +119,8 @@ class Run:
         self.system = system
         self.seed = seed
         self.task = task
+        # Computed once: select and proceed read it on every draw.
+        self.noise_seed = noise_seed(seed, task, generator)
         self.meta = meta
         self.writer = writer
         self.lock = threading.Lock()

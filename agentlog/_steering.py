@@ -3,8 +3,8 @@
 Replay installs a ``Steer`` (an intervention such as uniform selection, a fixed horizon,
 or forcing the recorded choices) with ``steering(steer)``; every ``select``/``proceed``
 in that context consults it before drawing. The draw itself still uses the identity-keyed
-noise of (seed, stream, step, candidate), so a steered branch and its recorded twin share
-their random numbers (common random numbers, [SSC] Appendix D).
+noise of (seed, task, stream, step, candidate), so a steered branch and its recorded twin
+share their random numbers (common random numbers, [SSC] Appendix D).
 
 Example:
     >>> import numpy as np, agentlog as al

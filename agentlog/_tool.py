@@ -13,6 +13,15 @@ recorded result returned (or the recorded error raised), and the call is recorde
 tool and its arguments hash. ``ToolServing.live = True`` lets calls through again (a
 ``branch`` replay after its first changed decision).
 
+A served result has the type the live tool returned. The canonical encoding keeps plain
+values (maps, lists, str, numbers, arrays) as they are; anything else (a pydantic model, a
+dataclass, a msgspec Struct, a tuple) is rebuilt from the tool's own return annotation
+(pydantic's ``TypeAdapter``; ``msgspec.convert`` for Structs) and checked against the type
+the recording names (``ToolCall.result_type``). The type comes from the code the user
+decorated, never from a name stored in the trace. A result that cannot be rebuilt as its
+recorded type fails the call (``agentlog.ReplayError`` naming the tool and the type) and
+counts as a miss: a frozen replay never serves another type.
+
 Example:
     >>> import agentlog as al
     >>> @al.tool("search")
@@ -29,11 +38,16 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import itertools
 import time
+import typing
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast, overload
+
+import msgspec
+import numpy as np
 
 from . import _live, _state
 from ._encoding import ArgumentBinder, seal_clean
@@ -62,6 +76,7 @@ class RecordedTool:
     result: Any = None
     error_type: str | None = None
     error_message: str | None = None
+    result_type: str | None = None  # "module:qualname" of the live result (newer traces)
 
 
 ToolLookup = Callable[[str, bytes], RecordedTool | None]
@@ -131,8 +146,133 @@ def _served_error(name: str, rec: RecordedTool) -> BaseException:
                        "(served from the recording)")
 
 
+def type_name(tp: type) -> str:
+    """``"module:qualname"`` of a type; a numpy scalar as the Python scalar it encodes as."""
+    if issubclass(tp, np.generic):
+        for kind, plain in ((np.bool_, bool), (np.integer, int), (np.floating, float)):
+            if issubclass(tp, kind):
+                return f"builtins:{plain.__qualname__}"
+    return f"{tp.__module__}:{tp.__qualname__}"
+
+
+# What the canonical encoding gives back as itself: a container of only these (and of
+# maps and lists of them) needs no rebuilding.
+_KEPT: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, dict, list,
+                                    np.ndarray})
+_WALK_BUDGET = 10_000  # values looked at per result; past it the inner types are not named
+
+
+def result_type(value: Any) -> str:
+    """``ToolCall.result_type``: the result's type, and the types inside it that the
+    canonical encoding does not give back as themselves.
+
+    ``"builtins:list[pkg.mod:Hit]"`` for a list of dataclasses, ``"builtins:dict"`` for a
+    map of plain values, ``"pkg.mod:Weather"`` for a pydantic model (its fields are its
+    annotation's to rebuild). Containers (maps, lists, tuples, sets) are walked up to
+    ``_WALK_BUDGET`` values; past it the inner types are given as ``[…]``, unknown.
+    """
+    inner: set[str] = set()
+    stack, seen = [value], 0
+    while stack:
+        seen += 1
+        if seen > _WALK_BUDGET:
+            return f"{type_name(type(value))}[…]"
+        v = stack.pop()
+        if isinstance(v, dict):
+            children: Iterable[Any] = itertools.chain(v.keys(), v.values())
+        elif isinstance(v, list | tuple | set | frozenset):
+            children = v
+        else:
+            continue
+        for c in children:
+            if type(c) not in _KEPT:
+                inner.add(type_name(type(c)))
+            stack.append(c)
+    top = type_name(type(value))
+    return f"{top}[{', '.join(sorted(inner))}]" if inner else top
+
+
+def _same_type(got: str, want: str) -> bool:
+    if got == want:
+        return True
+    # Past the walk's budget the inner types are unknown: the outer type decides.
+    return (got.endswith("[…]") or want.endswith("[…]")) and (
+        got.partition("[")[0] == want.partition("[")[0])
+
+
+_NO_ANNOTATION = object()
+
+
+class _Returns:
+    """A tool's return annotation, resolved once, and the rebuild of a served result."""
+
+    __slots__ = ("_adapter", "_annotation", "fn")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self._annotation: Any = None  # resolved on first use (a served call)
+        self._adapter: Any = None
+
+    def annotation(self) -> Any:
+        if self._annotation is None:
+            try:
+                hints = typing.get_type_hints(self.fn)
+            except Exception:  # an unresolvable forward reference: no usable annotation
+                hints = {}
+            found = hints.get("return", _NO_ANNOTATION)
+            self._annotation = _NO_ANNOTATION if found is Any else found
+        return self._annotation
+
+    def rebuild(self, value: Any) -> Any:
+        annotation = self.annotation()
+        if isinstance(annotation, type) and isinstance(value, annotation):
+            return value
+        if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+            return msgspec.convert(value, annotation)
+        if self._adapter is None:
+            import pydantic
+
+            self._adapter = pydantic.TypeAdapter(annotation)
+        return self._adapter.validate_python(value)
+
+
+def _typed(name: str, rec: RecordedTool, returns: _Returns) -> Any:
+    """The recorded result as the type the live tool returned (see the module docs).
+
+    Raises:
+        ReplayError: the result cannot be rebuilt as its recorded type.
+    """
+    value, want = rec.result, rec.result_type
+    if want is not None and _same_type(result_type(value), want):
+        return value  # the encoding kept the type (plain values)
+    annotation = returns.annotation()
+    if annotation is _NO_ANNOTATION:
+        if want is None:
+            return value  # an older trace, and nothing to rebuild it from
+        raise ReplayError(
+            f"tool {name!r} returned a {want} when it was recorded; the recording holds it "
+            f"as a {type(value).__name__}, and the tool declares no return type to rebuild "
+            f"it from. Annotate the tool's return type (-> {want.rpartition(':')[2]}) so a "
+            "replay serves the type the tool returns")
+    shown = getattr(annotation, "__qualname__", None) or repr(annotation)
+    try:
+        out = returns.rebuild(value)
+    except Exception as exc:
+        raise ReplayError(
+            f"tool {name!r}: its recorded result cannot be rebuilt as {shown}, its return "
+            f"annotation ({type(exc).__name__}: {str(exc)[:300]}); a frozen replay will not "
+            "serve another type. Make the annotation name the type the tool returns") from None
+    got = result_type(out)
+    if want is not None and not _same_type(got, want):
+        raise ReplayError(
+            f"tool {name!r} returned a {want} when it was recorded, but its return "
+            f"annotation {shown} rebuilds a {got}; make the annotation name the type the "
+            "tool returns")
+    return out
+
+
 def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
-           sealed: tuple[bytes, bytes | None] | None) -> Any:
+           sealed: tuple[bytes, bytes | None] | None, returns: _Returns) -> Any:
     t0 = _perf()
     serving.served += 1
     if sealed is None:
@@ -160,8 +300,14 @@ def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
         err = _served_error(name, rec)
         _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
         raise err
-    _tool_record(run, st, name, t0, 0, sealed, rec.result, None, served=True)
-    return rec.result
+    try:
+        result = _typed(name, rec, returns)
+    except ReplayError as exc:
+        serving.misses += 1
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True)
+        raise
+    _tool_record(run, st, name, t0, 0, sealed, result, None, served=True)
+    return result
 
 
 def _tool_record(
@@ -190,6 +336,7 @@ def _tool_record(
             args=None if args is None else args[1],
             result=result_inline,
             served=served,
+            result_type=result_type(result) if status == 0 else None,
         )
     run.writer.put(rec)
     if run.tracer is not None:
@@ -285,6 +432,7 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
             raise TypeError(f"@tool({tool_name!r}) decorates a function; found "
                             f"{type(fn).__name__}")
         binder = ArgumentBinder(fn, secret=secret)
+        returns = _Returns(fn)
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
@@ -297,7 +445,7 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
                 run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
                 serving = _serving_var.get()
                 if serving is not None and not serving.live:
-                    return _serve(serving, run, st, tool_name, sealed)
+                    return _serve(serving, run, st, tool_name, sealed, returns)
                 t0 = _perf()
                 try:
                     result = await fn(*args, **kwargs)
@@ -320,7 +468,7 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
             run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
             serving = _serving_var.get()
             if serving is not None and not serving.live:
-                return _serve(serving, run, st, tool_name, sealed)
+                return _serve(serving, run, st, tool_name, sealed, returns)
             t0 = _perf()
             try:
                 result = fn(*args, **kwargs)

@@ -8,11 +8,12 @@ Checks, per file:
 * ``after=`` continuity: a window's entry equals its declared predecessor's exit
   (a mismatch or a missing predecessor is a *bypass*);
 * every probability vector finite, non-negative, normalised, of the declared size;
-  every Gumbel draw equal to its value regenerated from (seed, stream, step, candidate
-  id); every choice equal to ``argmax(log p + g)`` of its recorded draws (unless forced
+  every Gumbel draw equal to its value regenerated from (seed, task, stream, step,
+  candidate id) under the run's noise generator (the task counts from ``fmix64-gumbel/3``
+  on); every choice equal to ``argmax(log p + g)`` of its recorded draws (unless forced
   by a declared steer);
-* every continuation's uniform regenerated from (seed, stream, step) and its decision
-  equal to ``u < p``;
+* every continuation's uniform regenerated from (seed, task, stream, step) and its
+  decision equal to ``u < p``;
 * structure: runs that never ended, windows that never closed, repeated steps, a
   RunEnd whose counts of windows, selections and continuations differ from its run's
   records, a file without a run, records outside any run, empty frames and a
@@ -354,7 +355,7 @@ class _Verifier:
             self.keyed_digests[rec.run] = RunDigest(rec.run_id, self.key)
         if rec.generator not in _noise.GENERATORS:
             self.problem("generator", f"run uses noise generator {rec.generator!r}; this "
-                         f"agentlog regenerates {' and '.join(map(repr, _noise.GENERATORS))} "
+                         f"agentlog regenerates {', '.join(map(repr, _noise.GENERATORS))} "
                          "only: upgrade agentlog", rec.run, i)
 
     def _artifact(self, h: bytes, inline: bytes | None, what: str, run: int, i: int) -> None:
@@ -512,11 +513,14 @@ class _Verifier:
                          rec.run, i)
             return
         g = np.frombuffer(rec.draws, dtype="<f8")
-        regenerated = _noise.gumbel(keys, self.starts[rec.run].seed, rec.name, rec.step)
+        start = self.starts[rec.run]
+        # The generator that keyed the pool decides whether the run's task is in the seed.
+        seed = _noise.noise_seed(start.seed, start.task, rec.generator)
+        regenerated = _noise.gumbel(keys, seed, rec.name, rec.step)
         bad = first_draw_disagreement(g, regenerated)  # within the CPUs' rounding of log
         if bad is not None:
             self.problem("draws", f"{where}: draw {bad} is {g[bad]!r}, regenerating "
-                         f"from (seed, stream, step, id) gives {regenerated[bad]!r}",
+                         f"from (seed, task, stream, step, id) gives {regenerated[bad]!r}",
                          rec.run, i)
 
     def continuation(self, i: int, rec: Continuation) -> None:
@@ -529,10 +533,13 @@ class _Verifier:
             self.problem("probabilities", f"{where}: p_continue {rec.p!r} outside [0, 1]",
                          rec.run, i)
             return
-        u = _noise.uniform(self.starts[rec.run].seed, rec.name, rec.step)
-        if u != rec.u:
-            self.problem("draws", f"{where}: u is {rec.u!r}, regenerating from (seed, stream, "
-                         f"step) gives {u!r}", rec.run, i)
+        start = self.starts[rec.run]
+        if start.generator in _noise.GENERATORS:  # else reported at the RunStart
+            u = _noise.uniform(_noise.noise_seed(start.seed, start.task, start.generator),
+                               rec.name, rec.step)
+            if u != rec.u:
+                self.problem("draws", f"{where}: u is {rec.u!r}, regenerating from (seed, "
+                             f"task, stream, step) gives {u!r}", rec.run, i)
         if not rec.forced and rec.decision != (rec.u < rec.p):
             self.problem("decision", f"{where}: decision {rec.decision} but u={rec.u!r} and "
                          f"p={rec.p!r}", rec.run, i)

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ["ExportResult", "to_otlp", "to_otlp_json", "to_spans"]
+__all__ = ["ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_spans"]
 
 TraceLike = Trace | str | os.PathLike[str]
 
@@ -406,6 +406,10 @@ def to_otlp(
     """
     if batch < 1:
         raise ValueError(f"`batch` must be at least 1; found {batch}")
+    if exporter is None:
+        problem = endpoint_problem(endpoint)
+        if problem is not None:
+            raise ValueError(f"`endpoint` {problem}")
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     result = ExportResult()
@@ -460,6 +464,40 @@ def to_otlp(
             lg.propagate = propagate
             lg.setLevel(level)
     return result
+
+
+def endpoint_problem(endpoint: str) -> str | None:
+    """What is wrong with ``endpoint`` as an OTLP/HTTP traces URL (None: nothing seen).
+
+    Checked before any connection: the scheme, the host, and a path, which OTLP/HTTP
+    exporters post to as given (``http://host:4318`` would post to ``/`` and fail as if
+    nothing listened). A path of its own (a gateway's ``/api/otel/v1/traces``) is kept.
+
+    Example:
+        >>> from agentlog.export import endpoint_problem
+        >>> endpoint_problem("http://127.0.0.1:4318/v1/traces") is None
+        True
+        >>> print(endpoint_problem("http://127.0.0.1:4318"))
+        has no path: the OTLP/HTTP traces endpoint ends in /v1/traces; found http://127.0.0.1:4318 — try http://127.0.0.1:4318/v1/traces
+    """  # noqa: E501 - a doctest's output line is as long as it is
+    shown = scrub_text(endpoint)  # no URL userinfo or token in a message
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return (f"{shown!r}: expected an OTLP/HTTP traces endpoint such as "
+                "http://127.0.0.1:4318/v1/traces")
+    path = parts.path.rstrip("/")
+    if not path:
+        return (f"has no path: the OTLP/HTTP traces endpoint ends in /v1/traces; found "
+                f"{shown} — try {_with_path(parts, '/v1/traces')}")
+    if path.endswith(("/v1/logs", "/v1/metrics")):
+        fixed = _with_path(parts, path.rsplit("/", 1)[0] + "/traces")
+        return (f"is another signal's endpoint: traces go to the path ending in /v1/traces; "
+                f"found {shown} — try {fixed}")
+    return None
+
+
+def _with_path(parts: urllib.parse.SplitResult, path: str) -> str:
+    return scrub_text(urllib.parse.urlunsplit(parts._replace(path=path)))
 
 
 def _give_up(result: ExportResult, chunks: Iterator[list[ReadableSpan]],

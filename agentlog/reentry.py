@@ -1,11 +1,13 @@
 """The core's re-entry seams (public API): what replay builds interventions on.
 
 A sealed window instance is re-entered by calling its decorated function again with the
-decoded entry, in a fresh run with the recorded seed, with every random stream started
-at the step it had reached when the window opened (``WindowEnter.steps``) and, for an
-intervention, a ``Steer`` installed with ``steering``. Because the noise of a draw is a
-function of (seed, stream, step, candidate id), the re-entered window then sees the
-recorded Gumbel draws and stop uniforms: common random numbers ([SSC] Appendix D).
+decoded entry, in a fresh run with the recorded seed, task and noise generator, with every
+random stream started at the step it had reached when the window opened
+(``WindowEnter.steps``) and, for an intervention, a ``Steer`` installed with
+``steering``. Because the noise of a draw is a function of (seed, task, stream, step,
+candidate id) (``noise_seed`` folds the task into the seed), the re-entered window then
+sees the recorded Gumbel draws and stop uniforms: common random numbers ([SSC] Appendix
+D).
 ``agentlog.replay`` (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
 ``agentlog.replay.interventions``) is the user-facing layer on top of this module.
 ``serving_tools`` answers the window's ``@al.tool`` calls from a recording instead of
@@ -57,6 +59,7 @@ __all__ = [
     "first_draw_disagreement",
     "function_id",
     "gumbel_draws",
+    "noise_seed",
     "recorded_tools",
     "registered_window",
     "secret_env_name",
@@ -115,29 +118,59 @@ def stream_origin(stream: str) -> int:
     return 0 if run is None else run.origins.get(stream, 0)
 
 
+def noise_seed(seed: int, task: str | None, generator: str) -> int:
+    """The seed a run's draws are keyed by, from its ``RunStart`` (seed, task, generator).
+
+    Under ``"fmix64-gumbel/3"`` (new runs) the task is folded into the seed, so tasks
+    recorded under one seed draw independent noise, while the same seed and task draw the
+    same noise in every system and replay (what pairs them); without a task, and under
+    generators /1 and /2, it is ``seed`` itself: every task recorded under one seed drew
+    the same noise. ``Run.noise_seed`` of an open run.
+
+    Raises:
+        ValueError: an unknown generator.
+        TypeError: ``task`` is neither a str nor None.
+    """
+    return _noise.noise_seed(seed, task, generator)
+
+
+def _generator_now(generator: str | None) -> str:
+    if generator is not None:
+        return generator
+    run = current_run_var.get()
+    return _noise.GENERATOR_ID if run is None else run.generator
+
+
 def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str, step: int,
-                 generator: str | None = None) -> NDArray[np.float64]:
+                 generator: str | None = None, *, task: str | None = None
+                 ) -> NDArray[np.float64]:
     """The Gumbel draws ``al.select`` makes for these candidate ids at (seed, stream, step).
 
-    ``generator`` is the noise generator id (``Selection.generator`` of a recorded draw);
-    None means the current run's, or this agentlog's default outside a run.
+    ``seed`` and ``task`` are the run's (``RunStart.seed``, ``RunStart.task``): the draws
+    are keyed by ``noise_seed(seed, task, generator)``. ``generator`` is the noise
+    generator id (``Selection.generator`` of a recorded draw); None means the current
+    run's, or this agentlog's default outside a run.
 
     The draws are bit-identical on one CPU family; across CPUs numpy's ``log`` may round
     the last bits differently: compare them with recorded draws through
     ``first_draw_disagreement`` (within ``DRAW_TOLERANCE``), not ``==``.
     """
-    if generator is None:
-        run = current_run_var.get()
-        generator = _noise.GENERATOR_ID if run is None else run.generator
+    generator = _generator_now(generator)
     pool = _pools.pool(list(candidates), len(candidates))
-    out: NDArray[np.float64] = _noise.gumbel(_pools.keys_for(pool, generator), seed, stream,
-                                             step)
+    out: NDArray[np.float64] = _noise.gumbel(_pools.keys_for(pool, generator),
+                                             _noise.noise_seed(seed, task, generator),
+                                             stream, step)
     return out
 
 
-def continuation_uniform(seed: int, stream: str, step: int) -> float:
-    """The uniform ``al.proceed`` compares with ``p_continue`` at (seed, stream, step)."""
-    return _noise.uniform(seed, stream, step)
+def continuation_uniform(seed: int, stream: str, step: int, generator: str | None = None,
+                         *, task: str | None = None) -> float:
+    """The uniform ``al.proceed`` compares with ``p_continue`` at (seed, stream, step).
+
+    ``seed``, ``task`` and ``generator`` as in ``gumbel_draws``.
+    """
+    generator = _generator_now(generator)
+    return _noise.uniform(_noise.noise_seed(seed, task, generator), stream, step)
 
 
 
@@ -169,9 +202,10 @@ def recorded_tools(source: Trace | WindowView) -> ToolLookup:
             return RecordedTool(rec.status, error_type=rec.error_type,
                                 error_message=rec.error_message)
         if rec.result is not None:
-            return RecordedTool(0, _decode(rec.result))
+            return RecordedTool(0, _decode(rec.result), result_type=rec.result_type)
         if rec.result_hash is not None and trace.has_blob(rec.result_hash):
-            return RecordedTool(0, _decode(trace.blob(rec.result_hash)))
+            return RecordedTool(0, _decode(trace.blob(rec.result_hash)),
+                                result_type=rec.result_type)
         raise CacheMiss(f"tool {name!r} in {trace.path}: the recorded result was hashed but "
                         "not stored (a trace recorded before agentlog kept tool results); "
                         "re-record to replay it frozen", key=args_hash.hex())

@@ -17,12 +17,24 @@ changes.
 
 Exit codes everywhere: 0 ok, 1 a check found a problem, 2 bad input (a missing or
 unreadable file, a bad option). Every error names the file and what to do.
+
+**What the terminal shows** is decided here, once, for every command (``command_guard``):
+a warning is one ``warning: MESSAGE`` line on stderr (never Python's ``file.py:LINE:
+Category`` form with the source line), and an error no command turned into its own
+message is one ``error:`` line, never a traceback: exit 2 for what reads as bad input (an
+``agentlog`` error, an ``OSError``, a ``ValueError``), exit 1 for anything else, which
+is a bug to report (``AGENTLOG_TRACEBACK=1`` shows its traceback).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from typing import Annotated, Any, ClassVar
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Annotated, Any, ClassVar, TextIO
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -115,18 +127,81 @@ class _LazyGroup(TyperGroup):
             module, attribute, _ = self.registry[name]
             command = load_command(name, module, attribute)
             self.commands[name] = command  # loaded once per process
+        if name is not None:  # for the error line: "agentlog estimate asv: ..."
+            ctx.meta.setdefault(_COMMAND_PATH, []).append(name)
         return name, command, rest
 
 
-def _lazy_group(registry: dict[str, tuple[str, str, str]]) -> type[_LazyGroup]:
-    return type("LazyGroup", (_LazyGroup,), {"registry": registry})
+class _RootGroup(_LazyGroup):
+    """``agentlog`` itself: every command (``estimate``'s too) runs in ``command_guard``."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with command_guard(ctx):
+            return super().invoke(ctx)
+
+
+def _lazy_group(registry: dict[str, tuple[str, str, str]],
+                base: type[_LazyGroup] = _LazyGroup) -> type[_LazyGroup]:
+    return type("LazyGroup", (base,), {"registry": registry})
+
+
+_COMMAND_PATH = "agentlog.command"  # ctx.meta key: the command names resolved, in order
+_EXIT_PROBLEM, _EXIT_BAD_INPUT = 1, 2  # as in ._output, which this module must not import
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str,
+                 lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command line: ``warning: MESSAGE``, no source."""
+    stream = file if file is not None else sys.stderr
+    # As warnings' own: a stderr that is gone loses the line, never the command.
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        stream.write(f"warning: {message}\n")
+
+
+@contextlib.contextmanager
+def command_guard(ctx: Any) -> Iterator[None]:
+    """Run a command with warnings shown as ``warning: MESSAGE`` lines and every error it
+    did not report itself shown as one ``error:`` line (exit 2 bad input, 1 a bug)."""
+    with warnings.catch_warnings():  # the filters stay the user's; only the display changes
+        warnings.showwarning = show_warning
+        try:
+            yield
+        except (typer.Exit, typer.Abort, typer.TyperException, BrokenPipeError):
+            # The command's own exit, click's usage errors (already worded), or a reader
+            # that went away (``| head``), which typer ends quietly.
+            raise
+        except Exception as exc:
+            if os.environ.get("AGENTLOG_TRACEBACK") == "1":
+                raise
+            raise typer.Exit(_report(ctx, exc)) from None
+
+
+def _report(ctx: Any, exc: Exception) -> int:
+    """Print ``exc`` as one error line; the exit code it stands for."""
+    from rich.markup import escape
+
+    import agentlog as al
+
+    from ._output import stderr
+
+    where = " ".join(["agentlog", *ctx.meta.get(_COMMAND_PATH, [])])
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, al.AgentlogError | OSError | ValueError):
+        code, message = _EXIT_BAD_INPUT, f"{where}: {text}"
+    else:
+        code, message = _EXIT_PROBLEM, (
+            f"{where}: unexpected {type(exc).__qualname__}: {text}. This is a bug in "
+            "agentlog: please report it with the command you ran (AGENTLOG_TRACEBACK=1 "
+            "prints the traceback)")
+    stderr().print(f"[bold red]error:[/] {escape(message)}")
+    return code
 
 
 # rich_markup_mode=None: the groups' help is plain click, so listing the commands does not
 # import rich's Markdown renderer (~0.25 s); each command's own help stays rich.
 app = typer.Typer(
     name="agentlog",
-    cls=_lazy_group(COMMANDS),
+    cls=_lazy_group(COMMANDS, _RootGroup),
     help="Record, inspect and verify sealed traces of LLM agents.",
     epilog=REFERENCES,
     no_args_is_help=True,

@@ -76,17 +76,37 @@ def scored_cells(traces: Sequence[al.Trace | Path]) -> dict[str, dict[str, set[s
     return asv_module().channel_scores(list(traces))  # type: ignore[no-any-return]
 
 
+def parse_score(text: str | None) -> str | tuple[str, str] | None:
+    """``--score``: one name both channels record, or ``NAME0,NAME1`` (ρ0's, then ρ1's)."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if len(names) == 1 and names[0]:
+        return names[0]
+    if len(names) == 2 and all(names):
+        return names[0], names[1]
+    raise BadInput(f"--score must be a score name both channels record (e.g. margin) or one "
+                   f"per channel as ρ0,ρ1 (e.g. f1,judge_f1); found {text!r}")
+
+
+def _names(names: set[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
 def choose_cells(
     cells: dict[str, dict[str, set[str]]],
     channels: tuple[str, str],
     window: str | None,
-    score: str | None,
+    score: str | tuple[str, str] | None,
     n_files: int,
-) -> tuple[str, str, str, str]:
+) -> tuple[str, str, str | tuple[str, str], str]:
     """The window and score to analyse, and where each choice came from.
 
     Unknown channels list the channels present. Without ``--window`` (``--score``) the one
     window (score name) both channels scored is used; several are an error naming them.
+    Channels whose scorers name their readouts differently compare their one score each
+    (a pair ``(name under ρ0, name under ρ1)``); with more, the error lists each channel's
+    names and the ``--score NAME0,NAME1`` to pass.
     """
     missing = [c for c in channels if c not in cells]
     if missing:
@@ -110,17 +130,34 @@ def choose_cells(
                            f"channels {channels[0]} and {channels[1]}; windows scored on "
                            f"both: {found}")
         window_source = "--window"
-    names = cells[channels[0]][window] & cells[channels[1]][window]
-    if score is None:
-        if len(names) != 1:
-            raise BadInput(f"window {window!r} has several scores on both channels "
-                           f"({', '.join(sorted(names)) or 'none'}); pass --score to pick one")
+    own = (cells[channels[0]][window], cells[channels[1]][window])
+    names = own[0] & own[1]
+    recorded = (f"{channels[0]} records {_names(own[0])}; {channels[1]} records "
+                f"{_names(own[1])}")
+    if isinstance(score, tuple):
+        absent = [f"{n!r} on {c}" for n, c, held in zip(score, channels, own, strict=True)
+                  if n not in held]
+        if absent:
+            raise BadInput(f"no {' and no '.join(absent)} for window {window!r}: {recorded}")
+        return window, window_source, score, "--score"
+    if score is not None:
+        if score not in names:
+            raise BadInput(f"no {score!r} scores on both channels for window {window!r}: "
+                           f"{recorded}. Pass --score with a name both record, or one per "
+                           "channel as --score NAME0,NAME1")
+        return window, window_source, score, "--score"
+    if len(names) == 1:
         (score,) = names
         return window, window_source, score, "the score both channels record"
-    if score not in names:
-        raise BadInput(f"no {score!r} scores on both channels for window {window!r}; scores "
-                       f"present: {', '.join(sorted(names))}")
-    return window, window_source, score, "--score"
+    if len(names) > 1:
+        raise BadInput(f"window {window!r} has several scores on both channels "
+                       f"({', '.join(sorted(names))}); pass --score to pick one")
+    if len(own[0]) == 1 and len(own[1]) == 1:
+        pair = (next(iter(own[0])), next(iter(own[1])))
+        return window, window_source, pair, "the one score each channel records"
+    raise BadInput(f"channels {channels[0]} and {channels[1]} record no score of the same "
+                   f"name for window {window!r}: {recorded}. Pass one per channel as "
+                   "--score NAME0,NAME1 (ρ0's, then ρ1's)")
 
 
 def retry_baseline(
@@ -210,6 +247,12 @@ def calibration_lines(out: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _score_label(settings: dict[str, Any]) -> str:
+    if settings.get("score") is not None:
+        return f"score {settings['score']!r}"
+    return "scores " + " / ".join(f"{n!r} ({c})" for c, n in settings["scores"].items())
+
+
 def render_asv(out: dict[str, Any], console: Console) -> None:
     """Draw an ``estimate asv`` summary: the face's statistics, retry baseline, calibration."""
     s, n = out["settings"], out["counts"]
@@ -217,7 +260,7 @@ def render_asv(out: dict[str, Any], console: Console) -> None:
     console.print(
         f"ASV on {n['complete']} transitions of window {escape(repr(s['window']))} from "
         f"{n['trajectories_complete']} trajectories in {len(s['traces'])} trace file(s): "
-        f"ρ0 = {escape(c0)}, ρ1 = {escape(c1)}, score {escape(repr(s['score']))}, wave "
+        f"ρ0 = {escape(c0)}, ρ1 = {escape(c1)}, {escape(_score_label(s))}, wave "
         f"{s['wave']}, layouts {escape(c0)} {len(n['layouts'][c0])} / {escape(c1)} "
         f"{len(n['layouts'][c1])} (reduced within channel)")
     if n["dropped_incomplete"]:
@@ -313,8 +356,9 @@ def asv_command(
         "--window", help="Transitions of this window (default: the one window both channels "
         "score).", show_default=False)] = None,
     score: Annotated[str | None, typer.Option(
-        "--score", help="Score records of this name (default: the one name both channels "
-        "record on the window).", show_default=False)] = None,
+        "--score", help="Score records of this name, or NAME0,NAME1: one per channel "
+        "(default: the one name both channels record on the window, else each channel's "
+        "one score).", show_default=False)] = None,
     weighting: Annotated[str, typer.Option(
         "--weighting", help="empirical (each transition weighs 1) or equal-target (each "
         "target identity weighs 1: the run meta key --target-key, else the task).")
@@ -354,7 +398,7 @@ def asv_command(
         with trace_errors():
             cells = scored_cells(loaded)
         win, win_source, name, name_source = choose_cells(
-            cells, pair, window, score, len(loaded))
+            cells, pair, window, parse_score(score), len(loaded))
     except BadInput as exc:
         fail(f"agentlog estimate asv: {exc}")
     asv = asv_module()
@@ -375,7 +419,12 @@ def asv_command(
     out = summarize_asv(data, face, summary)
     out["settings"] = {
         "traces": [str(p) for p in loaded], "channels": list(pair), "window": win,
-        "window_source": win_source, "score": name, "score_source": name_source,
+        "window_source": win_source,
+        # One name both channels record, else None and each channel's name in "scores".
+        "score": name if isinstance(name, str) else None,
+        "scores": dict(zip(pair, (name, name) if isinstance(name, str) else name,
+                           strict=True)),
+        "score_source": name_source,
         "wave": int(data.waves[0]), "weighting": weighting, "resamples": resamples,
         "seed": seed, "complete_only": complete_only, "ci_method": ci_method,
         "trajectory_key": trajectory_key,

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import agentlog as al
-from agentlog.export import ExportResult, to_otlp, to_otlp_json
+from agentlog.export import ExportResult, endpoint_problem, to_otlp, to_otlp_json
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.scrubbing import scrub_text
 
@@ -48,9 +48,9 @@ def _headers(pairs: list[str]) -> dict[str, str]:
 
 
 def _check_url(url: str) -> None:
-    if not url.startswith(("http://", "https://")):
-        raise BadInput(f"--otlp {url!r}: expected an OTLP/HTTP traces endpoint such as "
-                       "http://127.0.0.1:4318/v1/traces")
+    problem = endpoint_problem(url)  # before the traces are read or anything connects
+    if problem is not None:
+        raise BadInput(f"--otlp {problem}")
 
 
 def _report(result: ExportResult, where: str) -> int:

@@ -330,8 +330,11 @@ def _more(console: Console, rows: list[Any], total: int | None = None) -> None:
 
 def render_inspect(summary: dict[str, Any], console: Console) -> None:
     """Draw a ``summarize_trace`` dict as rich tables."""
+    version = summary["format_version"]
+    # A file that ends inside its header (an empty file, a writer killed at once) has none.
+    fmt = "no format header" if version is None else f"format v{version}"
     console.print(f"[bold]{escape(summary['path'])}[/]  {summary['records']} records in "
-                  f"{summary['frames']} frames (format v{summary['format_version']})")
+                  f"{summary['frames']} frames ({fmt})")
     if summary["truncated"]:
         console.print(f"[yellow]truncated:[/] {summary['bytes_dropped']} bytes dropped after "
                       f"the last complete frame; {summary['records_recovered']} records "

@@ -91,8 +91,30 @@ def trace_errors(path: Path | None = None) -> Iterator[None]:
                        "al.record(), or re-record the run") from exc
     except OSError as exc:
         where = path if path is not None else exc.filename
+        if where is None:  # agentlog's own message (it names the file and what to do)
+            raise BadInput(str(exc)) from exc
+        if isinstance(exc, FileNotFoundError):
+            raise BadInput(f"{where}: no such file; check the path (agentlog traces end in "
+                           ".zst)") from exc
         raise BadInput(f"{where}: cannot be read ({exc.strerror or exc}); check its "
                        "permissions") from exc
+
+
+def open_cache(path: Path, *, read_only: bool, missing: str) -> Any:
+    """``ModelCache(path)`` for a command, opened now: a cache it cannot use (a folder, a
+    file that is not a cache, no file where ``read_only`` needs one: ``missing`` says
+    what to do then) is ``BadInput`` before any work starts. The caller closes it."""
+    from agentlog.replay import ModelCache
+
+    if read_only and not path.exists():
+        raise BadInput(missing)
+    try:
+        return ModelCache(path, mode="read-only" if read_only else "read-write")
+    except ValueError as exc:
+        raise BadInput(f"--cache: {exc}") from exc
+    except OSError as exc:
+        raise BadInput(f"--cache {path}: cannot be opened ({exc.strerror or exc}); pass a "
+                       "file path in a folder you may write, e.g. runs/cache.sqlite") from exc
 
 
 def read_trace(path: Path) -> al.Trace:

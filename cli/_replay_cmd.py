@@ -35,6 +35,7 @@ from ._output import (
     EXIT_PROBLEM,
     BadInput,
     fail,
+    open_cache,
     print_json,
     short_path,
     stdout,
@@ -68,6 +69,17 @@ def _inputs(traces: list[Path], out: Path) -> list[Path]:
         raise BadInput(f"--out {out}: is a folder; pass a file name such as "
                        f"{out / 'replay.zst'}")
     return kept
+
+
+def interrupted(out: Path) -> None:
+    """Say what a Ctrl-C left: the units sealed in ``out``, or that nothing was written."""
+    where = escape(short_path(out))
+    if out.exists():
+        stdout().print(f"[yellow]interrupted: the units finished so far are sealed in "
+                       f"{where}; run the same command again to finish[/]")
+    else:
+        stdout().print(f"[yellow]interrupted before any unit finished; nothing was written "
+                       f"to {where}: run the same command again to start[/]")
 
 
 def _channel_info(names: list[str]) -> list[dict[str, Any]]:
@@ -148,6 +160,7 @@ def run_channel_replay(
         resolve_app,
     )
 
+    store = None
     try:
         if window is None:
             raise BadInput("--channel needs --window NAME: the window whose transitions "
@@ -158,12 +171,20 @@ def run_channel_replay(
         paths = _inputs(traces, out)
         module = resolve_app(app, traces=paths)
         info = _channel_info(channels)
+        if cache is not None:
+            store = open_cache(cache, read_only=frozen, missing=(
+                f"--frozen needs an existing cache file; {cache} does not exist. Build it "
+                "first: the same replay without --frozen fills it (--cache "
+                f"{cache}), or ModelCache.from_traces"))
         with trace_errors():
-            summary = replay_channels(
-                paths, channels, window=window, out=out, app=module.__name__,
-                layouts=layouts, waves=waves, concurrency=concurrency,
-                executor=executor.value, ray_address=ray_address, cache=cache,
-                frozen=frozen, progress=not as_json)
+            try:
+                summary = replay_channels(
+                    paths, channels, window=window, out=out, app=module.__name__,
+                    layouts=layouts, waves=waves, concurrency=concurrency,
+                    executor=executor.value, ray_address=ray_address, cache=store,
+                    frozen=frozen, progress=not as_json)
+            except ValueError as exc:  # bad input the engine refused before running
+                raise BadInput(str(exc)) from exc
     except (BadInput, AppNotGivenError, AppImportError, WindowNotFoundError) as exc:
         fail(f"agentlog replay: {exc}")
     except NotRegisteredError as exc:
@@ -171,9 +192,11 @@ def run_channel_replay(
     except al.MissingDependencyError as exc:
         fail(f"agentlog replay: {exc}")
     except KeyboardInterrupt:
-        stdout().print(f"[yellow]interrupted: the units finished so far are sealed in "
-                       f"{escape(short_path(out))}; run the same command again to finish[/]")
+        interrupted(out)
         return EXIT_INTERRUPTED
+    finally:
+        if store is not None:
+            store.close()
     result = summarize_replay(summary, out=out, window=window, channels=info,
                               layouts=layouts, waves=waves)
     if as_json:

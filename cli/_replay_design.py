@@ -31,7 +31,16 @@ from rich.markup import escape
 
 import agentlog as al
 
-from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, short_path, stdout
+from ._output import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    BadInput,
+    fail,
+    open_cache,
+    print_json,
+    short_path,
+    stdout,
+)
 from ._verify_cmd import trace_files
 
 SHOWN_FAILURES = 10
@@ -64,7 +73,6 @@ def run_design_replay(
     from agentlog.replay import (
         AppImportError,
         AppNotGivenError,
-        ModelCache,
         NotRegisteredError,
         intervene,
         parse_design,
@@ -78,15 +86,13 @@ def run_design_replay(
                            "(the default: every model call served from the recording, and "
                            "from --cache when given)")
         if cache is not None:
-            if mode == "frozen" and not cache.is_file():
-                raise BadInput(f"--cache {cache}: no such file; with --mode frozen the cache "
-                               "is only read (build it with a live replay, or "
-                               "ModelCache.from_traces)")
             if executor == "ray":
                 raise BadInput("--cache with --executor ray: the cache is a file of this "
                                "machine and does not reach Ray's workers; use --executor "
                                "local, or leave --cache out")
-            store = ModelCache(cache, mode="read-only" if mode == "frozen" else "read-write")
+            store = open_cache(cache, read_only=mode == "frozen", missing=(
+                f"--cache {cache}: no such file; with --mode frozen the cache is only read "
+                "(build it with a live replay, or ModelCache.from_traces)"))
         if window is None:
             raise BadInput("--design needs --window NAME: the window to re-enter under each "
                            "arm (agentlog inspect TRACE lists the windows)")

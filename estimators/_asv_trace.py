@@ -225,12 +225,26 @@ def _default_window(source: Any, channels: tuple[str, str]) -> str | None:
     return both[0] if both else None
 
 
+def _score_iv(score: str | tuple[str, str] | None, channels: tuple[str, str]
+              ) -> dict[str, str] | None:
+    """``{channel: score name}`` of ``from_trace``'s ``score=`` (None: every name)."""
+    if score is None:
+        return None
+    if isinstance(score, str):
+        return {channels[0]: score, channels[1]: score}
+    if (isinstance(score, tuple | list) and len(score) == 2
+            and all(isinstance(n, str) and n for n in score)):
+        return {channels[0]: score[0], channels[1]: score[1]}
+    raise ValueError(f"`score` must be a score name, (name under {channels[0]!r}, name under "
+                     f"{channels[1]!r}) or None; found {score!r}")
+
+
 def from_trace(
     source: Trace | str | os.PathLike[str] | Sequence[Any],
     *,
     channels: tuple[str, str],
     window: str | None = None,
-    score: str | None = None,
+    score: str | tuple[str, str] | None = None,
     target_key: str = "target",
     trajectory_key: str | None = None,
 ) -> AsvData:
@@ -243,7 +257,9 @@ def from_trace(
         window: only transitions of windows with this name. Default: the one window
             whose transitions both channels score (what ``agentlog estimate asv`` picks);
             when several are, a ``ValueError`` names them and asks for ``window=``.
-        score: only Score records with this name (default: every channel score).
+        score: only Score records with this name (default: every channel score), or
+            ``(name under ρ0, name under ρ1)`` when the channels' scorers name their
+            readouts differently (e.g. ``("f1", "judge_f1")``).
         target_key: the run meta key naming the transition's target identity ([ASV]
             weights targets equally under ``weighting="equal-target"``); runs without it
             use their task.
@@ -260,6 +276,7 @@ def from_trace(
     """
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
+    wanted = _score_iv(score, channels)
     cells: dict[tuple[int, int, str, int, int], float] = {}  # (t, wave, ch, corner, layout)
     transitions: list[tuple[str, int]] = []  # (run id, window id)
     names: list[str] = []
@@ -313,7 +330,7 @@ def from_trace(
             seen_channels.add(rec.channel)
             if rec.channel not in channels or rec.transition is None:
                 continue
-            if score is not None and rec.name != score:
+            if wanted is not None and rec.name != wanted[rec.channel]:
                 continue
             if rep is not None and rec.transition != rep.key[1]:
                 continue  # a replayed unit scores its own transition only

@@ -43,6 +43,7 @@ from agentlog import DegenerateDataWarning, MissingDependencyError, Trace
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
 from ._cess import CessResult, estimate, support_from_vectors
+from ._shared_noise import SharedNoise
 
 __all__ = ["CessData", "from_trace", "load_table"]
 
@@ -415,6 +416,10 @@ def from_trace(
         budget (ρ > 0), its ``n_pool`` and ``m_bar`` describe the reachable pool D+, so the
         estimate targets θ+ and ``CessData.estimate`` adds the eq. 10 interval.
 
+    Warns:
+        SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
+            generator /1 or /2 under one seed), so the tasks are not independent.
+
     Raises:
         ValueError: an unknown stream; a run with no selection of ``stream``; a selected
             candidate with no (or a NaN) outcome or prediction; a chosen probability or a
@@ -443,6 +448,7 @@ def from_trace(
     failed = False
     current: Trace | None = None
     ids_cache: dict[bytes, tuple[Any, ...]] = {}
+    shared = SharedNoise()
     for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
         if trace is not current:
             current, ids_cache = trace, {}
@@ -465,6 +471,7 @@ def from_trace(
         try:
             _add_run(rows, trace, run, ids_cache, y_table, m_table, pool, stream,
                      stop_stream, budget, summary_cache)
+            shared.add(start)
         except _NoSelections as exc:
             pending.append((exc.run_id, exc))
         except ValueError as exc:
@@ -488,6 +495,7 @@ def from_trace(
     n = len(rows.labels)
     if n == 0:
         raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
+    shared.warn(stacklevel=2)
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)

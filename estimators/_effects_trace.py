@@ -39,22 +39,25 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog import DegenerateDataWarning, Trace
-from agentlog.records import Score, iter_runs
+from agentlog import DegenerateDataWarning, Trace, TraceFormatError, TracePathError, iter_records
+from agentlog.records import RunStart, Score, iter_runs
 
 from ._bootstrap import codes
 from ._cess import THEOREM_2_NOTE
 from ._effects import EFFECTS, PolicyEffects, icc_1k, policy_effects
+from ._shared_noise import SharedNoise
 
 __all__ = ["PROVENANCE_KEY", "TraceEffects", "effects_from_traces"]
 
@@ -280,6 +283,10 @@ def effects_from_traces(
     Returns:
         A ``TraceEffects``.
 
+    Warns:
+        SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
+            generator /1 or /2 under one seed), so the tasks are not independent.
+
     Raises:
         ValueError: no arm runs; a factor without exactly two levels; an arm run without the
             outcome, or with it twice; two runs of the same arm in one block; an incomplete
@@ -294,6 +301,8 @@ def effects_from_traces(
     blocks: dict[tuple[str, str, str], dict[tuple[str, str], tuple[float, str]]] = {}
     n_runs = n_skipped = 0
     paths: list[str] = []
+    shared = SharedNoise()
+    arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
     for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
         if not paths or paths[-1] != trace.path:
             paths.append(trace.path)
@@ -337,6 +346,14 @@ def effects_from_traces(
                 "output per (source window, arm, seed)"
             )
         cell[arm[0], arm[1]] = (value, where)
+        arm_seed = prov.get("seed")
+        if isinstance(arm_seed, int) and not isinstance(arm_seed, bool):
+            # An engine's output run: its arm drew in a run of its own (prov["arm_trace"])
+            # with this seed and the source's task and generator.
+            shared.add_unresolved(arm_seed, prov.get("task"), functools.partial(
+                _arm_generator, trace.path, prov, arm_generators), task)
+        else:  # a run that drew the arm itself
+            shared.add(start, task)
         n_runs += 1
     if not blocks:
         files = ", ".join(paths[:3]) or "the traces given"
@@ -374,6 +391,7 @@ def effects_from_traces(
         )
     if not labels:
         raise ValueError("no block has all four arms; nothing to estimate")
+    shared.warn(stacklevel=2)
     tasks = [k[0] for k in labels]
     reps = [k[2] for k in labels]
     arrays = {c: np.asarray(v, dtype=np.float64) for c, v in theta.items()}
@@ -386,6 +404,26 @@ def effects_from_traces(
         replicate=tuple(reps), levels=lv, outcome=outcome_name, icc=icc, icc_note=icc_note,
         n_runs=n_runs, n_skipped=n_skipped,
     )
+
+
+def _arm_generator(path: str, prov: Mapping[str, Any], known: dict[object, str | None]
+                   ) -> str | None:
+    """The noise generator an engine output's arm run drew with: its arm trace's (beside
+    the output, ``prov["arm_trace"]``), read once per source run; None when unreadable."""
+    source = prov.get("source_run")
+    if source in known:
+        return known[source]
+    generator = None
+    arm_trace = prov.get("arm_trace")
+    if isinstance(arm_trace, str):
+        try:  # the arm run's RunStart is its trace's first record
+            for rec in iter_records(Path(path).parent / arm_trace):
+                generator = rec.generator if type(rec) is RunStart else None
+                break
+        except (OSError, TraceFormatError, TracePathError):
+            generator = None  # moved or damaged: nothing to compare, no warning
+    known[source] = generator
+    return generator
 
 
 def _icc(fx: PolicyEffects, tasks: list[str], reps: list[str]

@@ -23,6 +23,7 @@ from ._admissibility import (
 )
 from ._plan import Plan
 from ._radius import _codes
+from ._shared_noise import SharedNoise
 
 __all__ = [
     "CertifyData",
@@ -86,6 +87,10 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     Returns:
         ``CertifyData``; pass it to ``certify.certify`` and its ``entries`` to
         ``certify.admissibility``.
+
+    Warns:
+        SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
+            generator /1 or /2 under one seed), so the tasks are not independent.
     """
     if not isinstance(plan, Plan):
         raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
@@ -98,6 +103,7 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     cluster_of: dict[str, str] = {}
     entries: list[Entry] = []
     n_runs = n_failed = 0
+    shared = SharedNoise()
     # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run, not a file.
     for trace, run in iter_runs([f for _, f in files], name="paths"):
         path = str(trace.path)
@@ -138,9 +144,11 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
                 raise ValueError(f"{path}: run {start.run_id} scored a non-finite value "
                                  f"({dict(zip(readouts, vec.tolist(), strict=True))})")
         cells.setdefault((start.system, task), []).append(vec)
+        shared.add(start, task)
     if not cells:
         sel = f" matching select = {dict(plan.select)}" if plan.select else ""
         raise ValueError(f"no run{sel} in {len(files)} trace file(s)")
+    shared.warn(stacklevel=2)
     systems = tuple(sorted({s for s, _ in cells}))
     tasks = tuple(sorted({t for _, t in cells}))
     tindex = {t: i for i, t in enumerate(tasks)}

@@ -171,12 +171,29 @@ def _import(name: str, source: str, start: Path) -> ModuleType:
         ) from exc
 
 
-def resolve_app(app: str | None, *, traces: Sequence[Path] = (),
+def app_name(app: str | ModuleType | None) -> str | None:
+    """The module name ``app`` stands for: a name as given, a module by its ``__name__``.
+
+    Where ``app=`` comes in (``resolve_app``, ``run_units``) an imported module is as good
+    as its name; the name is what crosses to workers and into messages.
+
+    Raises:
+        TypeError: ``app`` is neither a module name, a module nor None.
+    """
+    if app is None or isinstance(app, str):
+        return app
+    if isinstance(app, ModuleType):
+        return app.__name__
+    raise TypeError(f"`app` must be a module name such as 'my_agent', an imported module, or "
+                    f"None; found {type(app).__qualname__} {app!r:.80}")
+
+
+def resolve_app(app: str | ModuleType | None, *, traces: Sequence[Path] = (),
                 start: Path | None = None) -> ModuleType:
     """Import the app module the user named, which registers the replay's code.
 
     Args:
-        app: the module name (``--app``); None to look further.
+        app: the module name (``--app``) or the module itself; None to look further.
         traces: the traces being replayed, only to name their recorded modules in the
             error when no app is given.
         start: where the search for ``pyproject.toml`` begins (default: the working
@@ -189,7 +206,9 @@ def resolve_app(app: str | None, *, traces: Sequence[Path] = (),
         AppNotGivenError: no app in the argument, ``pyproject.toml`` or ``$AGENTLOG_APP``.
         AppImportError: the named module cannot be imported.
         ValueError: the nearest ``pyproject.toml`` is invalid.
+        TypeError: ``app`` is neither a module name, a module nor None.
     """
+    app = app_name(app)
     where = start or Path.cwd()
     if app is not None and app.strip():
         return _import(app.strip(), "--app", where)

@@ -32,6 +32,7 @@ import sqlite3
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentlog import CacheMiss, InstrumentationWarning
+from agentlog import CacheMiss, InstrumentationWarning, Trace
 from agentlog import read as read_trace
 
 from ._request_fields import CacheKey, request_fields, request_key
@@ -132,7 +133,19 @@ class _SqliteStore:
             self._shared: sqlite3.Connection | None = self._open()
         else:
             self._shared = None
-            self._conn()  # fail now, with the path in the message, not at the first call
+            if os.path.isdir(path):
+                raise ValueError(f"model cache {path!r} is a folder; a model cache is a SQLite "
+                                 "file path, e.g. 'runs/cache.sqlite' (created when missing)")
+            try:
+                # Fail now, with the path in the message, not at the first call; a read-only
+                # connection opens lazily, so ask it for the table every lookup reads.
+                tables = _tables(self._conn())
+            except sqlite3.Error as exc:
+                self.close()
+                raise _open_error(path, exc, read_only=read_only) from exc
+            if "entries" not in tables:
+                self.close()
+                raise _not_a_cache(path, tables)
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only:
@@ -149,6 +162,10 @@ class _SqliteStore:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=self._busy_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            tables = _tables(conn)
+            if tables and "entries" not in tables:  # another program's database: leave it be
+                conn.close()
+                raise _not_a_cache(self.path, tables)
             if not self._memory:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -209,6 +226,29 @@ class _SqliteStore:
             conns, self._all = self._all, []
         for conn in conns:
             conn.close()
+
+
+def _open_error(path: str, exc: sqlite3.Error, *, read_only: bool) -> Exception:
+    """What opening the model cache at ``path`` failed with, in words (not SQLite's)."""
+    text = str(exc)
+    if not isinstance(exc, sqlite3.OperationalError) or "not a database" in text:
+        return ValueError(f"model cache {path!r} is not a SQLite file ({text}); a model cache "
+                          "is a SQLite file path: pass the path of a cache a ModelCache wrote, "
+                          "or a new file name, e.g. 'runs/cache.sqlite'")
+    access = "read" if read_only else "read and write"
+    return OSError(f"model cache {path!r} cannot be opened ({text}); check that it names a "
+                   f"file you may {access}, in a folder you may write")
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _not_a_cache(path: str, tables: set[str]) -> ValueError:
+    held = f"its tables: {', '.join(sorted(tables))}" if tables else "it holds no table"
+    return ValueError(f"model cache {path!r} is a SQLite file but not an agentlog model cache "
+                      f"({held}); pass the path of a cache a ModelCache wrote, or a new file "
+                      "name, e.g. 'runs/cache.sqlite'")
 
 
 class _MemoryStore:
@@ -293,8 +333,10 @@ class ModelCache:
         busy_timeout: seconds SQLite waits for another writer's lock.
 
     Raises:
-        ValueError: an unknown ``mode`` or a non-positive timeout.
+        ValueError: an unknown ``mode`` or a non-positive timeout; ``path`` is a folder, or
+            a file that is not a model cache (not SQLite, or another SQLite database).
         FileNotFoundError: ``mode="read-only"`` and the file does not exist.
+        OSError: the file (or its folder) cannot be opened as the mode needs.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -302,9 +344,13 @@ class ModelCache:
                  busy_timeout: float = 30.0) -> None:
         _cache_iv(mode, flight_timeout, busy_timeout)
         target = str(default_cache_path() if path is None else os.fspath(path))
-        self._setup(None if mode == "off" else _SqliteStore(
-            target, read_only=mode == "read-only", busy_timeout_s=busy_timeout),
-            mode=mode, path=target, flight_timeout=flight_timeout)
+        store = None if mode == "off" else _SqliteStore(
+            target, read_only=mode == "read-only", busy_timeout_s=busy_timeout)
+        if store is not None:
+            # A cache nobody closes (one an adapter opened from a path given to wrap())
+            # closes its connections when it is collected, or at exit.
+            weakref.finalize(self, store.close)
+        self._setup(store, mode=mode, path=target, flight_timeout=flight_timeout)
 
     def _setup(self, store: _SqliteStore | _MemoryStore | None, *, mode: CacheMode, path: str,
                flight_timeout: float) -> None:
@@ -317,8 +363,8 @@ class ModelCache:
         self._stats = {"hits": 0, "misses": 0, "upstream_calls": 0, "shared": 0}
 
     @classmethod
-    def from_traces(cls, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-                    ) -> ModelCache:
+    def from_traces(cls, paths: Iterable[str | os.PathLike[str] | Trace] | str
+                    | os.PathLike[str] | Trace) -> ModelCache:
         """A read-only cache serving the successful ``LLMCall`` records of recorded traces.
 
         Records without a ``cache_key`` (recorded without the cache) and failed calls are
@@ -328,12 +374,14 @@ class ModelCache:
             TraceFormatError, OSError: as ``agentlog.read``.
             ValueError: ``paths`` is empty.
         """
-        items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+        items = [paths] if isinstance(paths, str | os.PathLike | Trace) else list(paths)
         if not items:
             raise ValueError("`paths` must name at least one trace file; got none")
-        store = _MemoryStore(", ".join(os.fspath(p) for p in items))
+        store = _MemoryStore(", ".join(p.path if isinstance(p, Trace) else os.fspath(p)
+                                       for p in items))
         for item in items:
-            for call in read_trace(item).llm_calls():
+            trace = item if isinstance(item, Trace) else read_trace(item)
+            for call in trace.llm_calls():
                 if call.status != 0 or call.cache_key is None:
                     continue
                 try:

@@ -54,6 +54,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentlog import AgentlogError, Trace
@@ -319,9 +320,9 @@ async def ascore_channel_unit(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
 # ---------------------------------------------------------------------------- the replay
 
 
-def _prepare(traces: TraceSource, channels: Iterable[str], window: str, app: str | None,
-             layouts: int | None, waves: int, start: Path | None
-             ) -> tuple[Iterator[Unit], str, str]:
+def _prepare(traces: TraceSource, channels: Iterable[str], window: str,
+             app: str | ModuleType | None, layouts: int | None, waves: int,
+             start: Path | None) -> tuple[Iterator[Unit], str, str]:
     channels = [channels] if isinstance(channels, str) else list(channels)
     paths: list[Path] = []
     if isinstance(traces, str | os.PathLike):
@@ -341,7 +342,7 @@ def replay_channels(
     *,
     window: str,
     out: str | os.PathLike[str],
-    app: str | None = None,
+    app: str | ModuleType | None = None,
     layouts: int | None = None,
     waves: int = 1,
     concurrency: int = 8,
@@ -360,9 +361,9 @@ def replay_channels(
         channels: registered channel names (``--channel``), e.g. ``["direct", "quote"]``.
         window: the window whose transitions are scored (``--window``).
         out: the output trace, appended to; units already sealed there are skipped.
-        app: the module that registers the channels and scorers (``--app``); else
-            ``[tool.agentlog] app`` in the nearest ``pyproject.toml``, else
-            ``$AGENTLOG_APP`` (``resolve_app``).
+        app: the module that registers the channels and scorers (``--app``: its name,
+            or the module itself); else ``[tool.agentlog] app`` in the nearest
+            ``pyproject.toml``, else ``$AGENTLOG_APP`` (``resolve_app``).
         layouts: layouts ``0..layouts-1`` of every channel; None: each channel's declared.
         waves: acquisition waves ``0..waves-1`` (repeat scoring passes of the same cells).
         concurrency: units in flight at once.
@@ -398,7 +399,7 @@ async def areplay_channels(
     *,
     window: str,
     out: str | os.PathLike[str],
-    app: str | None = None,
+    app: str | ModuleType | None = None,
     layouts: int | None = None,
     waves: int = 1,
     concurrency: int = 8,
@@ -480,7 +481,7 @@ def _same(stored: Sequence[UnitScore], again: Sequence[UnitScore], tolerance: fl
 
 
 def rederive_channel_replay(
-    traces: TraceSource, out: str | os.PathLike[str], *, app: str | None = None,
+    traces: TraceSource, out: str | os.PathLike[str], *, app: str | ModuleType | None = None,
     window: str | None = None, channels: Iterable[str] | None = None,
     cache: ModelCache | str | os.PathLike[str] | None = None, tolerance: float = 0.0,
     start: Path | None = None,

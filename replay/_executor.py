@@ -37,11 +37,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 from agentlog.adapters import ObservedCalls, observe_calls
 from agentlog.context import copy_context_executor
 
+from ._app import app_name
 from ._cache import ModelCache
 from ._progress import Progress
 from ._retry import RetryPolicy, is_transient, retry_after
@@ -125,12 +127,13 @@ def _with_serving(provenance: Mapping[str, Any], seen: ObservedCalls) -> Mapping
     return {**provenance, "serving": serving}
 
 
-def import_app(app: str | None) -> None:
+def import_app(app: str | ModuleType | None) -> None:
     """Import the user's app module (it registers the channels and scorers jobs use)."""
+    app = app_name(app)
     if app is None:
         return
-    if not isinstance(app, str) or not app:
-        raise TypeError(f"`app` must be a module name or None; found {app!r}")
+    if not app:
+        raise TypeError(f"`app` must be a module name, a module or None; found {app!r}")
     try:
         importlib.import_module(app)
     except ImportError as exc:
@@ -203,7 +206,6 @@ class _Source:
                 encode_unit(unit, i)  # raises on a bad unit; the bytes are not kept
                 self._add_key(unit.key)
             self.total = len(self.keys)
-        self.maybe_any = not self.two_pass or self.total > 0
 
     def _add_key(self, key: str) -> None:
         if key in self.keys:
@@ -345,7 +347,7 @@ async def arun_units(
     job: str | Callable[..., Any],
     *,
     out: str | os.PathLike[str],
-    app: str | None = None,
+    app: str | ModuleType | None = None,
     concurrency: int = 8,
     executor: Executor_ = "local",
     ray_address: str | None = None,
@@ -365,6 +367,7 @@ async def arun_units(
     """
     t0 = time.perf_counter()
     path = _iv(out, concurrency, executor, retry, timeout)
+    app = app_name(app)  # a module object crosses to Ray's workers by its name
     import_app(app)
     fn, job_id = resolve_job(job)
     if executor == "ray" and job_id is None:
@@ -372,7 +375,7 @@ async def arun_units(
     if frozen and cache is None:
         _open_cache(cache, frozen)  # raises: say so before any work
     source = _Source(units)  # a Sequence is checked whole here; an iterator as it is read
-    sealed = sealed_units(path) if source.maybe_any else set()
+    sealed = sealed_units(path, job=job_id)  # also refuses an output a replay did not write
     todo = source.todo(sealed)
     first = next(todo, None)  # nothing to do: no cache opened, no Ray started
     work = None if first is None else itertools.chain([first], todo)
@@ -446,7 +449,7 @@ def run_units(
     job: str | Callable[..., Any],
     *,
     out: str | os.PathLike[str],
-    app: str | None = None,
+    app: str | ModuleType | None = None,
     concurrency: int = 8,
     executor: Executor_ = "local",
     ray_address: str | None = None,
@@ -477,8 +480,8 @@ def run_units(
         job: ``"module:qualname"`` of ``job(unit, ctx) -> Sequence[UnitScore]`` (sync or
             async), or the function itself (the Ray executor needs an importable one).
         out: the output trace; created, or appended to (``al.record(mode="a")``).
-        app: the user's app module, imported first here and in every worker (it
-            registers the channels and scorers); None imports nothing.
+        app: the user's app module (its name, or the module), imported first here and
+            in every worker (it registers the channels and scorers); None imports nothing.
         concurrency: units running at once (threads for a sync job; for Ray, tasks in
             flight).
         executor: ``"local"`` or ``"ray"``.

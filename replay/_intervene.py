@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import agentlog as al
-from agentlog import Trace
+from agentlog import ReplayError, Trace
 from agentlog.records import Score, WindowView, encode_artifact
 from agentlog.reentry import steering
 
@@ -65,7 +65,13 @@ from ._app import resolve_app
 from ._design import Arm, Design
 from ._executor import run_units
 from ._modes import serving_mode
-from ._reentry import reenter_arguments, resume_streams, stream_offsets, window_function
+from ._reentry import (
+    call_window,
+    reenter_arguments,
+    resume_streams,
+    stream_offsets,
+    window_function,
+)
 from ._units import RunSummary, Unit, UnitContext, UnitScore
 
 __all__ = ["ARM_META_KEY", "MODES", "InterventionRun", "intervene", "reenter_job"]
@@ -94,10 +100,33 @@ class _Call:
 
 _calls: dict[str, _Call] = {}
 _calls_lock = threading.Lock()
-_traces: dict[str, Trace] = {}  # source traces read once per process
-_trace_bytes: dict[str, int] = {}  # their file sizes (a lower bound on what they hold)
+# Source traces read once per process, by path, each checked against the file's identity
+# (device, inode, size, mtime) and the unit's own run (its run id and digest) before it
+# serves a unit: a file re-recorded at the same path is read again, never served stale.
+_sources: dict[str, _SourceEntry] = {}
 _TRACE_CACHE_ENTRIES = 16
 _TRACE_CACHE_BYTES = 256 << 20  # of trace files; the newest source is kept whatever its size
+
+
+def _file_identity(path: str) -> tuple[int, int, int, int]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class _SourceEntry:
+    identity: tuple[int, int, int, int]
+    trace: Trace
+
+    def holds(self, run: int, run_id: str, digest: str | None) -> bool:
+        """Whether the trace's run ``run`` is the run the unit was made from."""
+        for view in self.trace.runs:
+            if view.run == run:
+                end_digest = None if view.end is None or view.end.digest is None else (
+                    view.end.digest.hex())
+                return (view.start is not None and view.start.run_id == run_id
+                        and end_digest == digest)
+        return False
 
 
 @dataclass(frozen=True)
@@ -230,13 +259,13 @@ def intervene(
                          "source traces still serve every recorded call)")
     reps = tuple(seeds) if seeds is not None else (
         arms.replicates if isinstance(arms, Design) else (0,))
-    resolve_app(app, traces=files)
+    app = resolve_app(app, traces=files).__name__  # the flag, pyproject or $AGENTLOG_APP
     out_dir = Path(out)
     (out_dir / ARMS_DIR).mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
     count = _Count()
     units = _units(files, window, arm_list, reps, mode, out_dir, token, specs, scores_id,
-                   instance_id, count)
+                   instance_id, count, app)
     # Made as the engine takes them, one source trace read at a time: a study of many
     # window instances x arms x seeds never holds its units all at once. The first is
     # made now, so that a window with no sealed instance is refused before anything runs.
@@ -266,19 +295,22 @@ class _Count:
 
 def _units(files: list[Path], window: str, arm_list: tuple[Arm, ...], reps: tuple[int, ...],
            mode: str, out_dir: Path, token: str, specs: Mapping[str, Any],
-           scores_id: str | None, instance_id: str | None, count: _Count) -> Iterator[Unit]:
+           scores_id: str | None, instance_id: str | None, count: _Count,
+           app: str | None) -> Iterator[Unit]:
     """One unit per (sealed instance of ``window``, arm, replicate), trace by trace."""
     from ._design import replicate_seed
 
     for path in files:
         trace = al.read(path)
-        starts = {r.run: r.start for r in trace.runs}
+        runs = {r.run: r for r in trace.runs}
         for view in trace.windows(window):
             if view.exit is None or view.exit.status != 0:
                 continue  # not sealed, or failed: nothing recorded to re-enter
-            start = starts.get(view.run)
+            start = runs[view.run].start if view.run in runs else None
             if start is None:
                 continue
+            end = runs[view.run].end
+            digest = None if end is None or end.digest is None else end.digest.hex()
             count.instances += 1
             for arm in arm_list:
                 for r in reps:
@@ -293,35 +325,50 @@ def _units(files: list[Path], window: str, arm_list: tuple[Arm, ...], reps: tupl
                     count.units += 1
                     yield Unit(key, payload={
                         "token": token, "source": str(path), "run": view.run,
-                        "window": view.window, "arm_hash": arm.hash, "seed": prov["seed"],
+                        "run_id": start.run_id, "run_digest": digest, "window": view.window,
+                        "arm_hash": arm.hash, "seed": prov["seed"],
                         "arm_trace": str(out_dir / ARMS_DIR / f"{key}.zst"),
                         "arm": specs[arm.hash], "scores": scores_id, "instance": instance_id,
-                        "mode": mode,
+                        "mode": mode, "app": app,
                     }, provenance=prov)
         del trace  # before the next file is read
 
 
-def _source(path: str) -> Trace:
+def _source(path: str, run: int, run_id: str, digest: str | None) -> Trace:
+    """The source trace at ``path`` holding run ``run`` with this id and digest.
+
+    Served from this process's cache only while the file has the identity it had when it
+    was read and the cached run is the unit's own; otherwise read again.
+
+    Raises:
+        ValueError: the file no longer holds the unit's run (re-recorded or edited since
+            the units were made).
+    """
+    try:
+        identity = _file_identity(path)
+    except OSError as exc:
+        raise ValueError(f"{path}: the source trace is gone ({exc.strerror}); it was there "
+                         "when the units were made: restore it, or re-run intervene") from exc
     with _calls_lock:
-        trace = _traces.get(path)
-    if trace is None:
-        trace = al.read(path)
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            size = 0
-        with _calls_lock:
-            # Bounded: a replay reads a few sources at a time, and its units come source by
-            # source, so the newest source stays (a unit rereading a large trace would
-            # cost more than holding it) and older ones go, oldest first, past the bounds.
-            while _traces and (len(_traces) >= _TRACE_CACHE_ENTRIES or
-                               sum(_trace_bytes.values()) + size > _TRACE_CACHE_BYTES):
-                oldest = next(iter(_traces))
-                del _traces[oldest]
-                _trace_bytes.pop(oldest, None)
-            _traces[path] = trace
-            _trace_bytes[path] = size
-    return trace
+        entry = _sources.get(path)
+    if entry is not None and entry.identity == identity and entry.holds(run, run_id, digest):
+        return entry.trace
+    entry = _SourceEntry(identity, al.read(path))
+    if not entry.holds(run, run_id, digest):
+        raise ValueError(
+            f"{path}: run {run} is no longer run {run_id} as it was when the units were "
+            "made (the file was re-recorded or edited meanwhile); re-run intervene on the "
+            "file as it is now")
+    with _calls_lock:
+        # Bounded: a replay reads a few sources at a time, and its units come source by
+        # source, so the newest source stays (a unit rereading a large trace would cost
+        # more than holding it) and older ones go, oldest first, past the bounds.
+        _sources.pop(path, None)
+        while _sources and (len(_sources) >= _TRACE_CACHE_ENTRIES or sum(
+                e.identity[2] for e in _sources.values()) + identity[2] > _TRACE_CACHE_BYTES):
+            del _sources[next(iter(_sources))]
+        _sources[path] = entry
+    return entry.trace
 
 
 def _view(trace: Trace, run: int, window: int) -> WindowView:
@@ -340,11 +387,11 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     if call is None:  # a worker of another process (Ray): rebuild from plain data
         call = _rebuilt(p)
     arm = call.arms[p["arm_hash"]]
-    trace = _source(p["source"])
+    trace = _source(p["source"], p["run"], p["run_id"], p.get("run_digest"))
     view = _view(trace, p["run"], p["window"])
     start = next(r.start for r in trace.runs if r.run == view.run)
     assert start is not None
-    fn = window_function(view)
+    fn = window_function(view, app=p.get("app"))
     args, kwargs = reenter_arguments(view, secrets=call.secrets, instance=call.instance,
                                      function=fn)
     offsets = stream_offsets(view, trace)
@@ -357,15 +404,23 @@ def reenter_job(unit: Unit, ctx: UnitContext) -> list[UnitScore]:
     with al.record(path, mode="w", system=start.system, seed=int(p["seed"]), task=start.task,
                    meta=meta, generator=start.generator), \
             resume_streams(offsets, generator=start.generator), \
-            serving_mode(mode, source=p["source"], view=view, steer=arm.steer,
+            serving_mode(mode, view=view, steer=arm.steer,
                          cache=call.cache) as serving, steering(serving.steer):
-        result = fn(*args, **kwargs)
+        result = call_window(fn, args, kwargs, where=f"window {view.name!r}")
         serving.check(f"window {view.name!r} of run {start.run_id} under arm {arm.name}")
         if call.scores is not None:
             for name, value in call.scores(result).items():
                 al.score(name, float(value))
     out: list[UnitScore] = []
-    for rec in al.read(path).records:
+    arm_trace = al.read(path)
+    if not arm_trace.windows(view.name):
+        raise ReplayError(
+            f"re-entering window {view.name!r} of run {start.run_id} called {fn!r}, which "
+            f"recorded no window {view.name!r} in the arm run: the call returned "
+            f"{type(result).__name__} without running the window. Re-entry runs sync and "
+            "async functions, generators and async generators; register the window on the "
+            "function the agent calls")
+    for rec in arm_trace.records:
         if type(rec) is Score and math.isfinite(rec.value):
             out.append(UnitScore(rec.name, rec.value, channel=rec.channel, layout=rec.layout,
                                  wave=rec.wave, transition=rec.transition,

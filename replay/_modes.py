@@ -21,8 +21,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -48,7 +48,9 @@ from .interventions import _window_and_descendants
 
 __all__ = ["BranchSteer", "FrozenCache", "Serving", "serving_mode"]
 
-_caches: dict[str, ModelCache] = {}  # the source traces as caches, built once per process
+# The source traces' recorded calls as caches, built once per Trace object: a Trace holds
+# the file's records as read, so its cache can never serve another recording's calls.
+_caches: weakref.WeakKeyDictionary[Trace, ModelCache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
@@ -109,15 +111,13 @@ class FrozenCache:
             return result
 
 
-def _recorded_calls(path: str) -> ModelCache:
+def _recorded_calls(trace: Trace) -> ModelCache:
     with _caches_lock:
-        cache = _caches.get(path)
+        cache = _caches.get(trace)
     if cache is None:
-        cache = ModelCache.from_traces([path])
+        cache = ModelCache.from_traces(trace)
         with _caches_lock:
-            if len(_caches) > 16:  # bounded: a replay reads a few sources at a time
-                _caches.clear()
-            _caches[path] = cache
+            _caches[trace] = cache  # lives as long as the trace (bounded by its holder)
     return cache
 
 
@@ -169,8 +169,8 @@ class BranchSteer(Steer):
             else:  # the draw select will make: argmax(log p + g), [SSC] eq. 6
                 p = probs if out is None else np.asarray(out, dtype=np.float64)
                 with np.errstate(divide="ignore"):
-                    choice = int(np.argmax(np.log(p) + gumbel_draws(ids, run.seed, stream,
-                                                                     step)))
+                    choice = int(np.argmax(np.log(p) + gumbel_draws(
+                        ids, run.seed, stream, step, task=run.task)))
             self._outcome(("select", stream, step),
                           ids[choice] if 0 <= choice < len(ids) else None)
         return out
@@ -185,7 +185,8 @@ class BranchSteer(Steer):
                 return out
             else:
                 q = p if out is None else float(out)
-                decision = bool(continuation_uniform(run.seed, stream, step) < q)
+                decision = bool(continuation_uniform(run.seed, stream, step,
+                                                     task=run.task) < q)
             self._outcome(("proceed", stream, step), decision)
         return out
 
@@ -225,8 +226,8 @@ class Serving:
 
 
 @contextlib.contextmanager
-def serving_mode(mode: str, *, source: str | os.PathLike[str], view: WindowView,
-                 steer: Steer | None, cache: Any = None) -> Iterator[Serving]:
+def serving_mode(mode: str, *, view: WindowView, steer: Steer | None,
+                 cache: Any = None) -> Iterator[Serving]:
     """Install what ``mode`` serves for one re-entered window.
 
     Must be entered inside the arm run's ``al.record`` (the served calls are recorded).
@@ -240,7 +241,7 @@ def serving_mode(mode: str, *, source: str | os.PathLike[str], view: WindowView,
             with override_cache(cache):
                 yield Serving(steer)
         return
-    frozen = FrozenCache(_recorded_calls(os.fspath(source)), cache)
+    frozen = FrozenCache(_recorded_calls(view.trace), cache)
     with override_cache(frozen) as model, serving_tools(_tools(view, view.trace)) as tools:
         if mode == "frozen":
             yield Serving(steer, frozen, tools)

@@ -38,8 +38,10 @@ _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 _BATCH_MAX = 256
 
-# Caches a worker process opened, by (path, mode): one SQLite connection set per process.
-_worker_caches: dict[tuple[str, str], ModelCache] = {}
+# Caches a worker process opened, by (path, mode) and the file's (device, inode): one
+# SQLite connection set per process, never one left on a file since replaced at that path
+# (an open connection would keep reading the replaced file).
+_worker_caches: dict[tuple[str, str, int, int], ModelCache] = {}
 
 
 def _import_ray() -> Any:
@@ -73,9 +75,16 @@ def run_batch(app: str | None, job_id: str, policy: tuple[int, float, float, int
     fn, _ = resolve_job(job_id)
     store = None
     if cache is not None:
-        store = _worker_caches.get(cache)
+        try:
+            st = os.stat(cache[0])
+            key = (*cache, st.st_dev, st.st_ino)
+        except OSError:  # gone: ModelCache says so, or creates it (read-write)
+            key = (*cache, -1, -1)
+        store = _worker_caches.get(key)
         if store is None:
-            store = _worker_caches[cache] = ModelCache(cache[0], mode=cache[1])  # type: ignore[arg-type]
+            for old in [k for k in _worker_caches if k[:2] == cache]:
+                _worker_caches.pop(old).close()  # a file replaced at that path
+            store = _worker_caches[key] = ModelCache(cache[0], mode=cache[1])  # type: ignore[arg-type]
     before = store.stats() if store is not None else {}
     max_attempts, base, cap, seed = policy
     retry = RetryPolicy(max_attempts, base, cap, seed)

@@ -5,10 +5,13 @@ source run's seed and noise generator (``RunStart.seed``, ``RunStart.generator``
 
     fn = window_function(view)                       # registered by the user's app
     args, kwargs = reenter_arguments(view, secrets={"api_key": key}, instance=factory)
-    with al.record(out, seed=start.seed, generator=start.generator), resume_streams(view):
-        fn(*args, **kwargs)
+    with al.record(out, seed=start.seed, task=start.task, generator=start.generator), \
+            resume_streams(view):
+        call_window(fn, args, kwargs)
 
-``resume_streams(view)`` also checks that the run draws with the source run's generator.
+``resume_streams(view)`` also checks that the run draws with the source run's generator
+and, under a generator that folds the task into the noise, for the source run's task.
+``call_window`` runs the window to its end whatever its kind (``async def``, generators).
 
 * **Arguments.** The sealed entry is the map of effective arguments; for a window with an
   ``entry=`` projection the full argument map was stored beside it (``args_hash``) and is
@@ -28,8 +31,11 @@ source run's seed and noise generator (``RunStart.seed``, ``RunStart.generator``
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -37,9 +43,10 @@ from typing import Any
 import agentlog as al
 from agentlog import CacheMiss, ReplayError, Trace
 from agentlog.records import Continuation, Selection, ToolCall, WindowView, decode_artifact
-from agentlog.reentry import registered_window, start_streams
+from agentlog.reentry import noise_seed, registered_window, start_streams
 
 __all__ = [
+    "call_window",
     "reenter_arguments",
     "resume_streams",
     "stream_offsets",
@@ -48,18 +55,77 @@ __all__ = [
 ]
 
 
-def window_function(view: WindowView) -> Callable[..., Any]:
+def window_function(view: WindowView, *, app: str | None = None) -> Callable[..., Any]:
     """The decorated function that recorded ``view``, as registered in this process.
 
     Looked up by the ``module:qualname`` the entry recorded (older traces: by the window
     name, which must then be unique). The app module that defines it must be imported
-    first (``--app``): a trace never decides what code runs.
+    first (``--app``): a trace never decides what code runs. A window recorded from a
+    script run as ``python script.py`` (``__main__:qualname``) is found by its qualified
+    name in ``app``, the module the replay imported (``registered_window``).
 
     Raises:
         KeyError: the function is not registered (the message names it and the module to
             import).
     """
-    return registered_window(view.name, view.enter.function)
+    return registered_window(view.name, view.enter.function, app=app)
+
+
+def call_window(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                *, where: str = "the window") -> Any:
+    """Call a re-entered window's function and run it to its end, whatever its kind.
+
+    A coroutine function is awaited, an async generator and a generator are drained (their
+    result is the list of what they yielded, as ``list(gen(...))`` hands on), a plain
+    function is called. The coroutine runs on an event loop of its own in this thread
+    (``asyncio.run``, in a copy of this context, so the run being recorded, the serving
+    and the steer are seen inside), or in a helper thread when this thread already runs
+    a loop. A window is never left unrun: a re-entry that only created a coroutine would
+    record an empty arm.
+
+    Raises:
+        Whatever the window raises, unchanged.
+    """
+    result = fn(*args, **kwargs)
+    if inspect.isgenerator(result):
+        return list(result)
+    if inspect.isasyncgen(result):
+        return _run_async(_drain(result), where)
+    if inspect.isawaitable(result):
+        return _run_async(_awaited(result), where)
+    return result
+
+
+async def _drain(agen: Any) -> list[Any]:
+    return [item async for item in agen]
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _run_async(coro: Any, where: str) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop in this thread: the usual case (engine worker threads)
+        return asyncio.run(coro)
+    # This thread runs a loop already (a sync re-entry called from async code): run the
+    # window on a loop of its own in a helper thread, in a copy of this context.
+    ctx = contextvars.copy_context()
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = ctx.run(asyncio.run, coro)
+        except BaseException as exc:  # handed to the caller below
+            out["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"agentlog re-entry of {where}")
+    worker.start()
+    worker.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
 
 
 def stream_offsets(view: WindowView, trace: Trace | None = None) -> dict[str, int]:
@@ -111,9 +177,9 @@ def resume_streams(offsets: Mapping[str, int] | WindowView, *,
                    generator: str | None = None) -> Iterator[dict[str, int]]:
     """Start the current run's streams where the re-entered window found them.
 
-    Use it inside ``al.record(..., seed=<source seed>, generator=<source generator>)`` and
-    before any draw of that run: each re-entry needs a run of its own (steps never repeat
-    within a run).
+    Use it inside ``al.record(..., seed=<source seed>, task=<source task>,
+    generator=<source generator>)`` and before any draw of that run: each re-entry needs a
+    run of its own (steps never repeat within a run).
 
     Args:
         offsets: the window instance itself (its offsets, ``stream_offsets(view,
@@ -125,12 +191,23 @@ def resume_streams(offsets: Mapping[str, int] | WindowView, *,
     Raises:
         RuntimeError: no run is recorded in this context.
         ValueError: the run already drew a stream past its offset, or it draws with another
-            noise generator than the recorded run (the message says what to pass).
+            noise generator than the recorded run, or (a generator that folds the task into
+            the noise) for another task (the message says what to pass).
     """
     if isinstance(offsets, WindowView):
         view = offsets
         if generator is None:
             generator = recorded_generator(view)
+        run = al.current_run()
+        start = next((r.start for r in view.trace.runs if r.run == view.run), None)
+        if (run is not None and start is not None and run.task != start.task
+                and noise_seed(run.seed, run.task, generator)
+                != noise_seed(run.seed, start.task, generator)):
+            raise ValueError(
+                f"the current run records task {run.task!r}, but the window was recorded "
+                f"for task {start.task!r}, and its noise generator {generator!r} folds the "
+                "task into every draw: the same seed and steps would give other draws. "
+                f"Record the re-entry with al.record(..., task={start.task!r})")
         offsets = stream_offsets(view, view.trace)
     steps = dict(offsets)
     start_streams(steps, generator=generator)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agentlog import AgentlogWarning, ArtifactEncodingError
+from agentlog import AgentlogWarning, ArtifactEncodingError, NotRegisteredError
 from agentlog.records import decode_artifact, encode_artifact
 
 __all__ = [
@@ -46,19 +46,6 @@ __all__ = [
 class RegistryCollisionWarning(AgentlogWarning):
     """Two different objects were registered under one short name; the last one wins."""
 
-
-class NotRegisteredError(KeyError):
-    """No object of this kind is registered under the name or id asked for.
-
-    A ``KeyError`` whose ``str()`` is the full message (``KeyError`` would quote it).
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)

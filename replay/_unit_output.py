@@ -119,13 +119,39 @@ def _unit_of(run: RunView) -> UnitOutput | None:
         error_message=error_message, run_id=start.run_id)
 
 
-def _iter_units(path: Path) -> Iterator[UnitOutput]:
+def _iter_units(path: Path, job: str | None = None, *, check: bool = False
+                ) -> Iterator[UnitOutput]:
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return
     for item in iter_runs(path, name="out"):
         unit = _unit_of(item.run)
+        if check:
+            _check_output_run(path, item.run, unit, job)
         if unit is not None:
             yield unit
+
+
+def _check_output_run(path: Path, run: RunView, unit: UnitOutput | None,
+                      job: str | None) -> None:
+    """Refuse an output that holds what a replay did not write: appending units to an
+    agent's own trace would mix them with its runs (``certify`` then finds runs with no
+    task, and the agent's runs would be read as failed units)."""
+    start = run.start
+    meta = None if start is None else start.meta.get(META_KEY)
+    if unit is None and not (isinstance(meta, dict) and isinstance(meta.get("unit"), str)):
+        what = "a run with no start" if start is None else (
+            f"run {start.run_id} of system {start.system!r}"
+            + ("" if start.task is None else f", task {start.task!r}"))
+        raise ValueError(
+            f"{path}: the output already holds {what}, which is not a replay unit (a "
+            "recorded trace?); a replay appends its units to its output, so it never "
+            "writes into a trace it did not write. Pass another output path (e.g. "
+            f"{path.with_name(path.stem + '.replay.zst')}), or a folder for intervene")
+    if unit is not None and job is not None and unit.job is not None and unit.job != job:
+        raise ValueError(
+            f"{path}: the output holds units of another kind of replay ({unit.job}), and "
+            f"this one runs {job}; units of different replays in one file would be read "
+            "as one study. Pass another output path")
 
 
 def read_units(out: str | os.PathLike[str]) -> dict[str, UnitOutput]:
@@ -146,9 +172,21 @@ def read_units(out: str | os.PathLike[str]) -> dict[str, UnitOutput]:
     return units
 
 
-def sealed_units(out: str | os.PathLike[str]) -> set[str]:
-    """The keys a re-run into ``out`` skips: units sealed ``ok`` (streamed, memory bounded)."""
-    return {u.key for u in _iter_units(Path(out)) if u.status == "ok"}
+def sealed_units(out: str | os.PathLike[str], *, job: str | None = None) -> set[str]:
+    """The keys a re-run into ``out`` skips: units sealed ``ok`` (streamed, memory bounded).
+
+    Args:
+        out: the output trace.
+        job: the replay's job (``"module:qualname"``); when given, units of another job
+            are refused.
+
+    Raises:
+        ValueError: ``out`` holds a run that is not a replay unit (a recorded trace given
+            as the output), or units of another job. The message names the run and says
+            what to pass instead.
+        TraceFormatError, OSError: as ``agentlog.read``.
+    """
+    return {u.key for u in _iter_units(Path(out), job, check=True) if u.status == "ok"}
 
 
 # ---------------------------------------------------------------------------- writing

@@ -3,8 +3,8 @@
 An intervention is a ``Steer``: while it is installed (``agentlog.reentry.steering``, or
 the replay engine under an arm), every ``al.select`` and ``al.proceed`` consults it before
 drawing. It may replace the probability vector or the continue probability; the draw
-itself keeps the identity-keyed noise of (seed, stream, step, candidate id), so a steered
-arm and the recording share their random numbers ([SSC] §3-4 and Appendix D: paired
+itself keeps the identity-keyed noise of (seed, task, stream, step, candidate id), so a
+steered arm and the recording share their random numbers ([SSC] §3-4 and Appendix D: paired
 interventions with common random numbers). Replacing probabilities rather than forcing
 outcomes keeps every record weightable: ``cess.from_trace`` weights a steered draw by the
 vector it was drawn from.
@@ -69,6 +69,7 @@ from agentlog.reentry import (
     continuation_uniform,
     first_draw_disagreement,
     gumbel_draws,
+    noise_seed,
     stream_origin,
 )
 
@@ -356,9 +357,9 @@ class ForceRecorded(Steer):
     """Pure replay of one recorded run: every draw must reproduce the recorded one.
 
     At each ``select``/``proceed`` the replay's candidates, agent probabilities, noise
-    (regenerated from the replay run's seed) and outcome are compared with the record at
-    the same stream and step; a recorded steered draw is steered the same way again. The
-    first difference raises ``al.ReplayDivergenceError``. ``unreplayed()`` lists the
+    (regenerated from the replay run's seed and task) and outcome are compared with the
+    record at the same stream and step; a recorded steered draw is steered the same way
+    again. The first difference raises ``al.ReplayDivergenceError``. ``unreplayed()`` lists the
     recorded draws of the window the replay never reached.
 
     Args:
@@ -418,11 +419,19 @@ class ForceRecorded(Steer):
         self._seen.add((kind, stream, step))
         return hit
 
-    def _seed(self) -> int:
+    def _noise_key(self, kind: str, stream: str, step: int, index: int
+                   ) -> tuple[int, str | None]:
+        """The replay run's seed and task, which (with its generator) key the live draws."""
         run = al.current_run()
         if run is None:  # select/proceed only call a steer inside a run
             raise RuntimeError("ForceRecorded steers draws of a recorded run only")
-        return run.seed
+        start = self._run.start
+        if (start is not None and run.task != start.task
+                and run.noise_seed != noise_seed(run.seed, start.task, run.generator)):
+            raise self._diverged(kind, stream, step, index, "task", repr(start.task),
+                                 f"{run.task!r} (the task is part of the noise: open the "
+                                 f"replay's run with al.record(..., task={start.task!r}))")
+        return run.seed, run.task
 
     def select(self, stream: str, step: int, probs: NDArray[np.float64],
                ids: tuple[Any, ...]) -> NDArray[np.float64] | int | None:
@@ -443,7 +452,8 @@ class ForceRecorded(Steer):
             raise self._diverged("select", stream, step, i, "noise generator", rec.generator,
                                  f"{run.generator} (open the replay's run with "
                                  f"al.record(..., generator={rec.generator!r}))")
-        live = gumbel_draws(ids, self._seed(), stream, step, rec.generator)
+        seed, task = self._noise_key("select", stream, step, i)
+        live = gumbel_draws(ids, seed, stream, step, rec.generator, task=task)
         draws = trace.draws(rec)
         bad = first_draw_disagreement(draws, live)  # within the CPUs' rounding of log
         if bad is not None:
@@ -469,7 +479,8 @@ class ForceRecorded(Steer):
         agent = rec.p if rec.policy_p is None else rec.policy_p
         if agent != p:
             raise self._diverged("proceed", stream, step, i, "p_continue", agent, p)
-        u = continuation_uniform(self._seed(), stream, step)
+        seed, task = self._noise_key("proceed", stream, step, i)
+        u = continuation_uniform(seed, stream, step, task=task)
         if u != rec.u:
             raise self._diverged("proceed", stream, step, i, "uniform", rec.u, u)
         decision = rec.decision if rec.forced else bool(u < rec.p)

@@ -215,8 +215,8 @@ def test_bad_options_exit_2(study: Path, tmp_path: Path) -> None:
         study, "--channels", "direct,quote", "--weighting", "uniform")
     assert "no transitions of window 'synthesis' are scored on both channels" in bad(
         study, "--channels", "direct,quote", "--window", "synthesis")
-    assert "no 'f1' scores on both channels for window 'retrieval'; scores present: margin" in (
-        bad(study, "--channels", "direct,quote", "--score", "f1"))
+    assert ("no 'f1' scores on both channels for window 'retrieval': direct records margin; "
+            "quote records margin") in bad(study, "--channels", "direct,quote", "--score", "f1")
     assert invoke("estimate", "asv", study).exit_code == 2  # --channels is required
     assert invoke("estimate", "asv", study, "--channels", "direct,quote", "--resamples",
                   "1").exit_code == 2
@@ -277,3 +277,65 @@ def test_ci_method_and_trajectory_key_reach_the_estimator(study: Path) -> None:
     assert "--ci-method must be one of BCa, percentile, basic; found 'bca'" in err
     err = bad(study, "--channels", "direct,quote", "--trajectory-key", "episode")
     assert "has no meta key 'episode' for `trajectory_key`" in err
+
+
+def record_named(folder: Path, names: dict[str, Sequence[str]], n: int = 8) -> Path:
+    """``n`` transitions (one run each) whose channels record the score ``names[channel]``:
+    the same numbers as ``record_faces`` would write, under the names each scorer uses."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        with al.record(folder / f"t{i}.zst", seed=i, task=f"task{i % 2}"):
+            hop(i)
+            ref = al.last_window("asv_cli_hop")
+            assert ref is not None
+            for k, channel in enumerate(CHANNELS):
+                for name in names[channel]:
+                    al.score(name, 0.1, channel=channel, transition=ref.id,
+                             state_hash=ref.entry_hash)
+                    al.score(name, 0.1 + (i - 3) * (k + 1) / 10, channel=channel,
+                             transition=ref.id, state_hash=ref.exit_hash)
+    return folder
+
+
+def test_channels_that_name_their_one_score_differently_are_compared(tmp_path: Path) -> None:
+    """Before: "several scores on both channels (none)". Each channel's one score is its
+    readout; the output says which name each channel had."""
+    same = record_named(tmp_path / "same", {"direct": ["margin"], "quote": ["margin"]})
+    named = record_named(tmp_path / "named", {"direct": ["margin"], "quote": ["judge"]})
+    args = ("--channels", "direct,quote", "--resamples", "200")
+    expected, got = asv_json(same, *args), asv_json(named, *args)
+    s = got["settings"]
+    assert (s["score"], s["scores"], s["score_source"]) == (
+        None, {"direct": "margin", "quote": "judge"}, "the one score each channel records")
+    assert expected["settings"]["scores"] == {"direct": "margin", "quote": "margin"}
+    assert got["statistics"] == expected["statistics"]
+    assert asv_json(named, *args, "--score", "margin,judge")["statistics"] == got["statistics"]
+    text = invoke("estimate", "asv", named, *args).stdout
+    assert "scores 'margin' (direct) / 'judge' (quote)" in " ".join(text.split())
+
+
+def test_channels_with_no_common_score_and_several_names_say_what_each_records(
+        tmp_path: Path) -> None:
+    """Before: "several scores on both channels (none)" and "scores present: " (empty)."""
+    folder = record_named(tmp_path / "t", {"direct": ["margin", "raw"], "quote": ["judge"]},
+                          n=2)
+    err = " ".join(bad(folder, "--channels", "direct,quote").split())
+    assert ("channels direct and quote record no score of the same name for window "
+            "'asv_cli_hop': direct records margin, raw; quote records judge. Pass one per "
+            "channel as --score NAME0,NAME1") in err
+    err = " ".join(bad(folder, "--channels", "direct,quote", "--score", "margin").split())
+    assert ("no 'margin' scores on both channels for window 'asv_cli_hop': direct records "
+            "margin, raw; quote records judge") in err
+    err = " ".join(bad(folder, "--channels", "direct,quote", "--score", "margin,f1").split())
+    assert "no 'f1' on quote for window 'asv_cli_hop': direct records margin, raw" in err
+    err = " ".join(bad(folder, "--channels", "direct,quote", "--score", "a,b,c").split())
+    assert "--score must be a score name both channels record" in err
+
+
+def test_from_trace_takes_one_score_name_per_channel(tmp_path: Path) -> None:
+    folder = record_named(tmp_path / "t", {"direct": ["margin", "raw"], "quote": ["judge"]})
+    data = asv.from_trace(folder, channels=CHANNELS, score=("margin", "judge"))
+    assert len(data.face()) == 8
+    with pytest.raises(ValueError, match=r"`score` must be a score name, \(name under "
+                                         r"'direct', name under 'quote'\) or None"):
+        asv.from_trace(folder, channels=CHANNELS, score=("margin",))  # type: ignore[arg-type]

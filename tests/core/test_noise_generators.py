@@ -1,9 +1,10 @@
-"""Noise generators /1 and /2: bulk keys equal the per-id definition; old traces still verify.
+"""Noise generators /1, /2, /3: bulk keys equal the per-id definition; old traces still verify.
 
 Generator ``fmix64-gumbel/2`` keys a new pool in numpy passes over a byte matrix; its
 per-id definition (``candidate_key_v2``) is the reference every bulk path is held to.
-Generator ``fmix64-gumbel/1`` (BLAKE2b-64 per id) is what traces recorded before use:
-they verify, and ``record(generator=...)`` reproduces their draws.
+Generator ``fmix64-gumbel/3`` (new runs) keys ids as /2 does and folds the run's task into
+its seed. Generators ``fmix64-gumbel/1`` (BLAKE2b-64 per id) and /2 are what traces
+recorded before use: they verify, and ``record(generator=...)`` reproduces their draws.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import pytest
 
 import agentlog as al
 from agentlog import _noise, _pools
-from agentlog.records import RunStart, Selection
+from agentlog.records import Continuation, RunStart, Selection
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 WITNESS = FIXTURES / "generator1" / "selections.zst"
+WITNESS_V2 = FIXTURES / "generator2" / "selections.zst"
 
 POOLS: list[list[object]] = [
     [f"doc-{i:06d}" for i in range(300)],                 # one length, a multiple of 8 + 2
@@ -120,27 +122,32 @@ def test_the_same_seed_stream_step_and_id_give_the_same_draw_in_another_process(
     assert al.verify(child).problems == []
 
 
-def test_generators_1_and_2_give_different_draws_for_the_same_ids(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", [None, "q-1"])
+def test_generators_give_different_draws_for_the_same_ids(tmp_path: Path,
+                                                          task: str | None) -> None:
     ids = [f"doc-{i}" for i in range(20)]
     draws = {}
     for generator in _noise.GENERATORS:
         path = tmp_path / f"{generator.replace('/', '_')}.zst"
-        with al.record(path, seed=1, generator=generator):
+        with al.record(path, seed=1, task=task, generator=generator):
             al.select([0.05] * 20, candidates=ids, name="doc")
         trace = al.read(path)
         assert [r.generator for r in trace.records if isinstance(r, RunStart)] == [generator]
         draws[generator] = trace.selections()[0].draws
-    assert draws[_noise.GENERATOR_V1] != draws[_noise.GENERATOR_ID]
+    assert draws[_noise.GENERATOR_V1] != draws[_noise.GENERATOR_V2]
+    # /3 keys ids as /2 does: only the task, folded into the seed, tells them apart
+    assert (draws[_noise.GENERATOR_V2] == draws[_noise.GENERATOR_ID]) is (task is None)
 
 
-def test_new_runs_record_generator_2() -> None:
-    assert _noise.GENERATOR_ID == "fmix64-gumbel/2"
+def test_new_runs_record_generator_3() -> None:
+    assert _noise.GENERATOR_ID == "fmix64-gumbel/3"
     assert al.record("unused.zst").generator == _noise.GENERATOR_ID
 
 
 def test_an_unknown_generator_is_refused_with_the_known_ones_named() -> None:
     with pytest.raises(ValueError, match=r"`generator` must be one of 'fmix64-gumbel/1', "
-                                         r"'fmix64-gumbel/2'; found 'philox/9'"):
+                                         r"'fmix64-gumbel/2', 'fmix64-gumbel/3'; found "
+                                         r"'philox/9'"):
         al.record("unused.zst", generator="philox/9")
 
 
@@ -171,6 +178,38 @@ def test_record_with_generator_1_reproduces_an_old_trace_draw_for_draw(tmp_path:
     new = al.read(path).selections()
     assert [(s.name, s.step, s.pool, s.draws, s.choice) for s in new] == [
         (s.name, s.step, s.pool, s.draws, s.choice) for s in old]
+
+
+def test_a_trace_recorded_with_generator_2_still_verifies() -> None:
+    report = al.verify(WITNESS_V2)
+    assert report.problems == []
+    assert report.checked["selections"] == 14 and report.checked["continuations"] == 3
+    assert {s.generator for s in al.read(WITNESS_V2).selections()} == {_noise.GENERATOR_V2}
+
+
+def test_record_with_generator_2_reproduces_an_old_trace_draw_for_draw(tmp_path: Path) -> None:
+    """The witness was recorded before /3 (by make_generator2.py at e620041), with a task:
+    /2 ignores it, so the same seed gives the old draws and stop uniforms."""
+    trace = al.read(WITNESS_V2)
+    (start,) = [r for r in trace.records if isinstance(r, RunStart)]
+    assert start.task == "fixture"
+    path = tmp_path / "again.zst"
+    with al.record(path, seed=start.seed, task=start.task, generator=start.generator):
+        for stream, probs, pool in _witness_calls():
+            al.select(probs, candidates=pool, name=stream)  # type: ignore[arg-type]
+        for _ in range(3):
+            al.proceed(0.5, name="stop")
+    new = al.read(path)
+
+    def draws(t: al.Trace) -> list[tuple[object, ...]]:
+        return [(s.name, s.step, s.pool, s.draws, s.choice) for s in t.selections()]
+
+    def uniforms(t: al.Trace) -> list[float]:
+        return [r.u for r in t.records if isinstance(r, Continuation)]
+
+    assert draws(new) == draws(trace)
+    assert uniforms(new) == uniforms(trace) == [0.4761454721001403, 0.3305190386503704,
+                                                0.33297823821991474]
 
 
 def test_verify_reports_a_selection_of_an_unknown_generator(tmp_path: Path) -> None:

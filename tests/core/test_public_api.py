@@ -7,8 +7,9 @@ import agentlog as al
 EXPECTED = [
     "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
-    "MissingDependencyError", "ReadLimits", "ReplayDivergenceError", "ReplayError", "Run",
-    "SealedWindowError", "Secret", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
+    "MissingDependencyError", "NotRegisteredError", "ReadLimits", "ReplayDivergenceError",
+    "ReplayError", "Run", "SealedWindowError", "Secret", "SharedNoiseWarning", "Trace",
+    "TraceFormatError", "TracePathError", "VerifyReport",
     "WindowRef", "WindowState", "__version__", "channel", "current_run", "current_window",
     "decode_arguments", "flush", "iter_frames", "iter_records", "last_window", "llm_call",
     "proceed", "read", "read_traces", "record", "score", "scorer", "select", "settle", "tool",
@@ -42,6 +43,7 @@ def test_the_exception_tree_matches_the_style_guide() -> None:
     assert issubclass(al.ReplayDivergenceError, al.ReplayError)
     assert issubclass(al.MissingDependencyError, ImportError)
     assert issubclass(al.TracePathError, ValueError)
+    assert issubclass(al.SharedNoiseWarning, al.AgentlogWarning)
     for err in (al.TraceFormatError, al.TracePathError, al.SealedWindowError, al.ReplayError,
                 al.IncompleteFaceError, al.AdapterError, al.MissingDependencyError):
         assert issubclass(err, al.AgentlogError)

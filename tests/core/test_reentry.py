@@ -104,7 +104,7 @@ def test_resume_streams_of_a_view_checks_the_generator_the_source_drew_with(
     view = record_at_step_3(src, generator="fmix64-gumbel/1")  # an older trace's generator
     assert recorded_generator(view) == "fmix64-gumbel/1"
     args, kwargs = reenter_arguments(view)
-    wrong = (r"draws with noise generator 'fmix64-gumbel/2', but the window was recorded "
+    wrong = (r"draws with noise generator 'fmix64-gumbel/3', but the window was recorded "
              r"with 'fmix64-gumbel/1'.*al\.record\(\.\.\., generator='fmix64-gumbel/1'\)")
     with al.record(tmp_path / "wrong.zst", seed=11, mode="w"), pytest.raises(
             ValueError, match=wrong), resume_streams(view):
@@ -244,7 +244,7 @@ def test_the_reentry_modules_export_sorted_fixed_lists() -> None:
     assert reentry.__all__ == sorted(reentry.__all__) == [
         "DRAW_TOLERANCE", "RecordedTool", "Steer", "ToolLookup", "ToolServing",
         "choice_agrees", "continuation_uniform", "current_steer", "first_draw_disagreement",
-        "function_id", "gumbel_draws", "recorded_tools", "registered_window",
+        "function_id", "gumbel_draws", "noise_seed", "recorded_tools", "registered_window",
         "secret_env_name", "serving_tools", "start_streams", "steering", "stream_origin",
         "tool_args_hash",
     ]

@@ -396,9 +396,37 @@ def test_bad_batch_size_is_refused() -> None:
         to_otlp([], endpoint="http://127.0.0.1:1/v1/traces", batch=0)
 
 
+@pytest.mark.parametrize(("endpoint", "message"), [
+    ("http://127.0.0.1:4318", r"`endpoint` has no path: the OTLP/HTTP traces endpoint ends in "
+                              r"/v1/traces; found http://127\.0\.0\.1:4318 — try "
+                              r"http://127\.0\.0\.1:4318/v1/traces"),
+    ("https://user:pw@otel.example:4318/", r"found https://<redacted>@otel\.example:4318/ — "
+                                           r"try https://<redacted>@otel\.example:4318/v1/"),
+    ("http://127.0.0.1:4318/v1/metrics", r"another signal's endpoint.* try "
+                                         r"http://127\.0\.0\.1:4318/v1/traces"),
+    ("127.0.0.1:4318", r"`endpoint` '127\.0\.0\.1:4318': expected an OTLP/HTTP traces "
+                       r"endpoint such as http://127\.0\.0\.1:4318/v1/traces"),
+])
+def test_an_endpoint_without_the_traces_path_is_refused_before_any_connection(
+        trace_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: str, message: str) -> None:
+    """Before: a connection, then "check that the backend is running"."""
+    _model_run(trace_path)
+
+    def no_connection(*args: object, **kwargs: object) -> None:
+        raise AssertionError("connected before the endpoint was checked")
+
+    monkeypatch.setattr(socket, "create_connection", no_connection)
+    with pytest.raises(ValueError, match=message):
+        to_otlp([trace_path], endpoint=endpoint)
+
+
+def test_a_gateways_own_traces_path_is_kept() -> None:
+    assert export.endpoint_problem("https://gw.example/api/public/otel/v1/traces") is None
+
+
 def test_public_names_of_the_export_module() -> None:
     assert export.__all__ == sorted(export.__all__) == [
-        "ExportResult", "to_otlp", "to_otlp_json", "to_spans"]
+        "ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_spans"]
 
 
 def test_meta_keys_that_name_credentials_never_reach_the_run_span(trace_path: Path) -> None:

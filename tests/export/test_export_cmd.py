@@ -68,6 +68,22 @@ def test_bad_options_exit_2_with_what_to_do(traces: Path, args: list[str], messa
     assert result.exit_code == 2 and message in result.output, result.output
 
 
+def test_an_otlp_url_without_the_traces_path_says_so_before_connecting(
+        traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: it connected, then said "check that the backend is running"."""
+    import socket
+
+    def no_connection(*args: object, **kwargs: object) -> None:
+        raise AssertionError("connected before the URL was checked")
+
+    monkeypatch.setattr(socket, "create_connection", no_connection)
+    result = invoke("export", traces, "--otlp", "http://127.0.0.1:4318", columns=1000)
+    assert result.exit_code == 2, result.output
+    assert ("--otlp has no path: the OTLP/HTTP traces endpoint ends in /v1/traces; found "
+            "http://127.0.0.1:4318 — try http://127.0.0.1:4318/v1/traces") in result.output
+    assert "backend is running" not in result.output
+
+
 def test_a_missing_trace_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "spans.json"
     result = invoke("export", tmp_path / "nope.zst", "--format", "otlp-json", "--out", out)

@@ -10,7 +10,7 @@ import pytest
 
 import agentlog as al
 from agentlog.estimators import cess
-from agentlog.examples.deep_research import run_study, task_ids
+from agentlog.examples.deep_research import run_agent, run_study, task_ids
 from agentlog.records import Continuation
 from agentlog.replay import Design, intervene, read_units, replicate_seed
 from agentlog.replay.interventions import FixedHorizon, Uniform
@@ -254,3 +254,23 @@ def test_units_are_made_as_the_engine_takes_them_one_source_at_a_time(
                     out=tmp_path / "o", app=APP, mode="rerun")
     assert taken == {"iterator": True, "reads": 1}  # one source read for its first 8 units
     assert res.instances == 6 and res.units == 48 and res.summary.done == 48
+
+
+def test_policy_effects_warn_when_the_sources_drew_one_noise_for_every_task(
+        tmp_path: Path) -> None:
+    """The example agent draws with generator /1, which keys noise by the seed alone: three
+    questions recorded under one seed share their draws, and so do their arms (each arm run
+    draws with its source's seed, task and generator). The effects say so."""
+    for task in task_ids(3):
+        run_agent(task, ranking="agent", seed=5, path=tmp_path / "src" / f"{task}.zst",
+                  evaluate=False)
+    design = Design(selection=["agent", Uniform()], stopping=["adaptive", FixedHorizon(4)])
+    res = intervene(tmp_path / "src", window="retrieval", arms=design, out=tmp_path / "out",
+                    app=APP, mode="rerun", scores=opened_mean)
+    assert res.summary.done == 12
+    with pytest.warns(al.SharedNoiseWarning, match=r"3 tasks share seed 5 under noise "
+                                                   r"generator 'fmix64-gumbel/1' \(q0, q1, "
+                                                   r"q2\): their random draws"):
+        fx = cess.effects_from_traces(tmp_path / "out", outcome="opened_mean",
+                                      n_resamples=200)
+    assert fx.n_blocks == 3

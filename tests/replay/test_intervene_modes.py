@@ -12,7 +12,7 @@ openai = pytest.importorskip("openai")
 
 import agentlog as al  # noqa: E402
 from agentlog.adapters import openai as adapter  # noqa: E402
-from agentlog.reentry import stream_origin  # noqa: E402
+from agentlog.reentry import continuation_uniform, stream_origin  # noqa: E402
 from agentlog.replay import Design, ModelCache, intervene, read_units  # noqa: E402
 from agentlog.replay import interventions as iv  # noqa: E402
 from agentlog.replay.interventions import ForceRecorded  # noqa: E402
@@ -193,7 +193,10 @@ def test_branch_serves_the_calls_before_the_first_changed_decision_and_runs_the_
     server: Server, tmp_path: Path,
 ) -> None:
     rounds, k = 5, 2
-    with al.record(tmp_path / "src.zst", seed=5, task="t0", mode="w"), \
+    # A seed whose own stop draws (p = 0.9) go on for every round: the arms stop as the
+    # agent does, so the unchanged arm plays all rounds too.
+    assert all(continuation_uniform(6, "more", s, task="t0") < 0.9 for s in range(rounds))
+    with al.record(tmp_path / "src.zst", seed=6, task="t0", mode="w"), \
             al.reentry.steering(ForceFrom(99, 0)):  # every round played, none forced
         agent(IDS, rounds)
     src = al.read(tmp_path / "src.zst")

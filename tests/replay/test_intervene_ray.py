@@ -56,3 +56,27 @@ def test_local_and_ray_give_identical_arm_traces(tmp_path: Path) -> None:
         assert _content(a) == _content(b)
         compared += len(_content(a))
     assert compared > 100
+
+
+def test_an_async_window_is_re_entered_on_ray_as_locally(tmp_path: Path) -> None:
+    """Ray workers run the same re-entry: an ``async def`` window with model and tool
+    calls is awaited there too (frozen: served from the source trace, nothing live)."""
+    import asyncio
+
+    from tests.replay import test_intervene_async as agent
+
+    src = tmp_path / "src.zst"
+    with al.record(src, seed=3, task="t1", mode="w"):
+        live = asyncio.run(agent.ask("Kyoto"))
+    outs = {}
+    for executor in ("local", "ray"):
+        res = intervene(src, window="ask", arms=agent.OWN, out=tmp_path / executor,
+                        app=agent.APP, mode="frozen", scores=agent.keep,
+                        executor=executor)  # type: ignore[arg-type]
+        assert res.summary.done == 1 and res.summary.failed == 0, res.summary.failures
+        (unit,) = read_units(tmp_path / executor / "units.zst").values()
+        outs[executor] = al.read(tmp_path / executor / unit.provenance["arm_trace"])
+        assert [s.value for s in unit.scores] == [float(len(live))]
+    assert _content(outs["local"]) == _content(outs["ray"])
+    assert len(outs["ray"].llm_calls()) == len(al.read(src).llm_calls()) > 0
+    assert all(c.cache == "hit" for c in outs["ray"].llm_calls())

@@ -218,17 +218,70 @@ def test_a_draw_the_recording_never_made_diverges(tmp_path: Path) -> None:
 
 def test_a_replay_run_on_another_noise_generator_is_named_as_the_divergence(
         demo: list[Path], tmp_path: Path) -> None:
-    """The demo agent records with generator /1; a replay run opened with the default /2
+    """The demo agent records with generator /1; a replay run opened with the default /3
     would draw other noise: the first selection says so, naming the fix."""
     source = al.read(demo[0])
     (view,) = source.windows("retrieval")
     start = source.runs[view.run].start
-    assert start is not None and start.generator != "fmix64-gumbel/2"
+    assert start is not None and start.generator != "fmix64-gumbel/3"
     args, kwargs = reenter_arguments(view)
-    expected = (r"noise generator recorded fmix64-gumbel/1, replayed fmix64-gumbel/2 "
+    expected = (r"noise generator recorded fmix64-gumbel/1, replayed fmix64-gumbel/3 "
                 r"\(open the replay's run with al.record\(..., "
                 r"generator='fmix64-gumbel/1'\)\)")
     with pytest.raises(al.ReplayDivergenceError, match=expected), \
             al.record(tmp_path / "r.zst", seed=start.seed, mode="w"), \
+            resume_streams(stream_offsets(view)), steering(ForceRecorded(view)):
+        window_function(view)(*args, **kwargs)
+
+
+@al.window("stop_agent")
+def stop_agent(budget: int) -> list[str]:
+    """Up to ``budget`` picks from POOL, asking at each round whether to go on."""
+    picks: list[str] = []
+    for t in range(budget):
+        if t and not al.proceed(0.7, name="stop"):
+            break
+        picks.append(POOL[al.select([1 / len(POOL)] * len(POOL), candidates=POOL,
+                                    name="doc")])
+    return picks
+
+
+def test_a_run_of_generator_3_replays_with_its_task_and_diverges_without_it(
+        tmp_path: Path) -> None:
+    """/3 folds the task into the noise: a re-entry with the source's seed, task and
+    generator reproduces every recorded draw, choice and stop; one without the task is
+    told which task to open its run with."""
+    src = tmp_path / "src.zst"
+    with al.record(src, seed=7, task="q-001", mode="w"):
+        al.select([0.5, 0.5], name="doc")  # the window opens at doc step 1
+        recorded = stop_agent(8)
+    source = al.read(src)
+    (view,) = source.windows("stop_agent")
+    start = source.runs[view.run].start
+    assert start is not None and start.generator == "fmix64-gumbel/3"
+    args, kwargs = reenter_arguments(view)
+    steer = ForceRecorded(view)
+    with al.record(tmp_path / "r.zst", seed=start.seed, task=start.task, mode="w",
+                   generator=start.generator), resume_streams(view), steering(steer):
+        assert window_function(view)(*args, **kwargs) == recorded
+    assert steer.unreplayed() == []
+    replay = al.read(tmp_path / "r.zst")
+    for kind in (Selection, Continuation):
+        mine = [msgspec.structs.replace(r, t_ns=0) for r in source.records
+                if type(r) is kind and r.window == view.window]
+        theirs = [msgspec.structs.replace(r, t_ns=0, window=view.window)
+                  for r in replay.records if type(r) is kind]
+        assert theirs == mine and mine  # draws, choices and stop decisions, bit for bit
+    # resume_streams(view) refuses the run before any draw ...
+    with pytest.raises(ValueError, match=r"records task None, but the window was recorded "
+                                         r"for task 'q-001'.*al.record\(..., task='q-001'\)"), \
+            al.record(tmp_path / "r2.zst", seed=start.seed, mode="w"), resume_streams(view):
+        pass
+    # ... and ForceRecorded, given only the offsets, names the task at the first draw.
+    with pytest.raises(al.ReplayDivergenceError,
+                       match=r"\(select 'doc' step 1\): task recorded 'q-001', replayed None "
+                             r"\(the task is part of the noise: open the replay's run with "
+                             r"al.record\(..., task='q-001'\)\)"), \
+            al.record(tmp_path / "r3.zst", seed=start.seed, mode="w"), \
             resume_streams(stream_offsets(view)), steering(ForceRecorded(view)):
         window_function(view)(*args, **kwargs)
