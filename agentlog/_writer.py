@@ -206,7 +206,7 @@ class TraceWriter(RunSealer):
         self._problem: str | None = None  # first problem, waiting to be warned about
         self._warned = False
         self._stalled = False  # a bounded wait expired: later waits are skipped
-        self._last_cut: FlushMarker | None = None
+        self._stalled_cut: FlushMarker | None = None  # a cut whose wait timed out
         self._blob_hashes: dict[bytes, object] = {}
         self._init_sealing()  # receipt chains and run digests (agentlog._writer_seal)
         self._fd = -1
@@ -337,17 +337,21 @@ class TraceWriter(RunSealer):
             if self._started:
                 _pool.service().want(self)
         else:
-            last = self._last_cut
-            wait = last is None or last.event.is_set()  # caught up since the last timeout
+            # Every cut waits for its own frame, whatever thread makes it: the promise is
+            # per returned window. Only after a wait timed out (storage stalled) do cuts
+            # stop waiting, until the frame that timed out has been written.
+            stalled = self._stalled_cut
+            if stalled is not None and stalled.event.is_set():
+                self._stalled_cut = stalled = None  # the writer caught up
             marker = self._enqueue_marker(fsync=self.durability == "fsync")
-            if marker is not None:
-                self._last_cut = marker
-                if wait and not marker.event.wait(self.window_timeout):
-                    self._note_problem(
-                        f"a window's frame was not written within window_timeout="
-                        f"{self.window_timeout} s (is the storage stalled?); windows stop "
-                        "waiting for their frames until the writer catches up"
-                    )
+            if marker is not None and stalled is None and not marker.event.wait(
+                    self.window_timeout):
+                self._stalled_cut = marker
+                self._note_problem(
+                    f"a window's frame was not written within window_timeout="
+                    f"{self.window_timeout} s (is the storage stalled?); windows stop "
+                    "waiting for their frames until the writer catches up"
+                )
         if self._problem is not None:
             self._warn()
 
