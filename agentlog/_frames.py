@@ -12,6 +12,7 @@ bound what a hostile file can make the reader allocate.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from agentlog._trace_format import (
 )
 from agentlog._writer_pool import settle
 
-__all__ = ["Frame", "FrameIterator", "iter_frames", "iter_records"]
+__all__ = ["Frame", "FrameIterator", "iter_frames", "iter_records", "trace_sha256"]
 
 _ZERO_CHUNK = 1 << 20
 
@@ -69,8 +70,9 @@ def trace_path(path: Any, who: str) -> str:
 
 
 def _open_for_reading(path: str) -> BinaryIO:
-    """``open(path, "rb")`` that cannot block: a named pipe or a socket is refused at once
-    (a plain open of a pipe nobody writes to waited for a writer forever)."""
+    """``open(path, "rb")`` of a regular file, the one way agentlog opens a trace to read
+    it: a named pipe, a socket or a device is refused at once (a plain open of a pipe
+    nobody writes to waited for a writer forever; /dev/zero never ends)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_BINARY", 0))
@@ -87,17 +89,43 @@ def _open_for_reading(path: str) -> BinaryIO:
                 errno.EISDIR, f"{os.strerror(errno.EISDIR)}, not a trace file; read the "
                 "traces in a folder with al.read_traces(folder) or al.iter_runs(folder)",
                 path)
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-            kind = "named pipe" if stat.S_ISFIFO(mode) else "socket"
+        if not stat.S_ISREG(mode):
+            kind = ("named pipe" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+                    else "character device" if stat.S_ISCHR(mode)
+                    else "block device" if stat.S_ISBLK(mode) else "special file")
             raise TraceFormatError(
-                f"expected a trace file, found a {kind}; a reader seeks in the file it "
-                "checks: write the stream to a file first", path=path)
+                f"expected a trace file, found a {kind}; a reader checks and seeks in the "
+                "file it reads (a pipe or a device may never end): write the trace to a "
+                "regular file first", path=path)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def trace_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of a trace file's bytes, as estimators record their inputs.
+
+    The file is opened as every reader opens it (a regular file, never a pipe or a
+    device) and its header is checked before any byte is hashed, so a file that is not a
+    trace is refused at once instead of hashed whole.
+
+    Raises:
+        TraceFormatError: not a regular file, or not an agentlog trace (bad magic).
+        OSError: the file cannot be read.
+    """
+    where = trace_path(path, "trace_sha256")
+    h = hashlib.sha256()
+    with _open_for_reading(where) as f:
+        head = f.read(FILE_HEADER_SIZE)
+        if head:
+            check_file_header(head, path=where)
+        h.update(head)
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 class FrameIterator(Iterator[Frame]):

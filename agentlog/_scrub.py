@@ -67,13 +67,24 @@ CREDENTIAL_NAMES: frozenset[str] = frozenset({
     "private_key", "proxy_authorization", "refresh_token", "secret", "secret_access_key",
     "secret_key", "security_token", "session_token", "set_cookie", "subscription_key",
     "token", "x_amz_security_token", "x_api_key", "x_auth_token", "x_goog_api_key",
+    "pwd", "signing_key", "signing_secret", "encryption_key", "master_key", "webhook_secret",
 })
-#: Name endings that mark a credential (``openai_api_key``, ``db_password``, ...).
+#: Name endings that mark a credential (``openai_api_key``, ``db_password``, ``bot_token``,
+#: ``dbPassword`` once camelCase is split, ...).
 CREDENTIAL_SUFFIXES: tuple[str, ...] = (
     "_access_token", "_api_key", "_api_token", "_apikey", "_auth_token", "_client_secret",
     "_credentials", "_passphrase", "_password", "_private_key", "_refresh_token", "_secret",
-    "_secret_key", "_session_token",
+    "_secret_key", "_session_token", "_token", "_pwd", "_passwd", "_signing_key",
+    "_encryption_key",
 )
+#: Names ending in ``_token`` that are not credentials: a tokenizer's special tokens and
+#: pagination cursors (``max_tokens`` and the usage counts end in ``_tokens``: kept).
+NOT_CREDENTIALS: frozenset[str] = frozenset({
+    "bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token",
+    "mask_token", "stop_token", "start_token", "end_token", "next_token", "page_token",
+    "next_page_token", "continuation_token", "decoder_start_token",
+})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 # Values remembered for a run are replaced wherever they appear later; very short ones
 # would replace ordinary words. Declared secrets are the user's word, so they may be
@@ -119,13 +130,23 @@ _ASSIGNMENT = re.compile(
     re.IGNORECASE,
 )
 
+# ``token=...``, ``dbPassword=...`` inside any string, payloads included (a connection
+# string in meta): only the ``=`` form with a value of 6 characters or more, which prose
+# does not use ("token: 3" stays). Names as in ``_ASSIGNMENT``, camelCase forms too.
+_PAIR = re.compile(
+    r"(?<![A-Za-z0-9_-])((?:(?:[A-Za-z0-9]+[_-]?)+(?:"
+    + _alternation([s.lstrip("_") for s in CREDENTIAL_SUFFIXES])
+    + r")|(?:" + _alternation(CREDENTIAL_NAMES) + r"))=)(?!<redacted>)[^\s'\",;}\]&<>]{6,}",
+    re.IGNORECASE,
+)
+
 # The prefilter on canonical bytes, read as Latin-1 and lower-cased: every credential
 # name above contains one of these stems, and every format scrub_value redacts one of
 # these markers ("sk-", "bearer", the "://" and "@" of URL userinfo, the names of query
 # parameters). Length bytes of msgpack headers are any byte ("@" is a str of 64), so a
 # lone "@" is not enough. A miss means scrub_value would change nothing, so the hot path keeps the
 # bytes it already has. Longer stems scan faster (the search skips by needle length).
-_NEEDLES = ("key", "token", "auth", "pass", "secret", "cookie", "bearer", "credential",
+_NEEDLES = ("key", "token", "auth", "pass", "pwd", "secret", "cookie", "bearer", "credential",
             "sk-", "://@")  # the last: both "://" and "@"
 # Below this many bytes no credential fits: a credential-named key with a value of 4
 # characters or more ({"auth": "abcd"}) takes 11, the shortest URL userinfo
@@ -138,8 +159,9 @@ def is_credential_name(key: str) -> bool:
     exact = type(key) is str  # a str subclass may lower itself its own way: not cached
     verdict = _name_verdicts.get(key) if exact else None
     if verdict is None:
-        k = key.lower().replace("-", "_")
-        verdict = k in CREDENTIAL_NAMES or k.endswith(CREDENTIAL_SUFFIXES)
+        k = _CAMEL.sub("_", key).lower().replace("-", "_")  # dbPassword -> db_password
+        verdict = k in CREDENTIAL_NAMES or (
+            k.endswith(CREDENTIAL_SUFFIXES) and k not in NOT_CREDENTIALS)
         if exact and len(key) <= 64:  # bounded: short names, 4,096 of them
             if len(_name_verdicts) >= 4096:
                 _name_verdicts.clear()
@@ -287,7 +309,7 @@ _BEARER_MARK = re.compile(rb"earer").search
 # with a few hundred floats or ints (a logprob response, a vLLM body's token ids), which
 # then paid the copying walk (~5 ms for 20 x 20 logprobs). On str, ``re.IGNORECASE``
 # also folds the Kelvin sign and the long s to "k" and "s": their UTF-8 bytes count too.
-_QUERY_NAME_ENDS = (b"key", b"token", b"auth", b"password", b"secret")
+_QUERY_NAME_ENDS = (b"key", b"token", b"auth", b"password", b"secret", b"pwd", b"passwd")
 _UNICODE_FOLDS = (_KELVIN, "\u017f".encode())  # K (Kelvin), ſ (long s)
 
 
@@ -478,7 +500,7 @@ def _has_needle(low: str) -> bool:
     # Ten substring searches on a str, not one regex and not bytes: on CPython 3.11 an
     # alternation costs the regex engine work at every position (2-10x slower, measured
     # on 100-byte and 5-KB payloads) and ``in`` on bytes several times more than on str.
-    return ("key" in low or "token" in low or "auth" in low or "pass" in low
+    return ("key" in low or "token" in low or "auth" in low or "pass" in low or "pwd" in low
             or "secret" in low or "cookie" in low or "bearer" in low or "credential" in low
             or "sk-" in low or ("@" in low and "://" in low))
 
@@ -497,10 +519,17 @@ def scrub_text(text: str, known: Collection[str] | None = None, *,
     text = _QUERY.sub(r"\1" + REDACTED, text)
     text = _BEARER.sub(r"\1" + REDACTED, text)
     text = _SK.sub(REDACTED, text)
+    if "=" in text:
+        text = _PAIR.sub(lambda m: m.group(1) + REDACTED if _pair_is_credential(m.group(1))
+                         else m.group(0), text)
     if assignments:
         text = _FORMATS.sub(REDACTED, text)
         text = _ASSIGNMENT.sub(r"\1" + REDACTED, text)
     return text
+
+
+def _pair_is_credential(name_eq: str) -> bool:
+    return is_credential_name(name_eq[:-1])  # the exclusions (eos_token=...) hold here too
 
 
 def _without_known(text: str, known: Collection[str]) -> str:

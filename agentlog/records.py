@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from ._encoding import decode as decode_artifact
 from ._encoding import encode as encode_artifact
-from ._frames import Frame, FrameIterator
+from ._frames import Frame, FrameIterator, trace_sha256
 from ._reader import TraceRun, iter_runs, trace_files
 from ._records import (
     EXIT_CLOSED,
@@ -92,4 +92,5 @@ __all__ = [
     "probs",
     "raw_probs",
     "trace_files",
+    "trace_sha256",
 ]

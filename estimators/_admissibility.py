@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import Trace, settle
-from agentlog.records import RunView, iter_runs, trace_files
+from agentlog.records import RunView, iter_runs, trace_files, trace_sha256
 from agentlog.records import decode_artifact as decode
 from agentlog.records import encode_artifact as encode
 
@@ -137,11 +137,7 @@ def _trace_files(traces: TraceInput | Iterable[TraceInput]) -> list[tuple[str, T
 
 def _file_sha256(path: str) -> str:
     settle(path)  # a run this process just left may still be in its writer's queue
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return trace_sha256(path)  # a pipe, a device or a non-trace is refused before hashing
 
 
 # ======================================================================= admissibility

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from agentlog.records import (
     TraceRun,
     decode_artifact,
     iter_runs,
+    trace_sha256,
 )
 
 __all__ = [
@@ -178,13 +178,12 @@ class FrozenTransition:
 
 
 def trace_file_hash(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a trace file's bytes (streamed): the source hash in provenance."""
+    """Hex SHA-256 of a trace file's bytes (streamed): the source hash in provenance.
+
+    Through the readers' own opener (``agentlog.records.trace_sha256``): a pipe, a device
+    or a file that is not a trace is refused before a byte is hashed."""
     settle(path)  # a run this process just left may still be in its writer's queue
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return trace_sha256(path)
 
 
 def _resolve(view_bytes: Any, label: str) -> tuple[bytes | None, str | None]:
