@@ -294,6 +294,7 @@ class record:
         _roots.pop(run.run_id, None)
         if run.tracer is not None:
             _live.end_run(run, end, self._span_token)
+        _warn_if_file_gone(run)
         release_writer(run.writer)
 
     # -- async ------------------------------------------------------------------------
@@ -307,6 +308,32 @@ class record:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def _warn_if_file_gone(run: Run) -> None:
+    """Warn, as the run closes, when its trace file is no longer at its path.
+
+    A file whose folder was removed (or that was deleted or replaced) keeps taking writes
+    that no one can read: under the default durability the run's last records are still
+    queued when it closes, and they would go to a file no folder holds, in silence. One
+    ``stat`` per run.
+    """
+    writer = run.writer
+    key = getattr(writer, "_key", None)
+    if key is None or getattr(writer, "_problem", None) is not None or getattr(
+            writer, "_warned", False):
+        return  # not opened, or the writer reported (or will report) a problem of its own
+    try:
+        st = os.stat(writer.path)
+        gone = (st.st_dev, st.st_ino) != key
+    except OSError:
+        gone = True
+    if gone:
+        warnings.warn(
+            f"{writer.path}: the trace file is no longer at this path (was it deleted, or "
+            f"its folder removed, while run {run.run_id} was recorded?); the run's records "
+            "went to a file no folder holds and cannot be read. Record into a folder that "
+            "stays, or re-record the run", InstrumentationWarning, stacklevel=3)
 
 
 # Open runs' outermost run ids (bounded by the number of open runs), for RunStart.root_run.

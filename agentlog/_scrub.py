@@ -133,10 +133,13 @@ _ASSIGNMENT = re.compile(
 # ``token=...``, ``dbPassword=...`` inside any string, payloads included (a connection
 # string in meta): only the ``=`` form with a value of 6 characters or more, which prose
 # does not use ("token: 3" stays). Names as in ``_ASSIGNMENT``, camelCase forms too.
+# The name is whole segments ending in "_" or "-", then an optional camelCase head, then a
+# credential stem: no nested quantifier over the same characters, so a long word is
+# scanned in linear time (``(?:[A-Za-z0-9]+[_-]?)+`` backtracked exponentially).
 _PAIR = re.compile(
-    r"(?<![A-Za-z0-9_-])((?:(?:[A-Za-z0-9]+[_-]?)+(?:"
-    + _alternation([s.lstrip("_") for s in CREDENTIAL_SUFFIXES])
-    + r")|(?:" + _alternation(CREDENTIAL_NAMES) + r"))=)(?!<redacted>)[^\s'\",;}\]&<>]{6,}",
+    r"(?<![A-Za-z0-9_-])((?:[A-Za-z0-9]+[_-])*[A-Za-z0-9]*?(?:"
+    + _alternation([s.lstrip("_") for s in CREDENTIAL_SUFFIXES] + sorted(CREDENTIAL_NAMES))
+    + r")=)(?!<redacted>)[^\s'\",;}\]&<>]{6,}",
     re.IGNORECASE,
 )
 
@@ -159,14 +162,20 @@ def is_credential_name(key: str) -> bool:
     exact = type(key) is str  # a str subclass may lower itself its own way: not cached
     verdict = _name_verdicts.get(key) if exact else None
     if verdict is None:
-        k = _CAMEL.sub("_", key).lower().replace("-", "_")  # dbPassword -> db_password
-        verdict = k in CREDENTIAL_NAMES or (
-            k.endswith(CREDENTIAL_SUFFIXES) and k not in NOT_CREDENTIALS)
+        verdict = _credential(key.lower())
+        if not verdict and not key.islower():  # dbPassword -> db_password
+            verdict = _credential(_CAMEL.sub("_", str(key)).lower())
         if exact and len(key) <= 64:  # bounded: short names, 4,096 of them
             if len(_name_verdicts) >= 4096:
                 _name_verdicts.clear()
             _name_verdicts[key] = verdict
     return verdict
+
+
+def _credential(low: str) -> bool:
+    k = low.replace("-", "_")
+    return k in CREDENTIAL_NAMES or (k.endswith(CREDENTIAL_SUFFIXES)
+                                     and k not in NOT_CREDENTIALS)
 
 
 # The verdicts of names seen so far: a request's field names, a payload's keys, the same
