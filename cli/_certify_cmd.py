@@ -65,6 +65,7 @@ DECISIONS = {  # decision -> (label, colour)
 SHOWN_HASHES = 4  # input files listed with their hash before "… N more (see --json)"
 SHOWN_LIMITED = 3  # sampling-limited pairs explained before "… and N more"
 SAMPLING = {  # plan.sampling -> how the header and the footnote name the sampling radius
+    "cr2-bm-cf": "CR2 variance, Bell–McCaffrey df, Cornish–Fisher skewness terms",
     "cr2-bm": "CR2 variance, Bell–McCaffrey df",
     "cr1": "CR1 variance, t(G−1) as in [LBC] §6.1",
 }

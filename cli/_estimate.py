@@ -44,6 +44,16 @@ if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
 
 ORDERS = ("shrink-then-clip", "clip-then-shrink")
 ANCHORS = ("prediction", "opened")
+REPLACEMENTS = ("auto", "with", "without")
+FORMS = {"with": "with replacement ([SSC] eq. 6)",
+         "without": "without replacement (Des Raj's ordered form [Raj56])"}
+SUPPORT_NOTE = (
+    "Some runs gave zero probability to part of the pool (ρ > 0): their point estimates "
+    "target the reachable mean θ+. The support interval (eq. 10) is an identification "
+    "region: the values θ* could take if the unreachable candidates scored anywhere in "
+    "[L, U], placed around that noisy point estimate. It is not a confidence interval (it "
+    "carries no sampling error) and one run's interval can miss θ*."
+)
 METHODS = (  # (JSON key, column title, CessResult attribute)
     ("opened_mean", "Opened Mean", "opened_mean"),
     ("outcome_regression", "OR", "outcome_regression"),
@@ -156,6 +166,7 @@ def summarize_cess(data: CessData, res: CessResult) -> dict[str, Any]:
             "system": data.system[i], "condition": data.condition[i], "seed": data.seed[i],
             "cluster": data.cluster[i], "replicate": data.replicate[i],
             "rounds": int(res.n_rounds[i]), "n_pool": int(data.n_pool[i]),
+            "replacement": str(res.replacement[i]),
             "m_bar": float(data.m_bar[i]), "rho": float(data.rho[i]),
             "theta_star": _finite(float(data.theta_star[i])),
             **{key: _finite(float(getattr(res, attr)[i])) for key, _, attr in METHODS},
@@ -173,8 +184,10 @@ def summarize_cess(data: CessData, res: CessResult) -> dict[str, Any]:
     if len(groups) > 1:
         conditions.append(_group_summary(data, res, np.arange(len(data), dtype=np.intp),
                                          "all"))
+    forms = [str(f) for f in res.replacement]
     return {
         "conditions": conditions,
+        "replacement_runs": {f: forms.count(f) for f in FORMS if f in forms},
         "runs": runs,
         "theta_star_known": data.has_theta_star,
         "runs_without_theta_star": int((~np.isfinite(data.theta_star)).sum()),
@@ -190,6 +203,11 @@ def render_cess(summary: dict[str, Any], console: Console) -> None:
         f"K = {s['budget']} ({escape(s['budget_source'])}), λ = {s['lam']:g}, "
         f"{escape(formula(s['order'], s['anchor']))}, streams "
         f"{escape(s['stream'])!s}/{escape(str(s['stop_stream']))}"
+    )
+    counts = summary["replacement_runs"]
+    console.print(
+        f"Sampling (--replacement {s['replacement']}): "
+        + "; ".join(f"{escape(FORMS[f])} in {counts[f]} run(s)" for f in FORMS if f in counts)
     )
     conds = summary["conditions"]
     any_support = any(c["support"] for c in conds)
@@ -224,9 +242,7 @@ def render_cess(summary: dict[str, Any], console: Console) -> None:
         console.print(f"[dim]θ* unknown for {summary['runs_without_theta_star']} run(s): the "
                       "outcomes do not cover their whole pool, so there is no MAE.[/]")
     if any_support:
-        console.print("[yellow]Some runs gave zero probability to part of the pool (ρ > 0): "
-                      "their point estimates target the reachable mean θ+; the support "
-                      "interval (eq. 10) is what they say about θ*.[/]")
+        console.print(f"[yellow]{escape(SUPPORT_NOTE)}[/]")
     for w in summary["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
     if summary.get("plot"):
@@ -302,6 +318,10 @@ def cess_command(
     stop_stream: Annotated[str, typer.Option(
         "--stop-stream", help="The al.proceed stream of stop decisions ('' for fixed-length "
         "search).")] = "stop",
+    replacement: Annotated[str, typer.Option(
+        "--replacement", help="auto (read each run's form off its logged vectors), with "
+        "(eq. 6: opened documents keep a positive probability) or without (Des Raj's "
+        "ordered form: the agent never reopens a document).")] = "auto",
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
                                               )] = False,
     plot: Annotated[Path | None, typer.Option(
@@ -314,6 +334,8 @@ def cess_command(
         fail(f"--order must be one of {', '.join(ORDERS)}; found {order!r}")
     if anchor not in ANCHORS:
         fail(f"--anchor must be one of {', '.join(ANCHORS)}; found {anchor!r}")
+    if replacement not in REPLACEMENTS:
+        fail(f"--replacement must be one of {', '.join(REPLACEMENTS)}; found {replacement!r}")
     # The traces stream (one run at a time) through every pass below: memory does not grow
     # with the files' size.
     try:
@@ -329,7 +351,8 @@ def cess_command(
 
     def build(kk: int) -> CessData:
         data: CessData = cess.from_trace(loaded, outcomes=y, predictions=m, stream=stream,
-                                         stop_stream=stop, budget=kk)
+                                         stop_stream=stop, budget=kk,
+                                         replacement=replacement)
         return data
 
     kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}
@@ -364,7 +387,7 @@ def cess_command(
         "traces": [str(p) for p in loaded], "outcomes": str(outcomes),
         "predictions": str(predictions), "budget": k, "budget_source": source, "lam": lam,
         "order": order, "anchor": anchor, "formula": formula(order, anchor),
-        "stream": stream, "stop_stream": stop,
+        "stream": stream, "stop_stream": stop, "replacement": replacement,
     }
     summary["warnings"] = caught
     summary["plot"] = str(plot) if plot is not None else None

@@ -37,7 +37,8 @@ def render_effects(out: Mapping[str, Any], console: Console) -> None:
     """The effects table: estimate, interval, standard error and ICC(1,k) per effect."""
     levels = out["levels"]
     level = round(100 * out["confidence_level"])
-    columns = ["effect", "estimate", f"{level}% CI (tasks)", "SE", "ICC(1,k)"]
+    how = {"t": "cluster t", "percentile": "bootstrap"}.get(out.get("interval", ""), "tasks")
+    columns = ["effect", "estimate", f"{level}% CI ({how}, tasks)", "SE", "ICC(1,k)"]
     t = table(
         f"policy effects on {escape(str(out['outcome']))} · selection "
         f"{escape(levels['selection'][1])} vs {escape(levels['selection'][0])} × stopping "

@@ -34,19 +34,27 @@ class PairDecision:
         better, worse: the certified order (``None`` unless certified).
         delta: ``Δ̂ = mean(y_A − y_B)`` over the common tasks, oriented so that a positive
             value favours ``a`` (a lower-is-better readout is negated).
-        se: the cluster-robust standard error (``sampling``); q: the Bonferroni t(df)
-            sampling radius (``inf`` for a zero-variance pair, which is never certified).
+        se: the cluster-robust standard error (``sampling``); q: the sampling radius,
+            ``crit · se`` with ``crit`` the Bonferroni ``t(df)`` quantile, plus the
+            Cornish–Fisher skewness terms under ``"cr2-bm-cf"`` (``inf`` for a
+            zero-variance pair, which is never certified).
         eps_out, r: the nuisance radius and its one-sided radius (Def. 7).
         tolerance: ``ε_fair``.
         n_tasks, n_clusters: the common tasks and their clusters.
         margin: ``|Δ̂| / (q + ε̂_out + r)``; certified iff > 1.
         reason: why the pair is refused, not decided or undecided.
         df: the degrees of freedom of q's t quantile: Bell–McCaffrey's effective degrees of
-            freedom under ``"cr2-bm"``, ``G − 1`` under ``"cr1"``.
-        sampling: the plan's sampling variance, ``"cr2-bm"`` or ``"cr1"``.
+            freedom under ``"cr2-bm-cf"`` and ``"cr2-bm"``, ``G − 1`` under ``"cr1"``.
+        sampling: the plan's sampling radius, ``"cr2-bm-cf"``, ``"cr2-bm"`` or ``"cr1"``.
         dominant_cluster: when an undecided pair has ``df`` below 3, the cluster holding
             most of its tasks: the pair is sampling-limited because that cluster dominates
             the variance (``None`` otherwise).
+        skewness: ``G₁``, the adjusted sample skewness of the pair's cluster-level
+            differences (the CR2-scaled cluster totals of ``d_i − Δ̂``; 0 with fewer than 3
+            clusters). ``"cr2-bm-cf"`` widens ``q`` by it; ``"cr2-bm"`` and ``"cr1"``
+            ignore it, and warn (``DegenerateDataWarning``) about a certified pair with
+            ``|G₁| > 2`` that the skewness terms would not certify (about 5 % of the pairs of
+            symmetric designs exceed 2, whatever the number of clusters).
     """
 
     a: str
@@ -66,8 +74,9 @@ class PairDecision:
     margin: float
     reason: str | None
     df: float = math.nan
-    sampling: str = "cr2-bm"
+    sampling: str = "cr2-bm-cf"
     dominant_cluster: str | None = None
+    skewness: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "target": self.target, "decision": self.decision,
@@ -76,7 +85,7 @@ class PairDecision:
                 "r": _j(self.r), "tolerance": _j(self.tolerance), "n_tasks": self.n_tasks,
                 "n_clusters": self.n_clusters, "margin": _j(self.margin),
                 "reason": self.reason, "df": _j(self.df), "sampling": self.sampling,
-                "dominant_cluster": self.dominant_cluster}
+                "dominant_cluster": self.dominant_cluster, "skewness": _j(self.skewness)}
 
 
 @dataclass(frozen=True)
@@ -142,8 +151,9 @@ class CalibrationResult:
         winner_flips: left-out clusters after which no system that could be first on the
             full board can be first any more.
         leave_one_out: per left-out cluster.
-        sampling: the sampling variance the flipped statistics use (the plan's: the null is
-            taken of the same rule that decides the board).
+        sampling: the sampling radius the flipped statistics use (the plan's: the null is
+            taken of the same rule that decides the board, its skewness terms recomputed on
+            every draw under ``"cr2-bm-cf"``).
         min_df: the smallest Bell–McCaffrey effective degrees of freedom over the target's
             decided pairs: a property of the cluster sizes alone, whatever ``sampling``.
         dominated: the target's decided pairs whose effective degrees of freedom are below
@@ -151,15 +161,22 @@ class CalibrationResult:
             evidence that the rule is valid (see ``warning``).
 
     What the sign-flip null can and cannot detect: it conditions on the observed centred
-    cluster totals ``E_g`` and flips their signs, so it sees a t reference that does not fit
-    the shape of those totals (heavy tails, skew, too few clusters) and the dependence
-    between pairs that share a system; it cannot see that the cluster sizes themselves
-    make the variance unreliable. Because ``Σ E_g = 0``, a cluster holding most tasks has a
-    total as large as all the others together, and flipping it does not reproduce how
-    ``Δ̂`` varies over new tasks: with CR1 on a design where one cluster holds two thirds
-    of the tasks it reports about half the true family-wise rate. It assumes independent,
-    sign-symmetric clusters (dependence across clusters is invisible to it), treats the
-    nuisance radius as fixed, and has only ``2^(G−1)`` distinct sign vectors.
+    cluster totals ``E_g`` and flips their signs, so the null it builds is symmetric by
+    construction. It sees a t reference that does not fit heavy tails or too few clusters
+    (flipping a few large totals makes large statistics) and the dependence between pairs
+    that share a system. It cannot see skew: sign flips turn any set of totals into a
+    symmetric null, so a radius that ignores a long tail of the differences looks calibrated
+    (on two-system boards of rare 0/1 successes against a calibrated scorer over 8 clusters
+    it reported 0.026–0.034 under ``"cr2-bm"``, whose true family-wise rate there is
+    0.07–0.09, and its ``c*`` dropped 4 of 47 false certificates); skew is reported per
+    pair instead (``PairDecision.skewness``) and corrected by ``"cr2-bm-cf"``. Nor can it
+    see that the cluster sizes themselves make the variance unreliable. Because
+    ``Σ E_g = 0``, a cluster holding most tasks has a total as large as all the others
+    together, and flipping it does not reproduce how ``Δ̂`` varies over new tasks: with CR1
+    on a design where one cluster holds two thirds of the tasks it reports about half the
+    true family-wise rate. It assumes independent, sign-symmetric clusters (dependence
+    across clusters is invisible to it), treats the nuisance radius as fixed, and has only
+    ``2^(G−1)`` distinct sign vectors.
     """
 
     n_resamples: int
@@ -176,7 +193,7 @@ class CalibrationResult:
     flips: int
     winner_flips: int
     leave_one_out: tuple[LeaveOneOut, ...]
-    sampling: str = "cr2-bm"
+    sampling: str = "cr2-bm-cf"
     min_df: float = math.nan
     dominated: tuple[tuple[str, str], ...] = ()
 
@@ -189,7 +206,7 @@ class CalibrationResult:
                 f"freedom (min {self.min_df:.2g}): one cluster dominates their variance, which "
                 "the sign-flip null cannot detect, so its rate is no evidence of validity "
                 "there" + (" (and CR1's t(G−1) radius under-covers them: use sampling = "
-                           "\"cr2-bm\")" if self.sampling == "cr1" else
+                           "\"cr2-bm-cf\")" if self.sampling == "cr1" else
                            " (the CR2 radius with Bell–McCaffrey df accounts for it)"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -252,7 +269,7 @@ class Board:
 
     @property
     def sampling(self) -> str:
-        """The sampling variance of every radius: ``"cr2-bm"`` or ``"cr1"``."""
+        """The sampling radius of every pair: ``"cr2-bm-cf"``, ``"cr2-bm"`` or ``"cr1"``."""
         return str(self.plan.sampling)
 
     @property

@@ -10,7 +10,15 @@ from ._board import CalibrationResult, LeaveOneOut, PairDecision
 from ._decisions import _Cells
 from ._inputs import _Inputs
 from ._plan import Plan
-from ._radius import MIN_DF, _cluster_weights, _from_sums, _radius, _t_quantiles
+from ._radius import (
+    MIN_DF,
+    _cf_coefficients,
+    _cluster_weights,
+    _critical,
+    _from_sums,
+    _radius,
+    _t_quantiles,
+)
 from ._ranks import RankIntervals, rank_intervals
 
 _CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memory only
@@ -28,9 +36,13 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
     they do not change under a flip) and come from per-cluster sums, so a draw costs two
     matrix products: with ``E_g = Σ_{i∈g}(d_i − Δ̂)`` and ``n_g`` tasks in cluster ``g``,
     ``Δ* = Σ_g s_g E_g / N`` and ``Σ_g w_g (s_g E_g − n_g Δ*)² = Σ w E² −
-    2Δ* Σ s_g w_g E_g n_g + Δ*² Σ w_g n_g²``. A zero-variance cell is never certified by the
-    rule, so it is left out of the null as well. What the null can and cannot detect is
-    written in ``CalibrationResult``'s docstring.
+    2Δ* Σ s_g w_g E_g n_g + Δ*² Σ w_g n_g²``. Under ``"cr2-bm-cf"`` the skewness of every
+    flipped cell is recomputed the same way (``s_g² = 1``, ``s_g³ = s_g``):
+    ``Σ_g w_g^{3/2} (s_g E_g − n_g Δ*)³ = Σ s_g w^{3/2} E³ − 3Δ* Σ w^{3/2} E² n +
+    3Δ*² Σ s_g w^{3/2} E n² − Δ*³ Σ w^{3/2} n³``, so the flipped radius is the rule's own. A
+    zero-variance cell is never certified by the rule, so it is left out of the null as
+    well. What the null can and cannot detect is written in ``CalibrationResult``'s
+    docstring: it cannot see skew, since a sign flip makes any null symmetric.
     """
     B = plan.calibration.n_resamples
     G = len(inp.clusters)
@@ -43,7 +55,19 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
     C = (w * counts**2).sum(axis=1)
     EN = w * E * counts
     factor = 1.0 / n**2
-    tq, rad = c.tq[keep], c.rad[keep]
+    rad = c.rad[keep]
+    level = 1.0 - plan.delta_prime / (2.0 * len(c.pairs))
+    skewed = plan.sampling == "cr2-bm-cf"
+    # The t part of the rule's multiplier; its skewness terms change with every draw.
+    tq = _t_quantiles(level, c.mo.df[keep]) if skewed else c.tq[keep]
+    if skewed:
+        w3 = w**1.5
+        E3, E2N, EN2 = w3 * E**3, (w3 * E**2 * counts).sum(axis=1), w3 * E * counts**2
+        N3 = (w3 * counts**3).sum(axis=1)
+        g = c.mo.g[keep]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            adjust = np.where(g >= 3, np.sqrt(g * (g - 1.0)) / (g - 2.0), 0.0)
+        first, second = _cf_coefficients(level)
     target_of = keep % T
     columns = [np.flatnonzero(target_of == t) for t in range(T)]
     rng = np.random.default_rng(plan.calibration.seed)
@@ -55,8 +79,16 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
         if not len(keep):
             continue  # the draws are still taken, so a seed means the same signs
         mean = (S @ E.T) / n
-        ss = A - 2.0 * mean * (S @ EN.T) + mean**2 * C
-        denom = tq * np.sqrt(np.maximum(ss, 0.0) * factor) + rad
+        mean2 = mean * mean
+        ss = np.maximum(A - 2.0 * mean * (S @ EN.T) + mean2 * C, 0.0)
+        root = np.sqrt(ss)
+        crit = tq
+        if skewed:
+            cube = (S @ E3.T) - 3.0 * mean * E2N + mean2 * (3.0 * (S @ EN2.T) - mean * N3)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                skew = np.abs(np.where(ss > 0, cube / (ss * root), 0.0) * adjust)
+            crit = tq + skew * (first + skew * second)  # _cornish_fisher, inlined per draw
+        denom = crit * root * np.sqrt(factor) + rad
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(denom > 0, np.abs(mean) / denom,
                              np.where(np.abs(mean) > 0, np.inf, 0.0))
@@ -135,7 +167,7 @@ def _leave_one_out(plan: Plan, inp: _Inputs, c: _Cells, main: tuple[PairDecision
         sums2, counts2 = sums.copy(), counts.copy()
         sums2[:, h] = counts2[:, h] = 0.0
         mo = _from_sums(sums2, counts2, scale, plan.sampling)
-        q2 = _radius(mo, _t_quantiles(level, mo.df))
+        q2 = _radius(mo, _critical(level, mo.df, mo.skew, plan.sampling))
         mean2 = mo.mean
         with np.errstate(invalid="ignore"):
             cert = (admissible & (mo.n >= plan.min_common_tasks) & (mo.g >= 2)

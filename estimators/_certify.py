@@ -13,13 +13,20 @@
    is admissible on ``n`` iff ``ε̂_out + r ≤ ε_fair,n``.
 2. **Sampling radius**: the paired differences ``d_i = y_A,i − y_B,i`` on the common tasks
    (a failed task dropped, or scored ⊥, as declared), ``Δ̂ = mean d_i``, a cluster-robust
-   standard error over task clusters and ``q = t_{1−δ′/(2m)}(df) · se``, Bonferroni over
-   the ``m`` pairs of the family. The plan's ``sampling`` picks the variance: ``"cr2-bm"``
-   (default) the bias-reduced CR2 variance ``Σ_g E_g² / (1 − n_g/N) / N²`` with
-   Bell–McCaffrey degrees of freedom, which holds ``δ′`` when cluster sizes differ;
-   ``"cr1"`` the paper's ``G/(G−1) · Σ_g E_g² / N²`` with ``t(G−1)`` (statsmodels'
-   ``cov_cluster`` with ``use_correction``), ``E_g = Σ_{i∈g} (d_i − Δ̂)``. A pair with zero
-   variance is never certified (``DegenerateDataWarning``).
+   standard error over task clusters and ``q = crit · se`` with ``crit`` a Bonferroni
+   quantile at ``δ′/(2m)`` over the ``m`` pairs of the family. The plan's ``sampling``
+   picks it: ``"cr2-bm-cf"`` (default) the bias-reduced CR2 variance
+   ``Σ_g E_g² / (1 − n_g/N) / N²`` with Bell–McCaffrey degrees of freedom and the t
+   quantile widened by the Cornish–Fisher skewness terms of the studentized mean, which
+   holds ``δ′`` when cluster sizes differ and when the differences are skewed (rare 0/1
+   successes against a continuous scorer); ``"cr2-bm"`` the same t quantile without the
+   skewness terms; ``"cr1"`` the paper's ``G/(G−1) · Σ_g E_g² / N²`` with ``t(G−1)``
+   (statsmodels' ``cov_cluster`` with ``use_correction``), ``E_g = Σ_{i∈g} (d_i − Δ̂)``. A
+   pair with zero variance is never certified (``DegenerateDataWarning``). Each pair
+   reports the skewness of its cluster-level differences beside its degrees of freedom;
+   a certified pair that rests on a system whose score barely varies (a rare outcome
+   that may not have happened), or under ``"cr2-bm"``/``"cr1"`` on symmetry the
+   skewness terms would not grant, warns (``DegenerateDataWarning``).
 3. **Certification** (eq. 4): ``A ≻ B`` iff ``|Δ̂| > q + ε̂_out + r`` with ``Δ̂ > 0``.
    Otherwise undecided: *attribution-limited* when ``|Δ̂| ≤ ε̂_out + r`` (more tasks alone
    cannot decide it) and *sampling-limited* otherwise (Appendix A.3); a sampling-limited
@@ -70,7 +77,7 @@ from ._admissibility import Admissibility
 from ._admissibility import admissibility as _decide_admissibility
 from ._board import Board
 from ._calibration import _calibrate
-from ._decisions import _cells, _decisions, _ladder, _values
+from ._decisions import _cells, _decisions, _ladder, _values, _warn_shape
 from ._inputs import CertifyData, _certify_iv, _scores_hash
 from ._plan import COMPOSITE, Plan
 from ._ranks import rank_intervals
@@ -134,6 +141,7 @@ def certify(
     values, used = _values(plan, inp)
     cells = _cells(plan, inp, adm, pairs, values, used)
     decisions = _decisions(plan, inp, adm, cells)
+    _warn_shape(plan, inp, cells, values, decisions)
     ranks = {t: rank_intervals(inp.systems, [(p.better, p.worse) for p in decisions[t]
                                              if p.better is not None and p.worse is not None])
              for t in plan.targets}

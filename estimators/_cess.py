@@ -18,6 +18,51 @@ Everything is vectorised over trajectories (rows) and rounds (columns); rounds a
 did not reach are NaN. ``K`` (``budget``) is the maximum budget, also for a trajectory that
 stopped early.
 
+Without replacement (``replacement="without"``). An agent that never reopens a document
+gives the documents it opened probability 0 afterwards, so eq. 6's round-wise identity
+([SSC] eq. 14) fails: given the history, ``E[e_{J_t}/(N p_t)] = (1/N) Σ_{j unopened} e_j``,
+the residual of the *remaining* pool, not the pool mean ``ē`` (``e = Y − m``). Des Raj's
+ordered estimator [Raj56] adds back what is already known. With ``p_t`` the chosen
+document's probability among the unopened ones (what such an agent logs),
+
+    Z_t = Σ_{k<t} e_{J_k} + e_{J_t}/p_t,
+    E[Z_t | H_t] = Σ_{k<t} e_{J_k} + Σ_{j unopened at t} p_t(j) e_j / p_t(j) = Σ_i e_i.
+
+``E[Z_t | H_t]`` is the same constant at every reachable history, and that is all the proof
+of Theorem 1 ([SSC] Appendix B) uses. Let ``R_t`` mark that round ``t`` is reached; ``s_t``
+(eq. 5) is a function of the history, because each ``c_k`` is the stopping probability the
+controller used given what it had seen. Then ``E[R_t Z_t/(N s_t)] = E[(R_t/s_t) E[Z_t | H_t]]/N
+= ē · E[R_t/s_t]``, and ``E[R_t/s_t] = 1`` by telescoping:
+``E[R_t/s_t | H_{t−1}] = (R_{t−1}/s_{t−1}) · E[continue]/(1 − c_t) = R_{t−1}/s_{t−1}``. So
+every one of the ``K`` potential rounds, reached or not, contributes ``ē`` in expectation, even
+under informative stopping. Averaging over ``K`` and adding ``m̄``:
+
+* raw DR, without replacement ``m̄ + (1/(K N)) Σ_{t≤T} [Σ_{k<t} e_{J_k} + e_{J_t}/p_t] / s_t``
+* sequential IPW, without    ``(1/(K N)) Σ_{t≤T} [Σ_{k<t} Y_{J_k} + Y_{J_t}/p_t] / s_t``
+
+At ``t = 1`` nothing is opened and both equal eq. 6 and the IPW above. Regrouped by opened
+document, either form is ``m̄ + (1/K) Σ_k W_k e_{J_k}`` with
+
+* ``W_k = 1/(N p_k s_k)`` with replacement (eq. 6), and
+* ``W_k = 1/(N p_k s_k) + Σ_{k<t≤T} 1/(N s_t)`` without: document ``k`` also stands for
+  itself in every later round's known sum.
+
+The code computes ``W`` and the diagnostics read it: ``ess = (Σ W)²/Σ W²`` (how many opened
+documents the correction effectively rests on) and ``max_weight = max W`` (the largest
+multiplier of one residual). The two forms' weights are on one scale: a reached round ``t``
+adds ``[1/p_t + (t − 1)]/(N s_t)`` to ``Σ W`` without replacement (``1/(N p_t s_t)`` with),
+and ``E[1/p_t | H_t]`` is ``N − t + 1`` (the unopened candidates; ``N`` with), so each adds
+``1/s_t`` in expectation and ``E[Σ W] = K`` in both when the whole pool is reachable.
+Without replacement the weight of a document grows with the rounds after it, while ``p_t``
+grows as the pool empties (at the last unopened candidate ``p_t = 1``). ``min_ps`` stays
+``min p_t s_t`` over the draws: the overlap diagnostic of Assumption 1, which without
+replacement asks that every *unopened* candidate keeps a positive probability. Without
+replacement a run opens at most ``N`` documents.
+
+Limited support (eq. 10) uses ``rho`` and, per round, ``in_support``: a round whose chosen
+document lies outside the reachable pool D+ adds no correction (and, without replacement,
+no known residual later): each round then estimates the residual total over D+ only.
+
 Example:
     >>> import numpy as np
     >>> from agentlog.estimators import cess
@@ -44,6 +89,7 @@ from agentlog.context import block_async_signals
 
 Order = Literal["shrink-then-clip", "clip-then-shrink"]
 Anchor = Literal["prediction", "opened"]
+Replacement = Literal["with", "without"]
 FloatArray = NDArray[np.float64]
 
 THEOREM_2_NOTE = (
@@ -102,14 +148,24 @@ class CessResult:
     Attributes:
         opened_mean: mean of the opened evidence scores (NaN with no opened document).
         outcome_regression: ``m̄``.
-        ipw: sequential IPW ``(1/K) Σ Y/(N p s)``.
-        dr_raw: [SSC] eq. 6, unclipped.
-        estimate: the requested CESS variant (eq. 9, 12 or 13).
-        ess: effective sample size of the weights ``w_t = 1/(N p_t s_t)``: ``(Σw)²/Σw²``.
-        max_weight: largest ``w_t``.
-        min_ps: smallest ``p_t s_t``.
+        ipw: sequential IPW ``(1/K) Σ_k W_k Y_{J_k}``.
+        dr_raw: [SSC] eq. 6 (with replacement) or its Des Raj form (without), unclipped:
+            ``m̄ + (1/K) Σ_k W_k (Y_{J_k} − m_{J_k})``.
+        estimate: the requested CESS variant (eq. 9, 12 or 13) on ``dr_raw``.
+        ess: effective sample size of the weights ``W_k`` of the opened documents,
+            ``(Σ W)²/Σ W²``; ``W_k = 1/(N p_k s_k)`` with replacement, plus
+            ``Σ_{k<t≤T} 1/(N s_t)`` without (the module docstring derives both).
+        max_weight: largest ``W_k``.
+        min_ps: smallest ``p_t s_t`` over the rounds that carry weight.
         n_rounds: observed rounds ``T``.
-        support_low, support_high: the eq. 10 interval when ``rho`` was given, else NaN.
+        support_low, support_high: the eq. 10 interval when ``rho`` was given, else NaN. It
+            is an identification region placed around the noisy point estimate of θ+ (the
+            values θ* could take if the unreachable mass ρ scored anywhere in ``bounds``),
+            not a confidence interval: it says nothing about sampling error, and one
+            trajectory's interval can miss θ* (``bench_cess_replacement.py`` measures how
+            often). Its width is ``ρ (U − L)``.
+        without_replacement: per trajectory, True where the without-replacement (Des Raj)
+            form ran; ``replacement`` gives the same as ``"with"``/``"without"``.
     """
 
     opened_mean: FloatArray
@@ -123,6 +179,7 @@ class CessResult:
     n_rounds: NDArray[np.int64]
     support_low: FloatArray
     support_high: FloatArray
+    without_replacement: NDArray[np.bool_]
     lam: FloatArray
     budget: int
     order: str
@@ -133,6 +190,12 @@ class CessResult:
 
     def __len__(self) -> int:
         return int(self.estimate.shape[0])
+
+    @property
+    def replacement(self) -> NDArray[np.str_]:
+        """Per trajectory, the form that ran: ``"with"`` (eq. 6) or ``"without"`` (Des Raj)."""
+        forms: NDArray[np.str_] = np.where(self.without_replacement, "without", "with")
+        return forms
 
 
 def _as_rounds(name: str, x: ArrayLike) -> FloatArray:
@@ -262,9 +325,30 @@ def _estimate_iv(
             f"Π and eq. 10); found {float(Y[row, col])!r} at trajectory {row}, round "
             f"{col + 1}. Rescale the scores or pass the range they live in as `bounds`"
         )
+    # Predictions of a score in [L, U] outside it are on another scale (probabilities for a
+    # [-1, 1] score, logits): Theorem 1 would still hold, but m̄ anchors eq. 9 and a scale
+    # mix-up is far likelier than a model that means it.
+    m_low, m_high = ((np.fmin.reduce(M, axis=None), np.fmax.reduce(M, axis=None)) if M.size
+                     else (np.nan, np.nan))
+    if m_low < low or m_high > high:
+        row, col = np.argwhere(np.less(M, low) | np.greater(M, high))[0]
+        raise ValueError(
+            f"`m_chosen` must lie in `bounds` [{float(low)!r}, {float(high)!r}], the range of "
+            f"the scores it predicts; found {float(M[row, col])!r} at trajectory {row}, round "
+            f"{col + 1}. Put the predictions on the scale of `y` (or clip them to `bounds`: "
+            "a clipped prediction is still fixed before the search, so Theorem 1 holds)"
+        )
     MB = _per_trajectory("m_bar", m_bar, n)
     if not np.isfinite(MB).all():
         raise ValueError("`m_bar` must be finite")
+    outside = np.less(MB, low) | np.greater(MB, high)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"`m_bar` must lie in `bounds` [{float(low)!r}, {float(high)!r}]: it is the mean "
+            f"of predictions of scores in that range; found {float(MB[row])!r} at trajectory "
+            f"{row}. Put the predictions on the scale of `y` before averaging them"
+        )
     N = _per_trajectory("n_pool", n_pool, n)
     if (N < 1).any() or (np.round(N) != N).any():
         raise ValueError(f"`n_pool` must be a positive integer pool size; found {N[N < 1][:3]}"
@@ -283,6 +367,72 @@ def _estimate_iv(
     return Y, P, S, M, MB, N, LAM, observed
 
 
+def _forms_iv(replacement: Any, n: int) -> NDArray[np.bool_]:
+    """``replacement`` as one flag per trajectory: True where the without form runs."""
+    if isinstance(replacement, str):
+        if replacement not in ("with", "without"):
+            raise ValueError(f"`replacement` must be 'with' (eq. 6) or 'without' (Des Raj's "
+                             f"ordered form), or one of those per trajectory; found "
+                             f"{replacement!r}")
+        return np.full(n, replacement == "without")
+    forms = np.asarray(replacement, dtype=object)
+    if forms.shape != (n,):
+        raise ValueError(f"`replacement` must be 'with', 'without' or one of those per "
+                         f"trajectory, shape ({n},); found shape {forms.shape}")
+    bad = [i for i, f in enumerate(forms) if f not in ("with", "without")]
+    if bad:
+        raise ValueError(f"`replacement` must hold 'with' or 'without'; found "
+                         f"{forms[bad[0]]!r} at trajectory {bad[0]}")
+    flags: NDArray[np.bool_] = forms == "without"
+    return flags
+
+
+def _design_iv(
+    P: FloatArray, N: FloatArray, without: NDArray[np.bool_], weighted: NDArray[np.bool_],
+    R: FloatArray | None,
+) -> None:
+    """Refuse a chosen probability that no vector over the pool could give.
+
+    Without replacement a run opens each candidate of D+ at most once, so at most ``N`` of
+    its rounds carry weight, and round ``t`` draws from the ``N − (weighted rounds before
+    t)`` candidates left. One candidate left (``N = 1`` with replacement) means ``p = 1``;
+    any ``p`` in (0, 1] is possible otherwise, ``p < 1/N`` included. The ``p = 1`` check
+    needs the whole pool reachable (``rho`` 0 or absent): with ρ > 0 the logged vectors
+    also cover candidates outside D+.
+    """
+    whole = np.ones(P.shape[0], dtype=bool) if R is None else R == 0
+    # Only rows that can have one candidate left are looked at: at most K − 1 weighted
+    # rounds precede a round, so a pool larger than K never runs out (nor over).
+    rows = np.flatnonzero((without & np.less_equal(N, P.shape[1])) | ((N == 1) & whole))
+    if rows.size == 0:
+        return
+    wt = weighted[rows]
+    used = wt.sum(axis=1)
+    too_many = without[rows] & (used > N[rows])
+    if too_many.any():
+        row = int(rows[np.flatnonzero(too_many)[0]])
+        raise ValueError(
+            f"`replacement` is 'without' for trajectory {row}, but it opened "
+            f"{int(used[np.flatnonzero(too_many)[0]])} documents from a pool of `n_pool` = "
+            f"{int(N[row])}: without replacement a run opens at most N distinct documents. "
+            "Pass replacement='with' for a run that reopens documents, or the pool size"
+        )
+    before: NDArray[np.intp] = np.cumsum(wt, axis=1) - wt  # weighted rounds before t
+    left = np.where(without[rows][:, None], N[rows][:, None] - before, N[rows][:, None])
+    forced = (wt & (left == 1) & whole[rows][:, None]
+              & (np.abs(P[rows] - 1.0) > SUM_TOLERANCE))
+    if forced.any():
+        i, col = np.argwhere(forced)[0]
+        row = int(rows[i])
+        where = ("the pool has one candidate" if not without[row] else
+                 "without replacement one candidate is left at that round")
+        raise ValueError(
+            f"`p` is {float(P[row, col])!r} at trajectory {row}, round {col + 1}, but "
+            f"`n_pool` = {int(N[row])} and {where}, so its probability must be 1. Pass the "
+            "probability the controller drew with and the size of the pool it drew from"
+        )
+
+
 def estimate(
     y: ArrayLike,
     p: ArrayLike,
@@ -297,16 +447,21 @@ def estimate(
     anchor: Anchor = "prediction",
     bounds: tuple[float, float] = (-1.0, 1.0),
     rho: ArrayLike | None = None,
+    replacement: Replacement | Sequence[str] | NDArray[np.str_] = "with",
+    in_support: ArrayLike | None = None,
 ) -> CessResult:
-    """Opened Mean, OR, sequential IPW, raw DR (eq. 6) and CESS (eq. 9/12/13) per trajectory.
+    """Opened Mean, OR, sequential IPW, raw DR (eq. 6 or its Des Raj form) and CESS
+    (eq. 9/12/13) per trajectory.
 
     Args:
         y, p, s, m_chosen: shape ``(n, K)`` (or ``(K,)``): per round the evidence score of the
             selected document, its logged selection probability ``p_t``, the survival
             probability ``s_t = Π_{k≤t}(1 − c_k)`` and its prediction ``m_{J_t}``; NaN for
             rounds not reached. Columns beyond ``budget`` are ignored (prefix analysis).
-            ``y`` must lie in ``bounds``; ``s`` must not increase along the rounds.
-        m_bar: the pool-mean prediction ``m̄``, per trajectory or scalar.
+            ``y`` and ``m_chosen`` must lie in ``bounds``; ``s`` must not increase along the
+            rounds. Without replacement ``p_t`` is the probability among the candidates not
+            yet opened (what a vector that gives opened documents 0 logs).
+        m_bar: the pool-mean prediction ``m̄``, per trajectory or scalar, in ``bounds``.
         n_pool: pool size ``N``, per trajectory or scalar.
         budget: ``K`` in eq. 6, the maximum budget (also for trajectories that stopped).
         lam: shrinkage ``λ ∈ [0, 1]``, scalar or per trajectory (task-wise CESS).
@@ -318,6 +473,15 @@ def estimate(
             inputs must describe the reachable pool (``n_pool = |D+|``, ``m_bar`` over D+), the
             estimate targets ``θ+``, and ``support_low/high`` give the eq. 10 interval for
             θ*; a ``DegenerateDataWarning`` says the point estimate is not θ*.
+        replacement: ``"with"`` (eq. 6: every candidate keeps a positive probability at every
+            round) or ``"without"`` (the agent never reopens a document: Des Raj's ordered
+            form, derived in the module docstring), or one of them per trajectory. Arrays
+            carry no vectors to tell them apart: ``cess.from_trace`` reads the form from the
+            logged vectors.
+        in_support: shape like ``y``, False where the chosen document lies outside D+ (it
+            was positive at its round but not at every round): that round adds no
+            correction and, without replacement, no known residual to later rounds. None:
+            every chosen document is in D+.
 
     Returns:
         A ``CessResult``. A trajectory that opened nothing has a NaN Opened Mean and the
@@ -325,8 +489,10 @@ def estimate(
 
     Raises:
         ValueError: a malformed input, named in backticks: shapes, NaN outside the rounds
-            not reached, ``p``/``s`` outside (0, 1], an increasing ``s``, ``y`` outside
-            ``bounds``, ``lam`` outside [0, 1].
+            not reached, ``p``/``s`` outside (0, 1], an increasing ``s``, ``y``, ``m_chosen``
+            or ``m_bar`` outside ``bounds``, ``lam`` outside [0, 1], a probability no
+            vector over ``n_pool`` candidates gives (``p < 1`` with one candidate left), more
+            rounds than candidates without replacement.
     """
     Y, P, S, M, MB, N, LAM, observed = _estimate_iv(
         y, p, s, m_chosen, m_bar, n_pool, budget, lam, order, anchor, bounds)
@@ -335,8 +501,29 @@ def estimate(
     if R is not None and not ((R >= 0) & (R <= 1)).all():
         raise ValueError("`rho` must be in [0, 1] for every trajectory (NaN found or out "
                          "of range)")
-    digest = _hash_beside(Y, P, S, M, MB, N, LAM, config=f"{budget}|{order}|{anchor}|"
-                          f"{low!r}|{high!r}|{rho is not None}")
+    without = _forms_iv(replacement, Y.shape[0])
+    if in_support is None:
+        weighted = observed
+        mask = None
+    else:
+        mask = np.asarray(in_support, dtype=bool)
+        if mask.ndim == 1:
+            mask = mask[None, :]
+        if mask.shape[0] != Y.shape[0] or mask.shape[1] < Y.shape[1]:
+            raise ValueError(f"`in_support` must have the shape of `y` {Y.shape}; found "
+                             f"shape {mask.shape}")
+        mask = mask[:, :Y.shape[1]]
+        weighted = observed & mask
+    _design_iv(P, N, without, weighted, R)
+    extra: tuple[FloatArray, ...] = ()
+    config = f"{budget}|{order}|{anchor}|{low!r}|{high!r}|{rho is not None}"
+    if without.any():  # the default's hash is unchanged
+        extra += (without.astype(np.float64),)
+        config += "|without"
+    if mask is not None:
+        extra += (weighted.astype(np.float64),)
+        config += "|in_support"
+    digest = _hash_beside(Y, P, S, M, MB, N, LAM, *extra, config=config)
     K = float(budget)
     n_rounds = observed.sum(axis=1)
     # w_t = 1/(N p_t s_t); unobserved rounds contribute nothing (weight 0, no NaN).
@@ -346,8 +533,23 @@ def estimate(
     # exactly on the rounds not reached, so fmin(p·s, inf) is p·s there-or-inf in one pass.
     PS = np.multiply(P, S)
     np.fmin(PS, np.inf, out=PS)  # unreached rounds: infinite p·s, weight 0
+    if mask is not None:
+        PS[~weighted] = np.inf  # a chosen document outside D+: weight 0 (and no min p·s)
     w = np.multiply(N[:, None], PS)
     np.divide(1.0, w, out=w)
+    if without.any():
+        # W_k = w_k + Σ_{k<t≤T} 1/(N s_t): document k's residual is known at every later
+        # reached round (Des Raj's Σ_{k<t} e_{J_k}); rounds outside D+ carry none.
+        inv_ns = np.multiply(N[:, None], S)
+        np.divide(1.0, inv_ns, out=inv_ns)
+        np.nan_to_num(inv_ns, copy=False, nan=0.0)  # rounds not reached add nothing
+        after = np.cumsum(inv_ns[:, ::-1], axis=1)[:, ::-1]
+        after -= inv_ns
+        # Rounds not reached are trailing, so nothing comes after them: only rows with
+        # replacement and rounds outside D+ need masking.
+        if mask is not None or not without.all():
+            after[~(without[:, None] & weighted)] = 0.0
+        w += after
     y0 = np.where(observed, Y, 0.0)
     scratch = np.where(observed, M, 0.0)  # m0
     np.subtract(y0, scratch, out=scratch)  # y0 - m0
@@ -382,8 +584,9 @@ def estimate(
     for k in range(PS.shape[1]):
         np.maximum(max_w, w[:, k], out=max_w)
         np.minimum(min_ps, PS[:, k], out=min_ps)
-    max_w = np.where(n_rounds > 0, max_w, np.nan)
-    min_ps = np.where(n_rounds > 0, min_ps, np.nan)
+    carries = n_rounds > 0 if mask is None else weighted.any(axis=1)
+    max_w = np.where(carries, max_w, np.nan)
+    min_ps = np.where(carries, min_ps, np.nan)
     if R is None:
         s_low = s_high = np.full(Y.shape[0], np.nan)
     else:
@@ -392,14 +595,15 @@ def estimate(
             warnings.warn(
                 f"{int((R > 0).sum())} trajectory(ies) reach only part of the pool (ρ up to "
                 f"{R.max():.3g}): the point estimate targets the reachable mean θ+, not θ*; "
-                "report support_low/support_high ([SSC] eq. 10)",
+                "report support_low/support_high ([SSC] eq. 10), an identification region "
+                "around that noisy point, not a confidence interval",
                 DegenerateDataWarning, stacklevel=2,
             )
     return CessResult(
         opened_mean=opened, outcome_regression=MB, ipw=ipw, dr_raw=dr_raw, estimate=est,
         ess=ess, max_weight=max_w, min_ps=min_ps, n_rounds=n_rounds.astype(np.int64),
-        support_low=s_low, support_high=s_high, lam=LAM, budget=int(budget), order=order,
-        anchor=anchor, bounds=(low, high),
+        support_low=s_low, support_high=s_high, without_replacement=without, lam=LAM,
+        budget=int(budget), order=order, anchor=anchor, bounds=(low, high),
         inputs_hash=digest(),
     )
 
@@ -409,7 +613,13 @@ def support_interval(
 ) -> tuple[FloatArray, FloatArray]:
     """The sharp interval for θ* when a mass ρ of the pool is unreachable ([SSC] eq. 10).
 
-    ``θ* ∈ [(1−ρ)θ+ + ρL, (1−ρ)θ+ + ρU]``, width ``ρ(U − L)``.
+    ``θ* ∈ [(1−ρ)θ+ + ρL, (1−ρ)θ+ + ρU]``, width ``ρ(U − L)``. It is an identification
+    region: given the true reachable mean θ+ it holds θ* whatever the unreachable
+    candidates score in ``[L, U]``, and no narrower interval does without assumptions about
+    them. Given an *estimate* of θ+ (as ``estimate(..., rho=...)`` passes) it is that region
+    placed around a noisy point, not a confidence interval: it carries no sampling error,
+    and one trajectory's interval can miss θ* (in ``bench_cess_replacement.py``, ρ = 1/6
+    around Π[raw DR] held θ* in 37-39 % of single trajectories).
     """
     t = np.asarray(theta_plus, dtype=np.float64)
     r = np.asarray(rho, dtype=np.float64)
@@ -474,6 +684,9 @@ def support_from_vectors(
 
     A candidate is reachable if it had positive probability in some logged vector. The pool
     is ``pool`` when given (e.g. every candidate of the task), else the union of logged ids.
+    This is D+ of a design whose support does not change between rounds; for one run's
+    sequence of vectors, ``sampling_design`` also asks that every round cover each
+    candidate (or, without replacement, have opened it), as eq. 6 and Des Raj's form need.
     """
     reachable: set[Any] = set()
     seen: set[Any] = set()
@@ -488,3 +701,181 @@ def support_from_vectors(
     if unknown:
         raise ValueError(f"logged candidates {sorted(map(str, unknown))[:3]} are not in `pool`")
     return Support(frozenset(reachable), len(universe), 1.0 - len(reachable) / len(universe))
+
+
+@dataclass(frozen=True)
+class SamplingDesign:
+    """How one run drew its documents, read from its logged vectors (``sampling_design``).
+
+    Attributes:
+        replacement: the form to estimate with, ``"with"`` or ``"without"``.
+        evidence: what the vectors show: ``"with"`` (an opened candidate kept a positive
+            probability later), ``"without"`` (every opened candidate had probability 0
+            later), ``"mixed"`` (both) or ``"none"`` (one round: the forms coincide).
+        reachable: D+, the candidates every round covers under ``replacement``: positive at
+            each round, or (without replacement) positive until opened and 0 after.
+        n_pool: the size of the whole pool.
+        rho: ``1 − |D+|/n_pool`` (eq. 10).
+        p: per round, the chosen candidate's probability under ``replacement`` (the logged
+            one, renormalised over the unopened candidates when ``replacement="without"``
+            was forced on vectors that keep opened candidates positive).
+        in_support: per round, whether the chosen candidate is in D+.
+        dropped: ``(round, candidate, positive_round)`` for each candidate with probability
+            0 at ``round`` although positive at ``positive_round`` and not opened before
+            ``round``: the support changed (first instance per candidate).
+        conflicts: ``(round, candidate)`` for opened candidates whose later probability
+            contradicts ``replacement`` (a mixed run): left out of D+.
+        renormalised: the largest probability mass a logged vector put on candidates already
+            opened, removed by a forced ``"without"`` (0 otherwise).
+    """
+
+    replacement: str
+    evidence: str
+    reachable: frozenset[Any]
+    n_pool: int
+    rho: float
+    p: tuple[float, ...]
+    in_support: tuple[bool, ...]
+    dropped: tuple[tuple[int, Any, int], ...]
+    conflicts: tuple[tuple[int, Any], ...]
+    renormalised: float
+
+
+def sampling_design(
+    vectors: Sequence[tuple[Sequence[Any], ArrayLike]],
+    chosen: Sequence[Any],
+    *,
+    pool: Sequence[Any] | None = None,
+    replacement: str = "auto",
+) -> SamplingDesign:
+    """Read with or without replacement, and the reachable pool D+, off one run's vectors.
+
+    ``vectors[t]`` is round ``t + 1``'s logged full vector ``(candidate_ids, probs)`` and
+    ``chosen[t]`` the id it opened. A candidate missing from a round's ids has probability 0
+    there. Per round ``t`` and candidate ``c`` with probability 0 at ``t`` but positive at
+    some round of the run:
+
+    * ``c`` was opened before ``t``: evidence of sampling *without* replacement (an agent
+      that never reopens a document), which Des Raj's form estimates ([Raj56]);
+    * ``c`` was opened before ``t`` and another opened candidate stays positive later (or
+      is reopened): *mixed*; a run whose opened candidates all stay positive samples
+      *with* replacement ([SSC] eq. 6);
+    * ``c`` was not opened before ``t``: the support changed, so Assumption 1's overlap
+      fails at ``t`` and no estimate of θ* is design-unbiased. ``c`` is left out of D+
+      (ρ > 0): the estimate targets the mean θ+ over D+ and eq. 10 brackets θ*.
+
+    ``replacement="auto"`` takes the form the evidence shows; a mixed run takes the form
+    that keeps more of the pool in D+ (ties: with), and the opened candidates that
+    contradict it leave D+ like a dropped candidate (``conflicts``). ``"with"`` on a run
+    whose every opened candidate drops to 0 later raises (eq. 6 is biased there: each
+    round's identity needs them positive). ``"without"`` on vectors that keep opened
+    candidates positive renormalises each round over the unopened candidates
+    (``renormalised``), the propensity of a controller that redraws when it picks an
+    opened document; a reopened document raises.
+
+    What θ+ means: each round's correction is unbiased for the residual total over D+ when
+    D+ is the same for every trajectory the design can produce (candidates it never
+    reaches, or drops whatever the run opened). When what is dropped depends on the run's
+    own draws, D+ is itself random and the point estimate only approximates θ+; the eq. 10
+    interval around it is then approximate too.
+
+    Raises:
+        ValueError: a vector ``al.select`` would not log, ids outside ``pool``, a chosen id
+            with probability 0, ``"with"`` on a run that samples without replacement,
+            ``"without"`` on a run that reopens a document.
+    """
+    if replacement not in ("auto", "with", "without"):
+        raise ValueError(f"`replacement` must be 'auto', 'with' or 'without'; found "
+                         f"{replacement!r}")
+    if len(chosen) != len(vectors):
+        raise ValueError(f"`chosen` must name one candidate per logged vector; found "
+                         f"{len(chosen)} for {len(vectors)} vectors")
+    arrays = [_logged_vector(k, ids, probs) for k, (ids, probs) in enumerate(vectors)]
+    index: dict[Any, int] = {}
+    for c in (pool if pool is not None else (c for ids, _ in vectors for c in ids)):
+        index.setdefault(c, len(index))
+    if not index:
+        raise ValueError("`vectors` describe an empty pool; pass the logged vectors or `pool`")
+    T, n = len(vectors), len(index)
+    V = np.zeros((T, n))
+    for t, ((ids, _), arr) in enumerate(zip(vectors, arrays, strict=True)):
+        unknown = [c for c in ids if c not in index]
+        if unknown:
+            raise ValueError(f"logged candidates {sorted(map(str, unknown))[:3]} are not in "
+                             "`pool`")
+        np.add.at(V[t], [index[c] for c in ids], arr)  # an id listed twice sums
+    J = np.array([index.get(c, -1) for c in chosen], dtype=np.intp)
+    for t, (c, j) in enumerate(zip(chosen, J, strict=True)):
+        if j < 0 or not V[t, j] > 0:
+            raise ValueError(f"round {t + 1}: the chosen candidate {c!r} has probability 0 "
+                             "in its round's vector; a chosen probability must be > 0 "
+                             "([SSC] Assumption 1)")
+    opened = np.zeros((T, n), dtype=bool)  # opened before round t
+    for t in range(1, T):
+        opened[t] = opened[t - 1]
+        opened[t, J[t - 1]] = True
+    positive = V > 0
+    kept = opened & positive  # evidence of sampling with replacement (a reopen included)
+    zeroed = opened & ~positive  # ... and without
+    evidence = ("mixed" if kept.any() and zeroed.any() else "with" if kept.any() else
+                "without" if zeroed.any() else "none")
+    ids = list(index)
+
+    def first(mask: NDArray[np.bool_]) -> tuple[int, Any]:
+        t, j = np.argwhere(mask)[0]
+        return int(t) + 1, ids[j]
+
+    renormalised = 0.0
+    if replacement == "with" and evidence == "without":
+        t, c = first(zeroed)
+        raise ValueError(
+            f"replacement='with', but round {t} gives probability 0 to {c!r}, opened "
+            "earlier, and no opened candidate keeps a positive probability: the run samples "
+            "without replacement, where eq. 6's per-round identity fails (biased). Pass "
+            "replacement='auto' or 'without'"
+        )
+    if replacement == "without":
+        reopened = opened[np.arange(T), J]
+        if reopened.any():
+            t = int(np.flatnonzero(reopened)[0])
+            raise ValueError(
+                f"replacement='without', but round {t + 1} reopens {chosen[t]!r}: a run that "
+                "reopens documents samples with replacement. Pass replacement='auto' or "
+                "'with'"
+            )
+        mass = (V * opened).sum(axis=1)
+        renormalised = float(mass.max())
+        if renormalised > 0:
+            V = np.where(opened, 0.0, V) / (1.0 - mass)[:, None]
+            positive = V > 0
+        form = "without"
+    elif replacement == "with":
+        form = "with"
+    else:
+        form = evidence if evidence in ("with", "without") else "with"
+    unopened_zero = ~opened & ~positive
+    # After a forced renormalisation no opened candidate is positive any more.
+    against = {"with": opened & ~positive, "without": opened & positive}
+
+    def covered(f: str) -> NDArray[np.bool_]:
+        hit: NDArray[np.bool_] = np.any(unopened_zero | against[f], axis=0)
+        return ~hit
+
+    if replacement == "auto" and evidence == "mixed":
+        form = "without" if covered("without").sum() > covered("with").sum() else "with"
+    reach = covered(form)
+    conflicts = tuple((int(t) + 1, ids[j]) for t, j in np.argwhere(against[form]))
+    ever: NDArray[np.bool_] = np.any(positive, axis=0)
+    dropped: list[tuple[int, Any, int]] = []
+    for j in np.flatnonzero((unopened_zero & ever[None, :]).any(axis=0)):
+        t = int(np.flatnonzero(unopened_zero[:, j])[0])
+        dropped.append((t + 1, ids[j], int(np.flatnonzero(positive[:, j])[0]) + 1))
+    dropped.sort(key=lambda d: d[0])  # the earliest round first (stable: pool order after)
+    return SamplingDesign(
+        replacement=form, evidence=evidence,
+        reachable=frozenset(c for c, r in zip(ids, reach, strict=True) if r),
+        n_pool=n, rho=1.0 - float(reach.sum()) / n,
+        p=tuple(float(V[t, J[t]]) for t in range(T)),
+        in_support=tuple(bool(reach[j]) for j in J),
+        dropped=tuple(dropped), conflicts=conflicts, renormalised=renormalised,
+    )

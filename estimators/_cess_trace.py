@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from agentlog import DegenerateDataWarning, MissingDependencyError, Trace
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
-from ._cess import CessResult, estimate, support_from_vectors
+from ._cess import CessResult, SamplingDesign, estimate, sampling_design
 from ._shared_noise import SharedNoise
 
 __all__ = ["CessData", "from_trace", "load_table"]
@@ -69,8 +69,12 @@ class CessData:
             probability ``s_t`` and its prediction ``m_{J_t}``; NaN after the last round.
         m_bar: the mean prediction over the pool (over the reachable pool D+ when ρ > 0).
         n_pool: the pool size ``N`` (``|D+|`` when ρ > 0).
-        rho: the inaccessible mass ``ρ = 1 − |D+|/N`` (eq. 10), 0 when every candidate of
-            the pool had positive probability in some logged vector within the budget.
+        rho: the inaccessible mass ``ρ = 1 − |D+|/N`` (eq. 10), 0 when every round within the
+            budget covered the whole pool (``cess.sampling_design``).
+        replacement: per run, the form ``estimate`` uses: ``"with"`` ([SSC] eq. 6) or
+            ``"without"`` (Des Raj's ordered form [Raj56]), as ``from_trace`` chose it.
+        in_support: shape ``(n_runs, budget)``: False where the round's chosen candidate
+            lies outside D+ (a round that adds no correction); True elsewhere.
         theta_star: ``θ* = (1/N) Σ Y_i`` over the whole pool, NaN unless the outcomes
             cover every candidate of the pool.
         run_id, path, task, system, seed: where each row comes from.
@@ -97,6 +101,8 @@ class CessData:
     seed: tuple[int | None, ...]
     cluster: tuple[str | None, ...]
     replicate: tuple[Any, ...]
+    replacement: tuple[str, ...]
+    in_support: NDArray[np.bool_]
     budget: int
     stream: str = "doc"
     stop_stream: str | None = "stop"
@@ -118,14 +124,18 @@ class CessData:
     def estimate(self, **kwargs: Any) -> CessResult:
         """``cess.estimate`` on these arrays.
 
-        ``budget`` defaults to ``self.budget`` (a smaller one is a prefix analysis) and
+        ``budget`` defaults to ``self.budget`` (a smaller one is a prefix analysis),
         ``rho`` to ``self.rho`` when some run reaches only part of its pool, which adds the
-        eq. 10 interval (and a ``DegenerateDataWarning``). Every other keyword (``lam``,
-        ``order``, ``anchor``, ``bounds``) goes to ``cess.estimate`` unchanged.
+        eq. 10 interval (and a ``DegenerateDataWarning``), ``replacement`` and
+        ``in_support`` to what ``from_trace`` read off the vectors. Every other keyword
+        (``lam``, ``order``, ``anchor``, ``bounds``) goes to ``cess.estimate`` unchanged.
         """
         kwargs.setdefault("budget", self.budget)
         if "rho" not in kwargs and (self.rho > 0).any():
             kwargs["rho"] = self.rho
+        kwargs.setdefault("replacement", list(self.replacement))
+        if "in_support" not in kwargs and not self.in_support.all():
+            kwargs["in_support"] = self.in_support
         return estimate(self.y, self.p, self.s, self.m_chosen, self.m_bar, self.n_pool,
                         **kwargs)
 
@@ -373,6 +383,10 @@ class _Rows:
     n_pool: list[int] = field(default_factory=list)
     rho: list[float] = field(default_factory=list)
     theta: list[float] = field(default_factory=list)
+    in_support: list[tuple[bool, ...]] = field(default_factory=list)
+    forms: list[str] = field(default_factory=list)
+    # (where, design) of the runs a warning is about only: memory stays flat on clean runs
+    troubled: list[tuple[str, SamplingDesign]] = field(default_factory=list)
     labels: list[tuple[Any, ...]] = field(default_factory=list)
 
 
@@ -386,6 +400,7 @@ def from_trace(
     budget: int,
     pool: Mapping[str, Sequence[Any]] | None = None,
     unfinished: str = "drop",
+    replacement: str = "auto",
 ) -> CessData:
     """Build the CESS arrays of every run in some traces ([SSC] eq. 5-6, 10).
 
@@ -410,15 +425,29 @@ def from_trace(
             ``DegenerateDataWarning``) or ``"keep"``. Such a run ended early for a reason
             outside the logged design, so keeping it as a trajectory that *stopped* would
             treat the crash as a draw of the stopping policy.
+        replacement: ``"auto"`` (default) reads each run's form off its vectors
+            (``cess.sampling_design``): a run that gives the candidates it opened probability
+            0 later samples without replacement and gets Des Raj's ordered form [Raj56]; a
+            run that keeps them positive gets eq. 6. ``"with"`` or ``"without"`` forces a
+            form: ``"with"`` on a run that zeroes every opened candidate, or ``"without"``
+            on a run that reopens one, raises; ``"without"`` on vectors that keep opened
+            candidates positive renormalises them over the unopened ones (the propensity
+            of a controller that redraws an opened pick) and warns.
 
     Returns:
-        A ``CessData``. When a run gave zero probability to part of its pool within the
-        budget (ρ > 0), its ``n_pool`` and ``m_bar`` describe the reachable pool D+, so the
-        estimate targets θ+ and ``CessData.estimate`` adds the eq. 10 interval.
+        A ``CessData``; ``replacement`` records the form of each run. When some candidates
+        are not covered by every round within the budget (ρ > 0), the run's ``n_pool`` and
+        ``m_bar`` describe the reachable pool D+, so the estimate targets θ+ and
+        ``CessData.estimate`` adds the eq. 10 interval.
 
     Warns:
         SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
             generator /1 or /2 under one seed), so the tasks are not independent.
+        DegenerateDataWarning: a run's support changed (a candidate positive at one round
+            had probability 0 at another before it was opened: Assumption 1's overlap
+            fails, those candidates leave D+ and the interval is reported); a run mixes the
+            two forms (its conflicting candidates leave D+); a forced ``"without"``
+            renormalised vectors. Each names the first run and what to do.
 
     Raises:
         ValueError: an unknown stream; a run with no selection of ``stream``; a selected
@@ -432,6 +461,9 @@ def from_trace(
     budget = int(budget)
     if unfinished not in ("drop", "keep"):
         raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
+    if replacement not in ("auto", "with", "without"):
+        raise ValueError(f"`replacement` must be 'auto', 'with' or 'without'; found "
+                         f"{replacement!r}")
     y_table = _as_table(outcomes, "outcomes")
     m_table = _as_table(predictions, "predictions")
     rows = _Rows()
@@ -470,7 +502,7 @@ def from_trace(
             continue
         try:
             _add_run(rows, trace, run, ids_cache, y_table, m_table, pool, stream,
-                     stop_stream, budget, summary_cache)
+                     stop_stream, budget, summary_cache, replacement)
             shared.add(start)
         except _NoSelections as exc:
             pending.append((exc.run_id, exc))
@@ -496,6 +528,7 @@ def from_trace(
     if n == 0:
         raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
     shared.warn(stacklevel=2)
+    _warn_designs(rows.troubled, replacement)
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)
@@ -513,8 +546,57 @@ def from_trace(
         run_id=tuple(labels[0]), path=tuple(labels[1]), task=tuple(labels[2]),
         system=tuple(labels[3]), condition=tuple(labels[4]), seed=tuple(labels[5]),
         cluster=tuple(labels[6]), replicate=tuple(labels[7]),
+        replacement=tuple(rows.forms),
+        in_support=np.array([list(r) + [True] * (budget - len(r)) for r in rows.in_support],
+                            dtype=bool).reshape(n, budget),
         budget=budget, stream=stream, stop_stream=stop_stream,
     )
+
+
+def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -> None:
+    """One ``DegenerateDataWarning`` per kind of design problem, naming the first run."""
+    changed = [(w, d) for w, d in designs if d.dropped]
+    if changed:
+        where, d = changed[0]
+        t, cid, positive = d.dropped[0]
+        warnings.warn(
+            f"{len(changed)} run(s) changed their support (first: {where}, round {t}: "
+            f"candidate {cid!r} had probability 0 although it was positive at round "
+            f"{positive} and not yet opened): [SSC] Assumption 1's overlap fails at those "
+            "rounds, so no estimate of θ* from them is design-unbiased. Such candidates are "
+            f"left out of the reachable pool D+ (ρ up to {max(x.rho for _, x in changed):.3g})"
+            " and the eq. 10 interval is reported; the point estimate approximates the mean "
+            "θ+ over D+ (exactly only when the same candidates drop whatever the run opens). "
+            "To estimate θ*, keep every unopened candidate's probability positive at every "
+            "round (log the whole pool in each vector)",
+            DegenerateDataWarning, stacklevel=3,
+        )
+    mixed = [(w, d) for w, d in designs if d.conflicts]
+    if mixed:
+        where, d = mixed[0]
+        t, cid = d.conflicts[0]
+        how = ("you passed replacement='with'" if replacement == "with" else
+               "the form that keeps more of the pool was taken")
+        warnings.warn(
+            f"{len(mixed)} run(s) give some opened candidates probability 0 later and keep "
+            f"others positive (first: {where}, round {t}, candidate {cid!r}), so neither "
+            f"eq. 6 nor Des Raj's form is their design; {how} ({d.replacement} replacement) "
+            "and the opened candidates that contradict it are left out of D+ (ρ > 0, eq. 10 "
+            "interval). Record one rule (zero every opened candidate, or none), or pass "
+            "replacement='without' if the controller never reopens a document",
+            DegenerateDataWarning, stacklevel=3,
+        )
+    renormalised = [(w, d) for w, d in designs if d.renormalised > 0]
+    if renormalised:
+        where, d = renormalised[0]
+        warnings.warn(
+            f"replacement='without' on {len(renormalised)} run(s) whose vectors keep "
+            f"probability on candidates already opened (first: {where}, mass "
+            f"{d.renormalised:.3g}): their chosen probabilities were renormalised over the "
+            "unopened candidates, the propensity only of a controller that redraws when it "
+            "picks an opened document. If it could reopen one, pass replacement='auto'",
+            DegenerateDataWarning, stacklevel=3,
+        )
 
 
 def _files(paths: list[str]) -> str:
@@ -554,7 +636,7 @@ def _add_run(
     rows: _Rows, trace: Trace, run: Any, ids_cache: dict[bytes, tuple[Any, ...]],
     y_table: _Table, m_table: _Table,
     pool: Mapping[str, Sequence[Any]] | None, stream: str, stop_stream: str | None,
-    budget: int, summary_cache: dict[Any, tuple[float, float]],
+    budget: int, summary_cache: dict[Any, tuple[float, float]], replacement: str,
 ) -> None:
     start: RunStart | None = run.start
     run_id = start.run_id if start is not None else f"#{run.run}"
@@ -574,7 +656,6 @@ def _add_run(
         return ids
 
     chosen: list[Any] = []
-    ps: list[float] = []
     ss: list[float] = []
     vectors: list[tuple[tuple[Any, ...], FloatArray]] = []
     logged: set[bytes] = set()  # pool hashes of every vector of the run, for the universe
@@ -631,7 +712,6 @@ def _add_run(
                     f"(stop stream {stop_stream!r}): re-record the run, or leave it out"
                 )
             chosen.append(cid)
-            ps.append(p_chosen)
             ss.append(surv)
             vectors.append((ids, probs))
     if not chosen:
@@ -679,10 +759,11 @@ def _add_run(
         universe = tuple(seen)
         pool_key = None
     try:
-        support = support_from_vectors(vectors, pool=universe)
+        support = sampling_design(vectors, chosen, pool=universe, replacement=replacement)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}; pass the whole candidate pool of the task "
-                         "(`pool`, or a task column in the predictions)") from None
+        hint = ("; pass the whole candidate pool of the task (`pool`, or a task column in "
+                "the predictions)" if "`pool`" in str(exc) else "")
+        raise ValueError(f"{where}: {exc}{hint}") from None
     if support.rho > 0:
         reachable: tuple[Any, ...] = tuple(c for c in universe if c in support.reachable)
         m_bar = _mean_prediction(reachable, m_values, m_table, where)
@@ -700,7 +781,11 @@ def _add_run(
 
     rows.y.append(y_row)
     rows.m.append(m_row)
-    rows.p.append(ps)
+    rows.p.append(list(support.p))  # renormalised only under a forced "without"
+    rows.in_support.append(support.in_support)
+    rows.forms.append(support.replacement)
+    if support.dropped or support.conflicts or support.renormalised > 0:
+        rows.troubled.append((where, support))
     rows.s.append(ss)
     rows.m_bar.append(m_bar)
     rows.n_pool.append(n_pool)

@@ -56,7 +56,7 @@ from agentlog.records import RunStart, Score, iter_runs
 
 from ._bootstrap import codes
 from ._cess import THEOREM_2_NOTE
-from ._effects import EFFECTS, PolicyEffects, icc_1k, policy_effects
+from ._effects import EFFECTS, EffectInterval, PolicyEffects, icc_1k, policy_effects
 from ._shared_noise import SharedNoise
 
 __all__ = ["PROVENANCE_KEY", "TraceEffects", "effects_from_traces"]
@@ -137,15 +137,15 @@ class TraceEffects:
     def n_clusters(self) -> int:
         return self.effects.n_clusters
 
-    def confidence_interval(self, effect: str) -> tuple[float, float]:
-        """The task-clustered percentile interval of ``effect`` (one of ``EFFECTS``)."""
-        return self.effects.confidence_interval(effect)
+    def confidence_interval(self, effect: str,
+                            method: EffectInterval | None = None) -> tuple[float, float]:
+        """The task-clustered interval of ``effect`` (one of ``EFFECTS``): the cluster t
+        interval by default, ``method="percentile"`` for the bootstrap's."""
+        return self.effects.confidence_interval(effect, method)
 
     def standard_error(self, effect: str) -> float:
-        """The task-clustered bootstrap standard error of ``effect``."""
-        if effect not in EFFECTS:
-            raise KeyError(f"unknown effect {effect!r}; one of {list(EFFECTS)}")
-        return float(self.effects.bootstrap.standard_error[EFFECTS.index(effect)])
+        """The standard error of ``effect`` behind its interval (``effects.interval``)."""
+        return self.effects.standard_error(effect)
 
     def arm_means(self) -> dict[str, float]:
         """θ_ab averaged within each task, tasks weighing equally (as the effects are)."""
@@ -171,6 +171,7 @@ class TraceEffects:
             "effects": rows,
             "arm_means": self.arm_means(),
             "confidence_level": self.effects.confidence_level,
+            "interval": self.effects.interval,
             "n_blocks": self.n_blocks, "n_clusters": self.n_clusters,
             "n_runs": self.n_runs, "n_skipped": self.n_skipped,
             "icc_note": self.icc_note, "inputs_hash": self.effects.inputs_hash,
@@ -251,6 +252,7 @@ def effects_from_traces(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    interval: EffectInterval = "t",
 ) -> TraceEffects:
     """Δsel, Δstop, Δint and the total of a paired 2×2 from its arm traces ([SSC] eq. 3–4).
 
@@ -259,9 +261,10 @@ def effects_from_traces(
     pool with the same random numbers. θ_ab of a block is the outcome of its arm with
     selection level ``a`` and stopping level ``b`` (level 1 is the agent's own policy,
     ``"agent"`` / ``"adaptive"``, unless ``levels`` says otherwise). Effects are averaged
-    within each task, tasks weigh equally, and the intervals resample whole tasks
-    (``cess.policy_effects``). ICC(1,k) ([SSC] Appendix C) measures how repeatable each
-    effect is across the replicate seeds.
+    within each task, tasks weigh equally, and the intervals are task-clustered: the cluster
+    t interval over per-task effects by default, or the percentile bootstrap over tasks
+    (``cess.policy_effects``, whose docs give their measured coverage). ICC(1,k) ([SSC]
+    Appendix C) measures how repeatable each effect is across the replicate seeds.
 
     These are policy effects. A contrast of two CESS estimates is not one ([SSC]
     Theorem 2): CESS targets the pool conclusion θ*, the same under every supported policy.
@@ -279,11 +282,14 @@ def effects_from_traces(
         incomplete: a block without all four arms: ``"error"`` (default) or ``"drop"``
             (with a ``DegenerateDataWarning``).
         n_resamples, seed, confidence_level: the task-clustered bootstrap.
+        interval: ``"t"`` (default) or ``"percentile"`` (``cess.policy_effects``).
 
     Returns:
         A ``TraceEffects``.
 
     Warns:
+        DegenerateDataWarning: as ``cess.policy_effects``: an effect with the same value in
+            every task, per-task effects too skewed for the number of tasks.
         SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
             generator /1 or /2 under one seed), so the tasks are not independent.
 
@@ -396,7 +402,8 @@ def effects_from_traces(
     reps = [k[2] for k in labels]
     arrays = {c: np.asarray(v, dtype=np.float64) for c, v in theta.items()}
     fx = policy_effects(arrays["00"], arrays["10"], arrays["01"], arrays["11"], cluster=tasks,
-                        n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
+                        n_resamples=n_resamples, seed=seed, confidence_level=confidence_level,
+                        interval=interval)
     icc, icc_note = _icc(fx, tasks, reps)
     fx = dataclasses.replace(fx, icc=icc, note=POLICY_NOTE)
     return TraceEffects(

@@ -244,10 +244,13 @@ class Plan(BaseModel):
             mean of the readouts' tolerances.
         delta: ``δ`` of the nuisance radius ``r(δ)`` (Def. 7).
         delta_prime: ``δ′`` of the sampling radius, family-wise over the family.
-        sampling: the sampling radius's variance: ``"cr2-bm"`` (default; the bias-reduced
-            CR2 variance with Bell–McCaffrey degrees of freedom, valid with unequal cluster
-            sizes) or ``"cr1"`` (CR1 with ``t(G−1)``, [LBC] §6.1 as published, which
-            under-covers when one cluster is much larger than the others).
+        sampling: the sampling radius: ``"cr2-bm-cf"`` (default; the bias-reduced CR2
+            variance with Bell–McCaffrey degrees of freedom, its t quantile widened by the
+            Cornish–Fisher skewness terms: valid with unequal cluster sizes and with skewed
+            differences such as rare 0/1 successes against a continuous scorer),
+            ``"cr2-bm"`` (the same without the skewness terms, which under-covers skewed
+            differences) or ``"cr1"`` (CR1 with ``t(G−1)``, [LBC] §6.1 as published, which
+            also under-covers when one cluster is much larger than the others).
         family: ``"all"`` (every pair of systems) or a list of ``[system, system]`` pairs.
         min_common_tasks: a pair with fewer common tasks is not decided.
         failure: the failure policy.
@@ -271,7 +274,7 @@ class Plan(BaseModel):
     composite_tolerance: Positive | None = None
     delta: Probability = 0.05
     delta_prime: Probability = 0.05
-    sampling: Literal["cr2-bm", "cr1"] = "cr2-bm"
+    sampling: Literal["cr2-bm-cf", "cr2-bm", "cr1"] = "cr2-bm-cf"
     family: Literal["all"] | list[tuple[str, str]] = "all"
     min_common_tasks: int = Field(default=10, ge=2)
     failure: FailurePolicy = FailurePolicy()

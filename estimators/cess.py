@@ -21,8 +21,10 @@ from ._bootstrap import BootstrapResult, cluster_bootstrap
 from ._cess import (
     THEOREM_2_NOTE,
     CessResult,
+    SamplingDesign,
     Support,
     estimate,
+    sampling_design,
     support_from_vectors,
     support_interval,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "CessData",
     "CessResult",
     "PolicyEffects",
+    "SamplingDesign",
     "Support",
     "TraceEffects",
     "TuneResult",
@@ -54,6 +57,7 @@ __all__ = [
     "mae",
     "policy_effects",
     "ranking_sensitivity",
+    "sampling_design",
     "support_from_vectors",
     "support_interval",
     "taskwise_lambda",

@@ -245,8 +245,10 @@ def test_the_sign_flip_rate_equals_a_draw_by_draw_recomputation() -> None:
         r = certify.sampling_radius(d * signs[b][codes], clusters, family_size=len(ia))
         worst[b] = np.max(np.abs(r.estimate) / r.q)
     assert cal.family_rate == pytest.approx((worst > 1).mean(), abs=1e-12)
-    # c*: the rate at scale c* is at most δ′, and any smaller scale exceeds it.
-    assert (worst > cal.c_star).mean() <= 0.05 < (worst >= cal.c_star).mean()
+    # c*: the rate at scale c* is at most δ′, and any smaller scale exceeds it (up to the
+    # rounding of two ways of computing the same flipped skewness).
+    tol = 1e-9 * cal.c_star
+    assert (worst > cal.c_star + tol).mean() <= 0.05 < (worst >= cal.c_star - tol).mean()
     assert cal.mc_se == pytest.approx(math.sqrt(cal.family_rate * (1 - cal.family_rate) / 300))
     assert cal.rates["f1"] == cal.rates["composite"]
     again = certify.certify(scores, clusters=clusters, plan=plan).calibration
@@ -611,8 +613,8 @@ def test_the_ladder_rungs_are_the_conventional_tests_of_table_2() -> None:
     sm = pytest.importorskip("statsmodels.api")
     scores, clusters = leaderboard({"a": 0.52, "b": 0.5, "c": 0.49, "d": 0.47, "e": 0.47},
                                    noise=0.06, seed=21)
-    board = certify.certify(scores, clusters=clusters, plan=make_plan(SHARED),
-                            calibrate=False)
+    board = certify.certify(scores, clusters=clusters, calibrate=False,
+                            plan=make_plan(SHARED, head='sampling = "cr1"'))  # as in [LBC]
     rungs = {r.rule: r for r in board.ladder}
     names = list(scores)
     r0, r1, r2, r3 = set(), set(), set(), set()

@@ -205,14 +205,23 @@ def test_int_ids_in_the_trace_match_text_ids_from_a_csv(tmp_path: Path) -> None:
 def test_without_a_pool_or_task_column_the_pool_is_the_union_of_the_logged_vectors(
     tmp_path: Path,
 ) -> None:
-    # Round 2 exposes a candidate round 1 did not list: the pool is every id logged.
+    """Round 2 exposes a candidate round 1 did not list: the pool is every id logged, but
+    that candidate was unreachable at round 1 (and round 2 drops "a"), so the support
+    changed: ρ > 0 and a warning, where ρ = 0 once hid a biased round (issue 29)."""
     with al.record(tmp_path / "grow.zst", seed=1, task="t"):
-        al.select([0.5, 0.5], candidates=["a", "b"], name="doc")
+        first = al.select([0.5, 0.5], candidates=["a", "b"], name="doc")
         al.select([0.5, 0.5], candidates=["b", "c"], name="doc")
-    data = cess.from_trace(tmp_path / "grow.zst", outcomes=Y, predictions=M, budget=2)
-    assert data.n_pool[0] == 3 and data.rho[0] == 0
-    assert data.m_bar[0] == pytest.approx((M["a"] + M["b"] + M["c"]) / 3)
+    with pytest.warns(al.DegenerateDataWarning, match=r"changed their support .*round 1: "
+                                                      r"candidate 'c' had probability 0"):
+        data = cess.from_trace(tmp_path / "grow.zst", outcomes=Y, predictions=M, budget=2)
     assert data.theta_star[0] == pytest.approx((Y["a"] + Y["b"] + Y["c"]) / 3)
+    # D+ = the candidates every round covers: "b" (positive at both) and, when round 1
+    # opened "a", "a" too (opened, then 0: without replacement).
+    reachable = ["b"] if first == 1 else ["a", "b"]
+    assert data.replacement == (("with",) if first == 1 else ("without",))
+    assert data.n_pool[0] == len(reachable) and data.rho[0] == pytest.approx(
+        1 - len(reachable) / 3)
+    assert data.m_bar[0] == pytest.approx(np.mean([M[c] for c in reachable]))
 
 
 def test_a_run_enclosing_nested_runs_is_a_container_not_a_trajectory(tmp_path: Path) -> None:

@@ -193,10 +193,12 @@ def _arm(path: Path, task: str, sel: str, stop: str, value: float, *, replicate:
 
 
 def _full(path: Path, tasks: tuple[str, ...] = ("q0", "q1"), stop: str = "fixed:4") -> None:
-    for task in tasks:
+    """Every arm of every task; each effect differs between tasks (no zero-width interval)."""
+    for k, task in enumerate(tasks, start=1):
         for sel in ("agent", "uniform"):
             for s in ("adaptive", stop):
-                _arm(path, task, sel, s, 0.1)
+                a, b = sel == "agent", s == "adaptive"
+                _arm(path, task, sel, s, 0.1 + k * (0.1 * a + 0.07 * b + 0.03 * a * b))
 
 
 def test_a_missing_arm_is_an_error_naming_the_block_or_dropped_with_a_warning(
@@ -228,9 +230,9 @@ def test_a_second_run_of_the_same_arm_in_a_block_is_refused(tmp_path: Path) -> N
 def test_levels_must_be_two_per_factor_and_include_the_agents_own(tmp_path: Path) -> None:
     path = tmp_path / "arms.zst"
     _full(path)
-    for task in ("q0", "q1"):
+    for k, task in enumerate(("q0", "q1"), start=1):
         for sel in ("agent", "uniform"):
-            _arm(path, task, sel, "fixed:2", 0.2)
+            _arm(path, task, sel, "fixed:2", 0.2 + 0.05 * k * (sel == "agent"))
     with pytest.raises(ValueError, match=r"exactly two stopping levels; the arm runs hold 3"
                                          r".*levels=\{'stopping'"):
         cess.effects_from_traces(path, outcome="opened_mean")
@@ -245,7 +247,7 @@ def test_levels_must_be_two_per_factor_and_include_the_agents_own(tmp_path: Path
     for task in ("q0", "q1"):
         for sel in ("reverse", "uniform"):
             for s in ("adaptive", "fixed:4"):
-                _arm(other, task, sel, s, 0.1)
+                _arm(other, task, sel, s, 0.1)  # refused before any interval is made
     with pytest.raises(ValueError, match=r"selection levels \['reverse', 'uniform'\] do not "
                                          r"include the agent's own policy 'agent'"):
         cess.effects_from_traces(other, outcome="opened_mean")

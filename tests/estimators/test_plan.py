@@ -30,7 +30,8 @@ def test_the_module_example_runs() -> None:
 def test_a_minimal_plan_takes_the_papers_defaults() -> None:
     plan = certify.Plan.from_toml(MINIMAL)
     assert plan.delta == plan.delta_prime == 0.05
-    assert plan.sampling == "cr2-bm"  # CR2 with Bell–McCaffrey df; "cr1" reproduces [LBC]
+    # CR2 with Bell–McCaffrey df and Cornish–Fisher skewness terms; "cr1" reproduces [LBC]
+    assert plan.sampling == "cr2-bm-cf"
     assert plan.min_common_tasks == 10
     assert plan.family == "all"
     assert plan.failure.policy == "drop"
