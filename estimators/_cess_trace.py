@@ -42,7 +42,8 @@ from numpy.typing import NDArray
 from agentlog import DegenerateDataWarning, MissingDependencyError, Trace
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
-from ._cess import CessResult, SamplingDesign, estimate, sampling_design
+from ._cess import CessResult, estimate
+from ._cess_design import SamplingDesign, sampling_design
 from ._shared_noise import SharedNoise
 
 __all__ = ["CessData", "from_trace", "load_table"]

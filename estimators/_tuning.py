@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._audit import _questions
 from ._bootstrap import group_means
-from ._cess import Anchor, Order, _as_rounds, _estimate_iv, estimate
+from ._cess import Anchor, Order, _as_rounds, _estimate_iv, _forms_iv, estimate
 
 FloatArray = NDArray[np.float64]
 
@@ -50,16 +50,19 @@ def tune_lambda(
     n_pool: ArrayLike, theta_star: ArrayLike, *, budget: int, question: Any = None,
     grid: ArrayLike | None = None, order: Order = "shrink-then-clip",
     anchor: Anchor = "prediction", bounds: tuple[float, float] = (-1.0, 1.0),
+    replacement: Any = "with",
 ) -> TuneResult:
     """Grid-search λ on tuning tasks: minimise MAE (within-question, questions equal).
 
-    Ties go to the smaller λ (more shrinkage). Pass only tuning tasks.
+    Ties go to the smaller λ (more shrinkage). Pass only tuning tasks. ``replacement``
+    (``"with"``, ``"without"`` or one per trajectory, as ``cess.estimate`` takes it, e.g.
+    ``CessData.replacement``) picks the raw DR form each trajectory is tuned with.
     """
     lam_grid = np.linspace(0.0, 1.0, 101) if grid is None else np.asarray(grid, np.float64)
     if lam_grid.ndim != 1 or lam_grid.size == 0 or not ((lam_grid >= 0) & (lam_grid <= 1)).all():
         raise ValueError("`grid` must be a non-empty 1-D array of λ values in [0, 1]")
     base = estimate(y, p, s, m_chosen, m_bar, n_pool, budget=budget, lam=0.0, order=order,
-                    anchor=anchor, bounds=bounds)
+                    anchor=anchor, bounds=bounds, replacement=replacement)
     n = len(base)
     truth = np.asarray(theta_star, dtype=np.float64)
     truth = np.full(n, float(truth)) if truth.ndim == 0 else truth
@@ -79,9 +82,17 @@ def tune_lambda(
 
 
 def taskwise_lambda(
-    p: ArrayLike, s: ArrayLike, n_pool: ArrayLike, *, budget: int, tau2: float, sigma2: float
+    p: ArrayLike, s: ArrayLike, n_pool: ArrayLike, *, budget: int, tau2: float, sigma2: float,
+    replacement: Any = "with",
 ) -> FloatArray:
-    """Empirical-Bayes λ per trajectory from its logged weights only (no outcomes)."""
+    """Empirical-Bayes λ per trajectory from its logged weights only (no outcomes).
+
+    ``λ = τ² / (τ² + v̂)`` with ``v̂ = σ² Σ_k W_k² / K²`` over the weights the raw DR puts on
+    each opened residual: ``W_k = 1/(N p_k s_k)`` with replacement (eq. 6), and without
+    replacement (Des Raj's ordered form) ``W_k = 1/(N p_k s_k) + Σ_{k<t≤T} 1/(N s_t)``, a
+    residual opened at round k also entering every later round's sum.
+    ``replacement`` is as ``cess.estimate`` takes it (e.g. ``CessData.replacement``).
+    """
     P = _as_rounds("p", p)
     S = _as_rounds("s", s)
     if not (np.isfinite(tau2) and tau2 >= 0):
@@ -94,6 +105,11 @@ def taskwise_lambda(
                                                  0.0, "shrink-then-clip", "prediction",
                                                  (-1.0, 1.0))
     w = np.where(observed, 1.0 / (N[:, None] * np.where(observed, P * S, 1.0)), 0.0)
+    without = _forms_iv(replacement, P.shape[0])
+    if without.any():
+        inv_s = np.where(observed, 1.0 / (N[:, None] * np.where(observed, S, 1.0)), 0.0)
+        later = np.cumsum(inv_s[:, ::-1], axis=1)[:, ::-1] - inv_s  # Σ over t > k
+        w = np.where(without[:, None] & observed, w + later, w)
     v = sigma2 * (w * w).sum(axis=1) / float(budget) ** 2
     with np.errstate(invalid="ignore", divide="ignore"):
         lam = np.where(tau2 + v > 0, tau2 / (tau2 + v), 0.0)

@@ -18,16 +18,8 @@ from ._audit import (
     worst_ranking_mae,
 )
 from ._bootstrap import BootstrapResult, cluster_bootstrap
-from ._cess import (
-    THEOREM_2_NOTE,
-    CessResult,
-    SamplingDesign,
-    Support,
-    estimate,
-    sampling_design,
-    support_from_vectors,
-    support_interval,
-)
+from ._cess import THEOREM_2_NOTE, CessResult, estimate, support_interval
+from ._cess_design import SamplingDesign, Support, sampling_design, support_from_vectors
 from ._cess_trace import CessData, from_trace, load_table
 from ._effects import PolicyEffects, icc_1k, policy_effects
 from ._effects_trace import TraceEffects, effects_from_traces

@@ -526,3 +526,33 @@ def test_the_cli_takes_replacement_prints_the_form_and_calls_eq_10_no_confidence
     bad = invoke(*args, "--replacement", "sometimes")
     assert bad.exit_code == 2 and "--replacement must be one of auto, with, without" in (
         bad.output)
+
+
+def test_taskwise_lambda_sizes_the_without_replacement_weights() -> None:
+    """Des Raj's raw DR weighs the residual opened at round k by 1/(N p_k s_k) plus
+    1/(N s_t) for every later round t: v̂ and λ follow those weights."""
+    p = np.array([[0.25, 0.5, 0.8], [0.5, np.nan, np.nan]])
+    s = np.array([[1.0, 0.9, 0.6], [1.0, np.nan, np.nan]])
+    n_pool, budget, tau2, sigma2 = 4, 3, 0.04, 0.25
+    w = 1 / (n_pool * p[0] * s[0])
+    later = np.array([1 / (n_pool * 0.9) + 1 / (n_pool * 0.6), 1 / (n_pool * 0.6), 0.0])
+    v = sigma2 * np.sum((w + later) ** 2) / budget**2
+    lam = cess.taskwise_lambda(p, s, n_pool, budget=budget, tau2=tau2, sigma2=sigma2,
+                               replacement="without")
+    assert lam[0] == pytest.approx(tau2 / (tau2 + v), rel=1e-12)
+    with_form = cess.taskwise_lambda(p, s, n_pool, budget=budget, tau2=tau2, sigma2=sigma2)
+    assert lam[0] < with_form[0]  # the same draws weigh more without replacement
+    assert lam[1] == with_form[1]  # one round: both forms coincide
+
+
+def test_tune_lambda_tunes_the_form_it_is_given() -> None:
+    y = np.array([[0.5, -0.2, 0.1], [0.3, 0.0, np.nan]])
+    p = np.array([[0.25, 0.5, 0.8], [0.5, 0.6, np.nan]])
+    s = np.array([[1.0, 0.9, 0.6], [1.0, 0.7, np.nan]])
+    m = np.array([[0.2, 0.1, 0.0], [0.1, 0.1, np.nan]])
+    truth = np.array([0.12, 0.05])
+    for form in ("with", "without"):
+        res = cess.tune_lambda(y, p, s, m, 0.1, 4, truth, budget=3, replacement=form)
+        raw = cess.estimate(y, p, s, m, 0.1, 4, budget=3, replacement=form).dr_raw
+        est = np.clip(0.1 + res.grid[:, None] * (raw - 0.1), -1, 1)
+        assert res.mae == pytest.approx(np.abs(est - truth).mean(axis=1))
