@@ -35,6 +35,7 @@ from ._recording import (
     _drain,
     _override,
     bypassed,
+    stored_body,
     wrap_method,
 )
 
@@ -541,7 +542,7 @@ class _StreamingCall:
                 with route.sdk_manager(*args, **kwargs) as response:
                     response.read()
                     kept.append(response)
-                    return _body(route, response, kwargs)
+                    return stored_body(_body(route, response, kwargs), call.config.secrets)
 
             try:
                 served = call.cache.call(call.key, fetch)
@@ -588,7 +589,8 @@ class _AsyncStreamingCall(_StreamingCall):
                 async with route.sdk_manager(*args, **kwargs) as response:
                     await response.read()
                     kept.append(response)
-                    return await _abody(route, response, kwargs)
+                    return stored_body(await _abody(route, response, kwargs),
+                                       call.config.secrets)
 
             try:
                 served = await call.cache.acall(call.key, afetch)

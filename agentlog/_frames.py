@@ -17,12 +17,12 @@ import os
 import stat
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, Union
 
 import msgspec
 
 from agentlog._errors import TraceFormatError
-from agentlog._records import Record
+from agentlog._records import RECORD_TYPES, Record
 from agentlog._trace_format import (
     FILE_HEADER_SIZE,
     FRAME_HEADER_SIZE,
@@ -33,9 +33,37 @@ from agentlog._trace_format import (
 )
 from agentlog._writer_pool import settle
 
-__all__ = ["Frame", "FrameIterator", "iter_frames", "iter_records", "trace_sha256"]
+__all__ = ["RECORD_VIEWS", "Frame", "FrameIterator", "iter_frames", "iter_records",
+           "read_frame", "trace_sha256"]
 
 _ZERO_CHUNK = 1 << 20
+
+
+_SCALARS = (str, int, float, bool, str | None, int | None, float | None)
+
+
+def _view_of(record_type: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """``record_type`` with its ``bytes`` fields as ``memoryview`` (msgspec decodes those as
+    views of the frame's content, copying nothing) and its containers (metadata, a
+    window's stream offsets, lists) as ``msgspec.Raw``, left undecoded: 16 MiB of empty
+    msgpack lists would decode to a gigabyte of Python objects. Same tag, fields and
+    defaults."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(record_type):
+        kind = (memoryview if f.type is bytes else memoryview | None if f.type == bytes | None
+                else f.type if f.type in _SCALARS else msgspec.Raw)
+        fields.append((f.name, kind) if f.default is msgspec.NODEFAULT
+                      else (f.name, kind, f.default))
+    config = record_type.__struct_config__
+    return msgspec.defstruct(record_type.__name__, fields, tag=config.tag,
+                             tag_field=config.tag_field, array_like=True, frozen=True,
+                             module=__name__)
+
+
+# Record type -> its view (FrameIterator(views=True)). A view keeps its frame's content
+# alive: copy what outlives the frame (``bytes(view)``).
+RECORD_VIEWS: dict[type, type] = {t: _view_of(t) for t in RECORD_TYPES}
+_VIEW_UNION: Any = Union[tuple(RECORD_VIEWS.values())]  # noqa: UP007 - built at run time
 
 
 class Frame(NamedTuple):
@@ -96,7 +124,7 @@ def _open_for_reading(path: str) -> BinaryIO:
             raise TraceFormatError(
                 f"expected a trace file, found a {kind}; a reader checks and seeks in the "
                 "file it reads (a pipe or a device may never end): write the trace to a "
-                "regular file first", path=path)
+                "file first", path=path)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -140,6 +168,9 @@ class FrameIterator(Iterator[Frame]):
         limits: the bounds past which a file is called hostile (``ReadLimits``).
         raw: also give each record's exact bytes and the frame's compressed bytes
             (``Frame.raws``, ``Frame.payload``).
+        views: give the records as their ``RECORD_VIEWS`` (``bytes`` fields as zero-copy
+            ``memoryview`` objects over the frame, containers as undecoded
+            ``msgspec.Raw``): one copy of its data less in memory, and no metadata decoded.
 
     Raises:
         TraceFormatError: for anything in the file that is not a truncated tail.
@@ -148,7 +179,7 @@ class FrameIterator(Iterator[Frame]):
 
     def __init__(
         self, path: str | os.PathLike[str], *, limits: ReadLimits | None = None,
-        raw: bool = False,
+        raw: bool = False, views: bool = False,
     ) -> None:
         self.path = trace_path(path, "FrameIterator")
         self._raw = raw
@@ -160,7 +191,7 @@ class FrameIterator(Iterator[Frame]):
         self.records = 0
         self.done = False
         self.limits = limits if limits is not None else ReadLimits()
-        self._decoder = FrameDecoder(self.limits)
+        self._decoder = FrameDecoder(self.limits, record_type=_VIEW_UNION if views else None)
         settle(self.path)  # a run this process just left may still be in its writer's queue
         self._file: BinaryIO | None = _open_for_reading(self.path)
         self._offset = 0
@@ -346,3 +377,27 @@ def iter_records(
         for frame in frames:
             yield from frame.records
 
+
+def read_frame(f: BinaryIO, offset: int, *, path: str, limits: ReadLimits | None = None
+               ) -> list[Any]:
+    """The records of the one frame that starts at ``offset`` of the open file ``f``.
+
+    For a reader that let a frame go and needs it again (``verify`` reads a candidate
+    pool back when its bounded cache no longer holds it): ``offset`` is a frame start an
+    iterator reported (``Frame.offset``). Every check of ``FrameIterator`` applies,
+    with this frame alone counted against the file ratios of ``limits``.
+
+    Raises:
+        TraceFormatError: no complete, valid frame starts at ``offset``.
+    """
+    f.seek(offset)
+    limits = limits if limits is not None else ReadLimits()
+    head = f.read(FRAME_HEADER_SIZE)
+    header, payload = None, b""
+    if len(head) == FRAME_HEADER_SIZE:
+        header = parse_frame_header(head, path=path, offset=offset, limits=limits)
+        payload = f.read(header.payload_len)
+    if header is None or len(payload) != header.payload_len:
+        raise TraceFormatError("expected a complete frame here, found the end of the file "
+                               "(the file changed while it was read)", path=path, offset=offset)
+    return FrameDecoder(limits).decode_payload(payload, header, path=path, offset=offset)

@@ -41,6 +41,8 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import re
 import time
@@ -201,6 +203,11 @@ def remember(known: set[str] | None, value: Any, *, declared: bool = False) -> N
         head, _, tail = value.partition(" ")
         if tail and head.lower() in ("bearer", "basic", "token"):
             remember(known, tail, declared=declared)
+            if head.lower() == "basic":  # and what the token encodes: "user:password"
+                pair = _basic_pair(tail)
+                if pair is not None:
+                    remember(known, pair, declared=declared)
+                    remember(known, pair.partition(":")[2], declared=declared)
         return
     secret = _secret_value(value)
     if secret is not None:
@@ -211,6 +218,15 @@ def remember(known: set[str] | None, value: Any, *, declared: bool = False) -> N
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
             remember(known, v, declared=declared)
+
+
+def _basic_pair(token: str) -> str | None:
+    """The ``user:password`` a Basic-auth token encodes, or None when it encodes none."""
+    try:
+        pair = base64.b64decode(token.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return pair if ":" in pair else None
 
 
 def _secret_value(obj: Any) -> str | bytes | None:

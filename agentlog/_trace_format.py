@@ -51,6 +51,7 @@ __all__ = [
     "MAX_FRAME_CONTENT",
     "MAX_FRAME_PAYLOAD",
     "MAX_FRAME_RECORDS",
+    "MAX_HELD_BYTES",
     "ZSTD_LEVEL",
     "ZSTD_LEVEL_BULK",
     "FrameDecoder",
@@ -93,6 +94,13 @@ RATIO_FLOOR = 16 * 1024 * 1024
 # of memory once decoded.
 MAX_RECORDS_PER_BYTE = 1.0
 RECORDS_FLOOR = 1 << 16
+# Decompressed bytes of one frame a reader holds at once, whatever the file's ratio: what
+# bounds the memory of a streaming reader (verify, inspect, iter_runs), which holds one
+# frame at a time. The ratio bound alone let a 311 KB file of compressible vectors hold
+# 320 MB at once (verify peaked at 445 MB to 1 GB). The writer cuts frames of at most
+# FRAME_TARGET_CONTENT (4 MiB); only a single larger record (a selection of over a million
+# candidates, an artifact Blob over 16 MiB) makes a larger frame.
+MAX_HELD_BYTES = 16 * 1024 * 1024
 
 # zstd levels, measured with tests/benchmarks/bench_writer_reader.py (2-CPU box):
 # * Small records (4096 per frame): level 1 gives 16.3 B/record at ~450 MB/s; level 3
@@ -144,6 +152,9 @@ class ReadLimits(NamedTuple):
         max_records_per_byte: records per compressed byte over the whole file, once
             more than ``records_floor`` records were decoded.
         records_floor: records always allowed, whatever the ratio.
+        max_held_bytes: decompressed bytes of one frame, whatever the ratio: what a
+            streaming reader holds at once (16 MiB; agentlog's writer cuts frames of at
+            most 4 MiB, larger only for one record over that size).
     """
 
     max_frame_records: int = MAX_FRAME_RECORDS
@@ -152,6 +163,7 @@ class ReadLimits(NamedTuple):
     ratio_floor: int = RATIO_FLOOR
     max_records_per_byte: float = MAX_RECORDS_PER_BYTE
     records_floor: int = RECORDS_FLOOR
+    max_held_bytes: int = MAX_HELD_BYTES
 
 
 DEFAULT_LIMITS = ReadLimits()
@@ -303,8 +315,12 @@ class FrameDecoder:
     decoder per file).
     """
 
-    def __init__(self, limits: ReadLimits = DEFAULT_LIMITS) -> None:
-        self._decoder = msgspec.msgpack.Decoder(list[Record])
+    def __init__(self, limits: ReadLimits = DEFAULT_LIMITS, *, record_type: Any = None
+                 ) -> None:
+        # record_type: the union to decode into (agentlog._frames.RECORD_VIEWS: records
+        # whose bytes are zero-copy views of the frame); by default the records.
+        self._decoder: msgspec.msgpack.Decoder[list[Any]] = msgspec.msgpack.Decoder(
+            list[Record] if record_type is None else list[record_type])
         self._raw_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
         self._dctx = zstandard.ZstdDecompressor()
         self.limits = limits
@@ -403,6 +419,15 @@ class FrameDecoder:
                 "this reader accepts (a compression bomb: agentlog's traces stay far below "
                 "it); the file is corrupted or hostile; "
                 + _RAISE_LIMITS.format(field="max_compression_ratio"),
+                path=path, offset=offset,
+            )
+        if size > limits.max_held_bytes:
+            raise TraceFormatError(
+                f"the frame's zstd payload declares {size} bytes of content, over the "
+                f"{limits.max_held_bytes} bytes a reader holds at once (agentlog's writer cuts "
+                "frames of at most 4 MiB, larger only for one record over that size); the "
+                "file is hostile, or holds a record too large to read in bounded memory; "
+                + _RAISE_LIMITS.format(field="max_held_bytes"),
                 path=path, offset=offset,
             )
         if not params.has_checksum:

@@ -26,7 +26,12 @@ at every window exit) returns once the window's frame is handed to the OS, with
 ``"fsync"`` once it is synced. Which file (``mode=``, FIFOs, the lock): see
 ``agentlog._trace_file``. Bounds: the queue holds about ``max_queue_bytes`` (estimated
 from the encoded size of recent records; when full, ``put`` waits up to
-``full_timeout`` with ``on_full="block"``, then drops and counts); ``flush()``,
+``full_timeout`` with ``on_full="block"``, then drops and counts). What a reader needs
+to make sense of what was kept is never dropped: a run's ``RunStart`` and its
+``RunEnd`` (which carries the count of the run's dropped records) and the exit of every
+window whose entry was kept go past the bound (a few records per run and open window);
+the exit of a window whose entry was dropped is dropped with it, so a reader never sees
+a window exit without its entry. ``flush()``,
 ``close()`` and a window-durable ``cut_frame()`` wait at most ``FLUSH_TIMEOUT``,
 ``close_timeout`` and ``window_timeout`` (after one timeout, cuts stop waiting until
 the writer catches up).
@@ -56,7 +61,15 @@ from typing import Any, Literal
 from agentlog import _digest
 from agentlog import _writer_pool as _pool
 from agentlog._errors import InstrumentationWarning
-from agentlog._records import RECORD_TYPES, Blob, Record
+from agentlog._records import (
+    RECORD_TYPES,
+    Blob,
+    Record,
+    RunEnd,
+    RunStart,
+    WindowEnter,
+    WindowExit,
+)
 from agentlog._trace_file import Mode, open_trace, remember
 from agentlog._trace_format import (
     FRAME_HEADER_SIZE,
@@ -108,6 +121,9 @@ _GUESS_RECORD_BYTES = 1024
 _RECORD_OVERHEAD = 512
 
 _RECORD_TYPES = frozenset(RECORD_TYPES)
+# Records a full queue never drops: a run's start and end, and a window's exit (unless
+# its entry was dropped, and then with it).
+_PAIRED = frozenset((RunStart, RunEnd, WindowExit))
 
 
 # The OS calls the pool threads use, as module attributes so tests can make a write
@@ -208,6 +224,9 @@ class TraceWriter(RunSealer):
         self._stalled = False  # a bounded wait expired: later waits are skipped
         self._stalled_cut: FlushMarker | None = None  # a cut whose wait timed out
         self._blob_hashes: dict[bytes, object] = {}
+        # (run, window id) of the windows whose WindowEnter was dropped and whose exit has
+        # not come yet: while it is not empty every put takes the checked path.
+        self._dropped_windows: set[tuple[int, int]] = set()
         self._init_sealing()  # receipt chains and run digests (agentlog._writer_seal)
         self._fd = -1
         self._key: tuple[int, int] | None = None
@@ -252,13 +271,50 @@ class TraceWriter(RunSealer):
         q = self._queue
         if not self._learned and len(q) >= 2 * self._wake_at and self._started:
             self._await_learning()
-        if len(q) >= self._limit and not self._room():
+        kind = type(record)
+        if kind in _PAIRED and self._dropped_windows and self._paired_drop(record, kind):
             self.dropped += 1
             return
+        if len(q) >= self._limit and kind not in _PAIRED and not self._room():
+            self.dropped += 1
+            if kind is WindowEnter:
+                self._dropped_windows.add((record.run, record.window))
+                self._wake_before = -1  # after the add: see _refresh_fast_path
+            return
+        q = self._queue  # swapped while it waited for room (a SIGTERM holds it)
         q.append(record)
         if len(q) >= self._wake_at and not self._signalled:
             self._signalled = True
             _pool.service().want(self)
+
+    def _paired_drop(self, record: Any, kind: type) -> bool:
+        """Whether ``record`` (a window exit, a RunStart or a RunEnd) goes with a dropped
+        WindowEnter; forgets the windows it closes."""
+        dropped = self._dropped_windows
+        if kind is WindowExit:
+            key = (record.run, record.window)
+            if key not in dropped:
+                return False
+            dropped.discard(key)
+        elif kind is RunEnd:  # windows of the run that never exited
+            for key in [k for k in dropped if k[0] == record.run]:
+                dropped.discard(key)
+        else:
+            return False
+        self._refresh_fast_path()
+        return kind is WindowExit
+
+    def _refresh_fast_path(self) -> None:
+        """Let ``put`` take its short path again unless a dropped window awaits its exit.
+
+        Written by callers and the pool thread without a lock: whoever adds to
+        ``_dropped_windows`` sets ``_wake_before = -1`` after adding, and this sets it
+        last when the set is not empty, so no interleaving leaves the short path open
+        while a dropped window's exit may come.
+        """
+        self._wake_before = self._wake_at - 1
+        if self._dropped_windows:
+            self._wake_before = -1
 
     def _room(self) -> bool:
         """Wait (bounded) until the queue has room; False if the record must be dropped."""
@@ -302,6 +358,8 @@ class TraceWriter(RunSealer):
         of an agent with a new candidate pool every step would otherwise grow without
         end): past the bound they are forgotten, and a blob seen again is written again,
         a duplicate every reader and ``verify`` accept (the same bytes under one name).
+        A blob a full queue dropped is forgotten too, so the next record that uses it
+        puts it again.
         """
         seen = self._blob_hashes
         if hash in seen:  # the common case (a pool drawn from again): nothing to make
@@ -312,13 +370,26 @@ class TraceWriter(RunSealer):
             if len(seen) > MAX_BLOB_HASHES:
                 seen.clear()
                 seen[hash] = token
+            dropped = self.dropped
             self.put(Blob(hash=hash, data=data, kind=kind))
+            if self.dropped != dropped:  # perhaps another thread's drop: a duplicate at worst
+                seen.pop(hash, None)
 
     def new_run_index(self) -> int:
-        """The next free run index in this file (after the runs it already holds)."""
+        """The next free run index in this file (after the runs it already holds).
+
+        It also ends the frame being filled (without waking the pool): the new run's
+        records, from its ``RunStart`` on, start a frame, as its ``RunEnd`` does. Runs
+        recorded one after another thus never share a frame, so the frames of a run that
+        a crash cut short hold no record of another run, and can be set aside whole
+        without touching the bytes a complete run's digest covers (what a replay's
+        resume does, ``agentlog.replay``).
+        """
         with self._lock:
             index = self._next_run
             self._next_run += 1
+            if not self._closing:
+                self._queue.append(CUT)
         return index
 
     def cut_frame(self) -> None:
@@ -563,7 +634,7 @@ class TraceWriter(RunSealer):
         half = limit // 2  # a frame never needs more than half the queue
         self._chunk_records = min(self._chunk_records, half)
         self._wake_at = max(1, min(wake_at, half))
-        self._wake_before = self._wake_at - 1
+        self._refresh_fast_path()
         self._limit = limit
 
     def _learn(self, n_records: int, n_bytes: int) -> None:

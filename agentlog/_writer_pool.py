@@ -14,6 +14,15 @@ that thread is inside ``threading.Event.set()`` or holds a writer's lock, so the
 handler only sets a flag, writes to the pipe and waits (bounded) for a byte on an
 acknowledgement pipe, which a pool thread writes once every queued record is handed to
 the OS. Then the previous handler runs, or the default action (terminate) is taken.
+
+When the default action follows, the handler first swaps each writer's queue for a
+``HoldingQueue``: the program's other threads go on running while the last frames are
+written, and a thread that would enqueue a record (a window about to return) waits there
+until the process ends, so every window that returned before the signal is in the file
+and no thread can keep the writer busy. A pool thread busy with a writer that keeps
+receiving records looks at the signal between two frames. The time from the signal to
+the end of the process is bounded by ``SIGNAL_FLUSH_TIMEOUT`` (storage that stalls); it
+is the time to write what was queued, plus ``_STRAGGLER_QUIET``.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -30,6 +40,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ._writer_queue import HoldingQueue
 from .context import block_async_signals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +55,10 @@ POOL_SIZE = 4
 # How long the SIGTERM handler waits for the queued records to be written before it
 # lets the signal take its course.
 SIGNAL_FLUSH_TIMEOUT = 5.0
+# After a SIGTERM has held back the recording threads, a thread that had taken the queue
+# just before the swap still adds its record within its next turn of the GIL: the last
+# frames are written once the queues stayed empty this long (seconds).
+_STRAGGLER_QUIET = 0.02
 
 # How long interpreter exit waits, in all, for open writers to finish.
 EXIT_TIMEOUT = 10.0
@@ -77,6 +92,7 @@ class _Service:
         self.start_lock = threading.Lock()  # taken by callers only, never by pool threads
         self.scan_lock = threading.Lock()  # one pool thread at a time scans for due frames
         self.signal_pending = False
+        self.signal_hold = False  # the SIGTERM handler holds back recording threads
         self.tick = 1.0  # how often frames fall due: the smallest frame_interval seen
         self.next_scan = 0.0
 
@@ -131,12 +147,15 @@ class _Service:
         if self.signal_pending:
             self._signal_flush()
         ready = self.ready
-        while True:
+        # Producers that keep a writer wanted would keep this loop going: a signal ends it.
+        while not self.signal_pending:
             try:
                 writer = ready.popleft()
             except IndexError:
                 break
-            _service_writer(writer, whole_frames=True)
+            _service_writer(writer, whole_frames=True, svc=self)
+        if self.signal_pending:
+            self._signal_flush()
         now = time.monotonic()
         if now >= self.next_scan and self.scan_lock.acquire(blocking=False):
             try:
@@ -149,31 +168,58 @@ class _Service:
                     # agentlog._shared_writers) is finished here, without a wake-up.
                     if (writer._deque and now >= writer._next_due) or (
                             writer._closing and not writer._finished):
-                        _service_writer(writer, whole_frames=False)
+                        _service_writer(writer, whole_frames=False, svc=self)
             finally:
                 self.scan_lock.release()
+
+    def _others_run(self) -> bool:
+        """Whether a thread besides the main one (in the handler) and this pool may record.
+
+        ``sys._current_frames`` rather than ``threading.enumerate``: the latter takes a
+        lock that the main thread may hold where the signal interrupted it.
+        """
+        ours = {threading.main_thread().ident, *(t.ident for t in self.threads)}
+        return any(ident not in ours for ident in sys._current_frames())
 
     def _signal_flush(self) -> None:
         self.signal_pending = False
         deadline = time.monotonic() + SIGNAL_FLUSH_TIMEOUT
         deferred: list[Any] = []  # flush markers, woken after the acknowledgement
-        for writer in writers():
-            left = deadline - time.monotonic()
-            if left <= 0 or not writer._busy.acquire(timeout=left):
-                continue  # a pool thread stuck on this file's storage: do not wait longer
-            try:
-                writer._service(whole_frames=False, deferred=deferred)
-            except BaseException:  # pragma: no cover - the signal must go on
-                pass
-            finally:
-                writer._busy.release()
+        _flush_writers(writers(), deadline, deferred)
+        if self.signal_hold and self._others_run():
+            # Threads that took the queue before the handler swapped it add their record
+            # now: write until the queues stay empty (the others wait in HoldingQueue).
+            quiet = time.monotonic()
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+                busy = [w for w in writers() if w._deque]
+                now = time.monotonic()
+                if busy:
+                    _flush_writers(busy, deadline, deferred)
+                    quiet = now
+                elif now - quiet >= _STRAGGLER_QUIET:
+                    break
         with contextlib.suppress(OSError):
             os.write(self.ack_w, b"\0")
         for marker in deferred:
             marker.event.set()
 
 
-def _service_writer(writer: TraceWriter, *, whole_frames: bool) -> None:
+def _flush_writers(todo: list[TraceWriter], deadline: float, deferred: list[Any]) -> None:
+    """Write everything queued for each writer (the SIGTERM flush), bounded by ``deadline``."""
+    for writer in todo:
+        left = deadline - time.monotonic()
+        if left <= 0 or not writer._busy.acquire(timeout=left):
+            continue  # a pool thread stuck on this file's storage: do not wait longer
+        try:
+            writer._service(whole_frames=False, deferred=deferred)
+        except BaseException:  # pragma: no cover - the signal must go on
+            pass
+        finally:
+            writer._busy.release()
+
+
+def _service_writer(writer: TraceWriter, *, whole_frames: bool, svc: _Service) -> None:
     while True:
         if not writer._busy.acquire(blocking=False):
             return  # another pool thread has it and will look at _wanted again
@@ -182,8 +228,8 @@ def _service_writer(writer: TraceWriter, *, whole_frames: bool) -> None:
             writer._service(whole_frames=whole_frames)
         finally:
             writer._busy.release()
-        if not writer._wanted:
-            return
+        if not writer._wanted or svc.signal_pending:
+            return  # a SIGTERM first: its flush writes this writer's queue too
 
 
 _service: _Service | None = None
@@ -269,20 +315,32 @@ def close_all(timeout: float = EXIT_TIMEOUT) -> None:
 
 # -- SIGTERM -------------------------------------------------------------------------------
 
+# The longest a thread is held back by a SIGTERM that does not end the process (seconds).
+_HOLD_TIMEOUT = SIGNAL_FLUSH_TIMEOUT + 5.0
+
 _hooks_lock = threading.Lock()
 _hooks_installed = False
 _sigterm_installed = False
 _previous_sigterm: Any = None
 
 
-def _flush_for_signal() -> None:
-    """Have a pool thread write every queued record; wait for it, bounded. Lock-free."""
+def _flush_for_signal(*, hold: bool = False) -> None:
+    """Have a pool thread write every queued record; wait for it, bounded. Lock-free.
+
+    ``hold``: the process ends next, so threads that would enqueue more records are held
+    back first (``HoldingQueue``) instead of racing the flush.
+    """
     svc = _service
     if svc is None or not _open_writers:
         return
     with contextlib.suppress(OSError):
         while os.read(svc.ack_r, 65536):  # stale acknowledgements of an earlier signal
             pass
+    if hold:
+        for writer in writers():
+            if writer._queue is writer._deque:  # not a closed or failed writer's
+                writer._queue = HoldingQueue(writer._deque, _HOLD_TIMEOUT)
+        svc.signal_hold = True
     svc.signal_pending = True
     svc.wake()
     with contextlib.suppress(OSError, ValueError):
@@ -291,16 +349,33 @@ def _flush_for_signal() -> None:
             os.read(svc.ack_r, 65536)
 
 
+def _release_held() -> None:
+    """Give the held writers their queue back (the process outlived its SIGTERM)."""
+    svc = _service
+    if svc is not None:
+        svc.signal_hold = False
+    for writer in writers():
+        held = writer._queue
+        if type(held) is HoldingQueue:
+            writer._queue = writer._deque
+            held.released = True
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    with contextlib.suppress(Exception):  # the signal must go on
-        _flush_for_signal()
     previous = _previous_sigterm
-    if callable(previous):
-        previous(signum, frame)
-    elif previous == signal.SIG_DFL:
-        # Let the default action (terminate) happen, now that the frames are written.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    terminate = not callable(previous) and previous == signal.SIG_DFL
+    with contextlib.suppress(Exception):  # the signal must go on
+        _flush_for_signal(hold=terminate)
+    try:
+        if callable(previous):
+            previous(signum, frame)
+        elif terminate:
+            # Let the default action (terminate) happen, now that the frames are written.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        # Reached only when the process goes on (the signal was blocked or handled again).
+        _release_held()
 
 
 def _install_hooks() -> None:

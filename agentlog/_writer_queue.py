@@ -3,20 +3,24 @@
 A ``TraceWriter``'s queue (``agentlog._writer``) holds records and two markers: a
 ``FlushMarker`` (``flush()``, a window-durable ``cut_frame()``: its event is set once
 everything before it is handed to the OS) and ``CUT`` (a frame ends here). A writer that
-cannot write swaps its queue for a ``DroppingQueue``, which counts what it is given.
+cannot write swaps its queue for a ``DroppingQueue``, which counts what it is given, and
+while a SIGTERM ends the process (``agentlog._writer_pool``) its queue is a
+``HoldingQueue``, which holds back the threads that would add to it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
+from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlog._writer import TraceWriter
 
 __all__ = ["CUT", "DURABILITY_RANK", "MARKERS", "CutMarker", "DroppingQueue", "FlushMarker",
-           "RecordQueue", "check_writer_args", "positive_seconds"]
+           "HoldingQueue", "RecordQueue", "check_writer_args", "positive_seconds"]
 
 DURABILITY_RANK = {"frame": 0, "window": 1, "fsync": 2}
 
@@ -63,6 +67,34 @@ class DroppingQueue:
 
     def __len__(self) -> int:
         return 0
+
+
+class HoldingQueue:
+    """Stands in for a writer's queue while a SIGTERM ends the process.
+
+    The SIGTERM handler swaps it in before the last frames are written: a thread that
+    would add a record (a window's exit, so the window would return) waits here instead,
+    and the process ends before it returns. What the queue held is written, so no window
+    that returned before the swap is lost, however many threads keep recording. The wait
+    is a sleep loop, not a lock (the handler may run while its thread holds any lock);
+    it ends when the handler releases it (the process was not terminated after all) or
+    after ``timeout`` seconds, and the record then goes to the queue as usual.
+    """
+
+    __slots__ = ("_deque", "_until", "released")
+
+    def __init__(self, queue: deque[Any], timeout: float) -> None:
+        self._deque = queue
+        self._until = time.monotonic() + timeout
+        self.released = False
+
+    def append(self, item: Any, /) -> None:
+        while not self.released and time.monotonic() < self._until:
+            time.sleep(0.005)
+        self._deque.append(item)
+
+    def __len__(self) -> int:
+        return 0  # ``put`` takes its short path straight to ``append``
 
 
 def positive_seconds(name: str, value: Any) -> float:

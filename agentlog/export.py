@@ -8,6 +8,10 @@ spans by id keep one copy. ``to_otlp`` sends them to an OTLP/HTTP endpoint in ba
 with retries; ``to_otlp_json`` writes the OTLP JSON encoding for backends that import
 files. Sending needs the ``otlp`` extra (``pip install 'agentlog[otlp]'``).
 
+All three stream: a file is read a frame at a time, a run's spans are built once its end
+is read and handed on a batch at a time, so memory does not grow with the number of runs
+(``agentlog._otel_stream`` says what it holds).
+
 Example:
     >>> import agentlog as al
     >>> from agentlog.export import to_spans
@@ -23,32 +27,30 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
+import stat
 import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from ._encoding import decode
-from ._errors import MissingDependencyError
-from ._reader import read
+from ._otel_json import OtlpJsonWriter, need_otlp
+from ._otel_json import otlp_json as otlp_json  # the request of given spans, as a dict
+from ._otel_stream import RunRecords, RunStream
 from ._records import (
     EXIT_FAILED,
     Continuation,
     LLMCall,
-    RunEnd,
-    RunStart,
     Score,
     Selection,
     ToolCall,
-    WindowEnter,
-    WindowExit,
 )
 from ._scrub import scrub_text
 from ._span_builder import (
@@ -66,10 +68,12 @@ from ._span_builder import (
 )
 from ._trace import Trace
 from ._version import __version__
+from .records import trace_files
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import SpanContext
 
 __all__ = ["ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_spans"]
 
@@ -88,7 +92,8 @@ class ExportResult:
             export stopped early (an endpoint that refused the connection or accepted no
             batch).
         incomplete: one line per trace cut short (truncated file, runs or windows that
-            never closed); their spans were exported up to the last record.
+            never closed: 100 per file, then a count); their spans were exported up to
+            the last record.
     """
 
     spans_sent: int = 0
@@ -98,92 +103,45 @@ class ExportResult:
     incomplete: list[str] = field(default_factory=list)
 
 
-class _Run:
-    __slots__ = ("end", "last_t", "models", "records", "start", "tools", "windows")
-
-    def __init__(self, start: RunStart) -> None:
-        self.start = start
-        self.end: RunEnd | None = None
-        self.windows: dict[int, list[Any]] = {}  # id -> [enter, exit|None, events]
-        self.tools: list[ToolCall] = []
-        self.models: list[LLMCall] = []
-        self.records: list[Any] = []  # run-level scores
-        self.last_t = start.t_ns
-
-
-def _group(trace: Trace) -> list[_Run]:
-    runs: dict[int, _Run] = {}
-    for rec in trace.records:
-        if isinstance(rec, RunStart):
-            runs[rec.run] = _Run(rec)
-            continue
-        run_index = getattr(rec, "run", None)
-        run = None if run_index is None else runs.get(run_index)
-        if run is None:
-            continue  # a Blob, or a record of a run whose start was lost
-        t = getattr(rec, "t_ns", 0)
-        if t > run.last_t:
-            run.last_t = t
-        if isinstance(rec, RunEnd):
-            run.end = rec
-        elif isinstance(rec, WindowEnter):
-            run.windows[rec.window] = [rec, None, []]
-        elif isinstance(rec, WindowExit):
-            entry = run.windows.get(rec.window)
-            if entry is not None:
-                entry[1] = rec
-        elif isinstance(rec, ToolCall):
-            run.tools.append(rec)
-        elif isinstance(rec, LLMCall):
-            run.models.append(rec)
-        elif isinstance(rec, Selection | Continuation | Score):
-            entry = run.windows.get(rec.window)
-            if entry is not None:
-                entry[2].append(rec)
-            elif isinstance(rec, Score):
-                run.records.append(rec)
-    return list(runs.values())
-
-
-def _chosen_id(trace: Trace, sel: Selection) -> Any:
+def _chosen_id(stream: RunStream, sel: Selection) -> Any:
+    data = stream.blob(sel.pool)
+    if data is None:  # the pool blob was lost with a truncated tail: summary only
+        return None
     try:
-        ids = decode(trace.blob(sel.pool))
-    except Exception:  # the pool blob was lost with a truncated tail: summary only
+        ids = decode(data)
+    except Exception:  # a damaged pool: summary only
         return None
     if isinstance(ids, list) and 0 <= sel.choice < len(ids):
         return ids[sel.choice]
     return None
 
 
-def _events(trace: Trace, records: Iterable[Any], event: Callable[..., Any]) -> list[Any]:
-    out = []
-    for rec in records:
-        if isinstance(rec, Selection):
-            name, attributes = selection_event(rec, _chosen_id(trace, rec))
-        elif isinstance(rec, Continuation):
-            name, attributes = continuation_event(rec)
-        else:
-            name, attributes = score_event(rec)
-        out.append(event(name, attributes, rec.t_ns))
-    return out
-
-
 def to_spans(
-    trace: TraceLike,
+    trace: TraceLike | Iterable[TraceLike],
     *,
     service_name: str | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
     incomplete: list[str] | None = None,
     capture_content: bool = False,
 ) -> Iterator[ReadableSpan]:
-    """Yield a stored trace's spans: run, window, tool and model spans, with their events.
+    """Yield stored traces' spans: run, window, tool and model spans, with their events.
+
+    A file is streamed a frame at a time and a run's spans are built when its end has been
+    read, one span at a time: memory holds one frame, what the runs still open need for
+    their spans (summaries, not vectors or prompts; a run of more than 16,384 records
+    hands over its finished spans in parts as it goes), and the file's candidate pools,
+    whatever the number of runs; the spans are the caller's to keep or drop. Runs come
+    out in the order they end; the ids and parents of their spans do not depend on it.
 
     Args:
-        trace: a ``Trace`` or the path of a trace file.
+        trace: a ``Trace``, the path of a trace file, a folder (every ``*.zst`` below it)
+            or an iterable of those.
         service_name: the resource's ``service.name``; the run's system when None.
         resource_attributes: extra resource attributes (``openinference.project.name``...).
         incomplete: when given, a line is appended per run or window that never closed
-            (its span ends at the run's last record and carries ``agentlog.incomplete``).
+            (its span ends at the run's last record and carries ``agentlog.incomplete``),
+            ``INCOMPLETE_LINES`` per file at most and then one that counts the rest, and
+            one per truncated file, before the lines of its runs.
         capture_content: put each model call's stored (scrubbed) request and response on
             its span as ``gen_ai.input.messages`` / ``gen_ai.output.messages``, as a live
             call with ``capture_content=True`` does, and each tool call's stored arguments
@@ -194,77 +152,146 @@ def to_spans(
     Yields:
         ``opentelemetry.sdk.trace.ReadableSpan`` objects, ready for any ``SpanExporter``.
     """
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import Event, ReadableSpan
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+    maker = _SpanMaker(service_name, resource_attributes, capture_content)
+    for source in _sources(trace):
+        yield from maker.file_spans(source, incomplete)
 
-    tr = trace if isinstance(trace, Trace) else read(trace)
-    scope = InstrumentationScope("agentlog", __version__)
-    flags = TraceFlags(TraceFlags.SAMPLED)
-    runs = _group(tr)
-    by_id = {r.start.run_id: r for r in runs}
-    if tr.truncated and incomplete is not None:
-        incomplete.append(f"{tr.path}: truncated ({tr.bytes_dropped} bytes dropped)")
 
-    def root_of(run: _Run) -> str:
-        seen = {run.start.run_id}
-        while run.start.parent_run in by_id and run.start.parent_run not in seen:
-            run = by_id[run.start.parent_run]
-            seen.add(run.start.run_id)
-        return run.start.run_id
+class _SpanMaker:
+    """Builds the spans of stored runs: what every run of an export shares (the OTel
+    classes, the scope, a ``Resource`` per service name)."""
 
-    def event(name: str, attributes: dict[str, Any], t_ns: int) -> Event:
-        return Event(name, attributes, timestamp=t_ns)
+    def __init__(self, service_name: str | None, resource_attributes: Mapping[str, Any] | None,
+                 capture_content: bool) -> None:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-    for run in runs:
+        self.Resource, self.Event, self.ReadableSpan = Resource, Event, ReadableSpan
+        self.SpanContext, self.SpanKind, self.Status, self.StatusCode = (
+            SpanContext, SpanKind, Status, StatusCode)
+        self.scope = InstrumentationScope("agentlog", __version__)
+        self.flags = TraceFlags(TraceFlags.SAMPLED)
+        self.service_name = service_name
+        self.resource_attributes = dict(resource_attributes or {})
+        self.capture_content = capture_content
+        self._resources: dict[str, Any] = {}
+        self._stream: RunStream  # the file being read (its Blobs: selections' pools)
+
+    def resource(self, system: str) -> Any:
+        # Resource.create runs the resource detectors (a thread pool per call: 4 ms, most
+        # of an export's time at 20,000 runs); its result depends on the name only.
+        name = self.service_name or system
+        resource = self._resources.get(name)
+        if resource is None:
+            if len(self._resources) >= 256:  # a file whose every run names its own system
+                self._resources.clear()
+            resource = self._resources[name] = self.Resource.create({
+                "service.name": name,
+                "agentlog.version": __version__,
+                **self.resource_attributes,
+            })
+        return resource
+
+    def file_spans(self, source: Trace | Path, incomplete: list[str] | None
+                   ) -> Iterator[ReadableSpan]:
+        """One file's spans, run by run; a truncated file is named first in ``incomplete``."""
+        stream = self._stream = RunStream(source, self)
+        lines = None if incomplete is None else _Lines()
+        for run, last in stream:
+            yield from self.run_spans(stream, run, last, lines)
+        if incomplete is None or lines is None:
+            return
+        if stream.truncated:
+            incomplete.append(f"{stream.path}: truncated ({stream.bytes_dropped} bytes "
+                              "dropped)")
+        incomplete.extend(lines)
+        if lines.more:
+            incomplete.append(f"{stream.path}: {lines.more} more runs or windows never "
+                              "closed")
+
+    def event(self, rec: Selection | Continuation | Score) -> Any:
+        """The span event of a record (``Prepare.event``), made as the record is read."""
+        if isinstance(rec, Selection):
+            name, attributes = selection_event(rec, _chosen_id(self._stream, rec))
+        elif isinstance(rec, Continuation):
+            name, attributes = continuation_event(rec)
+        else:
+            name, attributes = score_event(rec)
+        return self.Event(name, attributes, timestamp=rec.t_ns)
+
+    def call(self, run_id: str, rec: ToolCall | LLMCall) -> _Call:
+        """What a tool or model call's span needs (``Prepare.call``), made as the record is
+        read: its request and response are not kept."""
+        Status, StatusCode = self.Status, self.StatusCode
+        status = Status(StatusCode.ERROR, rec.error_type) if rec.status else Status(
+            StatusCode.UNSET)
+        if isinstance(rec, ToolCall):
+            name, attributes = tool_span(run_id, rec, capture_content=self.capture_content)
+            return _Call(name, attributes, rec.window, rec.t_ns - rec.wall_ns, rec.t_ns,
+                         status, self.SpanKind.INTERNAL)
+        name, attributes = model_span(run_id, rec, capture_content=self.capture_content)
+        kind = self.SpanKind.INTERNAL if rec.in_process else self.SpanKind.CLIENT
+        return _Call(name, attributes, rec.window, rec.t_ns - rec.latency_ns, rec.t_ns,
+                     status, kind)
+
+    def run_spans(self, stream: RunStream, run: RunRecords, last: bool,
+                  incomplete: _Lines | None) -> Iterator[ReadableSpan]:
+        """The spans of a run (``last``), or of the part of it that is done: the run's own
+        span (with its last part), its windows', tools' and model calls'."""
+        ReadableSpan, SpanKind, Status, StatusCode = (
+            self.ReadableSpan, self.SpanKind, self.Status, self.StatusCode)
+        scope, flags = self.scope, self.flags
         start = run.start
         rid = start.run_id
-        tid = trace_id(start.root_run or root_of(run))
-        resource = Resource.create({
-            "service.name": service_name or start.system,
-            "agentlog.version": __version__,
-            **(resource_attributes or {}),
-        })
+        tid = trace_id(stream.root_of(start))
+        resource = self.resource(start.system)
 
-        def ctx(key: str, rid: str = rid, tid: int = tid) -> SpanContext:
-            return SpanContext(tid, span_id(rid, key), is_remote=False, trace_flags=flags)
+        def ctx(key: str) -> SpanContext:
+            return self.SpanContext(tid, span_id(rid, key), is_remote=False,
+                                    trace_flags=flags)
 
         run_ctx = ctx("run")
-        run_parent = _run_parent(start, by_id, tid, flags, SpanContext)
-        name, attributes = run_span(start)
-        status = Status(StatusCode.UNSET)
-        end_t = run.last_t
-        if run.end is not None:
-            attributes.update(run_end_attributes(run.end))
-            end_t = run.end.t_ns
-            if run.end.status != 0:
-                status = Status(StatusCode.ERROR, run.end.error_type)
-        else:
-            attributes["agentlog.incomplete"] = True
-            if incomplete is not None:
-                incomplete.append(f"{tr.path}: run {rid} never ended")
-        yield ReadableSpan(
-            name, run_ctx, run_parent, resource, attributes,
-            _events(tr, run.records, event), (), SpanKind.INTERNAL, status=status,
-            start_time=start.t_ns, end_time=end_t, instrumentation_scope=scope,
-        )
+        if last:
+            parent_key = stream.parent_key(start)
+            run_parent = None if parent_key is None or start.parent_run is None else (
+                self.SpanContext(tid, span_id(start.parent_run, parent_key),
+                                 is_remote=False, trace_flags=flags))
+            name, attributes = run_span(start)
+            status = Status(StatusCode.UNSET)
+            end_t = run.last_t
+            if run.end is not None:
+                attributes.update(run_end_attributes(run.end))
+                end_t = run.end.t_ns
+                if run.end.status != 0:
+                    status = Status(StatusCode.ERROR, run.end.error_type)
+            else:
+                attributes["agentlog.incomplete"] = True
+                if incomplete is not None:
+                    incomplete.append(f"{stream.path}: run {rid} never ended")
+            yield ReadableSpan(
+                name, run_ctx, run_parent, resource, attributes,
+                list(run.scores), (), SpanKind.INTERNAL, status=status,
+                start_time=start.t_ns, end_time=end_t, instrumentation_scope=scope,
+            )
 
-        def parent_of(window: int, run: _Run = run, run_ctx: SpanContext = run_ctx
-                      ) -> SpanContext:
-            return run_ctx if window < 0 or window not in run.windows else ctx(f"w{window}")
+        def parent_of(window: int) -> SpanContext:
+            return ctx(f"w{window}") if run.has_window(window) else run_ctx
 
         for wid, (enter, exit, records) in run.windows.items():
+            if exit is None and not last:
+                continue  # still open: in a later part
             status = Status(StatusCode.UNSET)
-            events = _events(tr, records, event)
+            events = list(records or ())
             if exit is None:
                 attributes = {"agentlog.window": enter.name, "agentlog.run_id": rid,
                               "agentlog.entry_hash": enter.entry_hash.hex(),
                               "agentlog.incomplete": True}
                 end_t = run.last_t
                 if incomplete is not None:
-                    incomplete.append(f"{tr.path}: window {enter.name!r} (id {wid}) never "
-                                      f"closed in run {rid}")
+                    incomplete.append(f"{stream.path}: window {enter.name!r} (id {wid}) "
+                                      f"never closed in run {rid}")
             else:
                 attributes = window_attributes(rid, enter.entry_hash, exit)
                 end_t = exit.t_ns
@@ -272,68 +299,63 @@ def to_spans(
                     status = Status(StatusCode.ERROR, exit.error_type)
                     exc_attrs = {"exception.type": exit.error_type or "",
                                  "exception.message": exit.error_message or ""}
-                    events.append(event("exception", exc_attrs, exit.t_ns))
+                    events.append(self.Event("exception", exc_attrs, timestamp=exit.t_ns))
             yield ReadableSpan(
                 window_span_name(enter.name), ctx(f"w{wid}"), parent_of(enter.parent),
                 resource, attributes, events, (), SpanKind.INTERNAL, status=status,
                 start_time=enter.t_ns, end_time=end_t, instrumentation_scope=scope,
             )
-        for i, call in enumerate(run.tools):
-            name, attributes = tool_span(rid, call, capture_content=capture_content)
-            status = Status(StatusCode.ERROR, call.error_type) if call.status else Status(
-                StatusCode.UNSET)
-            yield ReadableSpan(
-                name, ctx(f"t{i}"), parent_of(call.window), resource, attributes, (), (),
-                SpanKind.INTERNAL, status=status, start_time=call.t_ns - call.wall_ns,
-                end_time=call.t_ns, instrumentation_scope=scope,
-            )
-        for i, llm in enumerate(run.models):
-            name, attributes = model_span(rid, llm, capture_content=capture_content)
-            status = Status(StatusCode.ERROR, llm.error_type) if llm.status else Status(
-                StatusCode.UNSET)
-            yield ReadableSpan(
-                name, ctx(f"m{i}"), parent_of(llm.window), resource, attributes, (), (),
-                SpanKind.INTERNAL if llm.in_process else SpanKind.CLIENT, status=status,
-                start_time=llm.t_ns - llm.latency_ns, end_time=llm.t_ns,
-                instrumentation_scope=scope,
-            )
+        for key, calls, first in (("t", run.tools, run.first_tool),
+                                  ("m", run.models, run.first_model)):
+            for i, call in enumerate(calls, first):
+                yield ReadableSpan(
+                    call.name, ctx(f"{key}{i}"), parent_of(call.window), resource,
+                    call.attributes, (), (), call.kind, status=call.status,
+                    start_time=call.start_t, end_time=call.end_t, instrumentation_scope=scope,
+                )
 
 
-def _run_parent(start: RunStart, by_id: Mapping[str, Any], tid: int, flags: Any,
-                span_context: Any) -> Any:
-    """The parent of a run's span: where a nested run was opened, in whatever file.
-
-    The rule live spans follow too: a nested run is the child of the enclosing run's
-    window it was opened in (``RunStart.parent_window``), else of that run's span, and
-    joins the outermost run's trace (``RunStart.root_run``), so a nested run stored in its
-    own file exports into its parent's trace. A trace written before those fields
-    existed links a nested run to its parent run's span when both are in this file.
-    """
-    if start.parent_run is None:
-        return None
-    if start.root_run is None:  # older trace
-        if start.parent_run not in by_id:
-            return None
-        key = "run"
-    else:
-        key = "run" if start.parent_window is None or start.parent_window < 0 else (
-            f"w{start.parent_window}")
-    return span_context(tid, span_id(start.parent_run, key), is_remote=False,
-                        trace_flags=flags)
+INCOMPLETE_LINES = 100  # runs and windows never closed named per file (hostile: millions)
 
 
-def _traces(traces: TraceLike | Iterable[TraceLike]) -> list[TraceLike]:
-    if isinstance(traces, Trace | str | os.PathLike):
-        return [traces]
-    return list(traces)
+class _Lines(list[str]):
+    """A file's lines for ``ExportResult.incomplete``: ``INCOMPLETE_LINES`` at most, the
+    rest counted."""
+
+    more = 0
+
+    def append(self, line: str) -> None:
+        if len(self) < INCOMPLETE_LINES:
+            super().append(line)
+        else:
+            self.more += 1
+
+
+class _Call(NamedTuple):
+    """A tool or model call, as its span needs it."""
+
+    name: str
+    attributes: dict[str, Any]
+    window: int
+    start_t: int
+    end_t: int
+    status: Any
+    kind: Any
+
+
+def _sources(traces: TraceLike | Iterable[TraceLike]) -> Iterator[Trace | Path]:
+    """Each trace named, one file at a time (a folder stands for the ``*.zst`` below it),
+    resolved as the export reaches it."""
+    items = [traces] if isinstance(traces, Trace | str | os.PathLike) else traces
+    for item in items:
+        yield from trace_files(item, name="traces")
 
 
 def _all_spans(traces: TraceLike | Iterable[TraceLike], result: ExportResult,
                service_name: str | None, resource: Mapping[str, Any] | None,
                capture_content: bool = False) -> Iterator[ReadableSpan]:
-    for t in _traces(traces):
-        yield from to_spans(t, service_name=service_name, resource_attributes=resource,
-                            incomplete=result.incomplete, capture_content=capture_content)
+    return to_spans(traces, service_name=service_name, resource_attributes=resource,
+                    incomplete=result.incomplete, capture_content=capture_content)
 
 
 def _batches(spans: Iterator[ReadableSpan], size: int) -> Iterator[list[ReadableSpan]]:
@@ -345,16 +367,6 @@ def _batches(spans: Iterator[ReadableSpan], size: int) -> Iterator[list[Readable
             batch = []
     if batch:
         yield batch
-
-
-def _need_otlp() -> None:
-    try:
-        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
-    except ImportError:
-        raise MissingDependencyError(
-            "exporting to OTLP needs the OTLP/HTTP exporter, which is not installed; "
-            "install it with: pip install 'agentlog[otlp]'"
-        ) from None
 
 
 def to_otlp(
@@ -374,20 +386,22 @@ def to_otlp(
 ) -> ExportResult:
     """Send stored traces to an OTLP/HTTP endpoint (``http://host:4318/v1/traces``).
 
-    Each batch is retried ``retries`` times with exponential backoff (``backoff_s``,
-    doubled each try); a batch that still fails is counted in ``spans_failed`` and
-    named in ``errors``, and the export goes on with the next batch, unless the endpoint
-    has accepted no batch yet: then it is taken to be unreachable (nothing listens, a
-    wrong URL, refused credentials) and the export stops there, counting the spans left
-    in ``spans_failed`` and saying so in ``errors``, instead of waiting out every batch's
-    retries in turn (the OTLP exporter's own retries take up to ``timeout_s`` per attempt).
+    The spans are built as the traces stream and sent ``batch`` at a time, in memory
+    bounded as ``to_spans``'s whatever the number of runs. Each batch is retried
+    ``retries`` times with exponential backoff (``backoff_s``, doubled each try); a batch
+    that still fails is counted in ``spans_failed`` and named in ``errors``, and the
+    export goes on with the next batch, unless the endpoint has accepted no batch yet:
+    then it is taken to be unreachable (nothing listens, a wrong URL, refused
+    credentials) and the export stops there, counting the spans left in ``spans_failed``
+    and saying so in ``errors``, instead of waiting out every batch's retries in turn
+    (the OTLP exporter's own retries take up to ``timeout_s`` per attempt).
     Before the first batch one TCP connection tests the endpoint (not behind an HTTP proxy,
     nor with an ``exporter`` of your own): a refused port or an unknown host stops the
     export at once, every span counted in ``spans_failed``. URL userinfo and tokens are
     redacted in ``errors``.
 
     Args:
-        traces: traces or trace paths.
+        traces: traces, trace paths or folders of them.
         endpoint: the full URL of the traces endpoint.
         headers: HTTP headers (authentication), sent as given.
         service_name: ``service.name``; each run's system when None.
@@ -417,7 +431,7 @@ def to_otlp(
     chunks = _batches(_all_spans(traces, result, service_name, resource_attributes,
                                  capture_content), batch)  # lazy: read as batches go
     if exporter is None:
-        _need_otlp()
+        need_otlp()
         refused = _unreachable(endpoint, timeout_s)
         if refused is not None:  # nothing listens: say so now, not after the retries
             _give_up(result, chunks, progress, f"cannot connect to {shown} ({refused})")
@@ -557,30 +571,7 @@ class _LastError(logging.Handler):
             self.last = record.msg if isinstance(record.msg, str) else ""
 
 
-def _hex_ids(obj: Any) -> Any:
-    # OTLP/JSON writes trace and span ids as hex, not the base64 of protobuf's JSON.
-    import base64
-
-    if isinstance(obj, dict):
-        out = {}
-        for key, value in obj.items():
-            if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
-                out[key] = base64.b64decode(value).hex()
-            else:
-                out[key] = _hex_ids(value)
-        return out
-    if isinstance(obj, list):
-        return [_hex_ids(v) for v in obj]
-    return obj
-
-
-def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """The OTLP/JSON ``ExportTraceServiceRequest`` of ``spans`` (ids in hex)."""
-    _need_otlp()
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    return _hex_ids(MessageToDict(encode_spans(spans)))  # type: ignore[no-any-return]
+_JSON_BATCH = 512  # spans encoded at once into the OTLP/JSON file
 
 
 def to_otlp_json(
@@ -593,24 +584,51 @@ def to_otlp_json(
 ) -> ExportResult:
     """Write the OTLP/JSON encoding of stored traces to ``out`` (one request, all spans).
 
-    The file is written to a temporary name beside ``out`` and renamed at the end: an
-    error leaves no half-written file. ``capture_content`` is ``to_spans``'s (off by
-    default).
+    The spans are built and encoded a batch at a time and written as they go, in memory
+    bounded as ``to_spans``'s whatever the number of runs (the spans of a second resource,
+    such as a second system without ``service_name``, wait in a temporary file beside
+    ``out`` until the end). The file is written to a temporary name beside ``out`` and
+    renamed at the end: an error leaves no half-written file. A device or a pipe
+    (``/dev/null``, ``/dev/stdout``) is written to directly. ``capture_content`` is
+    ``to_spans``'s (off by default).
     """
+    need_otlp()
     result = ExportResult()
-    spans = list(_all_spans(traces, result, service_name, resource_attributes,
-                            capture_content))
-    document = otlp_json(spans)
     target = os.fspath(out)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):  # nothing to replace: never rename over it
+        with open(target, "wb") as f:
+            _write_otlp_json(f, traces, result, service_name, resource_attributes,
+                             capture_content, spool_dir=None)
+        return result
     folder = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix=".agentlog-export-", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, separators=(",", ":"))
+        with os.fdopen(fd, "wb") as f:
+            _write_otlp_json(f, traces, result, service_name, resource_attributes,
+                             capture_content, spool_dir=folder)
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
-    result.spans_sent = len(spans)
-    result.batches = 1
     return result
+
+
+def _write_otlp_json(f: IO[bytes], traces: TraceLike | Iterable[TraceLike],
+                     result: ExportResult, service_name: str | None,
+                     resource_attributes: Mapping[str, Any] | None, capture_content: bool,
+                     spool_dir: str | None) -> None:
+    writer = OtlpJsonWriter(f, spool_dir=spool_dir)
+    try:
+        spans = _all_spans(traces, result, service_name, resource_attributes,
+                           capture_content)
+        for chunk in _batches(spans, _JSON_BATCH):
+            writer.write(chunk)
+            result.spans_sent += len(chunk)
+        writer.finish()
+    finally:
+        writer.close()
+    result.batches = 1

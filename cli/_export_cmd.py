@@ -4,11 +4,19 @@ Spans keep the records' original timestamps and get deterministic ids, so export
 same trace twice sends the same spans (backends keep one copy). ``--format otlp-json
 --out FILE`` writes the OTLP JSON encoding instead. Exit 0 all sent, 1 a batch failed
 after its retries, 2 bad input.
+
+The traces stream, one run at a time, in memory that does not grow with their number of
+runs: for ``--otlp`` a first pass counts the spans (the progress bar's total) and checks
+that every file is a trace before anything is sent; a file found unreadable during the
+export itself (changed since) stops it with exit 2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,8 +29,8 @@ from agentlog.export import ExportResult, endpoint_problem, to_otlp, to_otlp_jso
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.scrubbing import scrub_text
 
-from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout
-from ._verify_cmd import load_traces
+from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout, trace_errors
+from ._verify_cmd import trace_files
 
 _SPAN_RECORDS = (RunStart, WindowEnter, ToolCall, LLMCall)
 
@@ -51,6 +59,27 @@ def _check_url(url: str) -> None:
     problem = endpoint_problem(url)  # before the traces are read or anything connects
     if problem is not None:
         raise BadInput(f"--otlp {problem}")
+
+
+@contextlib.contextmanager
+def _streaming(files: Sequence[Path], out: Path | None = None) -> Iterator[None]:
+    """Errors while the traces stream: a file that is no trace or cannot be read is
+    ``BadInput`` (``trace_errors``), as is an ``out`` that cannot be written."""
+    names = {os.fspath(f) for f in files}
+    with trace_errors():
+        try:
+            yield
+        except OSError as exc:
+            if out is None or (exc.filename is not None and os.fspath(exc.filename) in names):
+                raise  # a trace's: trace_errors says which and what to do
+            raise BadInput(f"{out}: cannot be written ({exc.strerror or exc}); check that "
+                           "its folder exists and is writable") from exc
+
+
+def _count_spans(files: Sequence[Path]) -> int:
+    """One span per run, window, tool call and model call: counted from the records (a
+    pass that decodes, builds nothing), for the progress bar."""
+    return sum(isinstance(r, _SPAN_RECORDS) for f in files for r in al.iter_records(f))
 
 
 def _report(result: ExportResult, where: str) -> int:
@@ -133,27 +162,24 @@ def export_command(
             if out.is_dir():
                 raise BadInput(f"--out {out}: is a folder; pass a file name such as "
                                f"{out / 'spans.json'}")
-            loaded = load_traces(traces)
-            try:
-                result = to_otlp_json(loaded, out, service_name=service_name,
+            files = trace_files(traces)
+            with _streaming(files, out):
+                result = to_otlp_json(files, out, service_name=service_name,
                                       resource_attributes=resource,
                                       capture_content=capture_content)
-            except OSError as exc:
-                raise BadInput(f"{out}: cannot be written ({exc.strerror or exc}); check that "
-                               "its folder exists and is writable") from exc
             raise typer.Exit(_report(result, str(out)))
         if otlp is None:
             raise BadInput("pass --otlp URL (an OTLP/HTTP traces endpoint), or --format "
                            "otlp-json --out FILE")
         _check_url(otlp)
         headers = _headers(header or [])
-        loaded = load_traces(traces)
-        # One span per run, window, tool call and model call: counted, not built twice.
-        total = sum(isinstance(r, _SPAN_RECORDS) for t in loaded for r in t.records)
+        files = trace_files(traces)
+        with _streaming(files):
+            total = _count_spans(files)  # every file read once before anything is sent
         with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
-                      console=stderr(), transient=True) as bar:
+                      console=stderr(), transient=True) as bar, _streaming(files):
             task = bar.add_task("spans", total=total)
-            result = to_otlp(loaded, endpoint=otlp, headers=headers,
+            result = to_otlp(files, endpoint=otlp, headers=headers,
                              service_name=service_name, resource_attributes=resource,
                              batch=batch, retries=retries, timeout_s=timeout,
                              progress=lambda n: bar.advance(task, n),

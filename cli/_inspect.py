@@ -280,7 +280,8 @@ def summarize_trace(trace: al.Trace) -> dict[str, Any]:
 
 
 def summarize_path(path: Path) -> dict[str, Any]:
-    """As ``summarize_trace``, streaming the file: memory is one frame plus the tallies.
+    """As ``summarize_trace``, streaming the file: memory is one frame (at most
+    ``ReadLimits.max_held_bytes`` of decompressed data) plus the tallies.
 
     Raises:
         BadInput: the file is missing, a folder, unreadable or not a trace.
@@ -291,6 +292,7 @@ def summarize_path(path: Path) -> dict[str, Any]:
         for frame in frames:
             if frame.records:
                 summary.add(frame.records)
+            del frame  # let it go before the next frame is decoded (one frame held)
     return {
         "path": str(path),
         "format_version": frames.format_version,

@@ -9,7 +9,9 @@ same key agree on the first answer, and every lock wait is bounded by ``busy_tim
 Concurrent identical requests share one upstream call (threads and asyncio tasks alike):
 the first caller fetches, the others wait for its answer (at most ``flight_timeout``
 seconds, then they fetch themselves). Failures are never stored; the fetching caller's
-exception propagates unchanged and the callers that shared the call get the same one.
+exception propagates unchanged and the callers that shared the call get the same one. A
+fetching caller that is cancelled or interrupted hands the flight over: one of the
+callers waiting for it fetches in its place and the others wait for that one.
 
 Example:
     >>> from agentlog.replay import ModelCache, request_key
@@ -111,7 +113,11 @@ class _Entry:
 
 
 class _LeaderGone(Exception):
-    """The caller that fetched for everyone was cancelled; the others fetch themselves."""
+    """The caller that fetched for everyone was cancelled: one of the others takes over."""
+
+
+class _Unshared(Exception):
+    """The leader's answer cannot be stored, so it cannot be shared: each caller fetches."""
 
 
 def _fingerprint_of(response: Mapping[str, Any]) -> str | None:
@@ -412,12 +418,17 @@ class ModelCache:
         found = self._lookup(key)
         if found is not None:
             return found
-        future, leader = self._join(key.digest)
-        if not leader:
-            shared = self._wait(key, future)
-            if shared is not None:
-                return shared
-            return self._fetch_alone(key, fetch)
+        while True:
+            future, leader = self._join(key.digest)
+            if leader:
+                break
+            try:
+                entry = future.result(timeout=self.flight_timeout)
+            except _LeaderGone:
+                continue  # the leader was cancelled: the first of us to rejoin leads
+            except (concurrent.futures.TimeoutError, _Unshared):
+                return self._fetch_alone(key, fetch)
+            return self._shared(key, entry)
         try:
             found = self._recheck(key, future)
             if found is not None:
@@ -429,7 +440,7 @@ class ModelCache:
             _fail(future, exc)
             raise
         finally:
-            self._leave(key.digest)
+            self._leave(key.digest, future)
 
     async def acall(self, key: CacheKey,
                     afetch: Callable[[], Awaitable[dict[str, Any]]]) -> CacheResult:
@@ -439,19 +450,19 @@ class ModelCache:
         found = self._lookup(key)
         if found is not None:
             return found
-        future, leader = self._join(key.digest)
-        if not leader:
+        while True:
+            future, leader = self._join(key.digest)
+            if leader:
+                break
             try:
                 entry = await asyncio.wait_for(
                     asyncio.shield(asyncio.wrap_future(future)), self.flight_timeout)
-            except (TimeoutError, _LeaderGone):
-                entry = None
-            if entry is not None:
-                self._count("hits", "shared")
-                return CacheResult(_json_dec.decode(entry.response), "hit", key,
-                                   entry.fingerprint)
-            self._count("upstream_calls")
-            return self._store_result(key, await afetch(), None)
+            except _LeaderGone:
+                continue  # the leader was cancelled: the first of us to rejoin leads
+            except (TimeoutError, _Unshared):
+                self._count("upstream_calls")
+                return self._store_result(key, await afetch(), None)
+            return self._shared(key, entry)
         try:
             found = self._recheck(key, future)
             if found is not None:
@@ -462,7 +473,7 @@ class ModelCache:
             _fail(future, exc)
             raise
         finally:
-            self._leave(key.digest)
+            self._leave(key.digest, future)
 
     # ------------------------------------------------------------------ helpers
 
@@ -495,24 +506,25 @@ class ModelCache:
         return found
 
     def _join(self, digest: bytes) -> tuple[concurrent.futures.Future[_Entry], bool]:
+        """The flight of ``digest`` and whether the caller leads it (a new flight).
+
+        A flight whose leader has finished (a thread woken by it may rejoin before the
+        leader has left) is replaced: the caller leads the next one.
+        """
         with self._lock:
             future = self._flights.get(digest)
-            if future is not None:
+            if future is not None and not future.done():
                 return future, False
             future = concurrent.futures.Future()
             self._flights[digest] = future
             return future, True
 
-    def _leave(self, digest: bytes) -> None:
+    def _leave(self, digest: bytes, future: concurrent.futures.Future[_Entry]) -> None:
         with self._lock:
-            self._flights.pop(digest, None)
+            if self._flights.get(digest) is future:  # not a successor's flight
+                del self._flights[digest]
 
-    def _wait(self, key: CacheKey, future: concurrent.futures.Future[_Entry]
-              ) -> CacheResult | None:
-        try:
-            entry = future.result(timeout=self.flight_timeout)
-        except (concurrent.futures.TimeoutError, _LeaderGone):
-            return None
+    def _shared(self, key: CacheKey, entry: _Entry) -> CacheResult:
         self._count("hits", "shared")
         return CacheResult(_json_dec.decode(entry.response), "hit", key, entry.fingerprint)
 
@@ -531,7 +543,7 @@ class ModelCache:
                           f"not JSON-compatible ({exc}); it was returned but not stored",
                           InstrumentationWarning, stacklevel=3)
             if future is not None:
-                future.set_exception(_LeaderGone())
+                future.set_exception(_Unshared())
             self._count("misses")
             return CacheResult(response, "miss", key, fingerprint)
         assert self._store is not None

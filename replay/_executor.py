@@ -6,8 +6,9 @@ keys already sealed there, runs every other unit through the job (at most
 thread pool), retries transient failures (``RetryPolicy``), and appends each finished
 unit as a sealed run. Interrupted (Ctrl-C, task cancellation), it stops starting units,
 writes the ones that finished, closes every run it opened and re-raises: the output is
-a valid trace and a re-run does the rest. A process killed outright loses only the units
-not yet written.
+a valid trace and a re-run does the rest. A process killed outright (SIGKILL, SIGTERM)
+loses only the units not yet written; the re-run first sets aside the run it may have
+cut short (``set_aside_cut_runs``), so the finished output verifies.
 
 Example:
     >>> import agentlog as al
@@ -47,7 +48,7 @@ from ._app import app_name
 from ._cache import ModelCache
 from ._progress import Progress
 from ._retry import RetryPolicy, is_transient, retry_after
-from ._unit_output import Outcome, OutputWriter, read_units, sealed_units
+from ._unit_output import Outcome, OutputWriter, read_units, sealed_units, set_aside_cut_runs
 from ._units import (
     RunSummary,
     Unit,
@@ -379,6 +380,10 @@ async def arun_units(
     todo = source.todo(sealed)
     first = next(todo, None)  # nothing to do: no cache opened, no Ray started
     work = None if first is None else itertools.chain([first], todo)
+    if work is not None:
+        # What a killed replay left half-written goes before anything is appended (its
+        # units are not sealed: they are in `todo`), so the output verifies.
+        set_aside_cut_runs(path)
     del first  # held by `work` until dispatched, then dropped
     store = _open_cache(cache, frozen) if work is not None else None
     stats0 = store.stats() if store is not None else {}

@@ -18,10 +18,16 @@ Layout (what ``read_units`` reads and what an estimator joins on):
   ``RunEnd``), runs again and appends a new run. ``read_units`` gives, per key, the
   first sealed ``ok`` run, else the last sealed failure.
 
-Units finished close together are written as one batch (their runs open at once, so
-the file is opened once per batch); a batch is written at most every 20 ms or every 256
-units, and at the end. A process killed before a batch is written loses those units'
-work, never the file: the re-run does them again.
+Units finished close together are written as one batch, a batch at most every 20 ms or
+every 256 units, and at the end; the batch's runs are written one after another (the
+file's writer stays open between them), so each run's records fill frames of their own.
+A process killed (SIGKILL, or SIGTERM, which writes what was queued and ends the
+process) loses the units not yet written, and may leave the file ending in a run cut
+short and a torn frame. Before it appends, a re-run sets those aside
+(``set_aside_cut_runs``): the file is rewritten, next to itself and then renamed over
+it, with every frame of the complete runs byte for byte and without the frames of the
+runs that have no ``RunEnd``; those units run again. The output then passes
+``agentlog verify`` as an uninterrupted replay's does.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -36,11 +43,25 @@ from pathlib import Path
 from typing import Any
 
 import agentlog as al
-from agentlog.records import EXIT_FAILED, RunView, Score, WindowExit, iter_runs
+from agentlog.records import (
+    EXIT_FAILED,
+    Blob,
+    RunEnd,
+    RunStart,
+    RunView,
+    Score,
+    WindowExit,
+    iter_runs,
+)
 
 from ._units import ScoreTuple, UnitScore, score_of
 
-__all__ = ["UnitOutput", "read_units", "sealed_units"]
+try:  # pragma: no cover - always there on POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["UnitOutput", "read_units", "sealed_units", "set_aside_cut_runs"]
 
 META_KEY = "agentlog.replay"
 UNIT_WINDOW = "agentlog.replay.unit"
@@ -229,10 +250,10 @@ def _write_failure(outcome: Outcome) -> None:
 class OutputWriter:
     """Writes finished units into the output trace, a batch of runs at a time.
 
-    The last run of a batch stays open until the next batch has opened its first run (or
-    ``close``): the core then keeps the file open for the whole replay instead of opening
-    and closing it per batch. That one unit is sealed a batch later; a crash before it
-    loses only that unit, which the re-run does again. Every batch is flushed to the OS.
+    The runs of a batch are written one after another, each closed before the next opens
+    (the core keeps the file's writer open from one to the next), so a crash can cut at
+    most the run being written, at the end of the file, in frames of its own
+    (``set_aside_cut_runs``). Every batch is handed to the OS before ``write`` returns.
     """
 
     def __init__(self, out: Path, *, system: str, meta: Mapping[str, Any] | None,
@@ -242,51 +263,160 @@ class OutputWriter:
         self.meta = dict(meta or {})
         self.job_id = job_id
         self.written = 0
-        self._held: tuple[contextvars.Context, al.record] | None = None
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
-        """Append one run per outcome; all but the last are closed (sealed) on return."""
+        """Append one sealed run per outcome, in order; on disk when this returns."""
         if not outcomes:
             return
-        opened: list[tuple[contextvars.Context, al.record]] = []
         try:
             for o in outcomes:
-                unit_meta = {"unit": o.key, "status": "ok" if o.ok else "failed",
-                             "attempts": o.attempts, "job": self.job_id, **o.provenance}
-                rec = al.record(self.out, mode="a", system=self.system,
-                                meta={**self.meta, META_KEY: unit_meta})
-                # Each run in its own context: the runs of a batch are open at once (the
-                # file is opened once per batch) and none becomes another's parent.
-                ctx = contextvars.copy_context()
-                ctx.run(rec.__enter__)
-                opened.append((ctx, rec))
-                if o.ok:
-                    for s in o.scores:
-                        u = score_of(s)
-                        ctx.run(al.score, u.name, u.value, channel=u.channel, layout=u.layout,
-                                wave=u.wave, state_hash=u.state_hash, transition=u.transition)
-                else:
-                    ctx.run(_write_failure, o)
-        except BaseException:
-            self._close(opened)
-            raise
-        self.close()
-        self._held = held = opened.pop()
-        self._close(opened)
-        # Hand the sealed runs to the OS now (bounded wait), not at the next frame cut: a
-        # unit reported done is on disk even if the process is killed a moment later.
-        held[0].run(al.flush)
+                self._write_one(o)
+        finally:
+            # Hand the sealed runs to the OS now (bounded wait), not at the next frame cut:
+            # a unit reported done is on disk even if the process is killed a moment later.
+            al.settle(self.out)
         self.written += len(outcomes)
 
-    def close(self) -> None:
-        """Seal the run held open, if any; its end is on disk when this returns."""
-        held, self._held = self._held, None
-        if held is not None:
-            self._close([held])
-            # Leaving a run only enqueues its end: write it now (bounded), as write() does.
-            al.settle(self.out)
-
-    @staticmethod
-    def _close(runs: Sequence[tuple[contextvars.Context, al.record]]) -> None:
-        for ctx, rec in runs:
+    def _write_one(self, o: Outcome) -> None:
+        unit_meta = {"unit": o.key, "status": "ok" if o.ok else "failed",
+                     "attempts": o.attempts, "job": self.job_id, **o.provenance}
+        rec = al.record(self.out, mode="a", system=self.system,
+                        meta={**self.meta, META_KEY: unit_meta})
+        # In a context of its own: the replay's caller may be inside a run, which must
+        # neither become the unit's parent nor see the unit as its current run.
+        ctx = contextvars.copy_context()
+        ctx.run(rec.__enter__)
+        try:
+            if o.ok:
+                for s in o.scores:
+                    u = score_of(s)
+                    ctx.run(al.score, u.name, u.value, channel=u.channel, layout=u.layout,
+                            wave=u.wave, state_hash=u.state_hash, transition=u.transition)
+            else:
+                ctx.run(_write_failure, o)
+        finally:
             ctx.run(rec.__exit__, None, None, None)
+
+    def close(self) -> None:
+        """Wait (bounded) until every unit written is handed to the OS."""
+        al.settle(self.out)
+
+
+# ------------------------------------------------------------------ after a crash
+
+
+def set_aside_cut_runs(out: str | os.PathLike[str]) -> int:
+    """Rewrite ``out`` without the runs a crash cut short; the number of runs set aside.
+
+    A replay killed while it wrote (SIGKILL, SIGTERM, a power cut) can leave its output
+    ending in a run without ``RunEnd`` and a torn frame, which ``agentlog verify`` reports
+    for good, whatever a resume appends after them. This writes the file again next to
+    itself (``.<name>.<pid>.resume``), synced, and renames it over ``out``: the file
+    header and every frame that holds no record of a cut run, byte for byte (so every
+    complete run keeps its digest and receipts), and nothing after the last complete
+    frame. The cut units are not sealed, so the resume runs them again.
+
+    Nothing is changed when there is nothing to set aside, when another writer holds the
+    file, or when a cut run shares a frame with another run or a Blob (a file written by
+    an earlier agentlog, whose batches interleaved their runs): setting it aside would
+    change bytes a complete run's digest covers, so the file is left as it is, with an
+    ``InstrumentationWarning``.
+
+    Raises:
+        TraceFormatError, OSError: the file cannot be read (as ``agentlog.iter_frames``).
+    """
+    path = Path(out)
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    started: set[int] = set()
+    ended: set[int] = set()
+    with al.iter_frames(path) as frames:
+        for frame in frames:
+            for r in frame.records:
+                kind = type(r)
+                if kind is RunStart:
+                    started.add(r.run)
+                elif kind is RunEnd:
+                    ended.add(r.run)
+    cut = started - ended
+    if not cut and not frames.truncated:
+        return 0
+    if frames.format_version is None:
+        return 0  # not even a whole file header: appending writes a new one
+    keep = _frames_to_keep(path, cut)
+    if keep is None:
+        warnings.warn(
+            f"{path}: {len(cut)} run(s) cut short by a crash share frames with other runs, "
+            "so they cannot be set aside without changing what the complete runs' digests "
+            "cover (the file was written by an older agentlog); the resume appends after "
+            "them, and `agentlog verify` keeps reporting them", al.InstrumentationWarning,
+            stacklevel=2)
+        return 0
+    return len(cut) if _rewrite(path, keep) else 0
+
+
+def _frames_to_keep(path: Path, cut: set[int]) -> list[tuple[int, int]] | None:
+    """Byte ranges of ``path`` to keep (header and whole frames), None if a frame mixes a
+    cut run's records with anything else."""
+    keep: list[tuple[int, int]] = []
+    start: int | None = None  # the frame being looked at: kept when the next one starts
+    kept = True
+    with al.iter_frames(path) as frames:
+        for frame in frames:
+            if start is None:
+                keep.append((0, frame.offset))  # the file header
+            elif kept:
+                keep.append((start, frame.offset))
+            runs = {getattr(r, "run", None) for r in frame.records}
+            ours = runs & cut
+            if ours and (runs - cut or any(type(r) is Blob for r in frame.records)):
+                return None
+            start, kept = frame.offset, not ours
+    end = frames.end_offset
+    if start is None:
+        keep.append((0, end))
+    elif kept:
+        keep.append((start, end))
+    return keep
+
+
+def _rewrite(path: Path, keep: list[tuple[int, int]]) -> bool:
+    """Write the byte ranges ``keep`` of ``path`` to a sibling, synced, and rename it over
+    ``path``; False (nothing changed) when a writer holds the file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.resume")
+    src = os.open(path, os.O_RDONLY)
+    try:
+        try:  # a writer (another replay, or this process's own) holds it: leave it be
+            if fcntl is not None:
+                fcntl.flock(src, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(dst, os.fstat(src).st_mode & 0o7777)
+            for lo, hi in keep:
+                while lo < hi:
+                    chunk = os.pread(src, min(hi - lo, 1 << 20), lo)
+                    if not chunk:
+                        raise OSError(f"{path} shrank while it was rewritten")
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(dst, view):]
+                    lo += len(chunk)
+            os.fsync(dst)
+        finally:
+            os.close(dst)
+        os.replace(tmp, path)  # under the old file's lock: no writer appends meanwhile
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(src)
+    with contextlib.suppress(OSError):  # the rename itself on disk
+        dirfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+    return True

@@ -243,12 +243,16 @@ class FakeProvider:
     ``fail`` maps a request number (1-based) to an HTTP status to answer with instead.
     ``text`` replaces the answer's text (chat, Responses and Messages, streamed or not);
     ``chunked`` delivers bodies in 64-byte chunks as they are read instead of whole.
+    ``echo`` names request headers whose values a 401 quotes instead of the key (a careless
+    proxy's ``Incorrect API key provided: hdr-..., Basic cHJv...``).
     """
 
     def __init__(self, fail: dict[int, int] | None = None,
                  on_request: Callable[[httpx2.Request], None] | None = None, *,
-                 text: str | None = None, chunked: bool = False) -> None:
+                 text: str | None = None, chunked: bool = False,
+                 echo: tuple[str, ...] = ()) -> None:
         self.text = text
+        self.echo = echo
         self.chunked = chunked
         self.fail = dict(fail or {})
         self.requests: list[httpx2.Request] = []
@@ -261,6 +265,8 @@ class FakeProvider:
         return len(self.requests)
 
     def _key(self, request: httpx2.Request) -> str:
+        if self.echo:
+            return ", ".join(request.headers.get(name, "") for name in self.echo)
         auth = request.headers.get("authorization", "")
         return auth.removeprefix("Bearer ") or request.headers.get("x-api-key", "")
 

@@ -84,13 +84,13 @@ def skew_study(trials: int, resamples: int = 1000, seed: int = 5) -> None:
             t_cov = float(np.mean(np.abs(m) <= stats.t.ppf(0.975, G - 1) * se))
             boot = u[:, rng.integers(0, G, (resamples, G))].mean(axis=2)
             low, high = np.quantile(boot, [0.025, 0.975], axis=1)
-            p_cov = float(np.mean((low <= 0) & (0 <= high)))
+            p_cov = float(np.mean((low <= 0) & (high >= 0)))
             d = u - m[:, None]
             m2 = (d ** 2).mean(axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
                 g1 = np.where(m2 > 0, (d ** 3).mean(axis=1) / np.where(m2 > 0, m2, 1) ** 1.5,
                               0.0)
-            skew = (G >= MIN_TASKS_FOR_SKEWNESS) & (G < EFFECTS_SKEWNESS_RULE * g1 ** 2)
+            skew = (G >= MIN_TASKS_FOR_SKEWNESS) & (EFFECTS_SKEWNESS_RULE * g1 ** 2 > G)
             flag = float(np.mean((np.ptp(u, axis=1) == 0) | skew))
             cells.append(f"G={G}: {t_cov:.3f} ({p_cov:.3f}) flag {flag:.2f}")
         print(f"{name:<20} " + " | ".join(cells))

@@ -3,9 +3,12 @@
 Run: ``python tests/benchmarks/bench_hostile_files.py``. Not collected by pytest.
 Each file (record and byte bombs, huge declared lengths, deep nesting, ext values,
 a 10 GiB sparse zero tail, 200,000 empty frames, a header-only file, records outside
-any run) is given to ``agentlog verify --json`` and ``agentlog inspect --json`` in a
-fresh child process that reports the command's wall time and its own peak RSS (imports
-excluded: the child first runs the command on a header-only file, then resets its peak).
+any run, and ~370 KB files of 320 MB of compressible probability vectors: in 20 frames,
+with and without their candidate pool, or in one frame) is given to ``agentlog verify
+--json`` and ``agentlog inspect --json`` (the vector files also to ``agentlog export
+--format otlp-json``) in a fresh child process that reports the command's wall time
+and its own peak RSS (imports excluded: the child first runs the command on a header-only
+file, then resets its peak).
 Target: every file rejected (exit 2) or reported (exit 1, or 0 with markers for inspect)
 within 2 s and 256 MB. Exits non-zero when one misses it. The files are built in a
 temporary folder and deleted afterwards; the in-suite version of the same files is
@@ -24,9 +27,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 import msgspec
 from _rss import run_child
 from _tempdir import bench_dir
+from test_verify_memory import N, write_hostile, write_pooled
 
 from agentlog._trace_format import FILE_HEADER, FrameEncoder
 
@@ -115,6 +120,16 @@ FILES: dict[str, Callable[[], bytes]] = {
 }
 
 
+# Files of huge vectors, small on disk (issue 30.5: 311 KB cost 445 MB in verify).
+VECTOR_FILES: dict[str, Callable[[Path], Path]] = {
+    "vectors: 20 frames of a 1 M-candidate selection": lambda p: write_hostile(
+        p, frames=20, n=N),
+    "vectors: the same with their 1 M-id pool": lambda p: write_pooled(p, frames=20, n=N),
+    "vectors: one frame of a 20 M-candidate selection": lambda p: write_hostile(
+        p, frames=1, n=20 * N),
+}
+
+
 def measure(warmup: Path, *args: str) -> tuple[int, float, float]:
     out = run_child(CHILD, str(warmup), *args)
     return int(out[0]), float(out[1]), int(out[2]) / 1024
@@ -135,11 +150,18 @@ def main() -> int:
         with sparse.open("r+b") as f:
             f.truncate(sparse.stat().st_size + (10 << 30))
         paths["a 10 GiB sparse zero tail"] = sparse
+        for i, (label, write) in enumerate(VECTOR_FILES.items()):
+            paths[label] = write(Path(d) / f"v{i}.zst")
         print(f"{'file':<52} {'size':>10}  {'command':<8} exit  {'time':>7}  {'peak RSS':>9}")
+        out = str(Path(d) / "spans.json")
         for label, p in paths.items():
             size = p.stat().st_size
-            for cmd in ("verify", "inspect"):
-                code, dt, rss = measure(warmup, cmd, str(p), "--json")
+            commands = [["verify", str(p), "--json"], ["inspect", str(p), "--json"]]
+            if label in VECTOR_FILES:
+                commands.append(["export", str(p), "--format", "otlp-json", "--out", out])
+            for args in commands:
+                cmd = args[0]
+                code, dt, rss = measure(warmup, *args)
                 ok = dt <= TIME_LIMIT_S and rss <= RSS_LIMIT_MB and code in (0, 1, 2)
                 print(f"{label:<52} {size:>10,}  {cmd:<8} {code:>4}  {dt:6.2f}s  {rss:7.1f} MB"
                       f"  {'ok' if ok else 'MISSED'}")

@@ -1,18 +1,20 @@
-"""Kill safety of the replay engine over many trials: SIGINT and SIGKILL at random moments.
+"""Kill safety of the replay engine over many trials: SIGINT, SIGTERM and SIGKILL at random
+moments.
 
 Run: ``python tests/benchmarks/bench_replay_kill.py [--trials 20] [--units 200]``
 (prints a table; exits 1 if any trial broke a claim; its temp files are removed).
 
 Per trial, a child process replays ``--units`` units (a sync job sleeping 10 ms, 8 at
-once) into a fresh output and is sent SIGINT or SIGKILL at a random moment: one trial
-in five during the start (before any output), the others while the output is being
+once) into a fresh output and is sent SIGINT, SIGTERM or SIGKILL at a random moment: one
+trial in five during the start (before any output), the others while the output is being
 written. Then:
 
 * after SIGINT the output, if any, must pass ``agentlog verify`` (Ctrl-C leaves a valid
   trace);
-* after either, re-running the replay (a child without a signal) must finish with every
-  unit sealed and exactly the scores of an uninterrupted run, and a third run must do
-  nothing.
+* after any of them, re-running the replay (a child without a signal) must finish with
+  every unit sealed and exactly the scores of an uninterrupted run, the output must then
+  pass ``agentlog verify`` (the re-run sets aside a run a kill cut short, and a torn
+  frame), and a third run must do nothing.
 """
 
 from __future__ import annotations
@@ -86,9 +88,10 @@ def main() -> int:
         print(f"{n} units, uninterrupted child run {expected:.2f} s (with interpreter start; "
               f"first output after {appears:.2f} s); "
               f"{args.trials} trials per signal, load {os.getloadavg()[0]:.2f}")
-        for sig in (signal.SIGINT, signal.SIGKILL):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             sealed_at_kill: list[int] = []
             no_output = 0
+            cut = 0
             for trial in range(args.trials):
                 out = tmp / f"{sig.name}-{trial}.zst"
                 child = _child(out, n, SLEEP)
@@ -110,11 +113,18 @@ def main() -> int:
                             broken.append(f"{sig.name} trial {trial}: verify: "
                                           f"{report.problems[:2]}")
                     sealed_at_kill.append(len(read_units(out)))
+                    killed = al.verify(out)
+                    cut += any(p.kind in ("run-not-ended", "truncated")
+                               for p in killed.problems)
                 else:
                     no_output += 1
                 summary = _complete(out, n)
                 if summary["failed"] or summary["done"] + summary["skipped"] != n:
                     broken.append(f"{sig.name} trial {trial}: re-run summary {summary}")
+                resumed = al.verify(out)
+                if not resumed.ok:
+                    broken.append(f"{sig.name} trial {trial}: verify after the re-run: "
+                                  f"{resumed.problems[:2]}")
                 if _scores(out) != reference:
                     broken.append(f"{sig.name} trial {trial}: scores differ from the "
                                   "uninterrupted run")
@@ -127,7 +137,8 @@ def main() -> int:
                   f"{no_output}, mid-way {len(mid)} (units sealed at the kill: min "
                   f"{min(mid, default=0)}, max {max(mid, default=0)}), after the end "
                   f"{sum(1 for s in sealed_at_kill if s == n)}, with nothing sealed "
-                  f"{sum(1 for s in sealed_at_kill if s == 0)}")
+                  f"{sum(1 for s in sealed_at_kill if s == 0)}; left a cut run or torn "
+                  f"frame {cut}")
         print(f"claims broken: {len(broken)}")
         for line in broken:
             print("  " + line)

@@ -62,10 +62,11 @@ def write_trace(path: Path, n: int) -> None:
                        meta={"n": n}, t_ns=T0, generator=_noise.GENERATOR_ID,
                        agentlog_version="bench"))
         step = 0
+        noise_seed = _noise.noise_seed(SEED, "t", _noise.GENERATOR_ID)
         for i in range(n - 2):
             t = T0 + 20_000 * (i + 1)
             if i % 10 == 0:
-                u = _noise.uniform(SEED, "stop", step)
+                u = _noise.uniform(noise_seed, "stop", step)
                 w.put(Continuation(run=0, window=-1, name="stop", step=step, p=0.9, u=u,
                                    decision=u < 0.9, t_ns=t))
                 step += 1

@@ -134,8 +134,10 @@ def test_an_edit_of_an_estimator_input_is_detected(tmp_path: Path, field: str) -
     assert "does not match its records" in al.verify(edited).problems[-1].message
 
 
-def test_without_the_digest_a_small_probability_edit_went_unseen(tmp_path: Path) -> None:
-    """The same edit with the digest stripped: nothing else in verify notices it."""
+def test_stripping_the_digest_to_hide_an_edit_is_itself_a_failure(tmp_path: Path) -> None:
+    """The same edit with the digest set to None: nothing else in verify notices the edit,
+    but a run whose writer always writes a digest and has none fails (it used to pass with
+    a note)."""
     path = record_run(tmp_path / "t.zst")
 
     def strip(r: Any) -> Any:
@@ -144,7 +146,7 @@ def test_without_the_digest_a_small_probability_edit_went_unseen(tmp_path: Path)
 
     edited = rewrite(path, tmp_path / "stripped.zst", strip)
     report = al.verify(edited)
-    assert report.ok and "1 run(s) have no record digest" in report.notes[0]
+    assert not report.ok and [p.kind for p in report.problems] == ["digest"]
 
 
 def test_a_keyed_run_verifies_only_with_its_key(tmp_path: Path) -> None:
