@@ -26,6 +26,7 @@ from typing import Any
 
 import agentlog as al
 
+from ._client_secrets import stored_body
 from ._recording import (
     Config,
     Endpoint,
@@ -35,7 +36,6 @@ from ._recording import (
     _drain,
     _override,
     bypassed,
-    stored_body,
     wrap_method,
 )
 

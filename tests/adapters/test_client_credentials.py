@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 
 import agentlog as al
-from agentlog.adapters._recording import client_secrets
+from agentlog.adapters._client_secrets import client_secrets
 from agentlog.replay import ModelCache
 from agentlog.testing import capture_spans
 
