@@ -21,10 +21,23 @@ HMAC-SHA256 under a key when the run was recorded with ``record(..., key=...)``.
 writer stores it in ``RunEnd.digest``; ``verify`` recomputes it. Blobs are named by
 their own SHA-256, which the records that use them carry.
 
+The keyed chain. A keyed run's digest (``record(..., key=...)``) also covers its place
+among the file's keyed runs: ``RunEnd.chain`` is its position (1, 2, ... in file order,
+over every keyed run the file holds) and the HMAC goes on over::
+
+    ‖ b"agentlog-chain/1" ‖ u64 chain ‖ the digest of the keyed run before it
+                                          (32 zero bytes for the first)
+
+so removing, reordering or duplicating a keyed run breaks the MAC of the keyed run
+after it, and nobody without the key can mend it. Removing the *last* runs leaves a
+shorter chain that is intact: only a stored head (the last run's position and digest,
+which ``verify`` reports) tells the difference. Keyed runs written before the chain
+(``chain`` None) are checked one by one, as before.
+
 Threat model: without a key the digest catches any edit of a record made without
 recomputing the digest (a tool, a script, a hand edit of a number); someone who
 rewrites a trace on purpose can recompute it. With a key, only a holder of the key
-can produce a digest that verifies.
+can produce a digest that verifies, or a chain of them.
 
 Example:
     >>> from agentlog._digest import RunDigest
@@ -47,11 +60,13 @@ import msgspec
 from agentlog._records import RunEnd
 
 __all__ = [
-    "DIGEST_DOMAIN", "RunDigest", "advance_frame", "key_bytes", "run_end_tail",
-    "seal_run_end",
+    "CHAIN_DOMAIN", "CHAIN_START", "DIGEST_DOMAIN", "KeyedChain", "RunDigest",
+    "advance_frame", "chain_link", "key_bytes", "run_end_tail", "seal_run_end",
 ]
 
 DIGEST_DOMAIN = b"agentlog-digest/1"
+CHAIN_DOMAIN = b"agentlog-chain/1"
+CHAIN_START = bytes(32)  # what the first keyed run of a file links to
 _tail_encoder = msgspec.msgpack.Encoder()
 
 
@@ -105,6 +120,26 @@ def run_end_tail(run: int, t_ns: int, status: int, receipt: bytes, n_windows: in
                                  n_continuations, dropped, error_type])
 
 
+def chain_link(position: int, previous: bytes) -> bytes:
+    """The bytes a keyed run's HMAC goes on over after its tail: its place in the chain."""
+    return CHAIN_DOMAIN + struct.pack("<Q", position) + previous
+
+
+class KeyedChain:
+    """A file's chain of keyed runs so far: how many (``count``), the last one's digest."""
+
+    __slots__ = ("count", "head")
+
+    def __init__(self, count: int = 0, head: bytes = CHAIN_START) -> None:
+        self.count = count
+        self.head = head
+
+    def follow(self, end: Any) -> None:
+        """Move past a RunEnd read from a file (one that is not in the chain is ignored)."""
+        if end.keyed and end.chain is not None and end.digest is not None:
+            self.count, self.head = end.chain, bytes(end.digest)
+
+
 def advance_frame(digests: dict[int, RunDigest], single: RunDigest | None,
                   records: Sequence[Any], payload: bytes) -> None:
     """Advance the digests of the runs holding a record of this frame by its ``payload``.
@@ -122,11 +157,20 @@ def advance_frame(digests: dict[int, RunDigest], single: RunDigest | None,
             d.update(payload)
 
 
-def seal_run_end(digests: dict[int, RunDigest], end: RunEnd) -> RunEnd:
-    """``end`` with its run's digest filled in (unchanged for a run never started here)."""
+def seal_run_end(digests: dict[int, RunDigest], end: RunEnd, chain: KeyedChain) -> RunEnd:
+    """``end`` with its run's digest filled in (unchanged for a run never started here).
+
+    A keyed run takes the next place in ``chain`` (in file order: the writer seals RunEnds
+    in the order it writes them).
+    """
     d = digests.pop(end.run, None)
     if d is None or end.digest is not None:
         return end
     tail = run_end_tail(end.run, end.t_ns, end.status, end.receipt, end.n_windows,
                         end.n_selections, end.n_continuations, end.dropped, end.error_type)
-    return msgspec.structs.replace(end, digest=d.finish_bytes(tail), keyed=d.keyed)
+    if not d.keyed:
+        return msgspec.structs.replace(end, digest=d.finish_bytes(tail))
+    position = chain.count + 1
+    digest = d.finish_bytes(tail + chain_link(position, chain.head))
+    chain.count, chain.head = position, digest
+    return msgspec.structs.replace(end, digest=digest, keyed=True, chain=position)

@@ -252,6 +252,10 @@ class RunEnd(msgspec.Struct, tag=10, **_OPTS):
     # order; None in traces written before it existed. ``keyed``: HMAC under record(key=).
     digest: bytes | None = None
     keyed: bool = False
+    # A keyed run's place among the file's keyed runs (1, 2, ...), which its HMAC also
+    # covers with the digest of the keyed run before it (agentlog._digest); None for a
+    # run without a key and in traces written before the chain.
+    chain: int | None = None
 
 
 Record = (

@@ -25,8 +25,9 @@ import warnings
 from collections.abc import Callable
 from typing import Literal
 
+from agentlog._digest import CHAIN_START, KeyedChain
 from agentlog._errors import InstrumentationWarning, TraceFormatError, TracePathError
-from agentlog._records import RunStart
+from agentlog._records import RunEnd, RunStart
 from agentlog._trace_format import (
     FILE_HEADER,
     FILE_HEADER_SIZE,
@@ -48,10 +49,14 @@ Mode = Literal["x", "a", "w"]
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
 
+# A file's chain of keyed runs (agentlog._digest): how many, the last one's digest.
+Chain = tuple[int, bytes]
+_NO_CHAIN: Chain = (0, CHAIN_START)
+
 # Files this process recorded to and closed: (device, inode) -> (size, mtime_ns, next run
-# index). Mode "x" lets this process add runs to its own file one after another, and an
-# unchanged file is not scanned again.
-_ours: dict[tuple[int, int], tuple[int, int, int]] = {}
+# index, keyed chain). Mode "x" lets this process add runs to its own file one after
+# another, and an unchanged file is not scanned again.
+_ours: dict[tuple[int, int], tuple[int, int, int, Chain]] = {}
 _ours_lock = threading.Lock()
 
 # Set by agentlog._shared_writers: closes (bounded) this process's writer of the file with
@@ -62,15 +67,16 @@ release_kept: Callable[[tuple[int, int]], bool] | None = None
 class OpenedTrace:
     """An open, locked trace file positioned at its end."""
 
-    __slots__ = ("end", "fd", "fresh", "key", "next_run")
+    __slots__ = ("chain", "end", "fd", "fresh", "key", "next_run")
 
     def __init__(self, fd: int, key: tuple[int, int], end: int, next_run: int,
-                 fresh: bool = False) -> None:
+                 fresh: bool = False, chain: Chain = _NO_CHAIN) -> None:
         self.fd = fd
         self.fresh = fresh  # the header was written now (a new or replaced file)
         self.key = key
         self.end = end  # bytes in the file, header included
         self.next_run = next_run  # first free run index
+        self.chain = chain  # the keyed runs so far: a new keyed run continues the chain
 
 
 def _kind(mode: int) -> str:
@@ -143,23 +149,25 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
                 "replace it, or choose a new path"
             )
         if ours is not None and ours[:2] == (size, st.st_mtime_ns):
-            end, next_run = size, ours[2]  # the file as this process left it
+            end, next_run, chain = size, ours[2], ours[3]  # as this process left it
         else:
             # Grown since: another process appended runs after this one's. Only what it
             # added is read (processes taking turns on one file would otherwise read the
             # whole file at every turn); anything else is checked whole.
             grown = (None if ours is None or size <= ours[0]
-                     else _appended_since(path, size, ours[0], ours[2]))
-            end, next_run = grown if grown is not None else _scan_for_append(fd, path, size)
+                     else _appended_since(path, size, ours[0], ours[2], ours[3]))
+            end, next_run, chain = (grown if grown is not None
+                                    else _scan_for_append(fd, path, size))
         os.lseek(fd, end, os.SEEK_SET)
-        return OpenedTrace(fd, key, end, next_run)
+        return OpenedTrace(fd, key, end, next_run, chain=chain)
     except BaseException:
         with contextlib.suppress(OSError):
             os.close(fd)
         raise
 
 
-def remember(key: tuple[int, int], fd: int, next_run: int, size: int) -> None:
+def remember(key: tuple[int, int], fd: int, next_run: int, size: int,
+             chain: Chain = _NO_CHAIN) -> None:
     """Note, before closing ``fd``, the state this process leaves its trace file in.
 
     ``size``: where the writer's last frame ended. A file of another size was changed by
@@ -170,7 +178,7 @@ def remember(key: tuple[int, int], fd: int, next_run: int, size: int) -> None:
         st = os.fstat(fd)
         with _ours_lock:
             if st.st_size == size:
-                _ours[key] = (st.st_size, st.st_mtime_ns, next_run)
+                _ours[key] = (st.st_size, st.st_mtime_ns, next_run, chain)
             else:
                 _ours.pop(key, None)
 
@@ -289,8 +297,8 @@ def _write_header(fd: int) -> None:
         view = view[os.write(fd, view):]
 
 
-def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
-    """Check an existing trace end to end; return (end offset, next free run index)."""
+def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int, Chain]:
+    """Check an existing trace end to end: (end offset, next free run index, keyed chain)."""
     rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         head = os.pread(rfd, FILE_HEADER_SIZE, 0)
@@ -305,18 +313,20 @@ def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int]:
             _torn(path, 0, size)
             os.ftruncate(fd, 0)
             _write_header(fd)
-            return FILE_HEADER_SIZE, 0
-        offset, next_run = _read_frames(rfd, path, size, FILE_HEADER_SIZE, 0)
+            return FILE_HEADER_SIZE, 0, _NO_CHAIN
+        offset, next_run, chain = _read_frames(rfd, path, size, FILE_HEADER_SIZE, 0, _NO_CHAIN)
         if offset < size:
             _torn(path, offset, size)
             os.ftruncate(fd, offset)
-        return offset, next_run
+        return offset, next_run, chain
     finally:
         os.close(rfd)
 
 
-def _appended_since(path: str, size: int, end: int, next_run: int) -> tuple[int, int] | None:
-    """(end, next free run index) of a file grown past ``end``, this process's last end.
+def _appended_since(path: str, size: int, end: int, next_run: int, chain: Chain
+                    ) -> tuple[int, int, Chain] | None:
+    """(end, next free run index, keyed chain) of a file grown past ``end``, this
+    process's last end.
 
     Only the bytes another process appended are read, and nothing is changed: None unless
     they are whole frames up to ``size``. A file rewritten meanwhile does not parse at the
@@ -328,25 +338,26 @@ def _appended_since(path: str, size: int, end: int, next_run: int) -> tuple[int,
     except OSError:
         return None
     try:
-        offset, next_run = _read_frames(rfd, path, size, end, next_run)
+        offset, next_run, chain = _read_frames(rfd, path, size, end, next_run, chain)
     except TracePathError:
         return None
     finally:
         os.close(rfd)
-    return (offset, next_run) if offset == size else None
+    return (offset, next_run, chain) if offset == size else None
 
 
-def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int
-                 ) -> tuple[int, int]:
+def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int, chain: Chain
+                 ) -> tuple[int, int, Chain]:
     """Walk the whole frames from ``offset`` (a frame boundary) towards ``size``.
 
-    Returns where they end (a torn frame stops the walk) and the next free run index,
-    at least ``next_run``.
+    Returns where they end (a torn frame stops the walk), the next free run index, at
+    least ``next_run``, and the keyed chain continued from ``chain``.
 
     Raises:
         TracePathError: a frame that is not a valid frame.
     """
     decoder = FrameDecoder()
+    keyed = KeyedChain(*chain)
     while offset < size:
         raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
         if len(raw) < FRAME_HEADER_SIZE:
@@ -363,10 +374,13 @@ def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int
         except TraceFormatError as exc:
             raise _corrupt(path, offset, exc) from exc
         for r in records:
-            if type(r) is RunStart and r.run >= next_run:
+            kind = type(r)
+            if kind is RunStart and r.run >= next_run:
                 next_run = r.run + 1
+            elif kind is RunEnd:
+                keyed.follow(r)
         offset += FRAME_HEADER_SIZE + header.payload_len
-    return offset, next_run
+    return offset, next_run, (keyed.count, keyed.head)
 
 
 def _torn(path: str, offset: int, size: int) -> None:

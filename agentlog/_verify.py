@@ -24,6 +24,11 @@ Checks, per file:
   without a digest is a problem when the trace shows that its writer always wrote one
   (``DIGEST_ERA_GENERATORS``); only runs of writers older than the digest verify
   without it, with a note;
+* the chain of keyed runs (``RunEnd.chain``, ``agentlog._digest``): each keyed run's
+  place, and with the key its HMAC over the digest of the keyed run before it, so that
+  a removed, reordered or duplicated keyed run is a problem. The report's
+  ``chain_head`` names the last keyed run; checked against a head stored earlier
+  (``expect_head=``), it also catches keyed runs cut from the end of the file;
 * losses are named by what the trace records: records dropped under backpressure
   (``RunEnd.dropped``, gaps in a stream's steps, a process that went on writing after
   a run stopped), apart from a crash or a writer that could not write any more.
@@ -62,7 +67,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _noise
-from ._digest import RunDigest, key_bytes, run_end_tail
+from ._digest import KeyedChain, RunDigest, chain_link, key_bytes, run_end_tail
 from ._draw_match import first_draw_disagreement
 from ._errors import TraceFormatError
 from ._frames import RECORD_VIEWS, FrameIterator, trace_path
@@ -143,6 +148,10 @@ class VerifyReport:
         records, runs, frames: what the file holds.
         notes: what could not be checked and why (not problems), e.g. a trace written
             before run digests existed.
+        keyed_runs, chain_head: how many runs the file's chain of keyed runs holds, and
+            its head ``"<position>:<hex digest>"`` (None without keyed runs). Store the
+            head when you record; ``verify(path, key=..., expect_head=head)`` later
+            proves that no keyed run up to it was removed, including from the end.
     """
 
     path: str
@@ -154,6 +163,8 @@ class VerifyReport:
     runs: int = 0
     frames: int = 0
     notes: list[str] = field(default_factory=list)
+    keyed_runs: int = 0
+    chain_head: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -171,6 +182,8 @@ class VerifyReport:
             "bytes_dropped": self.bytes_dropped,
             "checked": dict(self.checked),
             "notes": list(self.notes),
+            "keyed_runs": self.keyed_runs,
+            "chain_head": self.chain_head,
             "problems": [
                 {"kind": p.kind, "message": p.message, "run": p.run, "record": p.record}
                 for p in self.problems
@@ -182,6 +195,7 @@ def verify(
     path: str | os.PathLike[str],
     *,
     key: str | bytes | None = None,
+    expect_head: str | None = None,
     limits: ReadLimits | None = None,
 ) -> VerifyReport:
     """Verify one trace file, streaming it (memory: one frame plus per-run state).
@@ -191,18 +205,24 @@ def verify(
         key: the secret the runs were recorded with (``record(..., key=...)``): their
             digests are then checked as HMACs, which nobody without the key can forge.
             Without it, a keyed digest is not checked (a note says so).
+        expect_head: a ``chain_head`` reported for this file earlier (needs ``key``):
+            the file must still hold that keyed run at that place. Without it, keyed
+            runs cut from the end of the file leave a shorter chain that verifies.
         limits: the reader's bounds (``ReadLimits``).
 
     Raises:
+        ValueError: ``expect_head`` is not ``"<position>:<64 hex digits>"``, or is given
+            without ``key``.
         TraceFormatError: only when the file cannot be read (not a trace, corrupted
             before its tail, hostile sizes).
         OSError: the file cannot be opened.
     """
 
     secret = key_bytes(key)
+    head = parse_chain_head(expect_head, keyed=secret is not None)
     report = VerifyReport(path=trace_path(path, "al.verify"))
     with FrameIterator(report.path, limits=limits, raw=True, views=True) as frames:
-        checker = _Verifier(report, secret, Pools(frames.path, frames.limits))
+        checker = _Verifier(report, secret, Pools(frames.path, frames.limits), head)
         try:
             for frame in frames:
                 if frame.raws:
@@ -227,6 +247,31 @@ def verify(
             )
         )
     return report
+
+
+def parse_chain_head(head: str | None, *, keyed: bool) -> tuple[int, bytes] | None:
+    """``"<position>:<hex digest>"`` (a ``VerifyReport.chain_head``) as (position, digest).
+
+    Raises:
+        ValueError: not of that form, or given without a key.
+    """
+    if head is None:
+        return None
+    if not isinstance(head, str):
+        raise TypeError(f"`expect_head` must be a str like '12:<64 hex digits>' (a "
+                        f"VerifyReport.chain_head); found {type(head).__name__}")
+    position, _, digest = head.strip().partition(":")
+    try:
+        n, raw = int(position), bytes.fromhex(digest)
+    except ValueError:
+        n, raw = 0, b""
+    if n < 1 or len(raw) != 32:
+        raise ValueError(f"`expect_head` must be '<position>:<64 hex digits>', as verify "
+                         f"reports it in chain_head; found {head!r}")
+    if not keyed:
+        raise ValueError("`expect_head` needs the key the runs were recorded with: without "
+                         "it the chain's digests are not checked, so a head proves nothing")
+    return n, raw
 
 
 class _Seen:
@@ -308,9 +353,13 @@ class _Run:
 
 
 class _Verifier:
-    def __init__(self, report: VerifyReport, key: bytes | None, pools: Pools) -> None:
+    def __init__(self, report: VerifyReport, key: bytes | None, pools: Pools,
+                 expect_head: tuple[int, bytes] | None = None) -> None:
         self.report = report
         self.key = key
+        self.chain = KeyedChain()
+        self.expect_head = expect_head
+        self.head_seen: bytes | None = None  # the digest at expect_head's position
         self.pools = pools
         self.index = 0  # of the next record in the file
         self.frame_no = 0
@@ -494,7 +543,32 @@ class _Verifier:
             self.report.notes.append(
                 f"{self.keyed_unchecked} run(s) carry a keyed digest (record(key=...)) that was "
                 "not checked: pass the key (verify(path, key=...), agentlog verify --key-file)")
+        self._finish_chain()
         self.report.runs = self.n_runs
+
+    def _finish_chain(self) -> None:
+        chain = self.chain
+        self.report.keyed_runs = chain.count
+        if chain.count:
+            self.report.chain_head = f"{chain.count}:{chain.head.hex()}"
+        if self.expect_head is None:
+            if chain.count and self.key is not None:
+                self.report.notes.append(
+                    f"the chain of keyed runs ends at {self.report.chain_head}: it proves "
+                    "that no keyed run before the last was removed, reordered or altered; "
+                    "keyed runs cut from the end leave a shorter chain that also verifies, "
+                    "so store this head and pass it back (expect_head=, --expect-head)")
+            return
+        position, digest = self.expect_head
+        if chain.count < position:
+            self.problem("chain", f"the stored head names keyed run {position}, but the file's "
+                         f"chain ends at keyed run {chain.count}: {position - chain.count} "
+                         "keyed run(s) were cut from the end of the file (or the head is of "
+                         "another file)", None, None)
+        elif self.head_seen != digest:
+            self.problem("chain", f"keyed run {position} is not the one the stored head names: "
+                         "the file's keyed runs up to it were replaced (or the head is of "
+                         "another file)", None, None)
 
     def _why_not_ended(self, st: _Run) -> str:
         """What the trace says about why a run has no RunEnd."""
@@ -833,15 +907,24 @@ class _Verifier:
         tail = run_end_tail(rec.run, rec.t_ns, rec.status, rec.receipt, rec.n_windows,
                             rec.n_selections, rec.n_continuations, rec.dropped, rec.error_type)
         if rec.keyed:
+            if rec.chain is not None:
+                tail += self._link(i, rec, st)
             if st.keyed is None:
                 self.keyed_unchecked += 1
                 return
             self.count("digests")
             if st.keyed.finish_bytes(tail) != bytes(rec.digest):
                 self.problem("digest", "the run's keyed digest (HMAC) does not match its "
-                             "records: a record of the run was altered, added or removed, or "
-                             "the key is not the one it was recorded with", rec.run, i)
+                             "records"
+                             + (" or its place in the chain of keyed runs" if rec.chain else "")
+                             + ": a record of the run was altered, added or removed"
+                             + (", a keyed run before it was removed, reordered or altered"
+                                if rec.chain else "")
+                             + ", or the key is not the one it was recorded with", rec.run, i)
             return
+        if rec.chain is not None:
+            self.problem("chain", f"run {st.run_id} claims place {rec.chain} in the chain of "
+                         "keyed runs but has no keyed digest: the record was edited", rec.run, i)
         if self.key is not None:
             self.problem("digest", "the run was recorded without a key: its digest proves "
                          "nothing about who wrote it (record it with record(key=...))",
@@ -851,6 +934,21 @@ class _Verifier:
             self.problem("digest", "the run's digest does not match its records: a field of "
                          "a record of the run (e.g. a probability, a score, a status) was "
                          "altered, or a record was added or removed", rec.run, i)
+
+
+    def _link(self, i: int, rec: RunEnd, st: _Run) -> bytes:
+        """What a chained keyed run's HMAC covers of its place; moves the chain past it."""
+        chain = self.chain
+        position = int(rec.chain)  # type: ignore[arg-type]
+        if position != chain.count + 1:
+            self.problem("chain", f"run {st.run_id} is keyed run {position} of the file, but "
+                         f"{chain.count} keyed run(s) come before it: keyed runs were removed, "
+                         "reordered or duplicated", rec.run, i)
+        link = chain_link(position, chain.head)
+        chain.count, chain.head = position, bytes(rec.digest)  # type: ignore[arg-type]
+        if self.expect_head is not None and position == self.expect_head[0]:
+            self.head_seen = chain.head
+        return link
 
 
 def verify_many(paths: list[str]) -> list[VerifyReport | TraceFormatError]:

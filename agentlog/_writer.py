@@ -249,6 +249,7 @@ class TraceWriter(RunSealer):
         self._fd = opened.fd
         self._key = opened.key
         self._next_run = opened.next_run
+        self._keyed_chain = _digest.KeyedChain(*opened.chain)
         self._end = opened.end  # the file's size: where a torn frame is cut off
         self.bytes_written = opened.end if opened.fresh else 0
         # Made by the pool thread that first writes (two zstd contexts: ~10 µs the
@@ -604,7 +605,8 @@ class TraceWriter(RunSealer):
         self._finished = True
         if self._fd >= 0:
             if self._key is not None and not self._failed:
-                remember(self._key, self._fd, self._next_run, self._end)
+                remember(self._key, self._fd, self._next_run, self._end,
+                         (self._keyed_chain.count, self._keyed_chain.head))
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
@@ -752,7 +754,7 @@ class TraceWriter(RunSealer):
             if cut < len(batch):
                 # A frame ends before a recorder's RunEnd: every frame of its run is
                 # written (and hashed), so its digest is complete.
-                batch[cut] = _digest.seal_run_end(digests, batch[cut])
+                batch[cut] = _digest.seal_run_end(digests, batch[cut], self._keyed_chain)
 
     def _only_records(self, batch: list[Any]) -> list[Any]:
         kept = [r for r in batch if type(r) in _RECORD_TYPES]

@@ -56,6 +56,9 @@ class RunSealer:
         # recorder puts a run's HMAC key in run_keys before its RunStart.
         self._digests: dict[int, _digest.RunDigest] = {}
         self.run_keys: dict[int, bytes] = {}
+        # The file's chain of keyed runs (agentlog._digest); continued from the file's
+        # last keyed run when appending.
+        self._keyed_chain = _digest.KeyedChain()
         self._run_ends: list[int] = []  # positions of RunEnds in the batch being sealed
         self._batch_blobs = False  # the batch being sealed holds a Blob
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,13 +33,15 @@ from ._output import (
 )
 
 MAX_PROBLEMS = 20  # problems listed per file before "... N more"
+_HEAD = re.compile(r"[1-9][0-9]*:[0-9a-fA-F]{64}")  # VerifyReport.chain_head
 
 
 def _unreadable(path: Path, message: str, hint: str) -> dict[str, Any]:
     return {"path": str(path), "ok": False, "readable": False, "error": message, "hint": hint}
 
 
-def verify_file(path: Path, key: bytes | None = None) -> dict[str, Any]:
+def verify_file(path: Path, key: bytes | None = None,
+                expect_head: str | None = None) -> dict[str, Any]:
     """``al.verify`` one file; an unusable input becomes an entry with ``readable: False``."""
     if path.is_dir():
         return _unreadable(path, f"{path}: folder holds no *.zst trace files",
@@ -47,7 +50,7 @@ def verify_file(path: Path, key: bytes | None = None) -> dict[str, Any]:
         return _unreadable(path, f"{path}: no such file",
                            "check the path (agentlog traces end in .zst)")
     try:
-        report = al.verify(path, key=key)
+        report = al.verify(path, key=key, expect_head=expect_head)
     except al.TraceFormatError as exc:
         return _unreadable(path, str(exc), "this is not a readable agentlog trace: pass a file "
                            "written by al.record(), or re-record the run")
@@ -59,9 +62,26 @@ def verify_file(path: Path, key: bytes | None = None) -> dict[str, Any]:
     return out
 
 
-def verify_paths(paths: list[Path], key: bytes | None = None) -> dict[str, Any]:
-    """Verify every file; ``exit_code`` is 2 if one is unreadable, else 1 on a problem."""
-    files = [verify_file(p, key) for p in expand(paths)]
+def verify_paths(paths: list[Path], key: bytes | None = None,
+                 expect_head: str | None = None) -> dict[str, Any]:
+    """Verify every file; ``exit_code`` is 2 if one is unreadable, else 1 on a problem.
+
+    Raises:
+        BadInput: ``expect_head`` with other than one file, without ``key``, or malformed.
+    """
+    files_in = expand(paths)
+    if expect_head is not None:
+        if len(files_in) != 1 or files_in[0].is_dir():
+            raise BadInput(f"--expect-head names the head of one file's chain of keyed runs; "
+                           f"found {len(files_in)} paths: pass the one trace it was "
+                           "reported for")
+        if key is None:
+            raise BadInput("--expect-head needs the key the runs were recorded with (--key-file "
+                           f"or ${KEY_ENV}): without it the chain's digests are not checked")
+        if not _HEAD.fullmatch(expect_head.strip()):
+            raise BadInput(f"--expect-head must be '<position>:<64 hex digits>', as verify "
+                           f"printed it after 'head'; found {expect_head!r}")
+    files = [verify_file(p, key, expect_head) for p in files_in]
     unreadable = sum(not f["readable"] for f in files)
     with_problems = sum(f["readable"] and not f["ok"] for f in files)
     code = EXIT_BAD_INPUT if unreadable else EXIT_PROBLEM if with_problems else EXIT_OK
@@ -97,6 +117,9 @@ def render_verify(result: dict[str, Any], console: Console, *, all_rows: bool = 
                       _checked(f["checked"]))
         console.print(t)
         for f in result["files"]:
+            if f.get("chain_head"):
+                console.print(f"keyed chain: {escape(f['path'])}: {f['keyed_runs']} keyed "
+                              f"run(s), head {f['chain_head']}")
             for note in f.get("notes", []):
                 console.print(f"[dim]note: {escape(f['path'])}: {escape(note)}[/]")
     for f in result["files"]:
@@ -170,6 +193,12 @@ def verify_command(
         Path | None,
         typer.Option("--key-file", help="A file holding the key.", show_default=False),
     ] = None,
+    expect_head: Annotated[
+        str | None,
+        typer.Option("--expect-head", help="The chain head an earlier verify reported for "
+                     "this file ('<position>:<hex>'): proves no keyed run up to it was "
+                     "removed, also from the end. Needs the key.", show_default=False),
+    ] = None,
 ) -> None:
     """Recompute hashes, receipts, digests, draws and continuity.
 
@@ -178,9 +207,9 @@ def verify_command(
     """
     try:
         secret = read_key(key, key_file)
+        result = verify_paths(traces, secret, expect_head)
     except BadInput as exc:
         fail(f"agentlog verify: {exc}")
-    result = verify_paths(traces, secret)
     if json_output:
         print_json(result)
     else:

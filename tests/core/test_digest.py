@@ -174,7 +174,8 @@ def test_a_recomputed_plain_digest_does_not_pass_a_keyed_check(tmp_path: Path) -
                 assert digest is not None
                 tail = run_end_tail(r.run, r.t_ns, r.status, r.receipt, r.n_windows,
                                     r.n_selections, r.n_continuations, r.dropped, r.error_type)
-                r = msgspec.structs.replace(r, digest=digest.finish_bytes(tail), keyed=False)
+                r = msgspec.structs.replace(r, digest=digest.finish_bytes(tail), keyed=False,
+                                            chain=None)
             elif hasattr(r, "run"):
                 if isinstance(r, Score):
                     r = msgspec.structs.replace(r, value=1.0)

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,9 +115,9 @@ def test_an_append_by_another_process_is_read_from_where_this_one_left_off(
     starts: list[int] = []
     read_frames = _trace_file._read_frames
 
-    def spy(rfd: int, path: str, size: int, offset: int, next_run: int) -> tuple[int, int]:
+    def spy(rfd: int, path: str, size: int, offset: int, *rest: Any) -> Any:
         starts.append(offset)
-        return read_frames(rfd, path, size, offset, next_run)
+        return read_frames(rfd, path, size, offset, *rest)
 
     monkeypatch.setattr(_trace_file, "_read_frames", spy)
     with al.record(path, seed=9, mode="a"):
