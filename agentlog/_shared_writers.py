@@ -1,16 +1,18 @@
-"""One writer per trace file in a process: runs naming the same file share it.
+"""One writer per trace file in a process, and one writing process per file.
 
-A writer whose last run has ended with ``durability="frame"`` stays open ("parked")
-for the next run of the file: that run does not pay for opening, locking and checking
-the file again, and leaving ``record()`` does not wait for the writer (the run's last
-records reach the file in the background, within about a second). A parked writer is
-closed by a pool thread once no run has used it for ``PARK_IDLE`` seconds, or at the
-pool's next scan (within a second) when another process waits for the file's lock, when
-more than ``MAX_PARKED`` are parked (the oldest first), at ``al.flush()`` outside a run,
-when the next run of the file needs other options (``mode="w"``, another
-``frame_interval``...) or finds the file changed by someone else, and at exit. A run
-that finds another process waiting for the file (``_trace_file.waited_for``) closes it
-and lets that process go first, so processes appending runs to one file take turns.
+The first run that records to a file opens it and takes its exclusive lock; the runs of
+this process that name the same file (by device and inode: a hard link or another
+spelling of the path is the same file) share that writer, from any thread or task.
+When the last of them ends, the writer stays open and keeps the lock: the file belongs
+to this process until ``al.flush()`` outside a run, exit, a fork, a run of the file that
+needs other options (``mode="w"``, another ``frame_interval``...), or more than
+``MAX_KEPT`` files are held (the least recently used is closed first). Its last records
+reach the file in the background within ``frame_interval``; a run with
+``durability="window"`` or ``"fsync"`` is written (and synced) before ``record()`` returns.
+
+Another process that opens a held file gets a ``TracePathError`` saying so: processes
+that record at the same time write one file each, into a folder, which every reader and
+estimator takes as one trace set.
 
 Example::
 
@@ -36,22 +38,18 @@ from agentlog import _writer_pool as _pool
 from agentlog._writer import DURABILITY_RANK, FLUSH_TIMEOUT, TraceWriter
 from agentlog._writer_pool import writers
 
-__all__ = ["MAX_PARKED", "PARK_IDLE", "flush_all", "release_writer", "shared_writer"]
+__all__ = ["MAX_KEPT", "flush_all", "release_writer", "shared_writer"]
 
-# A parked writer no run has used for this long is closed (seconds).
-PARK_IDLE = 1.0
-# At most this many writers stay parked (open files, each holding a descriptor and a lock).
-MAX_PARKED = 8
-# Evicted writers are closed by the pool's next scan (no wake-up, which would cost the
-# caller a GIL hand-off); past this many still closing, eviction wakes the pool.
-_MAX_CLOSING = 16
-# The options a parked writer must share with the run that would reuse it.
+# At most this many files stay held with no run using them (each an open descriptor).
+MAX_KEPT = 8
+# The options a kept writer must share with the run that would reuse it.
 _SAME_OPTS = ("frame_interval", "close_timeout", "max_queue_bytes", "on_full")
 
 _registry_lock = threading.RLock()
-# (device, inode) of the file -> (writer, references; 0 while parked). An entry stays
-# until its writer has closed the file, so a record() opening meanwhile waits for the
-# close instead of opening a second writer that would truncate the file under the first.
+# (device, inode) of the file -> (writer, references; 0 while kept for a next run). An
+# entry stays until its writer has closed the file, so a record() opening meanwhile waits
+# for the close instead of opening a second writer that would truncate the file under the
+# first.
 _shared: dict[tuple[int, int], tuple[TraceWriter, int]] = {}
 
 
@@ -65,7 +63,7 @@ def _stat(path: str) -> os.stat_result | None:
 def flush_all(timeout: float = FLUSH_TIMEOUT) -> bool:
     """Flush every open writer of this process within ``timeout`` in all; False if not.
 
-    Parked writers (no run is using them) are closed, so every file whose runs have all
+    Kept writers (no run is using them) are closed, so every file whose runs have all
     ended is complete and unlocked when this returns True.
     """
     deadline = time.monotonic() + timeout
@@ -90,7 +88,7 @@ def _warn_unwarned() -> None:
 
 
 def _reusable(writer: TraceWriter, st: os.stat_result, opts: dict[str, Any]) -> bool:
-    """Whether the next run may take the parked ``writer`` as it is."""
+    """Whether the next run may take the kept ``writer`` as it is."""
     if writer.failed or opts.get("mode", "x") == "w":
         return False
     if any(opts.get(k) != writer._opts.get(k) for k in _SAME_OPTS):
@@ -105,15 +103,13 @@ def _reusable(writer: TraceWriter, st: os.stat_result, opts: dict[str, Any]) -> 
 def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
     """Return the open writer of the file at ``path`` in this process, or open one.
 
-    Runs that write the same file (by device and inode: a hard link or another spelling
-    of the path is the same file) share one writer; each call must be paired with
-    ``release_writer``. The first opener's options win (``mode`` only matters to the
-    writer that opens the file), except that a stronger ``durability`` from any user
-    upgrades the shared writer. A parked writer is taken over with the new run's
-    ``durability`` when its other options match (see the module docstring).
+    Each call must be paired with ``release_writer``. The first opener's options win
+    (``mode`` only matters to the writer that opens the file), except that a stronger
+    ``durability`` from any user upgrades the shared writer. A kept writer is taken over
+    with the new run's ``durability`` when its other options match.
 
     Raises:
-        TracePathError: as ``TraceWriter``.
+        TracePathError: as ``TraceWriter`` (another process holds the file, ...).
     """
     if _pool.unwarned:
         _warn_unwarned()
@@ -131,118 +127,88 @@ def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
                 if not writer.failed and writer._key is not None:
                     writer._opts = opts
                     _shared[writer._key] = (writer, 1)
+                    _evict()
                 return writer
             writer, refs = entry
-            gave_way = False
             if not writer.closed:
-                if refs == 0:
-                    assert st is not None and key is not None  # found by the file's key
-                    if _reusable(writer, st, opts):
-                        if not _trace_file.waited_for(writer._fd):
-                            writer._parked_at = 0.0
-                            writer.durability = wanted
-                            _shared[key] = (writer, 1)
-                            return writer
-                        # Another process waits for the file: this run queues behind it
-                        # (each run then opens and closes the file, as before parking).
-                        gave_way = True
-                    writer._begin_close()  # wait for it below, then open the file again
-                else:
-                    _shared[key] = (writer, refs + 1)  # type: ignore[index]
-                    if DURABILITY_RANK.get(wanted, 0) > DURABILITY_RANK[writer.durability]:
+                assert st is not None and key is not None  # found by the file's key
+                if refs or _reusable(writer, st, opts):
+                    writer._kept_at = 0.0
+                    _shared[key] = (writer, refs + 1)
+                    # A kept writer takes the new run's durability; a shared one the
+                    # stronger of its users'.
+                    if not refs or (DURABILITY_RANK.get(wanted, 0)
+                                    > DURABILITY_RANK[writer.durability]):
                         writer.durability = wanted
                     return writer
+                writer._begin_close()  # wait for it below, then open the file again
         # The last run on this file is closing it: wait (bounded) and open it again.
-        _pool.service().want(writer)  # a close left to the pool's next scan: now
+        _pool.service().want(writer)
         if not writer._done.wait(writer.close_timeout):
             with _registry_lock:
                 if key is not None and _shared.get(key, (None, 0))[0] is writer:
                     del _shared[key]  # stuck: the lock it holds will refuse the new writer
-        elif gave_way:
-            _trace_file.yield_to_waiter(name)
 
 
 def release_writer(writer: TraceWriter) -> None:
-    """Give back a writer from ``shared_writer``; the last release closes (or parks) it.
+    """Give back a writer from ``shared_writer``; the last release keeps it open.
 
-    A writer with ``durability="frame"`` is parked: its queue is written by the pool in
-    the background and this returns at once. Otherwise this waits for the close
-    (``close_timeout``), so the run is in the file when it returns.
+    With ``durability="frame"`` its queue is written by the pool in the background and
+    this returns at once; otherwise this waits (``close_timeout``) until the run is in
+    the file (and synced, with ``"fsync"``). A writer that failed is closed.
     """
     key = writer._key
     with _registry_lock:
         entry = _shared.get(key) if key is not None else None
-        if entry is not None and entry[0] is writer:
-            if entry[1] > 1:
-                _shared[key] = (writer, entry[1] - 1)  # type: ignore[index]
-                return
-            if writer.durability == "frame" and not writer.failed and not writer.closed:
-                _shared[key] = (writer, 0)  # type: ignore[index]
-                writer._parked_at = time.monotonic()
-                _tidy()
-                return
+        mine = entry is not None and entry[0] is writer
+        if mine and entry[1] > 1:  # type: ignore[index]
+            _shared[key] = (writer, entry[1] - 1)  # type: ignore[index]
+            return
+        kept = mine and not writer.failed and not writer.closed
+        if kept:
+            _shared[key] = (writer, 0)  # type: ignore[index]
+            writer._kept_at = time.monotonic()
+            _evict()
+    if kept:
+        if writer.durability == "frame":
+            return
+        wait = writer.close_timeout
+        if writer.durability == "fsync":
+            ok = writer.fsync(wait)
+        else:
+            ok = writer.flush(wait)
+        if not ok:
+            writer._note_problem(
+                f"leaving the run timed out after {wait:g} s with {writer.pending} records "
+                "not yet written (is the storage stalled?); the program continues, and the "
+                "file keeps the frames written so far")
+            writer._warn(stacklevel=4)  # _warn, here, the recorder's exit, the user
+        return
     writer.close()
     with _registry_lock:
         if key is not None and _shared.get(key, (None, 0))[0] is writer and writer._done.is_set():
             del _shared[key]
 
 
-def _tidy() -> None:
-    """Drop closed writers' entries; close the oldest parked beyond ``MAX_PARKED``.
-
-    Under ``_registry_lock``. Runs at every park, so the registry holds at most the
-    files in use, ``MAX_PARKED`` parked ones and those closing since the last park.
-    """
-    parked: list[tuple[float, TraceWriter]] = []
-    closing = 0
+def _evict() -> None:
+    """Drop closed writers' entries; close the least recently used kept writers beyond
+    ``MAX_KEPT`` (under ``_registry_lock``, at every open and every release)."""
+    kept: list[tuple[float, TraceWriter]] = []
     for key, (writer, refs) in list(_shared.items()):
         if writer._done.is_set():
             del _shared[key]
-        elif writer.closed:
-            closing += 1
-        elif refs == 0:
-            parked.append((writer._parked_at, writer))
-    if len(parked) <= MAX_PARKED:
-        return
-    parked.sort(key=lambda p: p[0])
-    svc = _pool.service()
-    for _, writer in parked[: len(parked) - MAX_PARKED]:
-        with writer._lock:
-            writer._closing = True
-        # Serviced (finished) at the pool's next wake-up, whoever's it is, or next scan.
-        writer._wanted = True
-        svc.ready.append(writer)
-        closing += 1
-    if closing > _MAX_CLOSING:
-        svc.wake()  # keep the open files bounded: close them now
-
-
-def _close_idle(now: float) -> None:
-    """Mark writers parked for ``PARK_IDLE`` seconds as closing (a pool thread, each scan).
-
-    Only try-locks: a pool thread never waits on a lock a caller may hold.
-    """
-    if not _registry_lock.acquire(blocking=False):
-        return  # a caller is opening or releasing a writer: the next scan does it
-    try:
-        for writer, refs in list(_shared.values()):
-            if (refs == 0 and writer._parked_at and not writer.closed
-                    and (now - writer._parked_at >= PARK_IDLE
-                         or _trace_file.waited_for(writer._fd))
-                    and writer._lock.acquire(blocking=False)):
-                try:
-                    writer._closing = True
-                finally:
-                    writer._lock.release()
-    finally:
-        _registry_lock.release()
+        elif refs == 0 and not writer.closed:
+            kept.append((writer._kept_at, writer))
+    kept.sort(key=lambda k: k[0])
+    for _, writer in kept[: max(0, len(kept) - MAX_KEPT)]:
+        writer._begin_close()  # finished by a pool thread
 
 
 def _release_kept(key: tuple[int, int]) -> bool:
     """Close the writer of ``key`` if no run is using it; True once it is closed.
 
     Another open of the file in this process (a ``TraceWriter`` made directly) finds it
-    locked by the writer kept for a next run: that writer gives way, as a closed one did.
+    locked by the writer kept for a next run: that writer gives way.
     """
     with _registry_lock:
         entry = _shared.get(key)
@@ -250,32 +216,29 @@ def _release_kept(key: tuple[int, int]) -> bool:
             return False
         writer = entry[0]
         writer._begin_close()
-    _pool.service().want(writer)
     return writer._done.wait(writer.close_timeout)
 
 
-def _close_parked_before_fork() -> None:
-    """Close the parked writers before ``os.fork()`` (bounded: ``_FORK_TIMEOUT`` in all).
+def _close_kept_before_fork() -> None:
+    """Close the kept writers before ``os.fork()`` (bounded: ``_FORK_TIMEOUT`` in all).
 
     A forked child shares its parent's open files and their locks: a file kept open for a
-    next run would refuse the child's ``record()`` of it, which worked when every run
-    closed its file.
+    next run would refuse the child's ``record()`` of it.
     """
     if not _shared or not _registry_lock.acquire(timeout=_FORK_TIMEOUT):
         return
     try:
-        parked = [w for w, refs in _shared.values() if refs == 0 and not w.closed]
-        for writer in parked:
+        kept = [w for w, refs in _shared.values() if refs == 0 and not w.closed]
+        for writer in kept:
             writer._begin_close()
     finally:
         _registry_lock.release()
     deadline = time.monotonic() + _FORK_TIMEOUT
-    for writer in parked:
+    for writer in kept:
         writer._done.wait(max(0.0, deadline - time.monotonic()))
 
 
 _FORK_TIMEOUT = 1.0
-_pool.idle_hook = _close_idle
 _trace_file.release_kept = _release_kept
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_close_parked_before_fork)
+    os.register_at_fork(before=_close_kept_before_fork)

@@ -2,8 +2,9 @@
 
 * Only a regular file: a FIFO, a device or a directory is refused up front (a FIFO
   with no reader would block ``open`` forever; it is opened non-blocking to check).
-* One writer per file: an exclusive ``flock`` on the open file, so a second process
-  (or a second writer in this process, e.g. through a hard link) gets a clear error
+* One writing process per file: an exclusive ``flock`` on the open file, held for as
+  long as the process writes it (``agentlog._shared_writers``), so a second process (or
+  a second writer in this process, e.g. through a hard link) gets a clear error at once
   instead of two interleaved files. Writers in one process are keyed by the file's
   device and inode, not by its name.
 * ``mode``: ``"x"`` (default) creates a new trace and refuses a non-empty file that
@@ -16,11 +17,9 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import threading
-import time
 import warnings
 from collections.abc import Callable
 from typing import Literal
@@ -42,8 +41,7 @@ try:  # pragma: no cover - always there on POSIX
 except ImportError:  # pragma: no cover - Windows: no advisory lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Mode", "OpenedTrace", "forget", "open_trace", "remember", "waited_for",
-           "yield_to_waiter"]
+__all__ = ["Mode", "OpenedTrace", "forget", "open_trace", "remember"]
 
 Mode = Literal["x", "a", "w"]
 
@@ -125,15 +123,11 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
             raise _refuse_special(path, st.st_mode)
         os.set_blocking(fd, True)
         key = (st.st_dev, st.st_ino)
-        try:
-            _lock(fd, path, wait=0.0)
-        except TracePathError:
+        if not _lock(fd):
             hook = release_kept
-            if hook is not None and hook(key):
-                _lock(fd, path, wait=0.0)  # it was this process's own writer, kept open
-            else:
-                _lock(fd, path, wait=LOCK_WAIT)  # another process's: wait, bounded
-            st = os.fstat(fd)  # after the wait: the size the other writer left it at
+            if hook is None or not hook(key) or not _lock(fd):  # not this process's own
+                raise _held(path)                               # kept writer: another's
+            st = os.fstat(fd)  # the size this process's kept writer left it at
         size = st.st_size
         ours = _ours.get(key)
         if mode == "w" or size == 0:
@@ -151,13 +145,7 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
         if ours is not None and ours[:2] == (size, st.st_mtime_ns):
             end, next_run, chain = size, ours[2], ours[3]  # as this process left it
         else:
-            # Grown since: another process appended runs after this one's. Only what it
-            # added is read (processes taking turns on one file would otherwise read the
-            # whole file at every turn); anything else is checked whole.
-            grown = (None if ours is None or size <= ours[0]
-                     else _appended_since(path, size, ours[0], ours[2], ours[3]))
-            end, next_run, chain = (grown if grown is not None
-                                    else _scan_for_append(fd, path, size))
+            end, next_run, chain = _scan_for_append(fd, path, size)
         os.lseek(fd, end, os.SEEK_SET)
         return OpenedTrace(fd, key, end, next_run, chain=chain)
     except BaseException:
@@ -189,106 +177,28 @@ def forget() -> None:
         _ours.clear()
 
 
-# How long opening a file waits for another process's lock on it. A process keeps the
-# file of its last durability="frame" run open (and locked) so that its next run skips
-# the open; a process waiting for it says so (_announce_wait), and the holder gives way at
-# its next run, or within the pool's next scan when idle. A single run longer than this
-# still holds the file: the waiter is refused, with the advice to use a file per process.
-LOCK_WAIT = 2.0
-
-
-def _lock(fd: int, path: str, *, wait: float) -> None:
-    """Take the exclusive lock of ``fd``, waiting up to ``wait`` seconds for its holder.
-
-    While it waits, it says so (``_WAITING_BYTE``): a process that keeps the file open
-    between its runs gives way at its next run, or at once when it is idle, instead of
-    holding the file for as long as it keeps recording.
-    """
-    if fcntl is None:  # pragma: no cover - Windows
-        return
-    deadline = time.monotonic() + wait
-    pause = 0.0005
+def _lock(fd: int) -> bool:
+    """Take the exclusive lock of ``fd`` without waiting; False when another holds it."""
+    if fcntl is None:  # pragma: no cover - Windows: no advisory lock
+        return True
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
-                _announce_wait(fd)  # again each time: a close of any fd of the file drops it
-                time.sleep(pause)
-                pause = min(pause * 2, _MAX_PAUSE)
-            except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
-                return
-    finally:
-        if wait:
-            _end_wait(fd)
-    waited = f", and it was still held after {wait:g} s" if wait else ""
-    raise TracePathError(
-        f"cannot record to {path!r}: another writer holds it (another process, or a "
-        f"second open of the same file in this process, e.g. through a hard link){waited}; "
-        "two writers would interleave two files into one unreadable trace. Record each "
-        "process to its own file, or wait for the other writer to finish (a process that "
-        "recorded to it keeps it open about a second after its last run; al.flush() there "
-        "releases it at once)")
-
-
-# A process waiting for another's lock on a file holds a POSIX record lock on this byte of
-# it, far past any trace's end (``flock`` and POSIX locks are independent on Linux and the
-# BSDs; where they are not, e.g. NFS, announcing fails and the waiter just polls).
-_WAITING_BYTE = 1 << 62
-# The waiter's longest pause between tries: a holder that gave way waits for it to take
-# the lock (yield_to_waiter), so this is the hand-over's latency.
-_MAX_PAUSE = 0.002
-_CONFLICT = (errno.EAGAIN, errno.EACCES)
-
-
-def _announce_wait(fd: int) -> None:
-    with contextlib.suppress(OSError, OverflowError):  # OverflowError: a 32-bit off_t
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
-
-
-def _end_wait(fd: int) -> None:
-    with contextlib.suppress(OSError, OverflowError):
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, _WAITING_BYTE)
-
-
-def waited_for(fd: int) -> bool:
-    """Whether another process waits for the lock on the file open as ``fd`` (writable).
-
-    Best effort, two system calls: False where POSIX record locks do not work.
-    """
-    if fcntl is None:  # pragma: no cover - Windows
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return False
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _WAITING_BYTE)
-    except OSError as exc:
-        return exc.errno in _CONFLICT
-    except OverflowError:  # pragma: no cover - a 32-bit off_t: no announcements either
-        return False
-    _end_wait(fd)
-    return False
+    except OSError:  # pragma: no cover - a filesystem without flock: write unlocked
+        return True
+    return True
 
 
-def yield_to_waiter(path: str, timeout: float = LOCK_WAIT) -> None:
-    """After closing a file another process waits for: let it take the lock first.
-
-    Returns once no process says it waits (it has the lock now, or gave up), or after
-    ``timeout``; opening the file again then waits for the other's run, as any open does.
-    """
-    if fcntl is None:  # pragma: no cover - Windows
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0))
-    except OSError:
-        return
-    try:
-        deadline = time.monotonic() + timeout
-        while waited_for(fd) and time.monotonic() < deadline:
-            time.sleep(0.001)
-    finally:
-        os.close(fd)
+def _held(path: str) -> TracePathError:
+    return TracePathError(
+        f"cannot record to {path!r}: another process is writing it (or a second open of "
+        "the same file in this process, e.g. through a hard link). A trace file has one "
+        "writing process at a time, which holds it until it calls al.flush() outside a "
+        "run or exits; two writers would interleave two files into one unreadable trace. "
+        "Record each process to its own file in one folder, e.g. "
+        "al.record(f'traces/{os.getpid()}.zst'): every reader and estimator takes the "
+        "folder as one trace set")
 
 
 def _write_header(fd: int) -> None:
@@ -321,29 +231,6 @@ def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int, Chain]:
         return offset, next_run, chain
     finally:
         os.close(rfd)
-
-
-def _appended_since(path: str, size: int, end: int, next_run: int, chain: Chain
-                    ) -> tuple[int, int, Chain] | None:
-    """(end, next free run index, keyed chain) of a file grown past ``end``, this
-    process's last end.
-
-    Only the bytes another process appended are read, and nothing is changed: None unless
-    they are whole frames up to ``size``. A file rewritten meanwhile does not parse at the
-    old end (each frame header has its checksum), and a torn one is for the whole scan to
-    judge and cut.
-    """
-    try:
-        rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    except OSError:
-        return None
-    try:
-        offset, next_run, chain = _read_frames(rfd, path, size, end, next_run, chain)
-    except TracePathError:
-        return None
-    finally:
-        os.close(rfd)
-    return (offset, next_run, chain) if offset == size else None
 
 
 def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int, chain: Chain

@@ -213,9 +213,9 @@ class TraceWriter(RunSealer):
         self._lock = threading.RLock()  # caller side only: markers versus close()
         self._closing = False
         self._closed = False
-        # Kept open for the next run of the file (agentlog._shared_writers): when, by
-        # time.monotonic(); 0.0 while a run uses it. Also the options it was opened with.
-        self._parked_at = 0.0
+        # Kept open for the next run of the file (agentlog._shared_writers): since when,
+        # by time.monotonic(); 0.0 while a run uses it. Also the options it was opened with.
+        self._kept_at = 0.0
         self._opts: dict[str, Any] = {}
         self._finished = False  # the pool has written the last frame and closed the file
         self._failed = False  # no more writes: the file keeps its complete frames
@@ -610,7 +610,7 @@ class TraceWriter(RunSealer):
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
-        if self._problem is not None and self._parked_at:
+        if self._problem is not None and self._kept_at:
             # Closed with no run left to warn: the next caller of record() or flush() does.
             _pool.unwarned.append(self)
         self._done.set()
@@ -623,7 +623,7 @@ class TraceWriter(RunSealer):
             return
         # Deleted after its last run ended (a writer kept open for a next run): nothing
         # anyone could read is lost, and the file is closed before it is written again.
-        if not linked and not self._failed and not self._parked_at:
+        if not linked and not self._failed and not self._kept_at:
             self._failed = True
             self._note_problem(
                 f"the trace file was deleted while recording (was its directory removed?); "

@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -160,12 +159,9 @@ class _Service:
         if now >= self.next_scan and self.scan_lock.acquire(blocking=False):
             try:
                 self.next_scan = now + self.tick
-                hook = idle_hook
-                if hook is not None:
-                    hook(now)  # marks writers parked for too long as closing
                 for writer in writers():
-                    # A closing writer nobody waits for (an idle or evicted parked writer,
-                    # agentlog._shared_writers) is finished here, without a wake-up.
+                    # A closing writer nobody waits for (an evicted kept writer,
+                    # agentlog._shared_writers) is finished here, should a wake-up be lost.
                     if (writer._deque and now >= writer._next_due) or (
                             writer._closing and not writer._finished):
                         _service_writer(writer, whole_frames=False, svc=self)
@@ -234,12 +230,6 @@ def _service_writer(writer: TraceWriter, *, whole_frames: bool, svc: _Service) -
 
 _service: _Service | None = None
 _service_lock = threading.Lock()
-
-# Called by a pool thread at every scan with the current ``time.monotonic()``: closes the
-# writers kept open for a next run that did not come (set by agentlog._shared_writers).
-# It must not wait on a lock a caller may hold (it only try-locks).
-idle_hook: Callable[[float], None] | None = None
-
 
 def service() -> _Service:
     """The process's pool, created on first use."""

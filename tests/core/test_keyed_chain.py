@@ -198,6 +198,7 @@ def test_appending_continues_the_chain_whether_or_not_the_file_is_scanned(
     path = record_runs(tmp_path / "t.zst", 2)
     _trace_file.forget()  # the next open scans the file for its chain
     record_runs(path, 1, start=2)
+    assert al.flush()  # lets go of the file: one writing process at a time
     subprocess.run(  # another process appends: it learns the chain from the file
         [sys.executable, "-c",
          "import agentlog as al, sys\n"

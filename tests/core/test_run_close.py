@@ -23,8 +23,8 @@ import pytest
 import agentlog as al
 from agentlog import _shared_writers
 from agentlog import _writer as writer_mod
-from agentlog._records import RunEnd, RunStart, Score
 from agentlog._writer import TraceWriter
+from agentlog.records import RunEnd, RunStart, Score
 from agentlog.replay import trace_file_hash
 from estimators._admissibility import _file_sha256
 from tests.conftest import of_type
@@ -173,14 +173,15 @@ def test_a_file_changed_by_someone_else_is_checked_again_before_appending(
     assert of_type(trace, Score)[-1].name == "b"
 
 
-def test_a_window_run_after_a_frame_run_still_waits_for_its_close(tmp_path: Path) -> None:
+def test_a_window_run_after_a_frame_run_is_written_when_its_block_returns(
+        tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     with al.record(path, seed=1, frame_interval=NEVER):
         al.score("a", 1.0)
     with al.record(path, seed=2, mode="a", durability="window") as run:
         al.score("b", 2.0)
-    assert run.writer._done.is_set()  # closed when the block returned
-    assert len(_end_runs(path)) == 2
+    assert not run.writer.closed and run.writer.pending == 0  # kept, with nothing queued
+    assert len(_end_runs(path)) == 2  # read before any flush
 
 
 def test_a_run_end_counts_only_the_drops_of_its_own_run(tmp_path: Path) -> None:
@@ -209,7 +210,7 @@ def test_a_writer_opened_directly_takes_over_a_file_kept_open_for_a_next_run(
 def test_a_file_locked_by_another_open_is_still_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     with TraceWriter(path), pytest.raises(al.TracePathError,
-                                                     match="another writer holds it"):
+                                                     match="another process is writing it"):
         TraceWriter(path, mode="a")
 
 
@@ -239,30 +240,17 @@ def test_flush_outside_a_run_closes_the_kept_file_and_releases_its_lock(
     assert len(_end_runs(path)) == 1
 
 
-def test_a_writer_unused_for_park_idle_seconds_is_closed_by_the_pool(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_shared_writers, "PARK_IDLE", 0.0)
-    path = tmp_path / "t.zst"
-    with al.record(path, frame_interval=0.01) as run:
-        al.score("a", 1.0)
-    assert run.writer._done.wait(10)  # no barrier: the pool's scan closed it
-    assert not _locked_by_someone(path)
-    assert len(_end_runs(path)) == 1
-
-
 def test_a_write_failing_after_the_block_is_warned_at_the_next_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_shared_writers, "PARK_IDLE", 0.0)
-
     def disk_full(fd: int, parts: list[bytes]) -> int:
         raise OSError(28, "No space left on device")
 
     with al.record(tmp_path / "t.zst", frame_interval=NEVER) as run:
         al.score("a", 1.0)
         monkeypatch.setattr(writer_mod, "_writev", disk_full)  # nothing written yet
-    assert run.writer._done.wait(10)  # closed by the pool's scan: no run left to warn
+    run.writer._begin_close()  # as when evicted (MAX_KEPT): the pool closes it, no caller
+    assert run.writer._done.wait(10)
     monkeypatch.undo()
     with (
         pytest.warns(al.InstrumentationWarning, match="No space left on device"),
@@ -272,19 +260,19 @@ def test_a_write_failing_after_the_block_is_warned_at_the_next_record(
     assert run.writer.dropped >= 1
 
 
-def test_at_most_max_parked_files_stay_open(tmp_path: Path) -> None:
+def test_at_most_max_kept_files_stay_open(tmp_path: Path) -> None:
     runs = []
-    for i in range(3 * _shared_writers.MAX_PARKED):
+    for i in range(3 * _shared_writers.MAX_KEPT):
         with al.record(tmp_path / f"t{i}.zst", frame_interval=NEVER) as run:
             al.score("s", float(i))
         runs.append(run)
-    parked = [w for w, refs in _shared_writers._shared.values() if refs == 0 and not w.closed]
-    assert len(parked) <= _shared_writers.MAX_PARKED
+    kept = [w for w, refs in _shared_writers._shared.values() if refs == 0 and not w.closed]
+    assert len(kept) <= _shared_writers.MAX_KEPT
     assert al.flush(timeout=10)
     assert all(run.writer._done.is_set() for run in runs)
     assert not _shared_writers._shared or all(
         w._done.is_set() for w, _ in _shared_writers._shared.values())
-    for i in range(3 * _shared_writers.MAX_PARKED):
+    for i in range(3 * _shared_writers.MAX_KEPT):
         assert [r.value for r in of_type(al.read(tmp_path / f"t{i}.zst"), Score)] == [i]
 
 
@@ -365,18 +353,3 @@ def test_a_window_run_is_on_disk_when_the_block_returns_even_under_sigkill(
     trace = al.read(path)
     assert len(of_type(trace, RunEnd)) == 3 and not trace.truncated
     assert len(of_type(trace, Score)) == 150
-
-
-def test_another_process_appending_right_after_a_frame_run_waits_for_the_kept_file(
-    tmp_path: Path,
-) -> None:
-    # This process keeps the file of its last "frame" run open and locked for about a
-    # second; a child that appends at once waits for it (bounded) instead of being refused.
-    path = tmp_path / "handoff.zst"
-    with al.record(path, seed=1, mode="a"):
-        al.score("parent", 1.0)
-    assert _locked_by_someone(path)  # the kept writer, not released yet
-    assert _child(path, "frame", "exit") == 0
-    trace = al.read(path)
-    assert len(of_type(trace, RunEnd)) == 4 and not trace.truncated
-    assert [s.name for s in of_type(trace, Score)][:1] == ["parent"]

@@ -20,9 +20,9 @@ import pytest
 import agentlog as al
 import agentlog._writer as writer_mod
 from agentlog._reader import read
-from agentlog._records import RunStart, Score
 from agentlog._trace_format import encode_frame
 from agentlog._writer import TraceWriter
+from agentlog.records import RunStart, Score
 from tests.conftest import of_type
 
 PACKAGE_ROOT = Path(writer_mod.__file__).parents[1]
@@ -195,7 +195,7 @@ def test_a_second_process_on_the_same_file_gets_a_clear_error(trace_path: Path) 
     assert holder.stdout.readline().strip() == "open"
     try:
         with (
-            pytest.raises(al.TracePathError, match=r"another writer holds it"),
+            pytest.raises(al.TracePathError, match=r"another process is writing it"),
             al.record(trace_path, mode="a"),
         ):
             pass

@@ -16,9 +16,9 @@ import pytest
 import agentlog._writer as writer_mod
 from agentlog._errors import InstrumentationWarning, TracePathError
 from agentlog._reader import iter_frames, read
-from agentlog._records import Blob, Score, Selection
 from agentlog._shared_writers import flush_all, release_writer, shared_writer
 from agentlog._writer import TraceWriter
+from agentlog.records import Blob, Score, Selection
 
 
 def score(i: int, name: str = "f1") -> Score:
@@ -303,11 +303,12 @@ def test_shared_writer_is_reference_counted_per_path(tmp_path: Path) -> None:
     assert not outer.closed
     outer.put(score(2))
     release_writer(outer)
-    assert outer.closed
-    assert read(path).records == [score(1), score(2)]
-    again = shared_writer(path)
-    assert again is not outer
+    assert not outer.closed  # kept for this process's next use of the file...
+    assert read(path).records == [score(1), score(2)]  # ...with its records written
+    again = shared_writer(path, frame_interval=3600)  # the same options: the same writer
+    assert again is outer
     release_writer(again)
+    assert flush_all(timeout=5) and outer.closed
 
 
 def test_flush_all_flushes_every_open_writer(tmp_path: Path) -> None:
@@ -458,7 +459,7 @@ def test_a_runs_counts_are_its_records_in_the_file_whichever_path_counts_them(
     # A batch of small records of the one open run is counted in bulk; a record of a run
     # this writer never opened, or a second open run, sends the batch through the loop.
     import agentlog as al
-    from agentlog._records import Continuation, RunEnd, RunStart
+    from agentlog.records import Continuation, RunEnd, RunStart
 
     path = tmp_path / "one.zst"
     with al.record(path, seed=1) as run:

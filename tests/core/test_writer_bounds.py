@@ -19,8 +19,8 @@ import agentlog as al
 import agentlog._writer as writer_mod
 from agentlog import _writer_pool
 from agentlog._reader import read
-from agentlog._records import Score, WindowExit
 from agentlog._writer import TraceWriter
+from agentlog.records import Score, WindowExit
 from tests.conftest import of_type
 
 
@@ -40,7 +40,7 @@ def test_flush_and_close_have_finite_documented_default_timeouts() -> None:
 def test_leaving_a_window_run_on_stalled_storage_returns_after_close_timeout_with_a_warning(
     trace_path: Path, stalled: threading.Event
 ) -> None:
-    closing = r"close timed out after 0.2 s with \d+ records not yet written"
+    closing = r"leaving the run timed out after 0.2 s with \d+ records not yet written"
     with (
         pytest.warns(al.InstrumentationWarning, match=closing),
         al.record(trace_path, close_timeout=0.2, durability="window"),
