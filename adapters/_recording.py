@@ -388,89 +388,13 @@ def _plain_request(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dump_body(obj: Any) -> dict[str, Any]:
-    """The JSON body of an SDK response object (the fields the server sent).
-
-    ``obj.model_dump(mode="json", exclude_unset=True)``, read in C where it is built
-    (``_fast_dump.c``: the set and extra fields of models whose classes are vetted below,
-    JSON-native values only); anything else asks pydantic.
-    """
+    """The JSON body of an SDK response object (the fields the server sent):
+    ``obj.model_dump(mode="json", exclude_unset=True)``, or a mapping as a dict."""
     # A pydantic model first: the Mapping ABC's isinstance test costs more than this one.
     if not hasattr(type(obj), "__pydantic_serializer__") and isinstance(obj, Mapping):
         return dict(obj)
-    if _dump_set_fields is not None:
-        for _ in range(_MAX_VETTED_PER_CALL):
-            got = _dump_set_fields(obj, _vetted)
-            if type(got) is dict:
-                return got
-            if got is None or got in _refused or not _vet(got):  # type: ignore[arg-type]
-                break
     body: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True)
     return body
-
-
-try:
-    from ._fast_dump import dump_set_fields as _dump_set_fields
-except ImportError:  # pragma: no cover - built without a C compiler: pydantic's model_dump
-    _dump_set_fields = None  # type: ignore[assignment]
-# Model classes whose model_dump(mode="json", exclude_unset=True) is their set and extra
-# fields as they are (_plain_model_class), and those whose is not. Classes are few.
-_vetted: set[type] = set()
-_refused: set[type] = set()
-_MAX_VETTED_PER_CALL = 64  # each try vets one more class of the response
-# Core-schema keys that make a model's dump differ from its fields' values: a custom
-# serializer (field_serializer, model_serializer, PlainSerializer, WrapSerializer, ...),
-# a field excluded from dumps, computed fields.
-_SCHEMA_REFUSALS = frozenset({"serialization", "serialization_exclude",
-                              "serialization_exclude_if", "computed_fields"})
-
-
-def _vet(cls: type) -> bool:
-    try:
-        ok = _plain_model_class(cls)
-    except Exception:  # a pydantic whose internals moved: model_dump, as before
-        ok = False
-    verdicts = _vetted if ok else _refused
-    if len(verdicts) >= _MAX_VERDICTS:  # classes made per call (create_model) stay bounded
-        verdicts.clear()
-    verdicts.add(cls)
-    return ok
-
-
-_MAX_VERDICTS = 4096
-
-
-def _plain_model_class(cls: type) -> bool:
-    """Whether ``model_dump(mode="json", exclude_unset=True)`` of any ``cls`` instance is
-    the dict of its set fields (by name) and extra fields, their values as they are."""
-    import pydantic
-
-    if not (isinstance(cls, type) and issubclass(cls, pydantic.BaseModel)):
-        return False
-    if (cls.model_dump is not pydantic.BaseModel.model_dump
-            or cls.__pydantic_root_model__ or cls.__pydantic_computed_fields__):
-        return False
-    config = cls.model_config
-    if config.get("serialize_by_alias") or any(k.startswith("ser_json") for k in config):
-        return False
-    try:
-        schema = cls.__pydantic_core_schema__
-    except Exception:
-        return False
-    return not _schema_refuses(schema, 0)
-
-
-def _schema_refuses(node: Any, depth: int) -> bool:
-    if depth > 512:
-        return True
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            if key in _SCHEMA_REFUSALS and value:
-                return True
-            if _schema_refuses(value, depth + 1):
-                return True
-    elif isinstance(node, list | tuple):
-        return any(_schema_refuses(v, depth + 1) for v in node)
-    return False
 
 
 def sse_bytes(events: list[tuple[str | None, dict[str, Any]]], done: bool) -> bytes:

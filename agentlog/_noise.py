@@ -29,8 +29,8 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/3"``):
   ``"1"`` and ``b"1"`` differ), ``K_j = (2j + 1) · φ`` and ``m(x) = (x ⊕ x >> 29) · C1``
   (all mod 2**64). A zero word contributes nothing, so a pool's padding does not
   change a key, and a whole pool is keyed in a few numpy passes over its bytes
-  (``pool_keys``; str ids read straight from their NUL-joined UTF-8, or by the C kernel
-  from their msgpack list) instead of one hash call per id. Pools are prepared and
+  (``pool_keys``; str ids read straight from their NUL-joined UTF-8) instead of one hash
+  call per id. Pools are prepared and
   cached in ``agentlog._pools``.
 * generator ``"fmix64-gumbel/1"`` (traces recorded before /2; still verified and
   reproduced with ``record(generator=...)``): ``σ = seed`` as in /2, and ``k(c)`` = the
@@ -42,9 +42,7 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/3"``):
   (not in a counter word) avoids the overlapping streams that
   ``numpy.random.Philox(counter=[step, 0, 0, 0])`` would give across steps.
 * per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64 (up
-  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits; where the
-  optional C kernel ``agentlog._native`` was built, one C loop for the keys of str ids
-  and for the uniforms, the same bits again);
+  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits);
   ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)`` with numpy's
   ``log`` on every path.
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
@@ -71,12 +69,6 @@ from numpy.typing import NDArray
 
 from ._bounded_cache import BoundedCache as _Cache
 from ._bounded_cache import insert as _insert
-
-try:  # the integer passes in one C loop each; built at install time when a compiler is there
-    from . import _native
-except ImportError:  # pragma: no cover - built everywhere this project's tests run
-    _native = None  # type: ignore[assignment]
-NATIVE = _native is not None  # whether the C kernel was built (the draws are the same bits)
 
 GENERATOR_V1 = "fmix64-gumbel/1"
 GENERATOR_V2 = "fmix64-gumbel/2"
@@ -378,25 +370,40 @@ def nul_joined(ids: Sequence[Any]) -> str | None:
     return joined if joined.count(_NUL) == len(ids) - 1 else None
 
 
+# Bytes of ids keyed per set of numpy passes (about 64K ids when they are short): the
+# passes' temporaries stay under a few MB however large the pool, so that verify keys a
+# pool Blob of a million ids within its memory bound.
+_KEY_BLOCK_BYTES = 1 << 17
+
+
 def _joined_keys(joined: str, n: int) -> NDArray[np.uint64]:
-    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``: one C loop where
-    ``agentlog._native`` was built, else the numpy passes of ``_joined_keys_numpy``."""
-    if _native is None:
-        return _joined_keys_numpy(joined, n)
+    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``, without a loop over ids.
+
+    The NULs of the UTF-8 bytes (never inside a multi-byte character) end the ids; the ids
+    are keyed by ``_block_keys``, in blocks of whole ids of about ``_KEY_BLOCK_BYTES``.
+    """
+    body = (joined + _NUL).encode("utf-8")
     keys = np.empty(n, dtype=np.uint64)
-    _native.joined_keys((joined + _NUL).encode("utf-8"), n, _TAG_STR, keys)
+    a = first = 0  # the block's first id and its first byte
+    while first < len(body):
+        last = body.rfind(b"\0", first, first + _KEY_BLOCK_BYTES)  # the block's last NUL
+        if last < 0:  # an id longer than a block: the block ends with it
+            last = body.index(b"\0", first)
+        block = body[first:last + 1]
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0)
+        keys[a:a + ends.shape[0]] = _block_keys(block, ends)
+        a += ends.shape[0]
+        first = last + 1
     return keys
 
 
-def _joined_keys_numpy(joined: str, n: int) -> NDArray[np.uint64]:
-    """Keys of the ``n`` str ids of ``joined = nul_joined(ids)``, without a loop over ids.
+def _block_keys(body: bytes, ends: NDArray[np.intp]) -> NDArray[np.uint64]:
+    """Keys of the str ids in ``body``, each followed by the NUL at its offset in ``ends``.
 
-    The NULs of the UTF-8 bytes (never inside a multi-byte character) end the ids; word
-    ``j`` of an id is the 8 bytes at its start + 8 j, read unaligned from one buffer and
-    masked to the id's own bytes, so no row is padded or copied.
+    Word ``j`` of an id is the 8 bytes at its start + 8 j, read unaligned from one buffer
+    and masked to the id's own bytes, so no row is padded or copied.
     """
-    body = (joined + _NUL).encode("utf-8")
-    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 0)
+    n = ends.shape[0]
     starts = np.empty(n, dtype=np.intp)
     starts[0] = 0
     np.add(ends[:-1], 1, out=starts[1:])
@@ -497,11 +504,7 @@ def pool_keys(ids: tuple[Any, ...], array: NDArray[Any] | None = None,
 
 def uniforms(keys: NDArray[np.uint64], base: int) -> NDArray[np.float64]:
     """Uniform(0, 1) draws, one per key, for the given step base."""
-    if _native is None or not keys.flags.c_contiguous:
-        return _to_uniforms(keys ^ np.uint64(base))
-    u = np.empty(keys.shape[0], dtype=np.float64)
-    _native.uniform_row(keys, base, u)
-    return u
+    return _to_uniforms(keys ^ np.uint64(base))
 
 
 
@@ -617,13 +620,8 @@ def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
         _stream_streaks.clear()
     _stream_streaks[stream] = ahead
     rows = min(_block_rows(keys.shape[0]), max(streak, ahead))
-    if _native is not None and keys.flags.c_contiguous and keys.shape[0]:
-        u = np.empty((rows, keys.shape[0]), dtype=np.float64)  # the step bases made in C too
-        _native.step_rows(keys, seed_stream_word(seed, stream), step, u)
-        block = _Block(keys, step, _to_gumbel(u), streak)
-        draws: NDArray[np.float64] = block.rows[0]
-    elif rows == 1:
-        draws = gumbel(keys, seed, stream, step)
+    if rows == 1:
+        draws: NDArray[np.float64] = gumbel(keys, seed, stream, step)
         block = _Block(keys, step, draws[None], streak)
     else:
         bases = np.array([step_base(seed, stream, s) for s in range(step, step + rows)],

@@ -24,11 +24,6 @@ from ._scrub import exception_attributes
 from ._state import current_run_var
 from ._version import __version__
 
-try:  # the C kernel's one-pass entropy (the same loop select's span path runs)
-    from ._native import entropy as _native_entropy
-except ImportError:  # pragma: no cover - built everywhere this project's tests run
-    _native_entropy = None  # type: ignore[assignment]
-
 # A TracerProvider set by agentlog.testing.capture_spans(): a context variable, so that
 # two tests or two threads capturing at once each see only their own runs' spans.
 _override: contextvars.ContextVar[Any] = contextvars.ContextVar(
@@ -103,55 +98,41 @@ def record_exception(span: Any, exc: BaseException, message: str,
 
 
 CHOSEN_ID_MAX = 128  # characters of a chosen candidate's id kept on a selection event
-# Up to this many candidates the kernel's one loop gives the entropy (and, in select, the
-# choice with it); past it numpy's SIMD log is faster. select's _C_ARGMAX_MAX: the two
-# must be equal, so that a live event and export take the same path for a vector.
-ENTROPY_C_MAX = 256
 
 
-def vector_entropy(probs: NDArray[np.float64], n_zero: int | None = None,
-                   log_probs: NDArray[np.float64] | None = None) -> float:
+def vector_entropy(probs: NDArray[np.float64], n_zero: int | None = None) -> float:
     """H = -Σ p log p over the positive entries of a selection's vector.
 
-    Up to ``ENTROPY_C_MAX`` entries the C kernel's loop (``_native.entropy``, the loop
-    ``select`` takes its choice from); past it numpy's. ``n_zero`` and ``log_probs`` (the
-    vector's zero count and ``np.log(probs)``) only save work on numpy's path: every
-    caller gets the same bits for the same vector.
+    The one computation of a selection event's entropy: ``select``'s live event passes its
+    vector, ``agentlog export`` the stored copy, and both get the same bits. The vector is
+    read contiguously (numpy's SIMD ``log`` serves contiguous arrays only, and differs from
+    the C library's ``log`` a strided view gets in the last bit) and summed by numpy's
+    pairwise ``add.reduce``, whose order depends only on the length (not on BLAS, memory
+    alignment or threads, as ``np.dot``'s does). ``n_zero``: the vector's zero count when
+    the caller has it (the Selection record holds it); it only saves a pass.
     """
-    if probs.shape[0] <= ENTROPY_C_MAX and _native_entropy is not None:
-        # Contiguous: a strided live vector and its stored copy take the same loop.
-        h = _native_entropy(np.ascontiguousarray(probs))
-        if h is not None:
-            return h
-    if n_zero is None:
-        n_zero = probs.shape[0] - int(np.count_nonzero(probs))
-    if n_zero:
-        positive = probs[probs > 0]
-        return float(-(positive * np.log(positive)).sum())
-    # one product-sum over the vector and its logarithms
-    return -float(np.dot(probs, np.log(probs) if log_probs is None else log_probs))
+    p = np.ascontiguousarray(probs, dtype=np.float64)
+    if n_zero is None or n_zero:
+        p = p[p > 0]  # log 0 = -inf: a zero adds nothing to H
+    return -float(np.add.reduce(p * np.log(p)))
 
 
 def selection_event_attributes(
     name: str, step: int, owner: str, probs: NDArray[np.float64], choice: int,
     probs_bytes: bytes, chosen_id: Any = None, n_zero: int | None = None,
-    log_probs: NDArray[np.float64] | None = None, entropy: float | None = None,
 ) -> dict[str, Any]:
     """A selection event: the vector's hash and summary, the chosen id (``str``, capped).
 
-    ``n_zero``: the vector's zero count when known (the Selection record holds it);
-    ``log_probs``: ``np.log(probs)`` when the caller has it; ``entropy``: the kernel's
-    entropy of the vector when the caller has it (``select``, from the pass that drew the
-    choice). All only save work: the live path and export give the same entropy, bit for
-    bit (``vector_entropy``).
+    ``n_zero``: the vector's zero count when known (the Selection record holds it); it
+    only saves work. The live path and export give the same entropy, bit for bit
+    (``vector_entropy``).
     """
     attributes = {
         "agentlog.stream": name,
         "agentlog.step": step,
         "agentlog.owner": owner,
         "agentlog.n_candidates": int(probs.shape[0]),
-        "agentlog.entropy": vector_entropy(probs, n_zero, log_probs) if entropy is None
-        else entropy,
+        "agentlog.entropy": vector_entropy(probs, n_zero),
         "agentlog.chosen_index": choice,
         "agentlog.chosen_p": float(probs[choice]),
         "agentlog.probs_sha256": hashlib.sha256(probs_bytes).hexdigest(),

@@ -3,10 +3,9 @@
 ``select`` asks ``pool(candidates, n, stream)`` for every draw. A pool is its ids as a
 tuple, their generator-/2 keys (``agentlog._noise``), their canonical msgpack list (stored
 once per trace as the pool's Blob) and its SHA-256 (the name a Selection record gives the
-pool). Three caches, each bounded in entries and in bytes (``agentlog._bounded_cache``),
+pool). Two caches, each bounded in entries and in bytes (``agentlog._bounded_cache``),
 keep them: the list cache, by the identity of the list an agent passes step after step;
-the kernel's cache of pools of plain str ids, by their encoding (keys and hash only); and
-the general cache, by the ids themselves (the NUL-joined ids of a str pool, an int pool's
+and the pool cache, by the ids themselves (the NUL-joined ids of a str pool, an int pool's
 array bytes, or the tuple of a mixed pool).
 """
 
@@ -27,7 +26,6 @@ from ._bounded_cache import insert as _insert
 from ._noise import (
     _CACHE_BYTES,
     _PLAIN_ID_TYPES,
-    _TAG_STR,
     GENERATOR_ID,
     GENERATOR_V1,
     GENERATOR_V2,
@@ -40,11 +38,6 @@ from ._noise import (
     pack_keys,
     pool_keys,
 )
-
-try:  # the C kernel's pool calls (str_pool, str_pool_keys, same_items); tests switch it
-    from . import _native  # off here and in agentlog._noise
-except ImportError:  # pragma: no cover - built everywhere this project's tests run
-    _native = None  # type: ignore[assignment]
 
 
 def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
@@ -64,16 +57,16 @@ def keys_for(pool: Pool, generator: str) -> NDArray[np.uint64]:
 class Pool(msgspec.Struct, frozen=True):
     """A candidate pool prepared for drawing: ids, their keys, and the pool's content hash.
 
-    A Struct, not a dataclass: a fresh pool (and a pool of str ids found in the kernel's
-    cache) makes one per ``select``, 0.14 µs against a frozen dataclass's 1.0 µs.
+    A Struct, not a dataclass: a fresh pool makes one per ``select``, 0.14 µs against a
+    frozen dataclass's 1.0 µs.
     """
 
     ids: tuple[Any, ...]
     keys: NDArray[np.uint64]
     encoded: bytes  # canonical msgpack list of the ids (stored once as a Blob)
     hash: bytes  # sha256(encoded)
-    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids (without
-    # the C kernel: only ``gumbel_small`` reads it), else 0
+    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids (what
+    # ``gumbel_small`` reads), else 0
 
 
 _POOL_CACHE_SIZE = 512
@@ -82,8 +75,6 @@ _LIST_CACHE_SIZE = 64
 # cache before its entries were counted in bytes (_pool_bytes estimates what one keeps).
 _pool_cache: dict[Any, Pool] = _Cache(_CACHE_BYTES)
 _v1_pool_keys: dict[bytes, NDArray[np.uint64]] = _Cache(_CACHE_BYTES)
-# Pools of plain str ids prepared by the C kernel: their msgpack encoding -> (keys, hash).
-_str_pool_cache: dict[bytes, tuple[NDArray[np.uint64], bytes]] = _Cache(_CACHE_BYTES)
 
 
 def _pool_bytes(pool: Pool, cache_key: Any) -> int:
@@ -138,11 +129,8 @@ def _refuse_repeats(ids: tuple[Any, ...]) -> None:
 _list_cache: dict[int, Pool] = _Cache(_CACHE_BYTES)
 
 
-def _same_items_py(ids: list[Any], pool_ids: tuple[Any, ...]) -> bool:
+def _same_items(ids: list[Any], pool_ids: tuple[Any, ...]) -> bool:
     return len(ids) == len(pool_ids) and all(map(operator.is_, ids, pool_ids))
-
-
-_same_items = _same_items_py if _native is None else _native.same_items
 
 
 def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int, stream: str = "") -> Pool:
@@ -182,9 +170,6 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
     elif array is not None:
         cache_key = (array.dtype.str, array.tobytes())
     else:
-        plain = None if _native is None else _native.str_pool(candidates)
-        if plain is not None:
-            return _str_pool(*plain)
         # A pool of str ids is named by its NUL-joined ids: one string to hash, where a tuple
         # would hash each new id; the join is also the pool's type check and key input.
         joined = nul_joined(candidates)  # type: ignore[arg-type]
@@ -215,37 +200,9 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
     _check_unique(ids, keys)
     encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
     result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
-                  pack_keys(keys) if n <= SMALL_POOL and _native is None else 0)
+                  pack_keys(keys) if n <= SMALL_POOL else 0)
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE, _pool_bytes(result, cache_key))
     return result, False
-
-
-def _str_pool(encoded: bytes, ids: tuple[str, ...]) -> tuple[Pool, bool]:
-    """``_pool_uncached`` for a pool of plain str ids, from the C kernel's ``str_pool``.
-
-    The pool's msgpack encoding names it in the cache (one bytes object to hash, stored in
-    the pool anyway), and the kernel keys the ids from it and tells whether the keys are
-    distinct in the same pass: no join, sort or second encoding of the ids. The cache
-    keeps the keys and the content hash, not the ids: ``str_pool`` made their tuple
-    already, and a pool seen once then leaves no id objects behind to be freed (on cold
-    caches, ~10 µs for 1,000 ids) when a later pool evicts it.
-    """
-    hit = _str_pool_cache.get(encoded)
-    if hit is not None:
-        return Pool(ids, hit[0], encoded, hit[1], 0), True
-    n = len(ids)
-    keys = np.empty(n, dtype=np.uint64)
-    distinct = _native.str_pool_keys(encoded, n, _TAG_STR, keys)
-    if distinct is None:  # past a million ids the kernel leaves the check to the sort
-        _check_unique(ids, keys)
-    elif not distinct:
-        _refuse_repeats(ids)
-    digest = hashlib.sha256(encoded).digest()
-    # The entry keeps the encoding once (the key; the Pool holds the same object), the
-    # keys, and ~200 bytes of digest, tuple and dict slot.
-    _insert(_str_pool_cache, encoded, (keys, digest), _POOL_CACHE_SIZE,
-            len(encoded) + keys.nbytes + 200)
-    return Pool(ids, keys, encoded, digest, 0), False
 
 
 def _not_utf8(ids: tuple[Any, ...]) -> ValueError:

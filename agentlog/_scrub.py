@@ -371,26 +371,6 @@ _MAX_SAFE_NAMES = 4096
 # The same names plus "token", for mappings that also hold "logprob" (the exemption).
 _safe_logprob_names: set[str] = {"token"}
 
-try:
-    from ._native_scrub import unknown_key_names as _unknown_key_names
-except ImportError:  # pragma: no cover - built without a C compiler: the Python walk
-    _unknown_key_names = None  # type: ignore[assignment]
-
-
-def _has_credential_key(obj: Any, depth: int) -> bool:
-    """Whether ``_scrub``'s names rule could fire in ``obj`` (True when unsure)."""
-    if _unknown_key_names is not None:
-        # The C walk (``_native_scrub.c``) collects the names not yet known to be safe;
-        # they are classified here, so the rules stay in one place.
-        names = _unknown_key_names(obj, _safe_names, _MAX_DEPTH - depth)
-        return names is True or _any_credential_name(names)
-    return _py_has_credential_key(obj, depth)
-
-
-def _any_credential_name(names: set[str]) -> bool:
-    """Whether a name of ``names`` is a credential's; the others join the safe names."""
-    return any(map(_is_credential_or_learned, names))
-
 
 def _is_credential_or_learned(name: str) -> bool:
     """``is_credential_name(name)``; a name that is not one joins the safe names (bounded)."""
@@ -402,8 +382,8 @@ def _is_credential_or_learned(name: str) -> bool:
     return False
 
 
-def _py_has_credential_key(obj: Any, depth: int) -> bool:
-    """``_has_credential_key`` in Python: where the C walk was not built, and its reference."""
+def _has_credential_key(obj: Any, depth: int) -> bool:
+    """Whether ``_scrub``'s names rule could fire in ``obj`` (True when unsure)."""
     if depth > _MAX_DEPTH:
         return True
     kind = type(obj)
@@ -421,7 +401,7 @@ def _py_has_credential_key(obj: Any, depth: int) -> bool:
     for v in values:
         t = type(v)
         if t is dict or t is list or t is tuple:
-            if _py_has_credential_key(v, depth + 1):
+            if _has_credential_key(v, depth + 1):
                 return True
         elif t not in _PLAIN:
             return True

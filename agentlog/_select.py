@@ -41,25 +41,6 @@ _gumbel_at = _noise.gumbel_at
 _SMALL_POOL = _noise.SMALL_POOL
 _GENERATOR_ID = _noise.GENERATOR_ID
 _GENERATOR_V2 = _noise.GENERATOR_V2
-# Pools this small draw through the Python-int lanes of ``gumbel_small``, unless the C kernel
-# was built: its one loop beats them at every size (then blocks of steps, as larger pools).
-_SMALL_DRAWS = 0 if _noise.NATIVE else _noise.SMALL_POOL
-try:  # the C kernel's one-pass vector checks (see _select_iv and select)
-    from ._native import check_probs as _check_probs
-    from ._native import gumbel_argmax as _gumbel_argmax
-    from ._native import gumbel_argmax_entropy as _gumbel_argmax_entropy
-    from ._native import plain_probs as _plain_probs
-except ImportError:  # pragma: no cover - built everywhere this project's tests run
-    _check_probs = None  # type: ignore[assignment]
-    _gumbel_argmax = None  # type: ignore[assignment]
-    _gumbel_argmax_entropy = None  # type: ignore[assignment]
-    _plain_probs = None  # type: ignore[assignment]
-# Up to this many candidates the kernel's one loop of the C library's log beats numpy's
-# three calls (log, add, argmax: ~1.3 µs of fixed cost); past ~330 numpy's SIMD log wins.
-# Measured with bench_cpu_ab.py select. With a span the same loop also gives the event's
-# entropy (agentlog._otel.vector_entropy takes the same path up to the same size).
-_C_ARGMAX_MAX = _otel.ENTROPY_C_MAX
-_ndarray = np.ndarray
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
@@ -83,12 +64,7 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str
     # One sum and one min decide the common case; the slow diagnosis runs only on failure.
     # A short vector is checked on its Python floats: a numpy reduction costs ~1 µs whatever
     # N is. The sum is numpy's own (``_pairwise_sum``), so both paths normalise alike.
-    if _check_probs is not None and not normalize and p.flags.c_contiguous:
-        # One C pass (finiteness, sum, smallest entry). Its plain running sum serves the
-        # tolerance check only: a vector to normalise takes numpy's pairwise sum below.
-        checked = _check_probs(p)
-        total, lo = (float("nan"), 0.0) if checked is None else checked
-    elif p.shape[0] <= _SMALL_POOL:
+    if p.shape[0] <= _SMALL_POOL:
         v = p.tolist()
         total = _pairwise_sum(v)
         lo = min(v)
@@ -213,14 +189,7 @@ def select(
     With no active recorder the draw still happens (from a process-local generator) and
     nothing is recorded.
     """
-    # The common case in one C call: a float64 vector that passes as it is (the same
-    # checks as _select_iv's, which converts, normalises and diagnoses everything else).
-    lo = (_plain_probs(probs, SUM_TOLERANCE) if type(probs) is _ndarray and not normalize
-          and _plain_probs is not None else None)
-    if lo is None:
-        p, lo = _select_iv(probs, normalize, name)
-    else:
-        p = probs  # type: ignore[assignment]  # a float64 ndarray: plain_probs checked
+    p, lo = _select_iv(probs, normalize, name)
     if owner not in ("model", "scaffold"):
         raise ValueError(f"`owner` must be 'model' or 'scaffold'; found {owner!r}")
     raw: NDArray[np.float64] | None = None
@@ -269,7 +238,7 @@ def select(
     generator = run.generator
     if generator is _GENERATOR_ID or generator is _GENERATOR_V2:  # the pool's own keys
         draws = (_gumbel_small(pool.packed, n, run.noise_seed, name, step)
-                 if n <= _SMALL_DRAWS else _gumbel_at(pool.keys, run.noise_seed, name, step))
+                 if n <= _SMALL_POOL else _gumbel_at(pool.keys, run.noise_seed, name, step))
     else:
         draws = _gumbel_at(_pools.keys_for(pool, generator), run.noise_seed, name, step)
     # No zero when the smallest entry is positive (the common case: no counting pass).
@@ -277,27 +246,14 @@ def select(
     n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
               else n - int(_count_nonzero(p)))
     window = window_in(run)
-    span = None if window is None else window.span
-    log_p: NDArray[np.float64] | None = None  # kept for the span event's entropy
-    entropy: float | None = None  # the kernel's, for the span event
     if forced:
         choice = forced_choice
-    elif span is None and n <= _C_ARGMAX_MAX and _gumbel_argmax is not None and (
-            argmax := _gumbel_argmax(p, draws)) is not None:
-        choice = argmax  # log 0 = -inf there too; numpy's index but between scores
-        # a few units in the last place apart (agentlog._draw_match.choice_agrees)
-    elif span is not None and n <= _C_ARGMAX_MAX and _gumbel_argmax_entropy is not None and (
-            scanned := _gumbel_argmax_entropy(p, draws)) is not None:
-        choice, entropy = scanned  # the same choice, and the entropy from the same pass
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
             choice = int((_log(p) + draws).argmax())
     else:  # no zero, no warning to silence: errstate costs ~1.5 µs
         scores = _log(p)
-        if span is None:
-            scores += draws  # in place: the same sums, one array fewer
-        else:
-            log_p, scores = scores, scores + draws
+        scores += draws  # in place: the same sums, one array fewer
         choice = int(scores.argmax())  # the method skips np.argmax's wrapper
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")
@@ -316,11 +272,13 @@ def select(
     if window is not None:
         with run.lock:  # WindowState.add_usage(selections=1) without its other counters
             window.selections += 1
-        if span is not None:
-            span.add_event(
+        if window.span is not None:
+            # The entropy comes from the function export runs on the stored copy of ``p``
+            # (``vector_entropy``): the live event and the exported one agree bit for bit.
+            window.span.add_event(
                 "agentlog.select",
                 _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
-                                                 pool.ids[choice], n_zero, log_p, entropy),
+                                                 pool.ids[choice], n_zero),
             )
     return choice
 

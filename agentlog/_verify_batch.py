@@ -27,11 +27,6 @@ from ._select import SUM_TOLERANCE
 from ._trace_format import ReadLimits
 from ._vectors import decode_pool
 
-try:  # the C kernel of agentlog._noise: a selection's uniforms in one call, the same bits
-    from . import _native
-except ImportError:  # pragma: no cover - built everywhere this project's tests run
-    _native = None  # type: ignore[assignment]
-
 __all__ = ["CHUNK", "Batch", "Pools", "chunked_choice_agrees", "chunks"]
 
 # Candidates per numpy pass: what bounds the temporaries of the vector checks, and the
@@ -48,24 +43,6 @@ _CONTINUATION_KEY = np.array(_noise.CONTINUATION_KEY, dtype=np.uint64)
 
 
 _str_ids = msgspec.msgpack.Decoder(list[str])
-
-
-def _str_pool_keys(data: bytes) -> NDArray[np.uint64] | None:
-    """The generator-/2 keys of a pool Blob of str ids, read by the C kernel straight from
-    its msgpack bytes (``_pools`` keys new pools so); None for any other pool."""
-    if _native is None or not data:
-        return None
-    head = data[0]
-    n = (head & 0x0F if 0x90 <= head <= 0x9F else int.from_bytes(data[1:3], "big")
-         if head == 0xDC else int.from_bytes(data[1:5], "big") if head == 0xDD else 0)
-    if not 0 < n < len(data):  # an id takes a byte at least: never allocate past the data
-        return None
-    keys = np.empty(n, dtype=np.uint64)
-    try:
-        _native.str_pool_keys(data, n, _noise._TAG_STR, keys)
-    except ValueError:  # not exactly an array of n str
-        return None
-    return keys
 
 
 class Pools:
@@ -116,9 +93,6 @@ class Pools:
         data = self._data(h)
         if data is None:
             return f"{name} is stored as a Blob that is not of kind 'pool'"
-        keys = None if ck[1] else _str_pool_keys(data)
-        if keys is not None:
-            return self._keep(ck, keys)
         try:  # the usual pool, of str ids, type-checked by msgspec in one C pass
             ids: list[Any] = _str_ids.decode(data)
             kinds: set[type] | None = {str} if ids else None
@@ -127,6 +101,11 @@ class Pools:
                 ids, kinds = decode_pool(data, where=name), None
             except TraceFormatError as exc:
                 return self._keep(ck, str(exc))
+        joined = None if ck[1] or kinds is None else _noise.nul_joined(ids)
+        if joined is not None:  # keyed from the joined ids: the list and its str objects go
+            n = len(ids)
+            del ids
+            return self._keep(ck, _noise._joined_keys(joined, n))
         if ck[1]:
             return self._keep(ck, np.fromiter((_noise.candidate_key(c) for c in ids),
                                               np.uint64, len(ids)))
@@ -246,20 +225,14 @@ class Batch:
         np.cumsum(ns[:-1], out=starts[1:])
         p = np.frombuffer(b"".join([r.probs for r in recs]), dtype="<f8")
         g = np.frombuffer(b"".join([r.draws for r in recs]), dtype="<f8")
-        # _noise.gumbel(keys, seed, stream, step) of every selection: its uniforms (in C,
-        # or in numpy passes over the whole batch), then the logs in one pass.
-        if _native is not None:
-            regenerated = np.empty(p.shape[0])
-            for (_, rec, seed, keys), a in zip(entries, starts.tolist(), strict=True):
-                _native.step_rows(keys, _noise.seed_stream_word(seed, rec.name), rec.step,
-                                  regenerated[a:a + rec.n])
-        else:  # pragma: no cover - the kernel is built where the tests run
-            bases = np.fromiter((_noise.step_base(e[2], e[1].name, e[1].step)
-                                 for e in entries), np.uint64, m)
-            x = np.concatenate([e[3] for e in entries])
-            x ^= np.repeat(bases, ns)
-            regenerated = _noise._to_uniforms(x)
-        _noise._to_gumbel(regenerated)
+        # _noise.gumbel(keys, seed, stream, step) of every selection: its keys mixed with
+        # its step base into one array (no batch-sized temporary), then the uniforms and
+        # the logs in numpy passes over the whole batch.
+        x = np.empty(p.shape[0], dtype=np.uint64)
+        for (_, rec, seed, keys), a in zip(entries, starts.tolist(), strict=True):
+            np.bitwise_xor(keys, np.uint64(_noise.step_base(seed, rec.name, rec.step)),
+                           out=x[a:a + rec.n])
+        regenerated = _noise._to_gumbel(_noise._to_uniforms(x))
         choices = starts + np.fromiter((r.choice for r in recs), np.intp, m)
         free = np.fromiter((not r.forced for r in recs), bool, m)
         suspects = _suspects(p, g, regenerated, starts, choices, free)

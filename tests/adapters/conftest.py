@@ -191,28 +191,3 @@ def vllm_server(vllm_python: Path, tiny_model: Path,
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(autouse=True)
-def _fast_dumps_are_held_to_model_dump(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every response body an adapter test records through the C reader (``_fast_dump.c``)
-    is compared with pydantic's ``model_dump(mode="json", exclude_unset=True)``: the
-    route and shape tests below are the reader's tests too."""
-    from agentlog.adapters import _recording
-
-    real = _recording._dump_set_fields
-    checked: list[Any] = []
-    if real is None:  # pragma: no cover - built wherever these tests run
-        yield checked
-        return
-
-    def checking(model: Any, vetted: set[type]) -> Any:
-        got = real(model, vetted)
-        if type(got) is dict:
-            want = model.model_dump(mode="json", exclude_unset=True)
-            assert got == want, (type(model).__qualname__, got, want)
-            checked.append(type(model))
-        return got
-
-    monkeypatch.setattr(_recording, "_dump_set_fields", checking)
-    yield checked

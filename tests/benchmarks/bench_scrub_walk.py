@@ -18,9 +18,7 @@ Log-probabilities and token ids are seeded random numbers, as a model's are: the
 bytes hold 0x3d ("=") somewhere, which the previous ``may_change`` took for the marker
 of a ``?key=`` query string (it then ran the copying walk). Two rows per body: the walk
 alone, and the prefilter followed by ``scrub_value`` when it says True (what ``_sealed``
-pays after encoding). Where the C walk (``agentlog._native_scrub``) was built, "new" is
-the C walk, and one more row holds it to the Python walk that replaces it without a
-compiler.
+pays after encoding).
 """
 
 from __future__ import annotations
@@ -153,11 +151,6 @@ def main() -> None:
                                  lambda b=body: NEW_WALK(b, 0), number)
         print(f"  {'the walk alone':<52} old {ref:8.2f} µs  new {own:8.2f} µs  "
               f"new/old {ratio:5.2f}")
-        if _scrub._unknown_key_names is not None:
-            ref, own, ratio = paired(lambda b=body: _scrub._py_has_credential_key(b, 0),
-                                     lambda b=body: NEW_WALK(b, 0), number)
-            print(f"  {'the C walk against the Python walk (built without C)':<52} "
-                  f"Py  {ref:8.2f} µs  C   {own:8.2f} µs  C/Py    {ratio:5.2f}")
         # What _sealed pays after the encoding: the prefilter, and the copying walk when
         # the prefilter says the payload may change.
         ref, own, ratio = paired(

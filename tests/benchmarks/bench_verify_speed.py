@@ -19,7 +19,7 @@ inside it (written with the frame encoder), which used to be quadratic.
 ``--before DIR`` also measures another agentlog, in alternation with this one so both see
 the same load: DIR holds its ``agentlog`` package laid out as installed (``cli``,
 ``replay``, ``estimators``, ``adapters`` inside it), e.g. ``git archive`` of an older
-commit, rearranged, with the built ``_native*.so`` copied in.
+commit, rearranged.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import threading
@@ -125,17 +126,12 @@ def test_step_base_equals_its_definition_for_remembered_and_other_steps() -> Non
     assert len(_noise._step_words) <= _noise._STEP_WORDS
 
 
-@pytest.mark.parametrize("same_items", ["kernel", "python"])
 def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_once_changed(
-    monkeypatch: pytest.MonkeyPatch, same_items: str
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if same_items == "python":
-        monkeypatch.setattr(_pools, "_same_items", _pools._same_items_py)
-    elif _noise._native is None:
-        pytest.skip("agentlog._native was not built")
     # Empty caches: a freed list of an earlier test may have left an entry at this id, and
-    # the pool caches would know the pool already.
-    for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
+    # the pool cache would know the pool already.
+    for cache in ("_list_cache", "_pool_cache"):
         monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
     ids = [f"once-{i}" for i in range(50)]
     first = _pools.pool(ids, 50)
@@ -159,7 +155,7 @@ def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_onc
 
 def test_a_new_list_enters_the_list_cache_at_first_sight_on_a_stream_that_reuses_pools(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    for cache in ("_list_cache", "_pool_cache", "_str_pool_cache"):
+    for cache in ("_list_cache", "_pool_cache"):
         monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
     monkeypatch.setattr(_noise, "_stream_streaks", {"five": 5, "once": 1})
     reused, once, unknown = ([f"{k}-{i}" for i in range(20)] for k in "abc")
@@ -172,14 +168,16 @@ def test_a_new_list_enters_the_list_cache_at_first_sight_on_a_stream_that_reuses
 
 def test_the_streams_that_reuse_pools_are_the_ones_that_draw_from_a_list_repeatedly(
         trace_path: Path) -> None:
-    """The hint ``pool`` reads is what ``select`` leaves in ``_stream_streaks``."""
-    p = np.full(20, 0.05)
+    """The hint ``pool`` reads is what ``select`` leaves in ``_stream_streaks`` (pools past
+    ``SMALL_POOL``: smaller ones draw through ``gumbel_small``, which keeps no hint)."""
+    n = 2 * _noise.SMALL_POOL
+    p = np.full(n, 1 / n)
     with al.record(trace_path, seed=1):
         for k in range(3):
-            ids = [f"r{k}-{i}" for i in range(20)]
+            ids = [f"r{k}-{i}" for i in range(n)]
             for _ in range(5):
                 al.select(p, candidates=ids, name="five-per-pool")
-            al.select(p, candidates=[f"o{k}-{i}" for i in range(20)], name="one-per-pool")
+            al.select(p, candidates=[f"o{k}-{i}" for i in range(n)], name="one-per-pool")
     assert _noise._stream_streaks["five-per-pool"] == 5
     assert _noise._stream_streaks["one-per-pool"] == 1
 
@@ -280,53 +278,32 @@ def test_threads_sharing_a_seed_and_stream_on_different_pools_get_exact_draws() 
     assert not errors
 
 
-@pytest.fixture(params=["kernel", "python"])
-def str_pool_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways a pool of str ids is prepared, and the name of the cache that keeps it:
-    the C kernel's (``_str_pool_cache``: keys and hash by encoding), or the Python path's
-    (``_pool_cache``: whole pools by NUL-joined ids)."""
-    if request.param == "python":
-        monkeypatch.setattr(_noise, "_native", None)
-        monkeypatch.setattr(_pools, "_native", None)
-        return "_pool_cache"
-    if _noise._native is None:
-        pytest.skip("agentlog._native was not built")
-    return "_str_pool_cache"
-
-
-def _cached_keys(entry: object) -> np.ndarray:
-    """The keys a cache entry keeps: a whole Pool's, or the kernel path's (keys, hash)."""
-    return entry.keys if isinstance(entry, _pools.Pool) else entry[0]  # type: ignore[index]
-
-
 def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries(
-        str_pool_cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 512 fresh pools of 100,000 ids stayed cached, ~7 GB of RSS after 500 steps."""
-    for big in (_pools._pool_cache, _pools._str_pool_cache, _pools._list_cache,
-                _pools._v1_pool_keys):
+    for big in (_pools._pool_cache, _pools._list_cache, _pools._v1_pool_keys):
         assert isinstance(big, _noise._Cache) and big.max_bytes == _noise._CACHE_BYTES
-    # A quarter of the budget, so that a dozen pools overflow it on either path (the
-    # kernel's entries keep no ids: ~3 MB each, against ~9 MB for a whole Pool).
-    monkeypatch.setattr(_pools, str_pool_cache, _noise._Cache(_noise._CACHE_BYTES // 4))
+    # A quarter of the budget, so that a dozen pools (~9 MB each) overflow it.
+    monkeypatch.setattr(_pools, "_pool_cache", _noise._Cache(_noise._CACHE_BYTES // 4))
     n = 100_000
     for k in range(12):  # what select does with a new pool of a retrieval agent's step
         ids = [f"doc-{k}-{i:06d}" for i in range(n)]
         pool = _pools.pool(ids, n)
         assert _pools.pool(ids, n).keys is pool.keys  # cached while the cache holds it
         assert _pools._pool_bytes(pool, "\0".join(ids)) >= 72 * n
-    cache = getattr(_pools, str_pool_cache)
+    cache = _pools._pool_cache
     assert 0 < cache.total <= _noise._CACHE_BYTES // 4
     assert sum(cache.sizes.values()) == cache.total and set(cache.sizes) == set(cache)
-    cached = [_cached_keys(entry) for entry in cache.values()]
+    cached = [entry.keys for entry in cache.values()]
     assert 0 < sum(len(keys) == n for keys in cached) < 12  # the oldest were evicted
     assert _pools._list_cache.total <= _noise._CACHE_BYTES
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change(
-        monkeypatch: pytest.MonkeyPatch, str_pool_cache: str) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     small = _noise._Cache(max_bytes=10_000)
-    monkeypatch.setattr(_pools, str_pool_cache, small)
-    ids = [f"big-{i}" for i in range(1000)]  # over the budget (~17 KB, or ~90 KB in Python)
+    monkeypatch.setattr(_pools, "_pool_cache", small)
+    ids = [f"big-{i}" for i in range(1000)]  # over the budget (~90 KB)
     first = _pools.pool(ids, 1000)
     assert len(small) == 0 and small.total == 0
     again = _pools.pool(list(ids), 1000)
@@ -334,55 +311,38 @@ def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change
     np.testing.assert_array_equal(again.keys, first.keys)
     tiny = [_pools.pool([f"t{k}-{i}" for i in range(3)], 3) for k in range(400)]
     assert 0 < len(small) < 400 and small.total <= 10_000  # evicted by bytes, oldest first
-    assert _cached_keys(list(small.values())[-1]) is tiny[-1].keys
+    assert list(small.values())[-1].keys is tiny[-1].keys
 
 
-def test_a_str_pool_prepared_by_the_kernel_equals_the_python_paths_pool(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel's encoding, keys and hash of a pool are the Python path's, bit for bit
-    (the encoding is the pool's Blob in the trace; its hash names the pool)."""
-    if _noise._native is None:
-        pytest.skip("agentlog._native was not built")
-    pools = [[], ["a"], ["x" * 31, "x" * 32, "x" * 255, "x" * 256, "x" * 65_535, "y" * 65_536],
+def test_a_str_pools_encoding_keys_and_hash_are_their_definitions() -> None:
+    """The encoding is the pool's Blob in the trace, its hash names the pool, its keys are
+    ``candidate_key_v2``'s: at word and length edges, past 65,536 ids, in UTF-8, with a NUL,
+    over many blocks of the keying passes and with ids longer than a block."""
+    block = _noise._KEY_BLOCK_BYTES
+    pools = [["a"], ["x" * 31, "x" * 32, "x" * 255, "x" * 256, "x" * 65_535, "y" * 65_536],
              [f"d{i}" for i in range(15)], [f"d{i}" for i in range(16)],
-             [f"d{i}" for i in range(70_000)], ["é", "日本語", "a\0b", "", "🙂" * 9]]
-    with_kernel = [_pools.pool(tuple(ids), len(ids)) for ids in pools]
-    monkeypatch.setattr(_noise, "_native", None)
-    monkeypatch.setattr(_pools, "_native", None)
-    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_noise._CACHE_BYTES))
-    for ids, got in zip(pools, with_kernel, strict=True):
-        want = _pools.pool(list(ids), len(ids))
-        assert got.encoded == want.encoded == _noise._id_encoder.encode(tuple(ids))
-        assert got.hash == want.hash and got.ids == want.ids == tuple(ids)
-        np.testing.assert_array_equal(got.keys, want.keys)
-        reference = [_noise.candidate_key_v2(c) for c in ids]
-        assert got.keys.tolist() == reference
+             [f"d{i}" for i in range(70_000)], ["é", "日本語", "a\0b", "", "🙂" * 9],
+             ["z" * (block + 5), "", "b" * (block - 1), "c", "é" * block, "d"]]
+    for ids in pools:
+        for given in (list(ids), tuple(ids)):
+            got = _pools.pool(given, len(ids))
+            encoded = _noise._id_encoder.encode(tuple(ids))
+            assert got.encoded == encoded and got.ids == tuple(ids)
+            assert got.hash == hashlib.sha256(encoded).digest()
+            assert got.keys.tolist() == [_noise.candidate_key_v2(c) for c in ids]
 
 
-def test_a_repeated_str_id_is_refused_on_the_kernels_path_and_a_key_collision_is_not(
+def test_a_repeated_str_id_is_refused_and_a_key_collision_is_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    if _noise._native is None:
-        pytest.skip("agentlog._native was not built")
     with pytest.raises(ValueError, match="'b' appears more than once"):
         _pools.pool(["a", "b", "c", "b"], 4)
-    # Two distinct ids whose keys collide (forced: the kernel reports equal keys) are a
-    # valid pool: the ids themselves decide.
-    real = _noise._native
-    calls = []
-
-    class CollidingKernel:
-        def __getattr__(self, name: str) -> object:
-            return getattr(real, name)
-
-        @staticmethod
-        def str_pool_keys(encoded: bytes, n: int, tag: int, out: np.ndarray) -> bool:
-            calls.append(n)
-            real.str_pool_keys(encoded, n, tag, out)
-            return False
-
-    monkeypatch.setattr(_pools, "_native", CollidingKernel())
-    pool = _pools.pool(["p", "q", "r"], 3)
-    assert calls == [3] and pool.ids == ("p", "q", "r")
+    # Two distinct ids whose keys collide (forced: every key equal) are a valid pool: the
+    # ids themselves decide.
+    monkeypatch.setattr(_pools, "_joined_keys", lambda joined, n: np.zeros(n, np.uint64))
+    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_noise._CACHE_BYTES))
+    assert _pools.pool(["p", "q", "r"], 3).ids == ("p", "q", "r")
+    with pytest.raises(ValueError, match="'q' appears more than once"):
+        _pools.pool(["p", "q", "q"], 3)
 
 
 def test_a_key_inserted_twice_is_counted_once() -> None:
@@ -418,23 +378,22 @@ def test_the_block_cache_is_bounded_in_bytes_and_clear_resets_the_count() -> Non
                                   _noise.gumbel(keys, 9, "stream-0", 0))
 
 
-def test_the_kernel_pool_cache_counts_about_the_bytes_its_entries_keep(
+def test_the_pool_cache_counts_about_the_bytes_its_entries_keep(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before: each entry counted its encoding twice (the key is the Pool's own bytes)."""
+    """A pool's entry keeps its ids, keys, encoding and NUL-joined name; the cache's count
+    (``_pool_bytes``) is within a quarter of what tracemalloc sees it keep."""
     import gc
     import tracemalloc
 
-    if _noise._native is None:
-        pytest.skip("agentlog._native was not built")
     cache = _noise._Cache(_noise._CACHE_BYTES)
-    monkeypatch.setattr(_pools, "_str_pool_cache", cache)
+    monkeypatch.setattr(_pools, "_pool_cache", cache)
     monkeypatch.setattr(_pools, "_list_cache", _noise._Cache(_noise._CACHE_BYTES))
     monkeypatch.setitem(_noise._stream_streaks, "s", 1)  # pools drawn once: no list entry
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for k in range(40):  # the ids and Pools go; the cache keeps encodings and keys
+        for k in range(40):  # the lists go; the cache keeps the pools
             _pools.pool([f"doc-{k}-{i:05d}" for i in range(2000)], 2000, "s")
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before

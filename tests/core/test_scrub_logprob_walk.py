@@ -2,9 +2,8 @@
 
 A chat response with logprobs is mostly lists of logprob entries (``{"token", "logprob",
 "bytes"}``), a vLLM body lists of rows (``{"id", "logprob", "rank", "text"}``). The keys
-are walked by the C walk (``_native_scrub.c``) or, without it, in Python, with long lists
-one depth at a time; these tests pin, for both, that the answer is still the scrubber's:
-``may_change(obj, data) is False`` implies ``scrub_value(obj) is obj``.
+are walked with long lists one depth at a time; these tests pin that the answer is still
+the scrubber's: ``may_change(obj, data) is False`` implies ``scrub_value(obj) is obj``.
 """
 
 from __future__ import annotations
@@ -12,25 +11,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentlog import _scrub
 from agentlog._encoding import encode
 from agentlog._scrub import REDACTED, _query_mark, may_change, may_hold_secret, scrub_value
 
 CANARY = "Zq7-logprob-walk-canary-3391"
-
-
-@pytest.fixture(autouse=True, params=["c-walk", "python-walk"])
-def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with the C walk (where it was built) and with the Python walk."""
-    if request.param == "python-walk":
-        monkeypatch.setattr(_scrub, "_unknown_key_names", None)
-    elif _scrub._unknown_key_names is None:  # pragma: no cover - built wherever tests run
-        pytest.skip("agentlog._native_scrub was not built")
-    return str(request.param)
 
 
 def check(obj: Any) -> bool:
@@ -138,8 +125,7 @@ VALUES = st.recursive(
     max_leaves=6)
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None)
 @given(VALUES)
 def test_may_change_false_guarantees_the_scrubber_changes_nothing_on_logprob_lists(
         obj: Any) -> None:

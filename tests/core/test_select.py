@@ -10,8 +10,8 @@ import pytest
 
 import agentlog as al
 from agentlog import _noise, _pools
-from agentlog._records import Continuation, Selection
 from agentlog._steering import Steer, steering
+from agentlog.records import Continuation, Selection
 from tests.conftest import of_type
 
 
@@ -159,7 +159,10 @@ def test_verify_catches_a_choice_that_is_not_the_gumbel_argmax(trace_path: Path)
 def test_select_from_many_threads_with_tiny_caches_never_raises(
     trace_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Concurrent evictions of the pool caches must not raise KeyError into the agent."""
+    """Concurrent evictions of the pool caches must not raise KeyError into the agent.
+
+    White-box test of ``agentlog._pools``' caches: shrunk to one entry so that every
+    miss evicts."""
     import sys
 
     from agentlog.context import copy_context_executor
@@ -168,7 +171,6 @@ def test_select_from_many_threads_with_tiny_caches_never_raises(
     monkeypatch.setattr(_pools, "_POOL_CACHE_SIZE", 1)
     monkeypatch.setattr(_pools, "_LIST_CACHE_SIZE", 1, raising=False)
     monkeypatch.setattr(_pools, "_pool_cache", {})
-    monkeypatch.setattr(_pools, "_str_pool_cache", {})
     monkeypatch.setattr(_pools, "_list_cache", {})
     previous = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
