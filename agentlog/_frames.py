@@ -26,9 +26,12 @@ from agentlog._records import RECORD_TYPES, Record
 from agentlog._trace_format import (
     FILE_HEADER_SIZE,
     FRAME_HEADER_SIZE,
+    FRAME_MAGIC,
     FrameDecoder,
     ReadLimits,
     check_file_header,
+    file_header_size,
+    frame_header_size,
     parse_frame_header,
 )
 from agentlog._writer_pool import settle
@@ -196,6 +199,7 @@ class FrameIterator(Iterator[Frame]):
         self._file: BinaryIO | None = _open_for_reading(self.path)
         self._offset = 0
         self._size = 0
+        self._hsize = FRAME_HEADER_SIZE  # of the file's format version, once known
         self._empty: tuple[bytes, int] | None = None
         self._empty_frame: bytes | None = None  # header + payload of the last empty frame
 
@@ -221,8 +225,11 @@ class FrameIterator(Iterator[Frame]):
                 self._finish(truncated=True, good=0)
                 raise StopIteration
             self.format_version = version
-            self._offset = self.end_offset = FILE_HEADER_SIZE
+            self._hsize = frame_header_size(version)
+            self._offset = self.end_offset = file_header_size(version)
+            f.seek(self._offset)  # within the read buffer: no system call
         offset = self._offset
+        hsize = self._hsize
         repeat = self._empty_frame
         if repeat is not None:
             # A file of many empty frames (never written by agentlog; a hostile or damaged
@@ -233,17 +240,17 @@ class FrameIterator(Iterator[Frame]):
                 self._offset = self.end_offset = offset + len(repeat)
                 self.frames += 1
                 if self._raw:
-                    return Frame(offset, len(repeat) - FRAME_HEADER_SIZE, [], [],
-                                 repeat[FRAME_HEADER_SIZE:])
-                return Frame(offset, len(repeat) - FRAME_HEADER_SIZE, [])
+                    return Frame(offset, len(repeat) - hsize, [], [], repeat[hsize:])
+                return Frame(offset, len(repeat) - hsize, [])
             self._empty_frame = None
             f.seek(offset)  # within the read buffer: no system call
-        head = f.read(FRAME_HEADER_SIZE)
-        if len(head) < FRAME_HEADER_SIZE:
+        head = f.read(hsize)
+        if len(head) < hsize:
             self._finish(truncated=bool(head), good=offset)
             raise StopIteration
         try:
-            header = parse_frame_header(head, path=path, offset=offset, limits=self.limits)
+            header = parse_frame_header(head, path=path, offset=offset, limits=self.limits,
+                                        version=self.format_version)
         except TraceFormatError:
             if self._rest_is_zero(f, head):
                 self._finish(truncated=True, good=offset)
@@ -252,9 +259,9 @@ class FrameIterator(Iterator[Frame]):
         need = header.payload_len
         # Never allocate more than the file holds: a hostile length meets a short file.
         # The size is looked up again only when it seems short (the file may be growing).
-        if self._size - offset - FRAME_HEADER_SIZE < need:
+        if self._size - offset - hsize < need:
             self._size = os.fstat(f.fileno()).st_size
-            if self._size - offset - FRAME_HEADER_SIZE < need:
+            if self._size - offset - hsize < need:
                 self._finish(truncated=True, good=offset)
                 raise StopIteration
         payload = f.read(need)
@@ -275,7 +282,7 @@ class FrameIterator(Iterator[Frame]):
         if not header.n_records:
             self._empty = (payload, header.payload_crc)
             self._empty_frame = head + payload
-        self._offset = self.end_offset = offset + FRAME_HEADER_SIZE + need
+        self._offset = self.end_offset = offset + hsize + need
         self.frames += 1
         self.records += len(records)
         return Frame(offset, need, records, raws, payload if self._raw else None)
@@ -284,7 +291,7 @@ class FrameIterator(Iterator[Frame]):
         if head.count(0) != len(head):
             return False
         fd = f.fileno()
-        pos = self._offset + FRAME_HEADER_SIZE
+        pos = self._offset + self._hsize
         size = os.fstat(fd).st_size
         seek_data = getattr(os, "SEEK_DATA", None)
         pread = getattr(os, "pread", None)
@@ -393,9 +400,15 @@ def read_frame(f: BinaryIO, offset: int, *, path: str, limits: ReadLimits | None
     f.seek(offset)
     limits = limits if limits is not None else ReadLimits()
     head = f.read(FRAME_HEADER_SIZE)
+    # The format version from the frame itself: a version-1 header never starts with the
+    # skippable-frame magic (as its payload length it is over MAX_FRAME_PAYLOAD).
+    version = 2 if head[:4] == FRAME_MAGIC.to_bytes(4, "little") else 1
+    hsize = frame_header_size(version)
     header, payload = None, b""
-    if len(head) == FRAME_HEADER_SIZE:
-        header = parse_frame_header(head, path=path, offset=offset, limits=limits)
+    if len(head) >= hsize:
+        header = parse_frame_header(head[:hsize], path=path, offset=offset, limits=limits,
+                                    version=version)
+        f.seek(offset + hsize)
         payload = f.read(header.payload_len)
     if header is None or len(payload) != header.payload_len:
         raise TraceFormatError("expected a complete frame here, found the end of the file "

@@ -22,7 +22,7 @@ import stat
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from agentlog._digest import CHAIN_START, KeyedChain
 from agentlog._errors import InstrumentationWarning, TraceFormatError, TracePathError
@@ -30,9 +30,11 @@ from agentlog._records import RunEnd, RunStart
 from agentlog._trace_format import (
     FILE_HEADER,
     FILE_HEADER_SIZE,
-    FRAME_HEADER_SIZE,
+    FORMAT_VERSION,
     FrameDecoder,
     check_file_header,
+    file_header_size,
+    frame_header_size,
     parse_frame_header,
 )
 
@@ -51,10 +53,22 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
 Chain = tuple[int, bytes]
 _NO_CHAIN: Chain = (0, CHAIN_START)
 
-# Files this process recorded to and closed: (device, inode) -> (size, mtime_ns, next run
-# index, keyed chain). Mode "x" lets this process add runs to its own file one after
-# another, and an unchanged file is not scanned again.
-_ours: dict[tuple[int, int], tuple[int, int, int, Chain]] = {}
+
+
+class _Left(NamedTuple):
+    """How this process left a trace file it recorded to and closed."""
+
+    size: int
+    mtime_ns: int
+    next_run: int
+    chain: Chain
+    version: int
+
+
+# Files this process recorded to and closed, by (device, inode). Mode "x" lets this
+# process add runs to its own file one after another, and an unchanged file is not
+# scanned again.
+_ours: dict[tuple[int, int], _Left] = {}
 _ours_lock = threading.Lock()
 
 # Set by agentlog._shared_writers: closes (bounded) this process's writer of the file with
@@ -65,16 +79,18 @@ release_kept: Callable[[tuple[int, int]], bool] | None = None
 class OpenedTrace:
     """An open, locked trace file positioned at its end."""
 
-    __slots__ = ("chain", "end", "fd", "fresh", "key", "next_run")
+    __slots__ = ("chain", "end", "fd", "fresh", "key", "next_run", "version")
 
     def __init__(self, fd: int, key: tuple[int, int], end: int, next_run: int,
-                 fresh: bool = False, chain: Chain = _NO_CHAIN) -> None:
+                 fresh: bool = False, chain: Chain = _NO_CHAIN,
+                 version: int = FORMAT_VERSION) -> None:
         self.fd = fd
         self.fresh = fresh  # the header was written now (a new or replaced file)
         self.key = key
         self.end = end  # bytes in the file, header included
         self.next_run = next_run  # first free run index
         self.chain = chain  # the keyed runs so far: a new keyed run continues the chain
+        self.version = version  # the file's format: frames appended are written in it
 
 
 def _kind(mode: int) -> str:
@@ -142,12 +158,13 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
                 "existing trace unless asked; pass mode='a' to add runs to it, mode='w' to "
                 "replace it, or choose a new path"
             )
-        if ours is not None and ours[:2] == (size, st.st_mtime_ns):
-            end, next_run, chain = size, ours[2], ours[3]  # as this process left it
+        if ours is not None and (ours.size, ours.mtime_ns) == (size, st.st_mtime_ns):
+            left = ours  # as this process left it
         else:
-            end, next_run, chain = _scan_for_append(fd, path, size)
-        os.lseek(fd, end, os.SEEK_SET)
-        return OpenedTrace(fd, key, end, next_run, chain=chain)
+            left = _scan_for_append(fd, path, size)
+        os.lseek(fd, left.size, os.SEEK_SET)
+        return OpenedTrace(fd, key, left.size, left.next_run, chain=left.chain,
+                           version=left.version)
     except BaseException:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -155,7 +172,7 @@ def open_trace(path: str, mode: Mode) -> OpenedTrace:
 
 
 def remember(key: tuple[int, int], fd: int, next_run: int, size: int,
-             chain: Chain = _NO_CHAIN) -> None:
+             chain: Chain = _NO_CHAIN, version: int = FORMAT_VERSION) -> None:
     """Note, before closing ``fd``, the state this process leaves its trace file in.
 
     ``size``: where the writer's last frame ended. A file of another size was changed by
@@ -166,7 +183,7 @@ def remember(key: tuple[int, int], fd: int, next_run: int, size: int,
         st = os.fstat(fd)
         with _ours_lock:
             if st.st_size == size:
-                _ours[key] = (st.st_size, st.st_mtime_ns, next_run, chain)
+                _ours[key] = _Left(st.st_size, st.st_mtime_ns, next_run, chain, version)
             else:
                 _ours.pop(key, None)
 
@@ -207,8 +224,9 @@ def _write_header(fd: int) -> None:
         view = view[os.write(fd, view):]
 
 
-def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int, Chain]:
-    """Check an existing trace end to end: (end offset, next free run index, keyed chain)."""
+def _scan_for_append(fd: int, path: str, size: int) -> _Left:
+    """Check an existing trace end to end: where it ends (a torn tail cut off), its next
+    free run index, its keyed chain and its format version (``mtime_ns`` unused: 0)."""
     rfd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         head = os.pread(rfd, FILE_HEADER_SIZE, 0)
@@ -223,37 +241,40 @@ def _scan_for_append(fd: int, path: str, size: int) -> tuple[int, int, Chain]:
             _torn(path, 0, size)
             os.ftruncate(fd, 0)
             _write_header(fd)
-            return FILE_HEADER_SIZE, 0, _NO_CHAIN
-        offset, next_run, chain = _read_frames(rfd, path, size, FILE_HEADER_SIZE, 0, _NO_CHAIN)
+            return _Left(FILE_HEADER_SIZE, 0, 0, _NO_CHAIN, FORMAT_VERSION)
+        offset, next_run, chain = _read_frames(rfd, path, size, file_header_size(version),
+                                               version)
         if offset < size:
             _torn(path, offset, size)
             os.ftruncate(fd, offset)
-        return offset, next_run, chain
+        return _Left(offset, 0, next_run, chain, version)
     finally:
         os.close(rfd)
 
 
-def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int, chain: Chain
+def _read_frames(rfd: int, path: str, size: int, offset: int, version: int
                  ) -> tuple[int, int, Chain]:
     """Walk the whole frames from ``offset`` (a frame boundary) towards ``size``.
 
-    Returns where they end (a torn frame stops the walk), the next free run index, at
-    least ``next_run``, and the keyed chain continued from ``chain``.
+    Returns where they end (a torn frame stops the walk), the next free run index and
+    the file's keyed chain.
 
     Raises:
         TracePathError: a frame that is not a valid frame.
     """
     decoder = FrameDecoder()
-    keyed = KeyedChain(*chain)
+    keyed = KeyedChain()
+    next_run = 0
+    hsize = frame_header_size(version)
     while offset < size:
-        raw = os.pread(rfd, FRAME_HEADER_SIZE, offset)
-        if len(raw) < FRAME_HEADER_SIZE:
+        raw = os.pread(rfd, hsize, offset)
+        if len(raw) < hsize:
             break  # torn inside a frame header
         try:
-            header = parse_frame_header(raw, path=path, offset=offset)
+            header = parse_frame_header(raw, path=path, offset=offset, version=version)
         except TraceFormatError as exc:
             raise _corrupt(path, offset, exc) from exc
-        payload = os.pread(rfd, header.payload_len, offset + FRAME_HEADER_SIZE)
+        payload = os.pread(rfd, header.payload_len, offset + hsize)
         if len(payload) < header.payload_len:
             break  # torn inside a payload
         try:
@@ -266,7 +287,7 @@ def _read_frames(rfd: int, path: str, size: int, offset: int, next_run: int, cha
                 next_run = r.run + 1
             elif kind is RunEnd:
                 keyed.follow(r)
-        offset += FRAME_HEADER_SIZE + header.payload_len
+        offset += hsize + header.payload_len
     return offset, next_run, (keyed.count, keyed.head)
 
 

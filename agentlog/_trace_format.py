@@ -1,12 +1,22 @@
-"""The on-disk layout of a trace file (``*.zst``), format version 1.
+"""The on-disk layout of a trace file (``*.zst``): format version 2, and version 1.
 
-A trace file is an 8-byte file header followed by independent frames::
+Version 2 (what the writer writes) is a valid zstd stream: the file header and each
+frame's header are zstd *skippable frames*, which every zstd decoder skips, so
+``zstd -dc trace.zst`` prints the frames' contents back to back, one msgpack array of
+records per frame::
 
-    file   = MAGIC (7 bytes, b"AGNTLOG") + FORMAT_VERSION (1 byte) + frame*
-    frame  = header (16 bytes, little-endian <IIII) + payload
-    header = payload_len, n_records, crc32(payload), crc32(header[:12])
+    file    = skippable(FILE_MAGIC, MAGIC (7 bytes, b"AGNTLOG") + version (1 byte)) + frame*
+    frame   = skippable(FRAME_MAGIC, header) + payload
+    skippable(m, data) = u32 m + u32 len(data) + data       (zstd's skippable frame)
+    header  = payload_len, n_records, crc32(payload), crc32(header[:12])   (<IIII)
     payload = one zstd frame (content size written, content checksum on)
               whose content is a msgpack array of ``agentlog._records.Record``
+
+``FILE_MAGIC`` and ``FRAME_MAGIC`` are two of the sixteen magic numbers zstd reserves
+for skippable frames (0x184D2A5A, 0x184D2A5B). Version 1 is the same without the
+skippable-frame wrappers: an 8-byte file header (``MAGIC`` + version) and a bare 16-byte
+header in front of each payload; it stays readable and verifiable, and a writer
+appending to a version-1 file goes on writing version-1 frames.
 
 Every frame stands alone (no shared dictionary, no cross-frame references), so
 a reader can stop at any frame boundary and a torn write only ever costs the
@@ -44,9 +54,12 @@ from agentlog._records import RECORD_TYPES, Record
 __all__ = [
     "FILE_HEADER",
     "FILE_HEADER_SIZE",
+    "FILE_MAGIC",
     "FORMAT_VERSION",
     "FRAME_HEADER",
     "FRAME_HEADER_SIZE",
+    "FRAME_MAGIC",
+    "FRAME_PREFIX",
     "MAGIC",
     "MAX_FRAME_CONTENT",
     "MAX_FRAME_PAYLOAD",
@@ -62,16 +75,33 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "encode_frame_raw",
+    "file_header_size",
+    "frame_header_size",
     "parse_frame_header",
 ]
 
 MAGIC = b"AGNTLOG"
-FORMAT_VERSION = 1
-FILE_HEADER = MAGIC + bytes([FORMAT_VERSION])
-FILE_HEADER_SIZE = len(FILE_HEADER)  # 8
+FORMAT_VERSION = 2
+FILE_MAGIC = 0x184D2A5A  # zstd skippable-frame magic numbers (0x184D2A50..0x184D2A5F)
+FRAME_MAGIC = 0x184D2A5B
+_SKIPPABLE = struct.Struct("<II")  # magic, length of what follows
+FILE_HEADER = _SKIPPABLE.pack(FILE_MAGIC, len(MAGIC) + 1) + MAGIC + bytes([FORMAT_VERSION])
+FILE_HEADER_SIZE = len(FILE_HEADER)  # 16 (version 1: 8)
 
-FRAME_HEADER = struct.Struct("<IIII")
-FRAME_HEADER_SIZE = FRAME_HEADER.size  # 16
+FRAME_HEADER = struct.Struct("<IIII")  # what both versions' frame headers hold
+FRAME_PREFIX = _SKIPPABLE.pack(FRAME_MAGIC, FRAME_HEADER.size)  # a v2 frame header's start
+FRAME_HEADER_SIZE = len(FRAME_PREFIX) + FRAME_HEADER.size  # 24 (version 1: 16)
+
+
+def file_header_size(version: int) -> int:
+    """Bytes before the first frame of a file of format ``version``."""
+    return FILE_HEADER_SIZE if version >= 2 else len(MAGIC) + 1
+
+
+def frame_header_size(version: int) -> int:
+    """Bytes in front of each frame payload in a file of format ``version``."""
+    return FRAME_HEADER_SIZE if version >= 2 else FRAME_HEADER.size
+
 
 # Bounds a reader enforces before allocating anything for a frame. A writer with
 # default settings never comes near them (see _writer.FRAME_TARGET_CONTENT).
@@ -177,9 +207,12 @@ class FrameEncoder:
     Args:
         level: zstd level for every frame; by default ``ZSTD_LEVEL``, or
             ``ZSTD_LEVEL_BULK`` for frames of large (vector) records.
+        version: the format of the file the frames go into (a writer appending to a
+            version-1 file writes version-1 frames).
     """
 
-    def __init__(self, *, level: int | None = None) -> None:
+    def __init__(self, *, level: int | None = None, version: int = FORMAT_VERSION) -> None:
+        self._prefix = FRAME_PREFIX if version >= 2 else b""
         self._encoder = msgspec.msgpack.Encoder()
         self._compressor = _compressor(ZSTD_LEVEL if level is None else level)
         self._bulk = self._compressor if level is not None else _compressor(ZSTD_LEVEL_BULK)
@@ -196,7 +229,7 @@ class FrameEncoder:
         bulk = len(content) >= BULK_RECORD_BYTES * max(n_records, 1)
         payload = (self._bulk if bulk else self._compressor).compress(content)
         head = struct.pack("<III", len(payload), n_records, zlib.crc32(payload))
-        return head + struct.pack("<I", zlib.crc32(head)), payload
+        return self._prefix + head + struct.pack("<I", zlib.crc32(head)), payload
 
     def encode_raw(self, content: bytes, n_records: int) -> bytes:
         """Return a complete frame (header + payload) for msgpack-encoded ``content``."""
@@ -223,7 +256,7 @@ def _thread_encoder() -> FrameEncoder:
 
 
 def encode_frame(records: Sequence[Any]) -> bytes:
-    """Return one complete frame (16-byte header + zstd payload) holding ``records``."""
+    """Return one complete frame (24-byte header + zstd payload) holding ``records``."""
     return _thread_encoder().encode(records)
 
 
@@ -233,40 +266,55 @@ def encode_frame_raw(msgpack_bytes: bytes, n: int) -> bytes:
 
 
 def check_file_header(head: bytes, *, path: str | None = None) -> int | None:
-    """Validate the 8-byte file header and return the format version.
+    """Validate a file's first bytes (up to ``FILE_HEADER_SIZE``) and return its version.
 
-    Returns ``None`` when ``head`` is shorter than 8 bytes but is a prefix of a
-    valid header (a file truncated inside its header). Raises
-    ``TraceFormatError`` for anything that is not an agentlog trace of a
-    version this reader supports.
+    Returns ``None`` when ``head`` is shorter than its header but is a prefix of a
+    valid one (a file truncated inside its header). Raises ``TraceFormatError`` for
+    anything that is not an agentlog trace of a version this reader supports.
     """
-    if len(head) < FILE_HEADER_SIZE:
-        # Shorter than the header: a truncated trace if what is there is a prefix of it.
-        if FILE_HEADER[:len(head)] != bytes(head):
+    head = bytes(head)
+    if head[:1] == MAGIC[:1]:  # version 1: MAGIC + version
+        at, size = len(MAGIC), file_header_size(1)
+        if len(head) < size:
+            if MAGIC[:len(head)] != head[:len(MAGIC)]:
+                raise _bad_magic(head, path)
+            return None
+        if head[:len(MAGIC)] != MAGIC:
+            raise _bad_magic(head, path)
+        version = head[at]
+        if version != 1:  # a later version never comes in this layout
+            raise _bad_version(version, path, at)
+        return 1
+    size = FILE_HEADER_SIZE
+    if len(head) < size:
+        if FILE_HEADER[:len(head)] != head:
             raise _bad_magic(head, path)
         return None
-    if head[:len(MAGIC)] != MAGIC:
+    if head[:size - 1] != FILE_HEADER[:-1]:
         raise _bad_magic(head, path)
-    version = head[len(MAGIC)]
+    version = head[size - 1]
     if version > FORMAT_VERSION:
         raise TraceFormatError(
             f"trace format version {version} was written by a newer agentlog; this agentlog "
             f"reads versions up to {FORMAT_VERSION}: upgrade agentlog to read it",
-            path=path, offset=len(MAGIC),
+            path=path, offset=size - 1,
         )
-    if version < 1:
-        raise TraceFormatError(
-            f"expected a trace format version between 1 and {FORMAT_VERSION}, found {version}: "
-            "the file header is corrupted",
-            path=path, offset=len(MAGIC),
-        )
+    if version < 2:
+        raise _bad_version(version, path, size - 1)
     return version
+
+
+def _bad_version(version: int, path: str | None, at: int) -> TraceFormatError:
+    return TraceFormatError(
+        f"expected a trace format version between 1 and {FORMAT_VERSION} in its place, "
+        f"found {version}: the file header is corrupted", path=path, offset=at)
 
 
 def _bad_magic(head: bytes, path: str | None) -> TraceFormatError:
     return TraceFormatError(
-        f"not an agentlog trace: expected the file to start with {MAGIC!r}, "
-        f"found {bytes(head[:len(MAGIC)])!r}",
+        f"not an agentlog trace: expected the file to start with agentlog's header "
+        f"({FILE_HEADER[:-1]!r} and a version; {MAGIC!r} in version 1), found "
+        f"{bytes(head[:FILE_HEADER_SIZE - 1])!r}",
         path=path, offset=0,
     )
 
@@ -277,8 +325,19 @@ def parse_frame_header(
     path: str | None = None,
     offset: int | None = None,
     limits: ReadLimits = DEFAULT_LIMITS,
+    version: int = FORMAT_VERSION,
 ) -> FrameHeader:
-    """Parse and check a 16-byte frame header (its CRC and the declared sizes)."""
+    """Parse and check a frame header (``frame_header_size(version)`` bytes: its
+    skippable-frame wrapper, its CRC and the declared sizes)."""
+    if version >= 2:
+        if bytes(buf[:len(FRAME_PREFIX)]) != FRAME_PREFIX:
+            raise TraceFormatError(
+                f"expected a frame header here (a zstd skippable frame starting "
+                f"{FRAME_PREFIX.hex()}), found {bytes(buf[:len(FRAME_PREFIX)]).hex()}; the "
+                "file is corrupted here (everything before this offset is intact)",
+                path=path, offset=offset,
+            )
+        buf = buf[len(FRAME_PREFIX):]
     payload_len, n_records, payload_crc, header_crc = FRAME_HEADER.unpack(buf)
     actual = zlib.crc32(buf[:12])
     if actual != header_crc:

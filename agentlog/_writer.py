@@ -72,7 +72,7 @@ from agentlog._records import (
 )
 from agentlog._trace_file import Mode, open_trace, remember
 from agentlog._trace_format import (
-    FRAME_HEADER_SIZE,
+    FORMAT_VERSION,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
     MAX_FRAME_RECORDS,
@@ -241,6 +241,7 @@ class TraceWriter(RunSealer):
         self._learned = False
         self._set_bounds(_GUESS_RECORD_BYTES, min(frame_records, _FIRST_WAKE))
         self._next_due = time.monotonic() + self.frame_interval
+        self._version = FORMAT_VERSION
         try:
             opened = open_trace(self.path, mode)
         except OSError as exc:
@@ -250,6 +251,7 @@ class TraceWriter(RunSealer):
         self._key = opened.key
         self._next_run = opened.next_run
         self._keyed_chain = _digest.KeyedChain(*opened.chain)
+        self._version = opened.version  # frames are written in the file's format
         self._end = opened.end  # the file's size: where a torn frame is cut off
         self.bytes_written = opened.end if opened.fresh else 0
         # Made by the pool thread that first writes (two zstd contexts: ~10 µs the
@@ -606,7 +608,7 @@ class TraceWriter(RunSealer):
         if self._fd >= 0:
             if self._key is not None and not self._failed:
                 remember(self._key, self._fd, self._next_run, self._end,
-                         (self._keyed_chain.count, self._keyed_chain.head))
+                         (self._keyed_chain.count, self._keyed_chain.head), self._version)
             _close_fd(self._fd)
             self._fd = -1
         _pool.unregister(self)
@@ -705,7 +707,7 @@ class TraceWriter(RunSealer):
     def _encoder(self) -> FrameEncoder:
         encoder = self._frame_encoder
         if encoder is None:
-            encoder = self._frame_encoder = FrameEncoder()
+            encoder = self._frame_encoder = FrameEncoder(version=self._version)
         return encoder
 
     def _sync(self) -> None:
@@ -818,8 +820,8 @@ class TraceWriter(RunSealer):
             return
         self.records_written += len(records)
         self.frames_written += 1
-        self.bytes_written += FRAME_HEADER_SIZE + len(payload)
-        self._end += FRAME_HEADER_SIZE + len(payload)
+        self.bytes_written += len(header) + len(payload)
+        self._end += len(header) + len(payload)
 
     def _write_all(self, parts: list[bytes]) -> None:
         total = sum(len(p) for p in parts)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import struct
-import time
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -17,7 +16,9 @@ import zstandard
 
 from agentlog._errors import TraceFormatError
 from agentlog._reader import iter_frames, read
-from agentlog._records import (
+from agentlog._trace_format import FILE_HEADER, FRAME_HEADER_SIZE, FRAME_PREFIX, MAX_FRAME_PAYLOAD
+from agentlog._writer import TraceWriter
+from agentlog.records import (
     Blob,
     Continuation,
     RunEnd,
@@ -27,8 +28,10 @@ from agentlog._records import (
     WindowEnter,
     WindowExit,
 )
-from agentlog._trace_format import FILE_HEADER, MAX_FRAME_PAYLOAD
-from agentlog._writer import TraceWriter
+
+# A hang guard, not a speed claim: a hostile file read in a loop that never ends fails its
+# test instead of stalling the run.
+pytestmark = pytest.mark.timeout(120)
 
 
 def small_trace_records() -> list[list[Any]]:
@@ -64,7 +67,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, list[Any], l
     w.close()
     data = path.read_bytes()
     records = [r for f in small_trace_records() for r in f]
-    ends = [f.offset + 16 + f.payload_len for f in iter_frames(path)]
+    ends = [f.offset + FRAME_HEADER_SIZE + f.payload_len for f in iter_frames(path)]
     assert 1500 < len(data) < 4000 and len(ends) == 4
     return data, records, ends
 
@@ -135,7 +138,7 @@ def test_seeded_random_damage_is_an_error_or_a_correct_prefix(
 def frame(payload: bytes, n: int, payload_len: int | None = None) -> bytes:
     size = len(payload) if payload_len is None else payload_len
     head = struct.pack("<III", size, n, zlib.crc32(payload))
-    return head + struct.pack("<I", zlib.crc32(head)) + payload
+    return FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + payload
 
 
 def zframe(content: bytes, n: int) -> bytes:
@@ -143,16 +146,13 @@ def zframe(content: bytes, n: int) -> bytes:
 
 
 def bounded(tmp_path: Path, data: bytes, *, max_mib: float = 64) -> Any:
-    """Read ``data``; assert it takes under 2 s and under ``max_mib`` MiB of Python memory."""
+    """Read ``data``; assert it takes under ``max_mib`` MiB of Python memory."""
     tracemalloc.start()
-    t0 = time.perf_counter()
     try:
         return read_bytes(tmp_path, data)
     finally:
-        elapsed = time.perf_counter() - t0
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        assert elapsed < 2.0
         assert peak < max_mib * 2**20, peak
 
 
@@ -171,7 +171,7 @@ def test_random_bytes_after_a_valid_header_are_an_error_or_a_truncation(tmp_path
             trace = bounded(tmp_path, data)
         except TraceFormatError:
             continue
-        assert trace.records == [] and (trace.truncated or len(data) == 8)
+        assert trace.records == [] and (trace.truncated or len(data) == len(FILE_HEADER))
 
 
 def test_a_huge_declared_payload_length_is_refused_without_allocating(tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_a_large_declared_payload_in_a_short_file_is_a_truncation_without_alloca
     tmp_path: Path,
 ) -> None:
     trace = bounded(tmp_path, FILE_HEADER + frame(b"abc", 1, payload_len=200 * 2**20), max_mib=1)
-    assert trace.truncated and trace.bytes_dropped == 19 and trace.records == []
+    assert trace.truncated and trace.bytes_dropped == FRAME_HEADER_SIZE + 3 and trace.records == []
 
 
 def test_a_zstd_frame_declaring_a_huge_content_size_is_refused_before_decompressing(
@@ -245,7 +245,7 @@ def test_hostile_record_content_is_a_format_error(
         return
     with pytest.raises(TraceFormatError, match=message) as info:
         bounded(tmp_path, data)
-    assert info.value.offset == 8
+    assert info.value.offset == len(FILE_HEADER)
 
 
 def test_msgpack_extension_types_decode_as_inert_values_never_code(tmp_path: Path) -> None:
@@ -261,6 +261,6 @@ def test_errors_after_good_frames_name_the_offset_of_the_bad_frame(
 ) -> None:
     data, _, ends = small
     bad = bytearray(data)
-    bad[ends[1] + 20] ^= 0x55  # inside the third frame's payload
+    bad[ends[1] + FRAME_HEADER_SIZE + 4] ^= 0x55  # inside the third frame's payload
     with pytest.raises(TraceFormatError, match=f"byte offset {ends[1]}: frame payload checksum"):
         read_bytes(tmp_path, bytes(bad))

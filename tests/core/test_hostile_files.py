@@ -25,6 +25,8 @@ import pytest
 import agentlog as al
 from agentlog._trace_format import (
     FILE_HEADER,
+    FRAME_HEADER_SIZE,
+    FRAME_PREFIX,
     MAX_FRAME_RECORDS,
     FrameEncoder,
     ReadLimits,
@@ -124,8 +126,8 @@ def test_the_limits_can_be_raised_for_a_trusted_file(tmp_path: Path) -> None:
 
 
 def test_the_writer_never_cuts_a_frame_the_reader_refuses(tmp_path: Path) -> None:
-    from agentlog._records import Score
     from agentlog._writer import TraceWriter
+    from agentlog.records import Score
 
     path = tmp_path / "big-frames.zst"
     with TraceWriter(path, frame_records=MAX_FRAME_RECORDS + 10, frame_interval=3600) as w:
@@ -143,7 +145,8 @@ def test_a_huge_declared_payload_in_a_short_file_reads_as_truncation(tmp_path: P
     head = struct.pack("<III", 200 * MiB, 1, 0)
     import zlib
 
-    path = _write(tmp_path / "long.zst", head + struct.pack("<I", zlib.crc32(head)) + b"x" * 64)
+    path = _write(tmp_path / "long.zst",
+                  FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + b"x" * 64)
     trace = al.read(path)
     assert trace.truncated and trace.records == []
 
@@ -209,7 +212,7 @@ def test_data_inside_a_zero_tail_is_still_found(tmp_path: Path) -> None:
         f.truncate(good + 64 * MiB)
         f.seek(good + 40 * MiB)
         f.write(b"\x01")
-    with pytest.raises(al.TraceFormatError, match="frame header checksum mismatch"):
+    with pytest.raises(al.TraceFormatError, match="expected a frame header here"):
         al.read(path)
 
 
@@ -255,8 +258,8 @@ def test_records_outside_any_run_are_problems_and_are_listed_in_bounded_number(
 
 
 def test_a_record_after_its_runs_end_lies_outside_the_run(tmp_path: Path) -> None:
-    from agentlog._records import Score
     from agentlog._trace_format import encode_frame
+    from agentlog.records import Score
 
     path = tmp_path / "late.zst"
     with al.record(path, seed=1):
@@ -272,9 +275,9 @@ def test_a_repeated_empty_frame_with_a_wrong_payload_crc_is_still_caught(tmp_pat
     import zlib
 
     empty = _frame(_array(0), 0)
-    payload = empty[16:]
+    payload = empty[FRAME_HEADER_SIZE:]
     head = struct.pack("<III", len(payload), 0, zlib.crc32(payload) ^ 1)
-    bad = head + struct.pack("<I", zlib.crc32(head)) + payload
+    bad = FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + payload
     path = _write(tmp_path / "empty.zst", empty, empty, bad)
     with pytest.raises(al.TraceFormatError, match="frame payload checksum mismatch"):
         al.read(path)

@@ -26,7 +26,8 @@ from agentlog._reader import (
     raw_probs,
     read,
 )
-from agentlog._records import (
+from agentlog._writer import TraceWriter
+from agentlog.records import (
     EXIT_CLOSED,
     EXIT_FAILED,
     EXIT_OK,
@@ -42,7 +43,6 @@ from agentlog._records import (
     WindowEnter,
     WindowExit,
 )
-from agentlog._writer import TraceWriter
 
 # -- round trip of every record type ------------------------------------------------------
 
@@ -203,7 +203,7 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
 
 def test_read_reports_records_frames_and_a_clean_end(trace: Trace) -> None:
     assert trace.records == RECORDS
-    assert (trace.records_recovered, trace.frames, trace.format_version) == (21, 6, 1)
+    assert (trace.records_recovered, trace.frames, trace.format_version) == (21, 6, 2)
     assert (trace.truncated, trace.bytes_dropped) == (False, 0)
     assert "21 records in 6 frames, 2 runs" in repr(trace)
 
@@ -292,6 +292,7 @@ def test_blob_returns_data_and_a_missing_hash_is_a_clear_key_error(trace: Trace)
 
 
 def test_to_arrow_windows_has_one_row_per_window_instance(trace: Trace) -> None:
+    pytest.importorskip("pyarrow")  # the arrow extra
     t = trace.to_arrow("windows")
     assert t.num_rows == 5
     assert t.column("run_id").to_pylist() == ["run-a", "run-b", "run-a", "run-a", "run-a"]
@@ -303,6 +304,7 @@ def test_to_arrow_windows_has_one_row_per_window_instance(trace: Trace) -> None:
 
 
 def test_to_arrow_selections_carries_vectors_as_float_lists(trace: Trace) -> None:
+    pytest.importorskip("pyarrow")  # the arrow extra
     t = trace.to_arrow("selections")
     assert t.column("probs").to_pylist() == [[0.25, 0.75], [1.0, 0.0]]
     assert t.column("draws").to_pylist() == [[0.5, 0.5], [0.5, 0.5]]
@@ -312,6 +314,7 @@ def test_to_arrow_selections_carries_vectors_as_float_lists(trace: Trace) -> Non
 
 
 def test_to_arrow_other_kinds(trace: Trace) -> None:
+    pytest.importorskip("pyarrow")  # the arrow extra
     runs = trace.to_arrow("runs").to_pylist()
     assert [(r["run_id"], r["complete"], r["meta"]) for r in runs] == [
         ("run-a", True, '{"i":0}'), ("run-b", False, '{"i":1}')]
@@ -322,6 +325,7 @@ def test_to_arrow_other_kinds(trace: Trace) -> None:
 
 
 def test_to_arrow_keeps_uint64_values(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")  # the arrow extra
     path = tmp_path / "t.zst"
     with TraceWriter(path) as w:
         w.put(Score(run=0, window=0, name="x", value=0.0, layout=2**64 - 1))
@@ -378,7 +382,7 @@ def test_a_header_only_file_is_complete_and_empty(tmp_path: Path) -> None:
     path = tmp_path / "h.zst"
     TraceWriter(path).close()
     t = read(path)
-    assert (t.truncated, t.records, t.format_version, t.runs) == (False, [], 1, [])
+    assert (t.truncated, t.records, t.format_version, t.runs) == (False, [], 2, [])
 
 
 def test_a_tail_of_zero_bytes_reads_as_truncation(trace: Trace, tmp_path: Path) -> None:

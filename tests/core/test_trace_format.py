@@ -1,4 +1,5 @@
-"""The version-1 trace layout: file header, frame header, zstd payload, records."""
+"""The trace layout (version 2, a valid zstd stream; version 1 read back): file header,
+frame header, zstd payload, records."""
 
 from __future__ import annotations
 
@@ -14,22 +15,11 @@ import zstandard
 
 from agentlog._errors import TraceFormatError
 from agentlog._reader import iter_frames, read
-from agentlog._records import (
-    Blob,
-    Continuation,
-    LLMCall,
-    RunEnd,
-    RunStart,
-    Score,
-    Selection,
-    ToolCall,
-    WindowEnter,
-    WindowExit,
-)
 from agentlog._trace_format import (
     FILE_HEADER,
     FORMAT_VERSION,
     FRAME_HEADER_SIZE,
+    FRAME_PREFIX,
     MAGIC,
     MAX_FRAME_CONTENT,
     MAX_FRAME_PAYLOAD,
@@ -42,6 +32,18 @@ from agentlog._trace_format import (
     encode_frame_raw,
     parse_frame_header,
 )
+from agentlog.records import (
+    Blob,
+    Continuation,
+    LLMCall,
+    RunEnd,
+    RunStart,
+    Score,
+    Selection,
+    ToolCall,
+    WindowEnter,
+    WindowExit,
+)
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "traces" / "v1" / "golden.zst"
 
@@ -51,7 +53,7 @@ SCORES = [Score(run=0, window=i, name="f1", value=i / 3) for i in range(5)]
 def frame_from_payload(payload: bytes, n_records: int) -> bytes:
     """A frame with valid CRCs around an arbitrary payload."""
     head = struct.pack("<III", len(payload), n_records, zlib.crc32(payload))
-    return head + struct.pack("<I", zlib.crc32(head)) + payload
+    return FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + payload
 
 
 def zstd(content: bytes, *, write_checksum: bool = True, write_content_size: bool = True) -> bytes:
@@ -60,24 +62,27 @@ def zstd(content: bytes, *, write_checksum: bool = True, write_content_size: boo
     ).compress(content)
 
 
-def test_file_header_is_seven_magic_bytes_and_one_version_byte() -> None:
+def test_file_header_is_a_skippable_zstd_frame_of_the_magic_and_version() -> None:
     assert MAGIC == b"AGNTLOG"
-    assert FORMAT_VERSION == 1
-    assert FILE_HEADER == b"AGNTLOG\x01"
+    assert FORMAT_VERSION == 2
+    # zstd's skippable frame: a magic number in 0x184D2A50..5F, the length, the data.
+    assert FILE_HEADER == struct.pack("<II", 0x184D2A5A, 8) + b"AGNTLOG\x02"
 
 
-def test_frame_header_holds_payload_length_record_count_and_two_crcs() -> None:
+def test_frame_header_is_a_skippable_frame_of_length_count_and_two_crcs() -> None:
     frame = encode_frame(SCORES)
-    payload_len, n, payload_crc, header_crc = struct.unpack("<IIII", frame[:16])
-    payload = frame[16:]
+    assert FRAME_HEADER_SIZE == 24
+    assert frame[:8] == FRAME_PREFIX == struct.pack("<II", 0x184D2A5B, 16)
+    payload_len, n, payload_crc, header_crc = struct.unpack("<IIII", frame[8:24])
+    payload = frame[24:]
     assert payload_len == len(payload)
     assert n == len(SCORES)
     assert payload_crc == zlib.crc32(payload)
-    assert header_crc == zlib.crc32(frame[:12])
+    assert header_crc == zlib.crc32(frame[8:20])
 
 
 def test_frame_payload_is_one_zstd_frame_with_content_size_and_checksum() -> None:
-    payload = encode_frame(SCORES)[16:]
+    payload = encode_frame(SCORES)[FRAME_HEADER_SIZE:]
     params = zstandard.get_frame_parameters(payload)
     assert params.has_checksum
     content = zstandard.ZstdDecompressor().decompress(payload)
@@ -86,7 +91,7 @@ def test_frame_payload_is_one_zstd_frame_with_content_size_and_checksum() -> Non
 
 
 def test_records_are_msgpack_arrays_led_by_their_integer_tag() -> None:
-    content = zstandard.ZstdDecompressor().decompress(encode_frame([SCORES[1]])[16:])
+    content = zstandard.ZstdDecompressor().decompress(encode_frame([SCORES[1]])[FRAME_HEADER_SIZE:])
     assert msgspec.msgpack.decode(content) == [[8, 0, 1, "f1", 1 / 3, None, None, None, None,
                                                 None, 0]]
 
@@ -106,12 +111,19 @@ def test_empty_frame_round_trips() -> None:
     assert decode_frame(encode_frame([])) == []
 
 
-@pytest.mark.parametrize("head", [b"", b"A", b"AGNT", b"AGNTLOG"])
+@pytest.mark.parametrize("head", [b"", b"A", b"AGNT", b"AGNTLOG", FILE_HEADER[:1],
+                                  FILE_HEADER[:4], FILE_HEADER[:8], FILE_HEADER[:15]])
 def test_a_prefix_of_the_file_header_reads_as_a_truncated_header(head: bytes) -> None:
     assert check_file_header(head) is None
 
 
-@pytest.mark.parametrize("head", [b"X", b"PK\x03\x04", b"AGNTLOX\x01", b"\x28\xb5\x2f\xfd\x00"])
+def test_both_layouts_name_their_version() -> None:
+    assert check_file_header(FILE_HEADER) == 2
+    assert check_file_header(b"AGNTLOG\x01" + bytes(8)) == 1
+
+
+@pytest.mark.parametrize("head", [b"X", b"PK\x03\x04", b"AGNTLOX\x01", b"\x28\xb5\x2f\xfd\x00",
+                                  FILE_HEADER[:8] + b"AGNTLOX\x02"])
 def test_a_file_not_starting_with_the_magic_is_not_an_agentlog_trace(head: bytes) -> None:
     with pytest.raises(TraceFormatError, match="not an agentlog trace") as info:
         check_file_header(head, path="x.zst")
@@ -120,8 +132,14 @@ def test_a_file_not_starting_with_the_magic_is_not_an_agentlog_trace(head: bytes
 
 
 def test_a_newer_format_version_asks_to_upgrade() -> None:
-    with pytest.raises(TraceFormatError, match=r"version 2 was written by a newer agentlog.*upgr"):
-        check_file_header(MAGIC + b"\x02")
+    with pytest.raises(TraceFormatError, match=r"version 3 was written by a newer agentlog.*upgr"):
+        check_file_header(FILE_HEADER[:-1] + b"\x03")
+
+
+@pytest.mark.parametrize("head", [MAGIC + b"\x02", FILE_HEADER[:-1] + b"\x01"])
+def test_a_version_in_the_other_versions_layout_is_a_corrupted_header(head: bytes) -> None:
+    with pytest.raises(TraceFormatError, match="the file header is corrupted"):
+        check_file_header(head)
 
 
 def test_format_version_zero_is_refused() -> None:
@@ -130,18 +148,33 @@ def test_format_version_zero_is_refused() -> None:
 
 
 def test_frame_header_crc_mismatch_names_both_crcs_and_the_offset() -> None:
-    head = bytearray(encode_frame(SCORES)[:16])
-    head[4] ^= 1
+    head = bytearray(encode_frame(SCORES)[:FRAME_HEADER_SIZE])
+    head[12] ^= 1
     with pytest.raises(TraceFormatError, match=r"frame header checksum mismatch.*0x") as info:
         parse_frame_header(bytes(head), path="t.zst", offset=123)
     assert info.value.offset == 123
     assert "t.zst, byte offset 123" in str(info.value)
 
 
+def test_a_frame_header_without_its_skippable_frame_wrapper_is_corruption() -> None:
+    head = bytearray(encode_frame(SCORES)[:FRAME_HEADER_SIZE])
+    head[0] ^= 1
+    with pytest.raises(TraceFormatError, match="expected a frame header here") as info:
+        parse_frame_header(bytes(head), path="t.zst", offset=77)
+    assert info.value.offset == 77
+
+
+def test_a_version_1_frame_header_is_the_bare_16_bytes() -> None:
+    frame = FrameEncoder(version=1).encode(SCORES)
+    header = parse_frame_header(frame[:16], version=1)
+    assert (header.payload_len, header.n_records) == (len(frame) - 16, len(SCORES))
+    assert FrameDecoder().decode_payload(frame[16:], header) == SCORES
+
+
 def test_payload_length_over_the_limit_is_refused_before_reading() -> None:
     head = struct.pack("<III", MAX_FRAME_PAYLOAD + 1, 1, 0)
     with pytest.raises(TraceFormatError, match=r"over the .*-byte limit"):
-        parse_frame_header(head + struct.pack("<I", zlib.crc32(head)))
+        parse_frame_header(FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)))
 
 
 def test_payload_crc_mismatch_is_a_format_error() -> None:
@@ -209,19 +242,18 @@ def test_wrong_field_type_is_a_schema_error_naming_the_record() -> None:
 def test_frame_decoder_is_reusable_after_an_error() -> None:
     dec = FrameDecoder()
     good = encode_frame(SCORES)
-    header = parse_frame_header(good[:16])
+    header = parse_frame_header(good[:FRAME_HEADER_SIZE])
     with pytest.raises(TraceFormatError):
         dec.decode_content(b"\xc1", 1)
-    assert dec.decode_payload(good[16:], header) == SCORES
+    assert dec.decode_payload(good[FRAME_HEADER_SIZE:], header) == SCORES
 
 
 def test_decode_frame_needs_exactly_one_frame() -> None:
     frame = encode_frame(SCORES)
-    with pytest.raises(TraceFormatError, match="16-byte frame header, found 3 bytes"):
+    with pytest.raises(TraceFormatError, match="24-byte frame header, found 3 bytes"):
         decode_frame(frame[:3])
     with pytest.raises(TraceFormatError, match="-byte frame payload, found"):
         decode_frame(frame + b"x")
-    assert FRAME_HEADER_SIZE == 16
 
 
 # -- the committed version-1 fixture ------------------------------------------------------
@@ -308,7 +340,7 @@ def test_golden_v1_fixture_reads_field_for_field() -> None:
 def test_golden_v1_fixture_has_one_frame_per_flush_and_every_record_type() -> None:
     frames = list(iter_frames(GOLDEN))
     assert [f.records for f in frames] == GOLDEN_FRAMES
-    assert frames[0].offset == len(FILE_HEADER)
+    assert frames[0].offset == len(b"AGNTLOG\x01")
     seen = {type(r) for r in read(GOLDEN).records}
     assert seen == {RunStart, WindowEnter, WindowExit, Selection, Continuation, LLMCall,
                     ToolCall, Score, Blob, RunEnd}

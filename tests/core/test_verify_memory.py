@@ -26,7 +26,7 @@ import zstandard
 
 import agentlog as al
 from agentlog._noise import GENERATOR_ID
-from agentlog._trace_format import FILE_HEADER, FrameEncoder, ReadLimits
+from agentlog._trace_format import FILE_HEADER, FRAME_PREFIX, FrameEncoder, ReadLimits
 
 MB = 1_000_000
 RSS_LIMIT_MB = 100  # verify and inspect, on any input (issue 30.5)
@@ -95,7 +95,7 @@ def frame_of(parts_factory: object, n_records: int) -> bytes:
             w.write(p)
     payload = out.getvalue()
     head = struct.pack("<III", len(payload), n_records, zlib.crc32(payload))
-    return head + struct.pack("<I", zlib.crc32(head)) + payload
+    return FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + payload
 
 
 def run_start() -> bytes:
