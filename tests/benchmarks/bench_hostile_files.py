@@ -33,7 +33,7 @@ from _rss import run_child
 from _tempdir import bench_dir
 from test_verify_memory import N, write_hostile, write_pooled
 
-from agentlog._trace_format import FILE_HEADER, FrameEncoder
+from agentlog._trace_format import FILE_HEADER, FRAME_PREFIX, FrameEncoder
 
 TIME_LIMIT_S = 2.0
 RSS_LIMIT_MB = 256.0
@@ -95,7 +95,7 @@ def byte_bomb() -> bytes:
 
 def long_header() -> bytes:
     head = struct.pack("<III", 200 << 20, 1, 0)
-    return head + struct.pack("<I", zlib.crc32(head)) + b"x" * 64
+    return FRAME_PREFIX + head + struct.pack("<I", zlib.crc32(head)) + b"x" * 64
 
 
 def orphan_scores(n: int) -> bytes:
