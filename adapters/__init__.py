@@ -17,27 +17,43 @@ Example:
     ([0.083, 0.917, 0.0], ('C',))
 """
 
+from agentlog import StreamClosedError
+
+from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._choice import ChoiceProbs, NoLogprobsError, choice_probs
 from ._observed import ObservedCalls, ServedBy, observe_calls, observing
-from ._recording import (
-    CacheOverride,
-    CallOptions,
-    StreamClosedError,
-    call_options,
-    override_cache,
+from ._recording import CacheOverride, CallOptions, call_options, override_cache
+from ._request_fields import (
+    CacheKey,
+    RequestFields,
+    register_request_fields,
+    registered_request_fields,
+    request_fields,
+    request_key,
 )
 
 __all__ = [
+    "CacheKey",
+    "CacheMode",
     "CacheOverride",
+    "CacheResult",
+    "CacheStatus",
     "CallOptions",
     "ChoiceProbs",
+    "ModelCache",
     "NoLogprobsError",
     "ObservedCalls",
+    "RequestFields",
     "ServedBy",
     "StreamClosedError",
     "call_options",
     "choice_probs",
+    "default_cache_path",
     "observe_calls",
     "observing",
     "override_cache",
+    "register_request_fields",
+    "registered_request_fields",
+    "request_fields",
+    "request_key",
 ]

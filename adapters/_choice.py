@@ -29,13 +29,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog import AdapterError
+from agentlog import NoLogprobsError
 
 __all__ = ["ChoiceProbs", "NoLogprobsError", "choice_probs", "choice_probs_from_positions"]
-
-
-class NoLogprobsError(AdapterError):
-    """The response carries no log-probabilities to read a candidate vector from."""
 
 
 @dataclass(frozen=True, eq=False)

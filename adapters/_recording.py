@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import agentlog as al
-from agentlog import InstrumentationWarning, MissingDependencyError
+from agentlog import InstrumentationWarning, MissingDependencyError, StreamClosedError
 from agentlog.context import block_async_signals
 
 from ._client_secrets import client_secrets, stored_body
@@ -169,8 +169,7 @@ def model_cache(cache: Any) -> Any:
     if cache is None:
         return None
     if isinstance(cache, str | os.PathLike):
-        # Imported here: the adapters load without the replay engine (as request_key).
-        from agentlog.replay import ModelCache  # type: ignore[import-not-found,unused-ignore]
+        from ._cache import ModelCache  # imported when used: it opens SQLite
 
         return ModelCache(cache)
     if all(callable(getattr(cache, name, None)) for name in ("call", "acall")) and hasattr(
@@ -269,9 +268,9 @@ _key_function: list[Callable[..., Any]] = []
 
 
 def _request_key() -> Callable[..., Any]:
-    """``agentlog.replay.request_key``, imported on the first keyed call, not on each."""
+    """``request_key``, imported on the first keyed call, not on each."""
     if not _key_function:
-        from agentlog.replay import request_key  # type: ignore[import-not-found,unused-ignore]
+        from ._request_fields import request_key
 
         _key_function.append(request_key)
     return _key_function[0]
@@ -577,10 +576,6 @@ async def _adrain(endpoint: Endpoint, request: Mapping[str, Any], stream: Any
 
 
 # --------------------------------------------------------------------------- live streams
-
-
-class StreamClosedError(Exception):
-    """Recorded (never raised) when a caller closed or dropped a stream before its end."""
 
 
 class _StreamRecording:

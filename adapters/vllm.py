@@ -190,7 +190,7 @@ def sampling_params_dict(sp: Any) -> dict[str, Any]:
 def _key(provider: str, engine: Mapping[str, Any], prompt: Any, sp: Any,
          kwargs: Mapping[str, Any], options: CallOptions, channel: str | None, *,
          chat: bool) -> Any:
-    from agentlog.replay import request_key  # type: ignore[import-not-found,unused-ignore]
+    from ._request_fields import request_key
 
     request: dict[str, Any] = {"model": engine["model"], "revision": engine["revision"],
                                "dtype": engine["dtype"],

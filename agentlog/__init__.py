@@ -26,19 +26,28 @@ from ._errors import (
     AdapterError,
     AgentlogError,
     AgentlogWarning,
+    AppImportError,
+    AppNotGivenError,
     ArtifactEncodingError,
+    BlobNotFoundError,
     CacheMiss,
+    ChannelVersionError,
     DegenerateDataWarning,
     IncompleteFaceError,
     InstrumentationWarning,
     MissingDependencyError,
+    NoLogprobsError,
     NotRegisteredError,
+    RegistryCollisionWarning,
     ReplayDivergenceError,
     ReplayError,
     SealedWindowError,
     SharedNoiseWarning,
+    StateDecodeError,
+    StreamClosedError,
     TraceFormatError,
     TracePathError,
+    WindowNotFoundError,
 )
 from ._version import __version__
 
@@ -106,24 +115,33 @@ __all__ = [
     "AdapterError",
     "AgentlogError",
     "AgentlogWarning",
+    "AppImportError",
+    "AppNotGivenError",
     "ArtifactEncodingError",
+    "BlobNotFoundError",
     "CacheMiss",
+    "ChannelVersionError",
     "DegenerateDataWarning",
     "IncompleteFaceError",
     "InstrumentationWarning",
     "MissingDependencyError",
+    "NoLogprobsError",
     "NotRegisteredError",
     "ReadLimits",
+    "RegistryCollisionWarning",
     "ReplayDivergenceError",
     "ReplayError",
     "Run",
     "SealedWindowError",
     "Secret",
     "SharedNoiseWarning",
+    "StateDecodeError",
+    "StreamClosedError",
     "Trace",
     "TraceFormatError",
     "TracePathError",
     "VerifyReport",
+    "WindowNotFoundError",
     "WindowRef",
     "WindowState",
     "__version__",
@@ -148,3 +166,11 @@ __all__ = [
     "verify",
     "window",
 ]
+
+# The errors name their public home, as httpx's do: a traceback shows
+# ``agentlog.CacheMiss``, not the private module that defines it.
+for _name in __all__:
+    _obj = globals().get(_name)  # .get: a lazy name is not loaded by looking
+    if isinstance(_obj, type) and issubclass(_obj, AgentlogError | AgentlogWarning):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,4 +1,4 @@
-"""Exceptions and warnings raised by agentlog.
+"""Exceptions and warnings raised by agentlog: every one of them is defined here.
 
 The tree::
 
@@ -7,28 +7,46 @@ The tree::
     ├── TracePathError            a path cannot be recorded to: not a regular file, held by
     │                             another writer, or an existing trace ``mode=`` protects
     │                             (also a ValueError)
+    ├── BlobNotFoundError         a record references a hash no Blob record of the trace holds
+    │                             (also a KeyError)
     ├── SealedWindowError         a tool was called inside a window that forbids it
     ├── ArtifactEncodingError     an entry/exit artifact has no canonical encoding
     │                             (also a TypeError)
     ├── ReplayError
     │   ├── CacheMiss             a frozen replay asked for a model call that was never recorded
     │   └── ReplayDivergenceError a replay did not reproduce the recorded choices
+    ├── AppNotGivenError          no app module was named for a replay (also a ValueError)
+    ├── AppImportError            the app module named for a replay cannot be imported
+    │                             (also an ImportError)
+    ├── WindowNotFoundError       no instance of the window asked for is in the traces
+    │                             (also a ValueError)
+    ├── StateDecodeError          a sealed state of one transition cannot be read back
+    │                             (also a ValueError)
+    ├── ChannelVersionError       a worker's channel or scorer is not the version the replay
+    │                             was planned with
     ├── IncompleteFaceError       an ASV face lacks one of its four corners (also a ValueError)
     ├── NotRegisteredError        no window, channel, scorer or intervention is registered
     │                             under that name (also a KeyError)
     ├── AdapterError              a model-client adapter failed
+    │   └── NoLogprobsError       a response carries no log-probabilities to read a vector from
+    ├── StreamClosedError         recorded, never raised: the caller closed or dropped a model
+    │                             stream before its end
     └── MissingDependencyError    an optional dependency is not installed (also an ImportError)
 
     AgentlogWarning
     ├── InstrumentationWarning    agentlog could not record; the host program goes on
     ├── DegenerateDataWarning     an estimator's input is degenerate (zero variance, ...)
-    └── SharedNoiseWarning        runs of different tasks drew the same random numbers
+    ├── SharedNoiseWarning        runs of different tasks drew the same random numbers
+    └── RegistryCollisionWarning  two objects were registered under one short name
 
+Every class is exported by ``agentlog`` and reports it as its ``__module__``; the packages
+that raise one re-export it too (``agentlog.replay.WindowNotFoundError``).
 Every message says what was expected, what was found, where, and what to do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -58,6 +76,14 @@ class TraceFormatError(AgentlogError):
 
 class TracePathError(AgentlogError, ValueError):
     """``record()`` refused a path: nothing was written and the file is untouched."""
+
+
+class BlobNotFoundError(AgentlogError, KeyError):
+    """A hash is referenced but no Blob record with it is in the trace."""
+
+    def __str__(self) -> str:
+        # KeyError's str() would quote the message.
+        return str(self.args[0]) if self.args else ""
 
 
 class SealedWindowError(AgentlogError):
@@ -112,6 +138,55 @@ class ReplayDivergenceError(ReplayError):
         self.replayed = replayed
 
 
+class AppNotGivenError(AgentlogError, ValueError):
+    """No app module was named (flag, ``pyproject.toml`` or ``$AGENTLOG_APP``).
+
+    Attributes:
+        recorded: the modules the trace's windows were recorded from, when stored.
+    """
+
+    def __init__(self, message: str, *, recorded: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.recorded = tuple(recorded)
+
+
+class AppImportError(AgentlogError, ImportError):
+    """The app module the user named could not be imported.
+
+    Attributes:
+        module: the module name.
+        source: where the name came from (``"--app"``, a ``pyproject.toml`` path, or
+            ``"$AGENTLOG_APP"``).
+    """
+
+    def __init__(self, message: str, *, module: str, source: str) -> None:
+        super().__init__(message)
+        self.module = module
+        self.source = source
+
+
+class WindowNotFoundError(AgentlogError, ValueError):
+    """No instance of the window asked for is in the traces.
+
+    Attributes:
+        window: the name asked for.
+        present: the window names the traces hold.
+    """
+
+    def __init__(self, message: str, *, window: str, present: Sequence[str]) -> None:
+        super().__init__(message)
+        self.window = window
+        self.present = tuple(present)
+
+
+class StateDecodeError(AgentlogError, ValueError):
+    """A sealed state of one transition could not be read back (its unit fails alone)."""
+
+
+class ChannelVersionError(AgentlogError):
+    """The worker's channel or scorer is not the version the replay was planned with."""
+
+
 class IncompleteFaceError(AgentlogError, ValueError):
     """An ASV face is missing a corner; three corners identify nothing ([ASV] Prop. 1)."""
 
@@ -133,6 +208,14 @@ class NotRegisteredError(AgentlogError, KeyError):
 
 class AdapterError(AgentlogError):
     """A model-client adapter could not record or serve a call."""
+
+
+class NoLogprobsError(AdapterError):
+    """The response carries no log-probabilities to read a candidate vector from."""
+
+
+class StreamClosedError(AgentlogError):
+    """Recorded (never raised) when a caller closed or dropped a stream before its end."""
 
 
 class MissingDependencyError(AgentlogError, ImportError):
@@ -158,3 +241,7 @@ class SharedNoiseWarning(AgentlogWarning):
     and every Gumbel draw of the ids their pools share, whatever their task: an estimator
     that treats tasks as independent samples then rests on correlated ones.
     """
+
+
+class RegistryCollisionWarning(AgentlogWarning):
+    """Two different objects were registered under one short name; the last one wins."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from agentlog._errors import MissingDependencyError, TraceFormatError
+from agentlog._errors import BlobNotFoundError, MissingDependencyError, TraceFormatError
 from agentlog._records import (
     EXIT_CLOSED,
     EXIT_FAILED,
@@ -54,13 +54,6 @@ ArrowKind = Literal[
 ]
 
 # -- views -----------------------------------------------------------------------------
-
-
-class BlobNotFoundError(KeyError):
-    """A hash is referenced but no Blob record with it is in the trace."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class RunView:

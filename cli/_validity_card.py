@@ -138,7 +138,9 @@ def rederived_replay(traces: Sequence[Path], replay: Path, *, app: str | None,
     except ValueError as exc:  # several windows in the output, or a window not recorded
         raise BadInput(f"--replay {replay}: {exc}".replace("pass window=", "pass --window"
                                                            )) from exc
-    return report.cell(), report
+    from agentlog.estimators.reliability import replay_cell
+
+    return replay_cell(report), report
 
 
 def failed_cells(card: Any) -> list[str]:

@@ -151,11 +151,12 @@ def replay_check(traces: TracesLike, *, replayed: Cell | None = None) -> Cell:
     return Cell(REPLAY_ITEM, replayed.status, f"{verified}; re-execution: {replayed.detail}")
 
 
-def replay_cell(report: Mapping[str, Any]) -> Cell:
+def replay_cell(report: Any) -> Cell:
     """The ``replayed`` cell of ``replay_check`` from a channel replay's re-derivation.
 
-    ``report`` is ``agentlog.replay.rederive_channel_replay(...).to_dict()``: how many units
-    the traces need (``planned``), how many are ``sealed`` ok in the replay's output,
+    ``report`` is ``agentlog.replay.rederive_channel_replay(...)`` or its ``to_dict()``:
+    how many units the traces need (``planned``), how many are ``sealed`` ok in the
+    replay's output,
     ``failed`` or ``missing``, and how many re-derived scores were ``mismatched``. The gate
     is probed only when a replay actually ran and its scores were derived again:
 
@@ -165,6 +166,8 @@ def replay_cell(report: Mapping[str, Any]) -> Cell:
       the missing units);
     * every unit sealed and every re-derived score equal → **pass**.
     """
+    if not isinstance(report, Mapping):
+        report = report.to_dict()
     planned, sealed = int(report.get("planned", 0)), int(report.get("sealed", 0))
     failed, missing = int(report.get("failed", 0)), int(report.get("missing", 0))
     mismatched, rederived = int(report.get("mismatched", 0)), int(report.get("rederived", 0))
@@ -321,7 +324,7 @@ def validity_card(
     level: float = 0.05,
     n_permutations: int = 9999,
     seed: int = 0,
-    replay: Cell | None = None,
+    replay: Any = None,
 ) -> ValidityCard:
     """Build the validity card of a benchmark configuration ([DMC] §4.4, §5.5).
 
@@ -340,7 +343,8 @@ def validity_card(
             (it checks a specification, like BFCL's AST track): the battery cannot tell
             these apart, so it is declared.
         level, n_permutations, seed: of the non-degeneracy test.
-        replay: the outcome of re-executing the runs (the replay engine supplies it).
+        replay: the outcome of re-executing the runs: a ``Cell``, or the report of
+            ``agentlog.replay.rederive_channel_replay`` (turned into one by ``replay_cell``).
             Without it the replay gate is not probed even when every trace verifies, so
             "model capability" is not licensed (see ``replay_check``).
 
@@ -364,14 +368,16 @@ def validity_card(
     ownership: OwnershipMap | None = None
     # Resolved once; each audit streams the files one run at a time.
     loaded = None if traces is None else trace_files(traces, name="traces")
+    if replay is not None and not isinstance(replay, Cell):
+        replay = replay_cell(replay)
     if loaded is not None:
         ownership = ownership_map(loaded)
         own_cells = ownership.check(claimed_decisions)
-        replay_cell = replay_check(loaded, replayed=replay)
+        replay_result = replay_check(loaded, replayed=replay)
     else:
         own_cells = (Cell("ownership: model owns the claimed decisions", NOT_PROBED,
                           "no traces"),)
-        replay_cell = Cell(REPLAY_ITEM, NOT_PROBED, "no traces")
+        replay_result = Cell(REPLAY_ITEM, NOT_PROBED, "no traces")
     cells += own_cells
     results: list[NonDegeneracy] = []
     if isinstance(decision_scores, str):
@@ -400,9 +406,9 @@ def validity_card(
                  "non-degenerate" if tested else "no decision outcomes given "
                  "(`decision_scores`)")
     cells.append(Cell("non-degeneracy: tested decisions", nd_status, nd_detail))
-    cells.append(replay_cell)
+    cells.append(replay_result)
     licensed, reason = licensed_claim(scorer=scorer_status, ownership=own_cells[0].status,
-                                      nondegeneracy=nd_status, replay=replay_cell.status,
+                                      nondegeneracy=nd_status, replay=replay_result.status,
                                       scorer_basis=scorer_basis)
     if claim is None:
         cells.append(Cell("claim: asserted claim licensed", NOT_PROBED, "no claim asserted"))

@@ -25,6 +25,20 @@ arms (``Arm``), and ``intervene`` re-enters every sealed window instance under e
 seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
 """
 
+from agentlog.adapters import (  # the exact-input cache lives below replay: adapters use it
+    CacheKey,
+    CacheMode,
+    CacheResult,
+    CacheStatus,
+    ModelCache,
+    RequestFields,
+    default_cache_path,
+    register_request_fields,
+    registered_request_fields,
+    request_fields,
+    request_key,
+)
+
 from ._app import (
     APP_ENV,
     AppImportError,
@@ -33,7 +47,6 @@ from ._app import (
     recorded_modules,
     resolve_app,
 )
-from ._cache import CacheMode, CacheResult, CacheStatus, ModelCache, default_cache_path
 from ._channel_replay import (
     ChannelVersionError,
     RederivedReplay,
@@ -72,14 +85,6 @@ from ._registry import (
     Registry,
     RegistryCollisionWarning,
     object_id,
-)
-from ._request_fields import (
-    CacheKey,
-    RequestFields,
-    register_request_fields,
-    registered_request_fields,
-    request_fields,
-    request_key,
 )
 from ._retry import RetryPolicy, is_transient
 from ._states import (

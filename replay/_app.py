@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agentlog import AgentlogError
+from agentlog import AppImportError, AppNotGivenError
 from agentlog.records import iter_runs
 
 __all__ = [
@@ -37,33 +37,6 @@ __all__ = [
 ]
 
 APP_ENV = "AGENTLOG_APP"
-
-
-class AppNotGivenError(AgentlogError, ValueError):
-    """No app module was named (flag, ``pyproject.toml`` or ``$AGENTLOG_APP``).
-
-    Attributes:
-        recorded: the modules the trace's windows were recorded from, when stored.
-    """
-
-    def __init__(self, message: str, *, recorded: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.recorded = tuple(recorded)
-
-
-class AppImportError(AgentlogError, ImportError):
-    """The app module the user named could not be imported.
-
-    Attributes:
-        module: the module name.
-        source: where the name came from (``"--app"``, a ``pyproject.toml`` path, or
-            ``"$AGENTLOG_APP"``).
-    """
-
-    def __init__(self, message: str, *, module: str, source: str) -> None:
-        super().__init__(message)
-        self.module = module
-        self.source = source
 
 
 def app_from_pyproject(start: Path | None = None) -> tuple[str, Path] | None:

@@ -57,7 +57,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentlog import AgentlogError, Trace
+from agentlog import ChannelVersionError, Trace
 from agentlog.adapters import call_options
 from agentlog.records import encode_artifact
 
@@ -69,7 +69,7 @@ from ._states import FrozenTransition, State, frozen_transitions
 from ._units import RunSummary, Unit, UnitContext, UnitScore
 
 if TYPE_CHECKING:
-    from ._cache import ModelCache
+    from agentlog.adapters import ModelCache
 
 __all__ = [
     "CHANNEL_REPLAY_KIND",
@@ -89,10 +89,6 @@ JOB = "agentlog.replay._channel_replay:score_channel_unit"
 AJOB = "agentlog.replay._channel_replay:ascore_channel_unit"
 
 TraceSource = Trace | str | os.PathLike[str] | Sequence[Any]
-
-
-class ChannelVersionError(AgentlogError):
-    """The worker's channel or scorer is not the version the replay was planned with."""
 
 
 def _unit_key(t: FrozenTransition, ch: Channel, sc: Scorer, layout: int, wave: int) -> str:
@@ -460,13 +456,6 @@ class RederivedReplay:
                 "missing": self.missing, "rederived": self.rederived,
                 "mismatched": self.mismatched, "problems": list(self.problems)}
 
-    def cell(self) -> Any:
-        """The validity card's replay cell (``reliability.replay_cell``): pass only when
-        the replay ran for every unit and each re-derived score matched."""
-        from agentlog.estimators.reliability import replay_cell
-
-        return replay_cell(self.to_dict())
-
 
 def _same(stored: Sequence[UnitScore], again: Sequence[UnitScore], tolerance: float) -> bool:
     if len(stored) != len(again):
@@ -509,7 +498,8 @@ def rederive_channel_replay(
         agentlog.replay.AppNotGivenError, AppImportError, NotRegisteredError: as
             ``replay_channels``.
     """
-    from ._cache import ModelCache
+    from agentlog.adapters import ModelCache
+
     from ._unit_output import read_units
 
     stored = {k: u for k, u in read_units(out).items()

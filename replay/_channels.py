@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._registry import Registered, Registry
 
 if TYPE_CHECKING:
-    from ._cache import ModelCache
+    from agentlog.adapters import ModelCache
+
     from ._states import State
 
 __all__ = [

@@ -41,11 +41,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from agentlog.adapters import ObservedCalls, observe_calls
+from agentlog.adapters import ModelCache, ObservedCalls, observe_calls
 from agentlog.context import copy_context_executor
 
 from ._app import app_name
-from ._cache import ModelCache
 from ._progress import Progress
 from ._retry import RetryPolicy, is_transient, retry_after
 from ._unit_output import Outcome, OutputWriter, read_units, sealed_units, set_aside_cut_runs

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 import agentlog as al
 from agentlog import CacheMiss, Trace
-from agentlog.adapters import override_cache
+from agentlog.adapters import CacheKey, CacheResult, ModelCache, override_cache
 from agentlog.records import Continuation, Selection, WindowView, decode_pool
 from agentlog.reentry import (
     RecordedTool,
@@ -42,8 +42,6 @@ from agentlog.reentry import (
     serving_tools,
 )
 
-from ._cache import CacheResult, ModelCache
-from ._request_fields import CacheKey
 from .interventions import _window_and_descendants
 
 __all__ = ["BranchSteer", "FrozenCache", "Serving", "serving_mode"]

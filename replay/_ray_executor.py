@@ -28,9 +28,9 @@ from typing import Any
 import msgspec
 
 from agentlog import MissingDependencyError, ReplayError
+from agentlog.adapters import ModelCache
 from agentlog.context import copy_context_executor
 
-from ._cache import ModelCache
 from ._retry import RetryPolicy
 from ._unit_output import Outcome
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agentlog import AgentlogWarning, ArtifactEncodingError, NotRegisteredError
+from agentlog import ArtifactEncodingError, NotRegisteredError, RegistryCollisionWarning
 from agentlog.records import decode_artifact, encode_artifact
 
 __all__ = [
@@ -41,10 +41,6 @@ __all__ = [
     "RegistryCollisionWarning",
     "object_id",
 ]
-
-
-class RegistryCollisionWarning(AgentlogWarning):
-    """Two different objects were registered under one short name; the last one wins."""
 
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentlog import AgentlogError, Trace, settle
+from agentlog import StateDecodeError, Trace, WindowNotFoundError, settle
 from agentlog.records import (
     EXIT_OK,
     BlobNotFoundError,
@@ -50,24 +50,6 @@ __all__ = [
 ]
 
 Side = Literal["before", "after"]
-
-
-class StateDecodeError(AgentlogError, ValueError):
-    """A sealed state of one transition could not be read back (its unit fails alone)."""
-
-
-class WindowNotFoundError(AgentlogError, ValueError):
-    """No instance of the window asked for is in the traces.
-
-    Attributes:
-        window: the name asked for.
-        present: the window names the traces hold.
-    """
-
-    def __init__(self, message: str, *, window: str, present: Sequence[str]) -> None:
-        super().__init__(message)
-        self.window = window
-        self.present = tuple(present)
 
 
 @dataclass(frozen=True)

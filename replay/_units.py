@@ -30,8 +30,7 @@ import msgspec
 from agentlog.adapters import observing
 
 if TYPE_CHECKING:
-    from ._cache import CacheResult, ModelCache
-    from ._request_fields import CacheKey
+    from agentlog.adapters import CacheKey, CacheResult, ModelCache
 
 __all__ = [
     "Job",
@@ -164,7 +163,7 @@ class UnitContext:
         return result
 
     def _uncached(self, key: CacheKey, response: dict[str, Any]) -> CacheResult:
-        from ._cache import CacheResult
+        from agentlog.adapters import CacheResult
 
         self.live_calls += 1
         return CacheResult(response, "off", key, None)

@@ -10,6 +10,7 @@ repository.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli._cli import invoke
+from tests.conftest import DemoRun
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -28,22 +30,18 @@ def blocks(kind: str) -> list[str]:
     return [body for lang, body in BLOCK.findall(README.read_text()) if lang == kind]
 
 
-def agentlog_exe() -> str:
-    return str(Path(sys.executable).with_name("agentlog"))
-
-
 @pytest.fixture(scope="module")
-def demo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh folder where the README's first command has run ``agentlog demo``."""
+def demo_folder(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where the README's first command has run ``agentlog demo``: a copy of the
+    session's default demo (the snippets and commands write beside it)."""
     first = blocks("bash")[0].strip()
     assert first.startswith("python3 -m venv .venv && .venv/bin/pip install -q . &&"), first
     demo = first.rsplit("&&", 1)[1].strip()
     assert demo == ".venv/bin/agentlog demo", demo
-    folder = tmp_path_factory.mktemp("readme")
-    done = subprocess.run([agentlog_exe(), "demo"], cwd=folder, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    (folder / "demo-output.txt").write_text(done.stdout)
+    assert demo_run.summary["totals"]["with_problems"] == 0  # `agentlog demo` exits 0
+    folder = tmp_path_factory.mktemp("readme") / "work"
+    shutil.copytree(demo_run.folder, folder)
+    (folder / "demo-output.txt").write_text(demo_run.text)
     return folder
 
 

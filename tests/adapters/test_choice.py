@@ -128,7 +128,9 @@ def test_the_adapters_public_names_are_fixed() -> None:
     import agentlog.adapters as adapters
 
     assert adapters.__all__ == sorted(adapters.__all__) == [
-        "CacheOverride", "CallOptions", "ChoiceProbs", "NoLogprobsError", "ObservedCalls",
-        "ServedBy", "StreamClosedError", "call_options", "choice_probs", "observe_calls",
-        "observing", "override_cache"]
+        "CacheKey", "CacheMode", "CacheOverride", "CacheResult", "CacheStatus", "CallOptions",
+        "ChoiceProbs", "ModelCache", "NoLogprobsError", "ObservedCalls", "RequestFields",
+        "ServedBy", "StreamClosedError", "call_options", "choice_probs", "default_cache_path",
+        "observe_calls", "observing", "override_cache", "register_request_fields",
+        "registered_request_fields", "request_fields", "request_key"]
     assert issubclass(adapters.NoLogprobsError, al.AdapterError)

@@ -15,6 +15,9 @@ from agentlog.replay import read_units, registry, replay_channels
 from .conftest import VllmServer
 from .test_vllm_server import option_ids
 
+# Starts vLLM (the tiny model, in its own environment).
+pytestmark = pytest.mark.slow
+
 openai = pytest.importorskip("openai")
 
 APP = "agentlog.examples.logprob_scorer"

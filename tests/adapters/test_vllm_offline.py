@@ -15,6 +15,9 @@ import pytest
 
 from .conftest import run_engine_script
 
+# Starts vLLM (the tiny model, in its own environment).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def offline(vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory

@@ -22,6 +22,9 @@ from agentlog.replay import ModelCache
 
 from .conftest import VllmServer
 
+# Starts vLLM (the tiny model, in its own environment).
+pytestmark = pytest.mark.slow
+
 openai = pytest.importorskip("openai")
 from agentlog.adapters import openai as openai_adapter  # noqa: E402
 

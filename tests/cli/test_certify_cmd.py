@@ -126,6 +126,7 @@ def test_a_pinned_rank_is_marked_in_the_table_and_the_json(two_systems: Path) ->
 
 
 def test_plot_writes_the_rank_intervals_as_a_png(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "ranks.png"
     result = invoke("certify", study, "--plan", PLAN, "--plot", png)
     assert result.exit_code == 0, result.output
@@ -134,6 +135,7 @@ def test_plot_writes_the_rank_intervals_as_a_png(study: Path, tmp_path: Path) ->
 
 
 def test_the_plot_draws_a_marker_for_a_pinned_rank(two_systems: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "pinned.png"
     plot_rank_intervals(library_board(two_systems).to_dict(), png)
     assert png.stat().st_size > 1000
@@ -311,5 +313,6 @@ def test_a_family_naming_an_unknown_system_exits_2(study: Path, tmp_path: Path) 
 
 
 def test_an_unwritable_plot_exits_2(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     err = bad("certify", study, "--plan", PLAN, "--plot", tmp_path / "no" / "such" / "r.png")
     assert "r.png: cannot write the plot" in err

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli._cli import invoke
 
 
@@ -22,6 +24,7 @@ def demo(out: Path, *extra: str) -> tuple[dict[str, Any], list[str]]:
     return json.loads(as_json.stdout), lines[start:start + 4]
 
 
+@pytest.mark.slow  # four demo runs
 def test_two_demo_recordings_print_identical_asv_intervals(tmp_path: Path) -> None:
     """Two recordings differ in their random run ids (the old block key) and clocks; the
     ASV statistics, intervals and inputs hash must not."""

@@ -139,6 +139,7 @@ def test_equal_target_weighting_and_the_channel_order_reach_the_estimator(study:
 
 def test_plot_writes_a_png_of_the_gains_and_the_mean_interaction(study: Path,
                                                                  tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "face.png"
     out = asv_json(study, "--channels", "direct,quote", "--resamples", "200", "--plot", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out["plot"] == str(png)
@@ -208,7 +209,7 @@ def test_unknown_channels_exit_2_listing_the_channels_present(study: Path) -> No
     assert "channels present: direct, quote" in err
 
 
-def test_bad_options_exit_2(study: Path, tmp_path: Path) -> None:
+def test_bad_options_exit_2(study: Path) -> None:
     for text in ("direct", "direct,direct", "direct,quote,judge", ",quote"):
         assert "--channels must name two different channels" in bad(study, "--channels", text)
     assert "--weighting must be one of empirical, equal-target" in bad(
@@ -220,6 +221,10 @@ def test_bad_options_exit_2(study: Path, tmp_path: Path) -> None:
     assert invoke("estimate", "asv", study).exit_code == 2  # --channels is required
     assert invoke("estimate", "asv", study, "--channels", "direct,quote", "--resamples",
                   "1").exit_code == 2
+
+
+def test_an_unwritable_plot_exits_2(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     err = bad(study, "--channels", "direct,quote", "--plot", tmp_path / "no" / "x.png")
     assert "x.png: cannot write the plot" in err
 

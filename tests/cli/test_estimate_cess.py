@@ -103,6 +103,7 @@ def test_options_reach_the_estimator(study: dict[str, Path]) -> None:
 
 def test_plot_writes_a_png_of_mae_across_budgets(study: dict[str, Path],
                                                   tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "budgets.png"
     out = cess_json(study["traces"], "--outcomes", study["y"], "--predictions", study["m"],
                     "--plot", png)

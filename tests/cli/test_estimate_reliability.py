@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog._records import Score
 from agentlog.estimators import reliability
 from agentlog.examples.deep_research import run_study, task_ids
+from agentlog.records import Score
 from tests.cli._cli import invoke
 
 # [DMC] §5.1: GPT-4o's per-seed F1 on T3 (dedup), and a steadier model's.
@@ -203,6 +203,7 @@ def test_a_run_that_scores_twice_is_scored_by_its_last_record(tmp_path: Path) ->
 
 
 def test_plot_writes_a_box_plot_png(leaderboard: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "box.png"
     out = rel_json(leaderboard, "--by", "model,task", "--resamples", "200", "--plot", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out["plot"] == str(png)
@@ -214,6 +215,7 @@ def test_plot_writes_a_box_plot_png(leaderboard: Path, tmp_path: Path) -> None:
 
 
 def test_plot_of_an_error_score_and_a_single_group(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     png = tmp_path / "err.png"
     rel_json(study, "--score", "abs_error", "--lower-is-better", "--resamples", "100",
              "--plot", png)
@@ -252,7 +254,7 @@ def test_runs_without_scores_exit_2(tmp_path: Path) -> None:
     assert "no run-level or window-level Score records in 2 trace file(s)" in bad(folder)
 
 
-def test_bad_options_exit_2_naming_the_option(leaderboard: Path, tmp_path: Path) -> None:
+def test_bad_options_exit_2_naming_the_option(leaderboard: Path) -> None:
     for alpha in ("0", "1.5", "-0.1", "nan"):
         assert "--alpha must be in (0, 1] (the tail fraction of CVaR@α" in bad(
             leaderboard, "--alpha", alpha)
@@ -262,6 +264,10 @@ def test_bad_options_exit_2_naming_the_option(leaderboard: Path, tmp_path: Path)
         assert "--by must name distinct grouping keys" in bad(leaderboard, "--by", by)
     assert invoke("estimate", "reliability", leaderboard, "--resamples", "1").exit_code == 2
     assert invoke("estimate", "reliability", leaderboard, "--seed", "-1").exit_code == 2
+
+
+def test_an_unwritable_plot_exits_2(leaderboard: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the plot extra
     err = bad(leaderboard, "--plot", tmp_path / "no" / "x.png")
     assert "x.png: cannot write the plot" in err
 

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 
 import agentlog as al
-from agentlog._records import Selection
 from agentlog._writer import TraceWriter
 from agentlog.examples.deep_research import make_pool, retrieve, run_agent, synthesize
+from agentlog.records import Selection
 from tests.cli._cli import invoke
 
 

@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any
 
-from agentlog._records import Blob, Continuation, Score, Selection, WindowEnter, WindowExit
 from agentlog._writer import TraceWriter
+from agentlog.records import Blob, Continuation, Score, Selection, WindowEnter, WindowExit
 
 N_TERM = 5000
 MAX_RECORDS = 30_000  # a kill test child stops writing here and waits to be killed

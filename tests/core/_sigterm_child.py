@@ -41,7 +41,7 @@ def trial(tmp: Path, durability: str, seed: int, *, in_event_set: bool = False,
           timeout: float = 20.0, sig: int = signal.SIGTERM) -> Trial:
     """One child, one ``sig`` (SIGTERM; or SIGKILL) at a seeded random moment."""
     from agentlog._reader import read  # the parent's agentlog
-    from agentlog._records import WindowExit
+    from agentlog.records import WindowExit
 
     rng = random.Random(seed)
     trace, progress = tmp / f"t-{seed}.zst", tmp / f"p-{seed}"

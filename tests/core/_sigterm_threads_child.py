@@ -1,6 +1,8 @@
 """SIGTERM under threaded load: a child recording windows from many threads, and one trial.
 
-Child usage: ``python _sigterm_threads_child.py TRACE SIDE DURABILITY THREADS``. Records
+Child usage: ``python _sigterm_threads_child.py TRACE SIDE DURABILITY THREADS [BOUND]``
+(BOUND: the signal handler's flush bound in seconds instead of ``SIGNAL_FLUSH_TIMEOUT``).
+Records
 the window ``step`` from THREADS threads in a loop (one run, the default frame interval);
 after each window has *returned*, appends ``"<thread>:<i>"`` to SIDE with one unbuffered
 ``write`` (an O_APPEND write of a short line is atomic), so every line names a window the
@@ -37,8 +39,10 @@ class Trial(NamedTuple):
 
 
 def trial(tmp: Path, durability: str, seed: int, *, threads: int = 16,
-          timeout: float = 30.0, sig: int = signal.SIGTERM) -> Trial:
-    """One child recording from ``threads`` threads, one ``sig`` at a seeded moment."""
+          timeout: float = 30.0, sig: int = signal.SIGTERM,
+          flush_bound: float | None = None) -> Trial:
+    """One child recording from ``threads`` threads, one ``sig`` at a seeded moment;
+    ``flush_bound`` replaces the child's ``SIGNAL_FLUSH_TIMEOUT``."""
     import agentlog as al  # the parent's agentlog
 
     trace, side = tmp / f"t-{seed}.zst", tmp / f"s-{seed}"
@@ -46,7 +50,8 @@ def trial(tmp: Path, durability: str, seed: int, *, threads: int = 16,
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_ROOT), *filter(None, [
         env.get("PYTHONPATH")])])
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(trace), str(side), durability, str(threads)],
+        [sys.executable, str(CHILD), str(trace), str(side), durability, str(threads),
+         *([] if flush_bound is None else [str(flush_bound)])],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     if proc.stdout.readline().strip() != "ready":
@@ -71,9 +76,15 @@ def trial(tmp: Path, durability: str, seed: int, *, threads: int = 16,
     return Trial(hung, proc.returncode, len(returned), len(returned - kept), seconds)
 
 
-def main(out: str, side: str, durability: str, threads: int) -> None:
+def main(out: str, side: str, durability: str, threads: int,
+         flush_bound: float | None = None) -> None:
     import agentlog as al
     from agentlog.context import copy_context_executor
+
+    if flush_bound is not None:
+        from agentlog import _writer_pool
+
+        _writer_pool.SIGNAL_FLUSH_TIMEOUT = flush_bound  # read by the handler when it runs
 
     @al.window("step")
     def step(thread: int, i: int) -> str:
@@ -101,4 +112,5 @@ def main(out: str, side: str, durability: str, threads: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]),
+         float(sys.argv[5]) if len(sys.argv) > 5 else None)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 import agentlog as al
-from agentlog._records import RunStart, Score, Selection, WindowEnter, WindowExit
 from agentlog.context import copy_context_executor
+from agentlog.records import RunStart, Score, Selection, WindowEnter, WindowExit
 from tests.conftest import of_type
 
 

@@ -72,6 +72,7 @@ def _kill_trial(tmp: Path, seed: int) -> tuple[int, int, bool, list[Any]]:
     return printed[-1], trace.records_recovered, trace.truncated, trace.records
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 def test_sigkill_at_random_moments_loses_nothing_flushed_and_corrupts_nothing(
     tmp_path: Path,
 ) -> None:
@@ -151,8 +152,8 @@ def test_interpreter_exit_closes_a_writer_nobody_closed(tmp_path: Path) -> None:
 def test_a_forked_child_drops_records_instead_of_writing_into_the_parents_file(
     tmp_path: Path,
 ) -> None:
-    from agentlog._records import Score
     from agentlog._writer import TraceWriter
+    from agentlog.records import Score
 
     out = tmp_path / "fork.zst"
     w = TraceWriter(out, frame_interval=3600)

@@ -16,8 +16,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 import agentlog as al
-from agentlog._records import Selection, WindowExit
+from agentlog.records import Selection, WindowExit
 
 CHILD = Path(__file__).with_name("_crash_agent.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +45,7 @@ def kill_trial(tmp: Path, seed: int) -> tuple[int, Path]:
     return printed[-1], out
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 def test_sigkill_at_random_moments_keeps_every_flushed_window_and_verify_reports_it(
     tmp_path: Path,
 ) -> None:

@@ -55,6 +55,7 @@ def _trial(tmp: Path, durability: str, threads: int, seed: int) -> tuple[int, se
     return len(returned), returned - kept
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize("durability", ["window", "fsync"])
 def test_every_returned_window_survives_sigkill_with_eight_threads(
         tmp_path: Path, durability: str) -> None:

@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 import agentlog as al
 from agentlog import _trace_file
 from agentlog._digest import CHAIN_START, RunDigest, chain_link, run_end_tail
-from agentlog._records import RunEnd, RunStart
 from agentlog._trace_file import Mode
 from agentlog._trace_format import FILE_HEADER, FrameEncoder
 from agentlog.cli import app
+from agentlog.records import RunEnd, RunStart
 
 KEY = "chain-s3cret"
 

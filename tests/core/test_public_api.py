@@ -5,15 +5,17 @@ from __future__ import annotations
 import agentlog as al
 
 EXPECTED = [
-    "AdapterError", "AgentlogError", "AgentlogWarning", "ArtifactEncodingError", "CacheMiss",
+    "AdapterError", "AgentlogError", "AgentlogWarning", "AppImportError", "AppNotGivenError",
+    "ArtifactEncodingError", "BlobNotFoundError", "CacheMiss", "ChannelVersionError",
     "DegenerateDataWarning", "IncompleteFaceError", "InstrumentationWarning",
-    "MissingDependencyError", "NotRegisteredError", "ReadLimits", "ReplayDivergenceError",
-    "ReplayError", "Run", "SealedWindowError", "Secret", "SharedNoiseWarning", "Trace",
-    "TraceFormatError", "TracePathError", "VerifyReport",
-    "WindowRef", "WindowState", "__version__", "channel", "current_run", "current_window",
-    "decode_arguments", "flush", "iter_frames", "iter_records", "last_window", "llm_call",
-    "proceed", "read", "read_traces", "record", "score", "scorer", "select", "settle", "tool",
-    "verify", "window",
+    "MissingDependencyError", "NoLogprobsError", "NotRegisteredError", "ReadLimits",
+    "RegistryCollisionWarning", "ReplayDivergenceError", "ReplayError", "Run",
+    "SealedWindowError", "Secret", "SharedNoiseWarning", "StateDecodeError",
+    "StreamClosedError", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
+    "WindowNotFoundError", "WindowRef", "WindowState", "__version__", "channel", "current_run",
+    "current_window", "decode_arguments", "flush", "iter_frames", "iter_records", "last_window",
+    "llm_call", "proceed", "read", "read_traces", "record", "score", "scorer", "select",
+    "settle", "tool", "verify", "window",
 ]
 
 

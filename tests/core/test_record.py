@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-from agentlog._records import RunEnd, RunStart, WindowEnter
+from agentlog.records import RunEnd, RunStart, WindowEnter
 from agentlog.testing import capture_spans, record_in_memory
 from tests.conftest import of_type
 

@@ -295,7 +295,7 @@ def test_window_entries_holding_offsets_are_not_tracked_by_the_gc() -> None:
     collection would walk them all (their dict and list fields would make them tracked)."""
     import gc
 
-    from agentlog._records import WindowEnter
+    from agentlog.records import WindowEnter
 
     rec = WindowEnter(0, 0, "w", -1, 1, b"h" * 32, b"e", None, None, None, None, 0,
                       {"doc": 3}, "m:f", ["api_key"], False)

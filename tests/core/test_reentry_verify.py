@@ -8,9 +8,8 @@ from typing import Any
 import msgspec
 
 import agentlog as al
-from agentlog._records import Blob, RunEnd, ToolCall, WindowEnter
 from agentlog._writer import TraceWriter
-from agentlog.records import encode_artifact
+from agentlog.records import Blob, RunEnd, ToolCall, WindowEnter, encode_artifact
 
 
 @al.tool("verify_lookup")

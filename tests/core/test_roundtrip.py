@@ -15,7 +15,8 @@ from hypothesis.extra import numpy as hnp
 import agentlog as al
 from agentlog._encoding import decode
 from agentlog._recorder import log_llm_call
-from agentlog._records import (
+from agentlog._scrub import is_credential_name, scrub_text
+from agentlog.records import (
     Blob,
     Continuation,
     LLMCall,
@@ -27,7 +28,6 @@ from agentlog._records import (
     WindowEnter,
     WindowExit,
 )
-from agentlog._scrub import is_credential_name, scrub_text
 from tests.conftest import of_type
 
 # Credentials are redacted by design (tests/core/test_secrets.py): a key named like one

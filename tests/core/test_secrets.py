@@ -293,6 +293,8 @@ def test_secrets_remembered_from_many_threads_never_break_scrubbing(trace_path: 
 
 
 def test_credential_name_verdicts_are_cached_for_exact_short_names_only() -> None:
+    """White-box test of ``agentlog._scrub``'s verdict cache (``_name_verdicts``): a str
+    subclass or a long name is never answered from it."""
     from agentlog import _scrub
 
     class Odd(str):

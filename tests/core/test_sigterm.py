@@ -38,6 +38,7 @@ def test_a_sigterm_inside_the_main_threads_event_set_does_not_deadlock(
     assert t.lost == 0
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize("durability", ["frame", "window", "fsync"])
 def test_sigterm_at_random_moments_never_hangs_and_loses_no_returned_window(
     tmp_path: Path, durability: str
@@ -48,6 +49,7 @@ def test_sigterm_at_random_moments_never_hangs_and_loses_no_returned_window(
     assert [t.lost for t in trials] == [0, 0]
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize("durability", ["window", "fsync"])
 def test_with_durability_window_sigkill_loses_no_window_that_had_returned(
     tmp_path: Path, durability: str

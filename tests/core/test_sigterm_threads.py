@@ -19,8 +19,6 @@ from types import ModuleType
 
 import pytest
 
-from agentlog._writer_pool import SIGNAL_FLUSH_TIMEOUT
-
 
 def _load() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
@@ -34,15 +32,16 @@ def _load() -> ModuleType:
 child = _load()
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize("durability", ["frame", "window"])
 def test_sigterm_with_sixteen_threads_recording_ends_before_the_flush_bound_losing_nothing(
         tmp_path: Path, durability: str) -> None:
     for seed in range(2):
-        t = child.trial(tmp_path, durability, seed, threads=16)
+        # The handler may wait ten minutes for the pool thread here, far past the trial's
+        # 30 s hang guard: a handler left waiting for its bound (as it was, on every trial,
+        # when the pool thread never looked at the signal) is a hung trial, not a slow one.
+        t = child.trial(tmp_path, durability, seed, threads=16, flush_bound=600.0)
         assert not t.hung
         assert t.returncode == -signal.SIGTERM
         assert t.returned > 100, f"trial {seed}: only {t.returned} windows returned"
         assert t.lost == 0, f"trial {seed}: {t.lost} of {t.returned} returned windows lost"
-        # The bound the handler promises, not a speed claim: it used to be reached (and
-        # passed) on every trial, the signal waiting for a thread that never looked.
-        assert t.seconds < SIGNAL_FLUSH_TIMEOUT, f"trial {seed}: {t.seconds:.2f} s"

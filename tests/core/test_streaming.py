@@ -15,9 +15,9 @@ import pytest
 
 import agentlog as al
 from agentlog import _noise
-from agentlog._records import Continuation, RunEnd, RunStart, Score
 from agentlog._writer import TraceWriter
 from agentlog.cli._inspect import summarize_path
+from agentlog.records import Continuation, RunEnd, RunStart, Score
 
 SEED = 5
 

@@ -19,9 +19,9 @@ import pytest
 import agentlog as al
 from agentlog._digest import RunDigest, run_end_tail
 from agentlog._noise import GENERATOR_ID
-from agentlog._records import RunEnd, RunStart, Score
 from agentlog._state import receipt_genesis
 from agentlog._trace_format import FILE_HEADER, FrameEncoder
+from agentlog.records import RunEnd, RunStart, Score
 
 
 def runs_in_one_frame(n: int) -> list[msgspec.Struct]:

@@ -10,7 +10,7 @@ import pytest
 
 import agentlog as al
 from agentlog import _writer
-from agentlog._records import Blob
+from agentlog.records import Blob
 from tests.conftest import of_type
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog._records import Continuation, Selection, WindowEnter, WindowExit
 from agentlog._writer import TraceWriter
 from agentlog.examples.deep_research import (
     Policy,
@@ -24,6 +23,7 @@ from agentlog.examples.deep_research import (
     study_seed,
     task_ids,
 )
+from agentlog.records import Continuation, Selection, WindowEnter, WindowExit
 from tests.conftest import of_type
 
 TASKS = task_ids(4)

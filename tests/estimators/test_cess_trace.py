@@ -179,7 +179,7 @@ def test_the_example_agent_logs_what_its_retrieval_window_returns(tmp_path: Path
 def test_tables_may_be_columns_a_pyarrow_table_or_a_file(
     hand: tuple[Path, list[list[tuple[str, float, float]]]], tmp_path: Path,
 ) -> None:
-    import pyarrow as pa
+    pa = pytest.importorskip("pyarrow")  # the arrow extra
 
     folder, _ = hand
     base = cess.from_trace(folder, outcomes=Y, predictions=M, budget=3)
@@ -441,8 +441,8 @@ def test_a_task_keyed_table_needs_runs_with_a_task(tmp_path: Path) -> None:
 
 
 def test_load_table_reads_csv_jsonl_and_parquet_alike(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = pytest.importorskip("pyarrow")  # the arrow extra
+    pq = pytest.importorskip("pyarrow.parquet")
 
     rows = [("t1", "a", 0.5), ("t1", "b", -0.25), ("t2", "a", 1.0)]
     (tmp_path / "y.csv").write_text("task,candidate_id,y\n" + "".join(
@@ -494,11 +494,15 @@ def test_load_table_errors_for_other_formats(tmp_path: Path) -> None:
                                       '{"candidate_id": "a", "task": "t", "y": 2}\n')
     with pytest.raises(ValueError, match="duplicate candidate_id 'a' in task 't'"):
         cess.load_table(tmp_path / "d.jsonl")
+    with pytest.raises(ValueError, match="no column 'score'"):
+        cess.load_table(tmp_path / "d.jsonl", value_column="score")
+
+
+def test_load_table_refuses_a_file_that_is_not_parquet(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow.parquet")  # the arrow extra
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(ValueError, match="not a readable Parquet file"):
         cess.load_table(tmp_path / "bad.parquet")
-    with pytest.raises(ValueError, match="no column 'score'"):
-        cess.load_table(tmp_path / "d.jsonl", value_column="score")
 
 
 def test_load_table_names_the_pip_line_when_pyarrow_is_missing(
@@ -534,8 +538,8 @@ def test_the_uniform_ranking_logs_uniform_probabilities_over_the_pool(tmp_path: 
 
 def test_runs_that_crashed_or_raised_are_left_out_with_a_warning(tmp_path: Path) -> None:
     """A crash is not a stop drawn from the design: such runs are dropped unless kept."""
-    from agentlog._records import RunEnd
     from agentlog._writer import TraceWriter
+    from agentlog.records import RunEnd
 
     logs = record_hand_runs(tmp_path, n=4)
     # a killed process: the same run's records without its RunEnd

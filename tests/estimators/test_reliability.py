@@ -115,33 +115,30 @@ def test_the_percentile_interval_is_the_percentile_of_the_bootstrap_means() -> N
     assert basic == (2 * r.mean - high, 2 * r.mean - low)
 
 
-def test_bca_is_the_default_and_its_pieces_are_scipys() -> None:
-    """â from the jackknife of the mean (closed form) equals scipy's, and so does ẑ0 from
-    the same bootstrap distribution; the interval is the quantiles at the BCa levels."""
+def test_bca_is_the_default_and_its_pieces_are_closed_forms_and_scipys() -> None:
+    """â is the jackknife's closed form, ẑ0 the normal quantile of the share of resamples
+    below the mean (ties ½), and the interval the quantiles at the BCa levels they give:
+    what ``scipy.stats.bootstrap`` computes from the same bootstrap distribution (the
+    result, like scipy's ``BootstrapResult``, is passed as ``bootstrap_result`` with no
+    new resamples)."""
     from scipy.special import ndtr, ndtri
-    from scipy.stats._resampling import _bca_interval
 
     x = np.random.default_rng(3).lognormal(size=25)
     with pytest.warns(DegenerateDataWarning, match=r"25 runs: the scores are skewed"):
         r = reliability.summary(x)
     assert r.method == "BCa"
-    theta_b = np.asarray(r.bootstrap_distribution)[None, :]
-    alpha_1, alpha_2, a_hat = _bca_interval((x,), np.mean, axis=-1, alpha=0.025,
-                                            theta_hat_b=theta_b, batch=None, xp=np)
-    assert r.acceleration == pytest.approx(float(a_hat), rel=1e-12)
     jack = np.array([np.delete(x, i).mean() for i in range(x.size)])
     u = (x.size - 1) * (jack.mean() - jack)
-    assert r.acceleration == pytest.approx((u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5),
-                                           rel=1e-12)
-    low, high = r.confidence_interval(0.95)
-    expected = np.quantile(r.bootstrap_distribution, [float(alpha_1[0]), float(alpha_2[0])])
-    assert (low, high) == pytest.approx(tuple(expected), rel=1e-12)
-    # ẑ0 is the normal quantile of the share of resamples below the mean (ties ½)
+    a_hat = (u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5)
+    assert r.acceleration == pytest.approx(a_hat, rel=1e-12)
     b = np.asarray(r.bootstrap_distribution)
     z0 = ndtri(((b < r.mean).mean() + (b <= r.mean).mean()) / 2)
-    z = ndtri(0.025)
-    assert float(alpha_1[0]) == pytest.approx(float(ndtr(z0 + (z0 + z) /
-                                                         (1 - r.acceleration * (z0 + z)))))
+    levels = [ndtr(z0 + (z0 + z) / (1 - a_hat * (z0 + z))) for z in ndtri([0.025, 0.975])]
+    low, high = r.confidence_interval(0.95)
+    assert (low, high) == pytest.approx(tuple(np.quantile(b, levels)), rel=1e-12)
+    theirs = stats.bootstrap((x,), np.mean, n_resamples=0, bootstrap_result=r,
+                             method="BCa", confidence_level=0.95).confidence_interval
+    assert (low, high) == pytest.approx((theirs.low, theirs.high), rel=1e-12)
 
 
 def test_bca_agrees_with_scipy_bootstrap_within_monte_carlo_error() -> None:

@@ -24,6 +24,9 @@ import pytest
 from agentlog.export import to_spans
 from tests.cli._cli import invoke
 
+# Starts a Phoenix server.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("AGENTLOG_PHOENIX_VENV", ROOT / ".venv-phoenix"))
 START_TIMEOUT_S = 180.0  # measured ~18-50 s to healthy on a loaded 2-core machine

@@ -8,8 +8,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["agentlog.replay", "agentlog.replay._cache",
-                                  "agentlog.replay._request_fields"])
+@pytest.mark.parametrize("name", ["agentlog.replay", "agentlog.adapters._cache",
+                                  "agentlog.adapters._request_fields"])
 def test_docstring_examples_run(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

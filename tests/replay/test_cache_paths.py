@@ -59,6 +59,7 @@ def test_a_cache_written_before_opens_in_both_modes(tmp_path: Path) -> None:
 
 
 def test_a_cache_nobody_closes_closes_its_connections_when_collected(tmp_path: Path) -> None:
+    """White-box test of ``ModelCache``'s store: its connections are what must close."""
     cache = ModelCache(tmp_path / "c.sqlite")
     conns = list(cache._store._all)  # type: ignore[union-attr]  # private: what is closed
     del cache

@@ -1,5 +1,5 @@
 """Channel replay on Ray gives the scores and provenance of the local executor (200
-transitions of the bundled agent, on a small local cluster started once for the module)."""
+transitions of the bundled agent, on the session's small local cluster)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from agentlog.estimators import asv
 from agentlog.replay import read_units, replay_channels
 
-# The shared module-scoped local cluster (autouse; it skips the module without Ray).
-from tests.replay._ray_cluster import cluster  # noqa: F401
+# The session's local cluster (tests/conftest.py); without Ray the tests skip.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 
 def _content(out: Path) -> dict[str, tuple[Any, ...]]:

@@ -52,7 +52,7 @@ def test_a_complete_replay_whose_scores_re_derive_passes_the_gate(src: Path,
     assert (report.window, report.channels) == ("chrep-step", ("chrep-direct", "chrep-quote"))
     assert (report.planned, report.sealed, report.rederived, report.mismatched,
             report.failed, report.missing) == (15, 15, 15, 0, 0, 0)
-    cell = report.cell()
+    cell = reliability.replay_cell(report)
     assert cell.status == "pass"
     assert "all 15 units ran, and their scores, derived again from the sealed states, " \
            "matched" in cell.detail
@@ -66,7 +66,7 @@ def test_a_complete_replay_whose_scores_re_derive_passes_the_gate(src: Path,
 def test_no_replay_is_not_probed(src: Path, tmp_path: Path) -> None:
     report = rederive_channel_replay(src, tmp_path / "nothing.zst", app=APP)
     assert report.planned == 0
-    cell = report.cell()
+    cell = reliability.replay_cell(report)
     assert cell.status == "not probed" and "holds no channel-replay unit" in cell.detail
 
 
@@ -74,7 +74,7 @@ def test_a_replay_of_other_traces_is_not_probed(src: Path, tmp_path: Path) -> No
     other = _record(tmp_path / "other.zst", [7.0])
     out = tmp_path / "out.zst"
     _replay(other, out, ["chrep-direct"])
-    cell = rederive_channel_replay(src, out, app=APP).cell()
+    cell = reliability.replay_cell(rederive_channel_replay(src, out, app=APP))
     assert cell.status == "not probed"
     assert "no unit of these traces is sealed there (6 needed): run the replay first" \
         in cell.detail
@@ -87,7 +87,7 @@ def test_an_unfinished_replay_is_not_probed(src: Path, tmp_path: Path) -> None:
               app=APP, progress=False)
     report = rederive_channel_replay(src, out, app=APP)
     assert (report.planned, report.sealed, report.missing) == (6, 4, 2)
-    cell = report.cell()
+    cell = reliability.replay_cell(report)
     assert cell.status == "not probed" and "2 of 6 units not replayed yet" in cell.detail
 
 
@@ -96,7 +96,7 @@ def test_failed_units_fail_the_gate(src: Path, tmp_path: Path) -> None:
     _replay(src, out, ["chrep-fragile"])
     report = rederive_channel_replay(src, out, app=APP)
     assert (report.failed, report.sealed) == (1, 2)
-    cell = report.cell()
+    cell = reliability.replay_cell(report)
     assert cell.status == "fail" and "1 of 3 units failed" in cell.detail
     assert "RuntimeError: this scorer cannot read x=3" in cell.detail
 
@@ -106,7 +106,7 @@ def test_scores_that_do_not_re_derive_fail_the_gate(src: Path, tmp_path: Path) -
     _replay(src, out, ["rederive-drifting"])
     report = rederive_channel_replay(src, out, app=APP)
     assert (report.sealed, report.mismatched) == (3, 3)
-    cell = report.cell()
+    cell = reliability.replay_cell(report)
     assert cell.status == "fail"
     assert "3 of 3 re-derived units gave other scores" in cell.detail
     assert "stored [" in cell.detail and "derived again [" in cell.detail
@@ -118,7 +118,7 @@ def test_a_tolerance_admits_small_differences(src: Path, tmp_path: Path) -> None
     out = tmp_path / "out.zst"
     _replay(src, out, ["rederive-drifting"])
     report = rederive_channel_replay(src, out, app=APP, tolerance=1e9)
-    assert report.mismatched == 0 and report.cell().status == "pass"
+    assert report.mismatched == 0 and reliability.replay_cell(report).status == "pass"
 
 
 def test_replay_cell_reads_a_plain_report() -> None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agentlog as al
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation, Score, Selection, ToolCall
 from agentlog.replay import Design, intervene, read_units
 from agentlog.replay.interventions import FixedHorizon, Uniform
-
-# The shared module-scoped local cluster (autouse; it skips the module without Ray).
-from tests.replay._ray_cluster import cluster  # noqa: F401
 from tests.replay.test_intervene import APP, opened_mean
+
+# The session's local cluster (tests/conftest.py); without Ray the tests skip.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 
 def _content(trace: al.Trace) -> list[tuple[Any, ...]]:

@@ -1,5 +1,9 @@
 """``intervene``'s cache of source traces: bounded in entries and in file bytes, and never
-serving a trace whose file was re-recorded at the same path."""
+serving a trace whose file was re-recorded at the same path.
+
+White-box test of ``agentlog.replay._intervene``'s source cache (``_source``, ``_sources``
+and its bounds): a bounded cache is invisible through ``intervene`` except as memory.
+"""
 
 from __future__ import annotations
 

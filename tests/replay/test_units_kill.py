@@ -83,6 +83,7 @@ def test_ctrl_c_leaves_a_valid_trace_and_a_rerun_completes_it_exactly(
     assert al.verify(out).ok
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize("trial", range(3))
 def test_sigkill_at_a_random_moment_then_a_rerun_gives_exactly_the_uninterrupted_scores(
         tmp_path: Path, reference: dict[str, list[tuple[Any, ...]]], trial: int) -> None:

@@ -36,6 +36,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
     return _scores(out)
 
 
+@pytest.mark.slow  # a soak: processes killed at many moments
 @pytest.mark.parametrize(("sig", "trial"), [(s, t) for s in ("SIGKILL", "SIGTERM")
                                              for t in range(3)])
 def test_a_replay_killed_at_a_random_moment_resumes_into_an_output_that_verifies(

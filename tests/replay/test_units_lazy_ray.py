@@ -16,10 +16,10 @@ import agentlog as al
 from agentlog.replay import Unit, read_units, run_units
 from agentlog.replay import _executor as executor
 from agentlog.replay._ray_executor import batch_sizes
-
-# The shared module-scoped local cluster (autouse; it skips the module without Ray).
-from tests.replay._ray_cluster import cluster  # noqa: F401
 from tests.replay.test_ray_executor import _content
+
+# The session's local cluster (tests/conftest.py); without Ray the tests skip.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 JOB = "tests.replay._unit_jobs:score_states"
 

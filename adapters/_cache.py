@@ -14,7 +14,7 @@ fetching caller that is cancelled or interrupted hands the flight over: one of t
 callers waiting for it fetches in its place and the others wait for that one.
 
 Example:
-    >>> from agentlog.replay import ModelCache, request_key
+    >>> from agentlog.adapters import ModelCache, request_key
     >>> cache = ModelCache(path=":memory:")
     >>> key = request_key("openai.chat", {"model": "m", "messages": [{"role": "user",
     ...                                   "content": "hi"}]})

@@ -15,7 +15,7 @@ top-level values and the SDKs' "not given" sentinels count as absent, as the pro
 treat them (a nested ``None`` is kept: inside a message or a schema it is content).
 
 Example:
-    >>> from agentlog.replay import request_key
+    >>> from agentlog.adapters import request_key
     >>> a = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 5})
     >>> b = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 60})
     >>> a.hex == b.hex, a.canonical["request"]
