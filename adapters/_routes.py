@@ -25,12 +25,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import agentlog as al
+from agentlog import StreamClosedError
 
 from ._client_secrets import stored_body
 from ._recording import (
     Config,
     Endpoint,
-    StreamClosedError,
     _adrain,
     _Call,
     _drain,

@@ -29,7 +29,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ._recording import CallOptions, Config, StreamClosedError
+from agentlog import StreamClosedError
+
+from ._recording import CallOptions, Config
 
 # Keyword arguments of AsyncLLM.generate that never change the content of the output.
 _NOT_CONTENT = frozenset({"request_id", "trace_headers", "priority", "data_parallel_rank",

@@ -52,6 +52,7 @@ from ._errors import (
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from ._channels import channel, scorer
     from ._encoding import Secret, decode_arguments
     from ._frames import iter_frames, iter_records
     from ._llm import llm_call
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
     from ._trace_format import ReadLimits
     from ._verify import VerifyReport, verify
     from ._window import window
-    from .replay import channel, scorer
 
 # Each public name -> the module defining it, imported on first use (PEP 562).
 _LAZY: dict[str, str] = {
@@ -75,7 +75,7 @@ _LAZY: dict[str, str] = {
     "VerifyReport": "._verify",
     "WindowRef": "._state",
     "WindowState": "._state",
-    "channel": ".replay",
+    "channel": "._channels",
     "current_run": "._state",
     "current_window": "._state",
     "decode_arguments": "._encoding",
@@ -89,7 +89,7 @@ _LAZY: dict[str, str] = {
     "read_traces": "._reader",
     "record": "._recorder",
     "score": "._recorder",
-    "scorer": ".replay",
+    "scorer": "._channels",
     "select": "._select",
     "settle": "._reader",
     "tool": "._tool",

@@ -173,10 +173,7 @@ def release_writer(writer: TraceWriter) -> None:
         if writer.durability == "frame":
             return
         wait = writer.close_timeout
-        if writer.durability == "fsync":
-            ok = writer.fsync(wait)
-        else:
-            ok = writer.flush(wait)
+        ok = writer.fsync(wait) if writer.durability == "fsync" else writer.flush(wait)
         if not ok:
             writer._note_problem(
                 f"leaving the run timed out after {wait:g} s with {writer.pending} records "

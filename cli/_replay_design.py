@@ -23,13 +23,13 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.registry import resolve
 
 from ._output import (
     EXIT_OK,
@@ -47,18 +47,13 @@ SHOWN_FAILURES = 10
 
 
 def _function(name: str) -> Any:
-    module, sep, qual = name.partition(":")
-    if not sep or not module or not qual:
-        raise BadInput(f"--score {name!r}: expected module:function, e.g. my_agent:opened_mean")
     try:
-        obj: Any = importlib.import_module(module)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-    except ImportError as exc:
-        raise BadInput(f"--score {name!r}: module {module!r} cannot be imported ({exc})"
-                       ) from exc
-    except AttributeError:
-        raise BadInput(f"--score {name!r}: {module!r} has no {qual!r}") from None
+        obj: Any = resolve(name, what="--score function")
+    except ValueError as exc:
+        raise BadInput(f"--score {name!r}: expected module:function, e.g. "
+                       "my_agent:opened_mean") from exc
+    except (ImportError, AttributeError) as exc:
+        raise BadInput(f"--score {name!r}: {exc}") from None
     if not callable(obj):
         raise BadInput(f"--score {name!r} is not a function")
     return obj

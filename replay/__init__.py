@@ -25,6 +25,7 @@ arms (``Arm``), and ``intervene`` re-enters every sealed window instance under e
 seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
 """
 
+from agentlog import NotRegisteredError, RegistryCollisionWarning
 from agentlog.adapters import (  # the exact-input cache lives below replay: adapters use it
     CacheKey,
     CacheMode,
@@ -37,6 +38,19 @@ from agentlog.adapters import (  # the exact-input cache lives below replay: ada
     registered_request_fields,
     request_fields,
     request_key,
+)
+from agentlog.registry import (
+    Channel,
+    Registered,
+    Registry,
+    ScoreContext,
+    Scorer,
+    channel,
+    get_channel,
+    get_scorer,
+    object_id,
+    registry,
+    scorer,
 )
 
 from ._app import (
@@ -58,19 +72,9 @@ from ._channel_replay import (
     replay_channels,
     score_channel_unit,
 )
-from ._channels import (
-    Channel,
-    ScoreContext,
-    Scorer,
-    channel,
-    get_channel,
-    get_scorer,
-    registry,
-    scorer,
-)
 from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
-from ._intervene import InterventionRun, intervene
+from ._intervene import InterventionRun, intervene, reenter_job
 from ._reentry import (
     recorded_generator,
     reenter_arguments,
@@ -78,13 +82,6 @@ from ._reentry import (
     stream_offsets,
     tool_result,
     window_function,
-)
-from ._registry import (
-    NotRegisteredError,
-    Registered,
-    Registry,
-    RegistryCollisionWarning,
-    object_id,
 )
 from ._retry import RetryPolicy, is_transient
 from ._states import (
@@ -152,6 +149,7 @@ __all__ = [
     "recorded_modules",
     "rederive_channel_replay",
     "reenter_arguments",
+    "reenter_job",
     "register_request_fields",
     "registered_request_fields",
     "registry",
@@ -170,3 +168,9 @@ __all__ = [
     "trace_file_hash",
     "window_function",
 ]
+
+# The built-in jobs are named by their public path ("agentlog.replay:score_channel_unit"),
+# which replays write into every output unit: never a private module's.
+for _job in (score_channel_unit, ascore_channel_unit, reenter_job):
+    _job.__module__ = __name__
+del _job

@@ -60,9 +60,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentlog import ChannelVersionError, Trace
 from agentlog.adapters import call_options
 from agentlog.records import encode_artifact
+from agentlog.registry import Channel, ScoreContext, Scorer, get_channel, get_scorer
 
 from ._app import resolve_app
-from ._channels import Channel, ScoreContext, Scorer, get_channel, get_scorer
 from ._executor import arun_units, run_units
 from ._retry import RetryPolicy
 from ._states import FrozenTransition, State, frozen_transitions
@@ -85,8 +85,9 @@ __all__ = [
 ]
 
 CHANNEL_REPLAY_KIND = "agentlog.channel-replay/1"
-JOB = "agentlog.replay._channel_replay:score_channel_unit"
-AJOB = "agentlog.replay._channel_replay:ascore_channel_unit"
+# Their public names (agentlog.replay exports both): written into every output unit.
+JOB = "agentlog.replay:score_channel_unit"
+AJOB = "agentlog.replay:ascore_channel_unit"
 
 TraceSource = Trace | str | os.PathLike[str] | Sequence[Any]
 

@@ -45,7 +45,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import importlib
 import itertools
 import math
 import os
@@ -60,6 +59,7 @@ import agentlog as al
 from agentlog import ReplayError, Trace
 from agentlog.records import Score, WindowView, encode_artifact
 from agentlog.reentry import steering
+from agentlog.registry import resolve
 
 from ._app import resolve_app
 from ._design import Arm, Design
@@ -81,7 +81,7 @@ MODES = ("frozen", "branch", "rerun")
 ARM_META_KEY = "agentlog.replay.arm"  # the arm run's provenance (not a unit of the engine)
 UNITS_FILE = "units.zst"
 ARMS_DIR = "arms"
-JOB = "agentlog.replay._intervene:reenter_job"
+JOB = "agentlog.replay:reenter_job"  # its public name: written into every output unit
 
 ScoreFn = Callable[[Any], Mapping[str, float]]
 
@@ -472,11 +472,7 @@ def _function_id(obj: Any, what: str, executor: str) -> str | None:
 
 
 def _resolve(name: str) -> Any:
-    module, _, qual = name.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return resolve(name, what="function")
 
 
 def _rebuilt(payload: Mapping[str, Any]) -> _Call:

@@ -54,7 +54,7 @@ from agentlog.records import (
     iter_runs,
 )
 
-from ._units import ScoreTuple, UnitScore, score_of
+from ._units import LEGACY_JOBS, ScoreTuple, UnitScore, score_of
 
 try:  # pragma: no cover - always there on POSIX
     import fcntl
@@ -133,6 +133,7 @@ def _unit_of(run: RunView) -> UnitOutput | None:
     status = "failed" if meta.get("status") == "failed" else "ok"
     attempts = meta.get("attempts")
     job = meta.get("job")
+    job = LEGACY_JOBS.get(job, job) if isinstance(job, str) else job
     return UnitOutput(
         key=meta["unit"], status=status, attempts=attempts if isinstance(attempts, int) else 0,
         scores=tuple(scores) if status == "ok" else (), provenance=provenance,

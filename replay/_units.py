@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 import re
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from agentlog.adapters import observing
+from agentlog.registry import resolve
 
 if TYPE_CHECKING:
     from agentlog.adapters import CacheKey, CacheResult, ModelCache
@@ -264,6 +264,7 @@ def resolve_job(job: str | Callable[..., Any]) -> tuple[Callable[..., Any], str 
         TypeError: the object is not callable.
     """
     if isinstance(job, str):
+        job = LEGACY_JOBS.get(job, job)
         if not _JOB_ID.match(job):
             raise ValueError(
                 f"`job` must be 'module:qualname' (e.g. 'mypkg.jobs:score_unit'); "
@@ -289,23 +290,16 @@ def resolve_job(job: str | Callable[..., Any]) -> tuple[Callable[..., Any], str 
     return job, job_id if same else None
 
 
+# The private module paths older agentlogs wrote as job ids -> the jobs' public names.
+LEGACY_JOBS = {
+    "agentlog.replay._channel_replay:score_channel_unit": "agentlog.replay:score_channel_unit",
+    "agentlog.replay._channel_replay:ascore_channel_unit": "agentlog.replay:ascore_channel_unit",
+    "agentlog.replay._intervene:reenter_job": "agentlog.replay:reenter_job",
+}
+
+
 def _import_object(job_id: str) -> Any:
-    module_name, qualname = job_id.split(":", 1)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(
-            f"cannot import module {module_name!r} of job {job_id!r}: {exc}. Install the "
-            "package that defines it, or run from the folder that holds it (PYTHONPATH)"
-        ) from exc
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise AttributeError(
-                f"module {module_name!r} has no {qualname!r} (job {job_id!r}); check the "
-                "name, and that the module defines it at import time") from None
-    return obj
+    return resolve(job_id, what="job")
 
 
 def is_async_job(fn: Callable[..., Any]) -> bool:

@@ -72,8 +72,7 @@ from agentlog.reentry import (
     noise_seed,
     stream_origin,
 )
-
-from ._registry import Registered, Registry
+from agentlog.registry import Registered, Registry
 
 __all__ = [
     "STEERS",

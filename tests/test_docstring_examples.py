@@ -23,7 +23,7 @@ MODULES = [
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
-    "agentlog.replay._registry", "agentlog.replay._app", "agentlog.replay._channels",
+    "agentlog._registry", "agentlog.registry", "agentlog.replay._app", "agentlog._channels",
     "agentlog.replay._states", "agentlog.replay._channel_replay",
     "agentlog.examples.deep_research.channels", "agentlog.examples.logprob_scorer",
 ]

@@ -79,7 +79,7 @@ def test_a_failed_unit_fails_the_gate(src: Path, tmp_path: Path) -> None:
 def test_an_unfinished_replay_is_not_probed_and_says_so(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
     units = plan_channel_units(src, ["chrep-direct"], window="chrep-step")
-    run_units(list(units)[:4], "agentlog.replay._channel_replay:score_channel_unit", out=out,
+    run_units(list(units)[:4], "agentlog.replay:score_channel_unit", out=out,
               app=APP, progress=False)
     gate = _gate(_card(src, "--replay", out, "--app", APP, code=0))
     assert gate["status"] == "not probed" and "2 of 6 units not replayed yet" in gate["detail"]

@@ -18,8 +18,8 @@ import pytest
 
 import agentlog as al
 from agentlog._digest import RunDigest, run_end_tail
-from agentlog.records import Continuation, RunEnd, RunStart, Score, Selection, WindowExit
 from agentlog._writer import TraceWriter
+from agentlog.records import Continuation, RunEnd, RunStart, Score, Selection, WindowExit
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "traces" / "v1" / "golden.zst"
 

@@ -155,11 +155,11 @@ def test_an_error_keyed_by_a_message_prints_the_message_unquoted() -> None:
 
 def test_the_old_import_paths_give_the_tree_classes() -> None:
     from agentlog import adapters, records, replay
+    from agentlog._registry import RegistryCollisionWarning
     from agentlog._trace import BlobNotFoundError
     from agentlog.adapters._choice import NoLogprobsError
     from agentlog.replay._app import AppImportError, AppNotGivenError
     from agentlog.replay._channel_replay import ChannelVersionError
-    from agentlog.replay._registry import RegistryCollisionWarning
     from agentlog.replay._states import StateDecodeError, WindowNotFoundError
 
     assert (BlobNotFoundError, records.BlobNotFoundError) == (_errors.BlobNotFoundError,) * 2

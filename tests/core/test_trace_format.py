@@ -66,7 +66,7 @@ def test_file_header_is_a_skippable_zstd_frame_of_the_magic_and_version() -> Non
     assert MAGIC == b"AGNTLOG"
     assert FORMAT_VERSION == 2
     # zstd's skippable frame: a magic number in 0x184D2A50..5F, the length, the data.
-    assert FILE_HEADER == struct.pack("<II", 0x184D2A5A, 8) + b"AGNTLOG\x02"
+    assert struct.pack("<II", 0x184D2A5A, 8) + b"AGNTLOG\x02" == FILE_HEADER
 
 
 def test_frame_header_is_a_skippable_frame_of_length_count_and_two_crcs() -> None:

@@ -83,7 +83,7 @@ def test_a_replay_of_other_traces_is_not_probed(src: Path, tmp_path: Path) -> No
 def test_an_unfinished_replay_is_not_probed(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
     units = plan_channel_units(src, ["chrep-direct"], window="chrep-step")
-    run_units(units[:4], "agentlog.replay._channel_replay:score_channel_unit", out=out,
+    run_units(units[:4], "agentlog.replay:score_channel_unit", out=out,
               app=APP, progress=False)
     report = rederive_channel_replay(src, out, app=APP)
     assert (report.planned, report.sealed, report.missing) == (6, 4, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from agentlog.replay import (
     request_key,
     run_units,
 )
+from tests.adapters._trace_text import trace_plaintext
 
 APP = __name__  # this module registers the test channels below
 
@@ -187,7 +189,7 @@ def test_each_unit_carries_full_provenance(trace: Path, tmp_path: Path) -> None:
         assert (p["scorer"], p["scorer_id"], p["scorer_hash"]) == ("chrep-value", sc.id,
                                                                    sc.hash)
         assert (p["wave"], p["model"]) == (0, "none") and p["layout"] in (0, 1)
-        assert unit.job == "agentlog.replay._channel_replay:score_channel_unit"
+        assert unit.job == "agentlog.replay:score_channel_unit"
         assert [(s.name, s.channel, s.layout, s.wave, s.transition, s.state_hash)
                 for s in unit.scores] == [
             ("chrep-value", "chrep-direct", p["layout"], 0, w.window, w.enter.entry_hash),
@@ -236,7 +238,7 @@ def test_an_undecodable_state_fails_its_unit_only(trace: Path, tmp_path: Path) -
     units = plan_channel_units(trace, ["chrep-direct"], window="chrep-step", layouts=1)
     broken = Unit(units[1].key, {**units[1].payload, "exit": b"\xc1"}, units[1].provenance)
     summary = run_units([units[0], broken, units[2]],
-                        "agentlog.replay._channel_replay:score_channel_unit",
+                        "agentlog.replay:score_channel_unit",
                         out=tmp_path / "out.zst", app=APP, progress=False)
     assert (summary.done, summary.failed) == (2, 1)
     (failure,) = summary.failures
@@ -249,7 +251,7 @@ def test_a_worker_with_another_version_of_the_channel_fails_the_unit(
     units = plan_channel_units(trace, ["chrep-direct"], window="chrep-step", layouts=1)
     stale = [Unit(u.key, {**u.payload, "channel_hash": "0" * 64}, u.provenance)
              for u in units[:1]]
-    summary = run_units(stale, "agentlog.replay._channel_replay:score_channel_unit",
+    summary = run_units(stale, "agentlog.replay:score_channel_unit",
                         out=tmp_path / "out.zst", app=APP, progress=False)
     (failure,) = summary.failures
     assert failure.error_type == "ChannelVersionError"
@@ -383,7 +385,7 @@ def test_the_replayed_face_does_not_depend_on_the_units_finishing_order(
     shuffled = tmp_path / "shuffled.zst"
     rng = np.random.default_rng(0)
     order = rng.permutation(len(units))
-    run_units([units[i] for i in order], "agentlog.replay._channel_replay:score_channel_unit",
+    run_units([units[i] for i in order], "agentlog.replay:score_channel_unit",
               out=shuffled, app="agentlog.examples.deep_research", progress=False)
     a = asv.from_trace(out, channels=("direct", "quote"))
     b = asv.from_trace(shuffled, channels=("direct", "quote"))
@@ -431,3 +433,15 @@ def test_payloads_hold_only_plain_data(trace: Path) -> None:
     (unit, *_) = plan_channel_units(trace, ["chrep-direct"], window="chrep-step")
     assert decode_artifact(unit.payload["entry"]) == {"x": 1.0}
     assert dataclasses.is_dataclass(unit)
+
+
+PRIVATE_PATH = re.compile(rb"agentlog\.(?:[a-z]+\.)?_[a-z_]+")  # a private module's path
+
+
+def test_no_private_module_path_is_written_into_the_output(trace: Path, tmp_path: Path) -> None:
+    """Job ids used to be written as agentlog.replay._channel_replay:score_channel_unit."""
+    out = tmp_path / "out.zst"
+    _replay(trace, out, ["chrep-direct"])
+    assert PRIVATE_PATH.findall(trace_plaintext(out)) == []
+    assert {u.job for u in read_units(out).values()} == {"agentlog.replay:score_channel_unit"}
+    assert PRIVATE_PATH.search(b"agentlog.replay._channel_replay:score_channel_unit")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from agentlog.examples.deep_research import run_agent, run_study, task_ids
 from agentlog.records import Continuation
 from agentlog.replay import Design, intervene, read_units, replicate_seed
 from agentlog.replay.interventions import FixedHorizon, Uniform
+from tests.adapters._trace_text import trace_plaintext
 
 APP = "agentlog.examples.deep_research"
 
@@ -274,3 +276,9 @@ def test_policy_effects_warn_when_the_sources_drew_one_noise_for_every_task(
         fx = cess.effects_from_traces(tmp_path / "out", outcome="opened_mean",
                                       n_resamples=200)
     assert fx.n_blocks == 3
+
+
+def test_no_private_module_path_is_written_into_the_outputs(replayed: Path) -> None:
+    private = re.compile(rb"agentlog\.(?:[a-z]+\.)?_[a-z_]+")
+    files = sorted((replayed / "out").rglob("*.zst"))
+    assert files and all(private.findall(trace_plaintext(p)) == [] for p in files)

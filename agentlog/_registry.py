@@ -9,7 +9,7 @@ encoding of those arguments and a digest of the object's source code: a score st
 that hash says exactly which version of the channel produced it.
 
 Example:
-    >>> from agentlog.replay import Registry
+    >>> from agentlog.registry import Registry
     >>> channels = Registry("channel")
     >>> def quote(state):
     ...     return str(state)
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agentlog import ArtifactEncodingError, NotRegisteredError, RegistryCollisionWarning
-from agentlog.records import decode_artifact, encode_artifact
+from agentlog._encoding import decode as decode_artifact
+from agentlog._encoding import encode as encode_artifact
+from agentlog._errors import ArtifactEncodingError, NotRegisteredError, RegistryCollisionWarning
 
 __all__ = [
     "NotRegisteredError",

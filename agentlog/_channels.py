@@ -20,7 +20,7 @@ Example:
     >>> @al.channel("doc-upper", scorer="doc-length", template="{view}", layouts=2)
     ... def upper(state):
     ...     return str(state.value).upper()
-    >>> from agentlog.replay import get_channel
+    >>> from agentlog.registry import get_channel
     >>> ch = get_channel("doc-upper")
     >>> ch.scorer, ch.layouts, dict(ch.params), len(ch.hash)
     ('doc-length', 2, {}, 64)
@@ -33,12 +33,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._registry import Registered, Registry
+from agentlog._registry import Registered, Registry
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the core never imports the layers above it
     from agentlog.adapters import ModelCache
-
-    from ._states import State
+    from agentlog.replay import State
 
 __all__ = [
     "CHANNELS",
