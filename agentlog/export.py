@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import stat
 import tempfile
@@ -69,6 +70,7 @@ from ._span_builder import (
 from ._trace import Trace
 from ._version import __version__
 from .records import trace_files
+from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -387,14 +389,17 @@ def to_otlp(
     """Send stored traces to an OTLP/HTTP endpoint (``http://host:4318/v1/traces``).
 
     The spans are built as the traces stream and sent ``batch`` at a time, in memory
-    bounded as ``to_spans``'s whatever the number of runs. Each batch is retried
-    ``retries`` times with exponential backoff (``backoff_s``, doubled each try); a batch
-    that still fails is counted in ``spans_failed`` and named in ``errors``, and the
-    export goes on with the next batch, unless the endpoint has accepted no batch yet:
+    bounded as ``to_spans``'s whatever the number of runs. The OTLP exporter retries a
+    batch's transient failures itself (429, 5xx, a dropped connection: with backoff,
+    within ``timeout_s``), so agentlog adds no retries of its own to it; an ``exporter`` of
+    your own gets ``retries`` more attempts per batch under the one retry policy agentlog
+    uses everywhere (``agentlog.retry.RetryPolicy``: full-jitter exponential backoff from
+    ``backoff_s``). A batch that still fails is counted in ``spans_failed`` and named in
+    ``errors``, and the export goes on with the next batch, unless the endpoint has
+    accepted no batch yet:
     then it is taken to be unreachable (nothing listens, a wrong URL, refused
     credentials) and the export stops there, counting the spans left in ``spans_failed``
-    and saying so in ``errors``, instead of waiting out every batch's retries in turn
-    (the OTLP exporter's own retries take up to ``timeout_s`` per attempt).
+    and saying so in ``errors``, instead of waiting out every batch's retries in turn.
     Before the first batch one TCP connection tests the endpoint (not behind an HTTP proxy,
     nor with an ``exporter`` of your own): a refused port or an unknown host stops the
     export at once, every span counted in ``spans_failed``. URL userinfo and tokens are
@@ -407,8 +412,9 @@ def to_otlp(
         service_name: ``service.name``; each run's system when None.
         resource_attributes: extra resource attributes.
         batch: spans per request.
-        retries: extra attempts per failed batch.
-        backoff_s: the first wait between attempts.
+        retries: extra attempts per failed batch, for an ``exporter`` of your own (the
+            OTLP exporter retries itself).
+        backoff_s: the ceiling of the first wait between those attempts.
         timeout_s: the timeout of one request.
         exporter: a ``SpanExporter`` to use instead of the OTLP/HTTP one.
         progress: called with the number of spans of each batch done.
@@ -420,6 +426,12 @@ def to_otlp(
     """
     if batch < 1:
         raise ValueError(f"`batch` must be at least 1; found {batch}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"`retries` must be an int >= 0; found {retries!r}")
+    # The OTLP exporter retries transient failures itself: one policy, not two in a row.
+    policy = RetryPolicy(max_attempts=1 + (retries if exporter is not None else 0),
+                         base=backoff_s, cap=max(backoff_s, 30.0))
+    jitter = random.Random()
     if exporter is None:
         problem = endpoint_problem(endpoint)
         if problem is not None:
@@ -451,20 +463,19 @@ def to_otlp(
     try:
         for chunk in chunks:
             result.batches += 1
-            wait = backoff_s
-            for attempt in range(retries + 1):
+            for attempt in range(1, policy.max_attempts + 1):
                 if exporter.export(chunk) is SpanExportResult.SUCCESS:
                     result.spans_sent += len(chunk)
                     break
-                if attempt < retries:
-                    time.sleep(wait)
-                    wait *= 2
+                if attempt < policy.max_attempts:
+                    time.sleep(policy.delay(attempt, rng=jitter))
             else:
                 result.spans_failed += len(chunk)
                 why = f" (last error: {scrub_text(reasons.last)})" if reasons.last else ""
+                tries = policy.max_attempts
                 result.errors.append(
                     f"batch {result.batches} ({len(chunk)} spans) was not accepted by "
-                    f"{shown} after {retries + 1} attempts{why}"
+                    f"{shown} after {tries} attempt{'s' * (tries != 1)}{why}"
                 )
             if progress is not None:
                 progress(len(chunk))

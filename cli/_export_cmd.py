@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -137,9 +138,9 @@ def export_command(
         Protocol, typer.Option("--protocol", help="OTLP transport.")
     ] = Protocol.http_protobuf,
     batch: Annotated[int, typer.Option("--batch", help="Spans per request.", min=1)] = 512,
-    retries: Annotated[
-        int, typer.Option("--retries", help="Extra attempts per failed batch.", min=0)
-    ] = 3,
+    retries: Annotated[  # deprecated: the OTLP exporter retries itself (one policy)
+        int | None, typer.Option("--retries", hidden=True, min=0)
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds one attempt may take (the exporter "
                             "retries a refused connection within it).", min=0.1)
@@ -172,6 +173,10 @@ def export_command(
             raise BadInput("pass --otlp URL (an OTLP/HTTP traces endpoint), or --format "
                            "otlp-json --out FILE")
         _check_url(otlp)
+        if retries is not None:
+            warnings.warn("--retries is deprecated and does nothing: the OTLP exporter "
+                          "retries transient failures itself, within --timeout; drop it",
+                          FutureWarning, stacklevel=1)
         headers = _headers(header or [])
         files = trace_files(traces)
         with _streaming(files):
@@ -181,7 +186,7 @@ def export_command(
             task = bar.add_task("spans", total=total)
             result = to_otlp(files, endpoint=otlp, headers=headers,
                              service_name=service_name, resource_attributes=resource,
-                             batch=batch, retries=retries, timeout_s=timeout,
+                             batch=batch, timeout_s=timeout,
                              progress=lambda n: bar.advance(task, n),
                              capture_content=capture_content)
         raise typer.Exit(_report(result, otlp))

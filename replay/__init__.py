@@ -52,6 +52,7 @@ from agentlog.registry import (
     registry,
     scorer,
 )
+from agentlog.retry import RetryPolicy, is_transient
 
 from ._app import (
     APP_ENV,
@@ -83,7 +84,6 @@ from ._reentry import (
     tool_result,
     window_function,
 )
-from ._retry import RetryPolicy, is_transient
 from ._states import (
     FrozenTransition,
     State,

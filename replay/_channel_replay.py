@@ -61,10 +61,10 @@ from agentlog import ChannelVersionError, Trace
 from agentlog.adapters import call_options
 from agentlog.records import encode_artifact
 from agentlog.registry import Channel, ScoreContext, Scorer, get_channel, get_scorer
+from agentlog.retry import RetryPolicy
 
 from ._app import resolve_app
 from ._executor import arun_units, run_units
-from ._retry import RetryPolicy
 from ._states import FrozenTransition, State, frozen_transitions
 from ._units import RunSummary, Unit, UnitContext, UnitScore
 

@@ -43,10 +43,10 @@ from typing import Any, Literal
 
 from agentlog.adapters import ModelCache, ObservedCalls, observe_calls
 from agentlog.context import copy_context_executor
+from agentlog.retry import RetryPolicy, is_transient, retry_after
 
 from ._app import app_name
 from ._progress import Progress
-from ._retry import RetryPolicy, is_transient, retry_after
 from ._unit_output import Outcome, OutputWriter, read_units, sealed_units, set_aside_cut_runs
 from ._units import (
     RunSummary,

@@ -30,8 +30,8 @@ import msgspec
 from agentlog import MissingDependencyError, ReplayError
 from agentlog.adapters import ModelCache
 from agentlog.context import copy_context_executor
+from agentlog.retry import RetryPolicy
 
-from ._retry import RetryPolicy
 from ._unit_output import Outcome
 
 _enc = msgspec.msgpack.Encoder()

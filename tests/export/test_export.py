@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import agentlog as al
+import agentlog.export as export_module
 from agentlog import export
 from agentlog._recorder import log_llm_call
 from agentlog.export import to_otlp, to_otlp_json, to_spans
@@ -309,11 +310,13 @@ def test_an_endpoint_that_accepts_no_batch_stops_the_export_after_its_first(
         result = to_otlp([trace_path], endpoint=url, batch=2, retries=1, backoff_s=0.0,
                          timeout_s=2.0, progress=done.append)
     shown = f"http://<redacted>@127.0.0.1:{port}/v1/traces"
-    assert calls == [2, 2]  # the first batch and its one retry
+    # The first batch once: the OTLP exporter does not retry a 401, and agentlog adds no
+    # retries on top of the exporter's own (retries= is for an exporter of your own).
+    assert calls == [2]
     assert result.spans_sent == 0 and result.spans_failed == n == sum(done)
     assert result.batches == 1 and len(result.errors) == 2
     assert result.errors[0].startswith(f"batch 1 (2 spans) was not accepted by {shown} "
-                                       "after 2 attempts")
+                                       "after 1 attempt")
     left = -(-n // 2) - 1
     assert result.errors[1] == (f"stopped: {shown} accepted no batch, so the {left} batches "
                                 f"left ({n - 2} spans) were not sent")
@@ -370,6 +373,23 @@ def test_a_batch_refused_after_others_were_accepted_does_not_stop_the_export(
     result = to_otlp([trace_path], endpoint="http://unused", batch=2, retries=0,
                      exporter=first_refused)  # type: ignore[arg-type]
     assert first_refused.calls == 1 and result.spans_failed == n and result.spans_sent == 0
+
+
+def test_an_exporter_of_your_own_is_retried_under_the_shared_policy(
+        trace_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _model_run(trace_path)
+    n = len(list(to_spans(trace_path)))
+    waits: list[float] = []
+    monkeypatch.setattr(export_module.time, "sleep", waits.append)
+    flaky = _FlakyExporter(refuse={1, 2})  # batch 1 refused twice, accepted at the third
+    result = to_otlp([trace_path], endpoint="http://unused", batch=2, retries=2,
+                     backoff_s=0.25, exporter=flaky)  # type: ignore[arg-type]
+    assert result.spans_sent == n and result.errors == [] and flaky.accepted[0] == 3
+    # Full jitter: each wait is drawn from [0, backoff_s * 2^(k-1)] (agentlog.retry).
+    assert len(waits) == 2 and 0 <= waits[0] <= 0.25 and 0 <= waits[1] <= 0.5
+    with pytest.raises(ValueError, match="`retries` must be an int >= 0"):
+        to_otlp([trace_path], endpoint="http://unused", retries=-1,
+                exporter=flaky)  # type: ignore[arg-type]
 
 
 def test_a_truncated_trace_exports_what_it_has_and_says_so(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,22 @@ def test_otlp_json_writes_every_span_of_every_trace(traces: Path, tmp_path: Path
 
 def test_a_refused_endpoint_exits_1_with_the_reason_and_no_traceback(traces: Path) -> None:
     url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
-    result = invoke("export", traces / "a.zst", "--otlp", url, "--retries", "0",
-                    "--timeout", "1")
+    result = invoke("export", traces / "a.zst", "--otlp", url, "--timeout", "1")
     assert result.exit_code == 1, result.output
     assert f"0 spans sent to {url}" in result.output
     assert "cannot connect to" in result.output and "connection refused" in result.output
     assert "check that the backend is running" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_retries_is_deprecated_since_the_exporter_retries_itself(traces: Path) -> None:
+    url = f"http://127.0.0.1:{_refused_port()}/v1/traces"
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as a user's shell shows it
+        result = invoke("export", traces / "a.zst", "--otlp", url, "--retries", "2",
+                        "--timeout", "1")
+    assert result.exit_code == 1, result.output
+    assert "warning: --retries is deprecated and does nothing" in result.output
     assert "Traceback" not in result.output
 
 

@@ -47,7 +47,7 @@ def _clear_failures() -> Any:
 
 
 @pytest.mark.parametrize("name", ["agentlog.replay._executor", "agentlog.replay._units",
-                                  "agentlog.replay._retry"])
+                                  "agentlog.retry"])
 def test_docstring_examples_run(name: str, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -1,5 +1,9 @@
 """Retry of transient failures: exponential backoff with full jitter, classified errors.
 
+One policy for everything agentlog retries: replay units (``agentlog.replay.run_units``)
+and export batches sent through an exporter of your own (``agentlog.export.to_otlp``;
+the OTLP exporter retries transient failures itself, so agentlog adds no retries to it).
+
 An attempt that raises is retried only when the error can go away by waiting: a rate
 limit (HTTP 429), a server error (5xx), 408 (request timeout) and 409 (conflict, which
 providers use for "busy"), a timeout or a connection error. Every other 4xx, a
@@ -19,7 +23,7 @@ server's ``Retry-After`` when it sent one (never above ``cap``).
 
 Example:
     >>> import random
-    >>> from agentlog.replay import RetryPolicy, is_transient
+    >>> from agentlog.retry import RetryPolicy, is_transient
     >>> policy = RetryPolicy(max_attempts=4, base=0.5, cap=8.0)
     >>> [policy.ceiling(k) for k in (1, 2, 3, 4, 5, 6)]
     [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
@@ -37,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlog import CacheMiss
+from agentlog._errors import CacheMiss
 
 __all__ = ["RetryPolicy", "is_transient", "retry_after"]
 
