@@ -34,7 +34,7 @@ from agentlog._trace_format import (
     frame_header_size,
     parse_frame_header,
 )
-from agentlog._writer_pool import settle
+from agentlog._writer.pool import settle
 
 __all__ = ["RECORD_VIEWS", "Frame", "FrameIterator", "iter_frames", "iter_records",
            "read_frame", "trace_sha256"]

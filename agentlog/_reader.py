@@ -40,7 +40,7 @@ from agentlog._trace import (
 )
 from agentlog._trace_format import ReadLimits
 from agentlog._vectors import decode_pool, draws, policy_probs, probs, raw_probs
-from agentlog._writer_pool import settle
+from agentlog._writer.pool import settle
 
 __all__ = [
     "BlobNotFoundError",

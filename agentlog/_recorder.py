@@ -26,11 +26,11 @@ from ._noise import GENERATOR_ID, GENERATORS
 from ._otel import tracer as _tracer
 from ._records import RunEnd, RunStart, Score
 from ._scrub import REDACTED, scrub_value
-from ._shared_writers import flush_all, release_writer, shared_writer
 from ._span_builder import operation_of, response_meta
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
 from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES
+from ._writer.shared import flush_all, release_writer, shared_writer
 
 INLINE_MAX = 2048  # artifacts larger than this are stored once as content-addressed Blobs
 

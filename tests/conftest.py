@@ -28,7 +28,7 @@ def _files_closed_after_each_test() -> Iterator[None]:
     this, they would be written during the next test, under its patched OS calls.
     """
     yield
-    shared = sys.modules.get("agentlog._shared_writers")
+    shared = sys.modules.get("agentlog._writer.shared")
     if shared is not None:
         shared.flush_all(timeout=10)
 

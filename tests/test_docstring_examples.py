@@ -13,7 +13,7 @@ MODULES = [
     "agentlog._verify", "agentlog._reader", "agentlog._frames", "agentlog._digest",
     "agentlog.records",
     "agentlog._encoding", "agentlog._scrub", "agentlog.scrubbing", "agentlog.context",
-    "agentlog.testing", "agentlog._shared_writers", "agentlog._llm", "agentlog.adapters",
+    "agentlog.testing", "agentlog._writer.shared", "agentlog._llm", "agentlog.adapters",
     "agentlog.adapters._choice", "agentlog.adapters._recording",
     "agentlog._steering", "agentlog.estimators._cess", "agentlog.estimators._audit",
     "agentlog.estimators._tuning", "agentlog.estimators._effects",

@@ -82,7 +82,7 @@ def main(out: str, side: str, durability: str, threads: int,
     from agentlog.context import copy_context_executor
 
     if flush_bound is not None:
-        from agentlog import _writer_pool
+        from agentlog._writer import pool as _writer_pool
 
         _writer_pool.SIGNAL_FLUSH_TIMEOUT = flush_bound  # read by the handler when it runs
 

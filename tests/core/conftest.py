@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import agentlog._writer as writer_mod
+import agentlog._writer.writer as writer_mod
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-import agentlog._writer as writer_mod
+import agentlog._writer.writer as writer_mod
 from agentlog.records import RunEnd, RunStart, WindowEnter, WindowExit
 
 

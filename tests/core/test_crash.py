@@ -24,7 +24,7 @@ from tests.conftest import blocked_signals
 
 CHILD = Path(__file__).with_name("_crash_child.py")
 # The directory that holds the agentlog package these tests import.
-PACKAGE_ROOT = Path(agentlog._writer.__file__).parents[1]
+PACKAGE_ROOT = Path(agentlog._writer.__file__).parents[2]
 N_TRIALS = 56
 PARALLEL = 8
 

@@ -25,7 +25,7 @@ import agentlog as al
 import agentlog._writer
 
 CHILD = Path(__file__).with_name("_durable_threads_child.py")
-PACKAGE_ROOT = Path(agentlog._writer.__file__).parents[1]
+PACKAGE_ROOT = Path(agentlog._writer.__file__).parents[2]
 MIN_RETURNED = 20  # windows observed returned before the kill, for the trial to mean much
 
 

@@ -36,7 +36,7 @@ def test_an_unwritable_path_warns_once_and_the_agent_runs_unchanged(tmp_path: Pa
 def test_a_full_disk_warns_once_counts_dropped_records_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentlog import _writer
+    from agentlog._writer import writer as _writer
 
     path = tmp_path / "full.zst"
     real_writev = os.writev

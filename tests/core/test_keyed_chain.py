@@ -19,10 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 import agentlog as al
-from agentlog import _trace_file
 from agentlog._digest import CHAIN_START, RunDigest, chain_link, run_end_tail
-from agentlog._trace_file import Mode
 from agentlog._trace_format import FILE_HEADER, FrameEncoder
+from agentlog._writer import file as _trace_file
+from agentlog._writer.file import Mode
 from agentlog.cli import app
 from agentlog.records import RunEnd, RunStart
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-from agentlog import _shared_writers
-from agentlog import _writer as writer_mod
 from agentlog._writer import TraceWriter
+from agentlog._writer import shared as _shared_writers
+from agentlog._writer import writer as writer_mod
 from agentlog.records import RunEnd, RunStart, Score
 from agentlog.replay import trace_file_hash
 from estimators._admissibility import _file_sha256

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-import agentlog._writer as writer_mod
+import agentlog._writer.writer as writer_mod
 from agentlog._reader import read
 from agentlog._trace_format import encode_frame
 from agentlog._writer import TraceWriter

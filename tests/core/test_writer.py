@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-import agentlog._writer as writer_mod
+import agentlog._writer.writer as writer_mod
 from agentlog._errors import InstrumentationWarning, TracePathError
 from agentlog._reader import iter_frames, read
-from agentlog._shared_writers import flush_all, release_writer, shared_writer
 from agentlog._trace_format import FILE_HEADER
 from agentlog._writer import TraceWriter
+from agentlog._writer.shared import flush_all, release_writer, shared_writer
 from agentlog.records import Blob, Score, Selection
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog import _writer
+from agentlog._writer import writer as _writer
 from agentlog.records import Blob
 from tests.conftest import of_type
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-import agentlog._writer as writer_mod
-from agentlog import _writer_pool
+import agentlog._writer.writer as writer_mod
 from agentlog._reader import read
 from agentlog._writer import TraceWriter
+from agentlog._writer import pool as _writer_pool
 from agentlog.records import Score, WindowExit
 from tests.conftest import of_type
 

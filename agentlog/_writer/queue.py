@@ -4,7 +4,7 @@ A ``TraceWriter``'s queue (``agentlog._writer``) holds records and two markers: 
 ``FlushMarker`` (``flush()``, a window-durable ``cut_frame()``: its event is set once
 everything before it is handed to the OS) and ``CUT`` (a frame ends here). A writer that
 cannot write swaps its queue for a ``DroppingQueue``, which counts what it is given, and
-while a SIGTERM ends the process (``agentlog._writer_pool``) its queue is a
+while a SIGTERM ends the process (``agentlog._writer.pool``) its queue is a
 ``HoldingQueue``, which holds back the threads that would add to it.
 """
 
@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentlog._writer import TraceWriter
+    from agentlog._writer.writer import TraceWriter
 
 __all__ = ["CUT", "DURABILITY_RANK", "MARKERS", "CutMarker", "DroppingQueue", "FlushMarker",
            "HoldingQueue", "RecordQueue", "check_writer_args", "positive_seconds"]

@@ -39,11 +39,12 @@ from collections import deque
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ._writer_queue import HoldingQueue
-from .context import block_async_signals
+from agentlog.context import block_async_signals
+
+from .queue import HoldingQueue
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentlog._writer import TraceWriter
+    from agentlog._writer.writer import TraceWriter
 
 __all__ = ["POOL_SIZE", "SIGNAL_FLUSH_TIMEOUT", "close_all", "register", "service", "settle",
            "unregister", "writers"]
@@ -68,7 +69,7 @@ _open_writers: dict[int, TraceWriter] = {}
 
 
 # Writers closed by a pool thread with a problem no caller has been warned about yet
-# (agentlog._shared_writers warns at the next record() or flush()). Bounded: a writer is
+# (agentlog._writer.shared warns at the next record() or flush()). Bounded: a writer is
 # added once, when it closes, and taken off at the next open or flush.
 unwarned: deque[TraceWriter] = deque()
 
@@ -161,7 +162,7 @@ class _Service:
                 self.next_scan = now + self.tick
                 for writer in writers():
                     # A closing writer nobody waits for (an evicted kept writer,
-                    # agentlog._shared_writers) is finished here, should a wake-up be lost.
+                    # agentlog._writer.shared) is finished here, should a wake-up be lost.
                     if (writer._deque and now >= writer._next_due) or (
                             writer._closing and not writer._finished):
                         _service_writer(writer, whole_frames=False, svc=self)

@@ -3,7 +3,7 @@
 * Only a regular file: a FIFO, a device or a directory is refused up front (a FIFO
   with no reader would block ``open`` forever; it is opened non-blocking to check).
 * One writing process per file: an exclusive ``flock`` on the open file, held for as
-  long as the process writes it (``agentlog._shared_writers``), so a second process (or
+  long as the process writes it (``agentlog._writer.shared``), so a second process (or
   a second writer in this process, e.g. through a hard link) gets a clear error at once
   instead of two interleaved files. Writers in one process are keyed by the file's
   device and inode, not by its name.
@@ -71,7 +71,7 @@ class _Left(NamedTuple):
 _ours: dict[tuple[int, int], _Left] = {}
 _ours_lock = threading.Lock()
 
-# Set by agentlog._shared_writers: closes (bounded) this process's writer of the file with
+# Set by agentlog._writer.shared: closes (bounded) this process's writer of the file with
 # this (device, inode) that no run is using (kept open for a next run); True if it did.
 release_kept: Callable[[tuple[int, int]], bool] | None = None
 

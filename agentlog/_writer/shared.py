@@ -16,7 +16,7 @@ estimator takes as one trace set.
 
 Example::
 
-    >>> from agentlog._shared_writers import flush_all, release_writer, shared_writer
+    >>> from agentlog._writer.shared import flush_all, release_writer, shared_writer
     >>> outer = shared_writer("agentlog-shared-doctest.zst", mode="w")
     >>> shared_writer("./agentlog-shared-doctest.zst") is outer
     True
@@ -33,10 +33,10 @@ import threading
 import time
 from typing import Any
 
-from agentlog import _trace_file
-from agentlog import _writer_pool as _pool
-from agentlog._writer import DURABILITY_RANK, FLUSH_TIMEOUT, TraceWriter
-from agentlog._writer_pool import writers
+from agentlog._writer import file as _trace_file
+from agentlog._writer import pool as _pool
+from agentlog._writer.pool import writers
+from agentlog._writer.writer import DURABILITY_RANK, FLUSH_TIMEOUT, TraceWriter
 
 __all__ = ["MAX_KEPT", "flush_all", "release_writer", "shared_writer"]
 

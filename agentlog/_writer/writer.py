@@ -11,20 +11,20 @@ Example::
     1
 
 The caller's side of ``put`` is a length check plus a ``deque.append``; a pool thread
-(``agentlog._writer_pool``: at most four per process, however many files are open)
+(``agentlog._writer.pool``: at most four per process, however many files are open)
 drains the queue, encodes each batch in one msgspec call, compresses it into one zstd
 frame (``agentlog._trace_format``) and hands it to the OS with ``os.writev``. A frame is
 cut every ``frame_records`` records (fewer when records are large) or ``frame_interval``
 seconds, whichever comes first, on ``flush()``, on ``cut_frame()``, at ``close()``, at
 interpreter exit (``atexit``) and on SIGTERM. The pool threads and exit paths live in
-``agentlog._writer_pool``, the queue's markers and the argument checks in
-``agentlog._writer_queue``, the receipt chains in ``agentlog._writer_seal``.
+``agentlog._writer.pool``, the queue's markers and the argument checks in
+``agentlog._writer.queue``, the receipt chains in ``agentlog._writer.seal``.
 
 Durability: ``"frame"`` (default) writes a frame about every ``frame_interval`` seconds
 (a crash of the process loses at most that); with ``"window"`` ``cut_frame()`` (called
 at every window exit) returns once the window's frame is handed to the OS, with
 ``"fsync"`` once it is synced. Which file (``mode=``, FIFOs, the lock): see
-``agentlog._trace_file``. Bounds: the queue holds about ``max_queue_bytes`` (estimated
+``agentlog._writer.file``. Bounds: the queue holds about ``max_queue_bytes`` (estimated
 from the encoded size of recent records; when full, ``put`` waits up to
 ``full_timeout`` with ``on_full="block"``, then drops and counts). What a reader needs
 to make sense of what was kept is never dropped: a run's ``RunStart`` and its
@@ -59,7 +59,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from agentlog import _digest
-from agentlog import _writer_pool as _pool
 from agentlog._errors import InstrumentationWarning
 from agentlog._records import (
     RECORD_TYPES,
@@ -70,7 +69,6 @@ from agentlog._records import (
     WindowEnter,
     WindowExit,
 )
-from agentlog._trace_file import Mode, open_trace, remember
 from agentlog._trace_format import (
     FORMAT_VERSION,
     MAX_FRAME_CONTENT,
@@ -78,7 +76,9 @@ from agentlog._trace_format import (
     MAX_FRAME_RECORDS,
     FrameEncoder,
 )
-from agentlog._writer_queue import (
+from agentlog._writer import pool as _pool
+from agentlog._writer.file import Mode, open_trace, remember
+from agentlog._writer.queue import (
     CUT,
     DURABILITY_RANK,
     MARKERS,
@@ -89,7 +89,7 @@ from agentlog._writer_queue import (
     check_writer_args,
     positive_seconds,
 )
-from agentlog._writer_seal import RunSealer
+from agentlog._writer.seal import RunSealer
 
 __all__ = ["CLOSE_TIMEOUT", "DURABILITY_RANK", "FLUSH_TIMEOUT", "MAX_BLOB_HASHES",
            "MAX_QUEUE_BYTES", "TraceWriter"]
@@ -213,7 +213,7 @@ class TraceWriter(RunSealer):
         self._lock = threading.RLock()  # caller side only: markers versus close()
         self._closing = False
         self._closed = False
-        # Kept open for the next run of the file (agentlog._shared_writers): since when,
+        # Kept open for the next run of the file (agentlog._writer.shared): since when,
         # by time.monotonic(); 0.0 while a run uses it. Also the options it was opened with.
         self._kept_at = 0.0
         self._opts: dict[str, Any] = {}
@@ -227,7 +227,7 @@ class TraceWriter(RunSealer):
         # (run, window id) of the windows whose WindowEnter was dropped and whose exit has
         # not come yet: while it is not empty every put takes the checked path.
         self._dropped_windows: set[tuple[int, int]] = set()
-        self._init_sealing()  # receipt chains and run digests (agentlog._writer_seal)
+        self._init_sealing()  # receipt chains and run digests (agentlog._writer.seal)
         self._fd = -1
         self._key: tuple[int, int] | None = None
         self._end = 0
@@ -340,7 +340,7 @@ class TraceWriter(RunSealer):
                     "until it catches up"
                 )
                 return False
-            time.sleep(delay)  # polling, not a lock: see agentlog._writer_pool
+            time.sleep(delay)  # polling, not a lock: see agentlog._writer.pool
             delay = min(2 * delay, 0.02)
         return True
 
