@@ -216,7 +216,7 @@ def test_verify_never_decodes_metadata_so_wide_metadata_costs_nothing(tmp_path: 
 def test_stream_offsets_past_a_thousand_streams_are_reported_not_decoded(
     tmp_path: Path,
 ) -> None:
-    from agentlog._verify import MAX_OFFSETS_BYTES
+    from agentlog._verify.checker import MAX_OFFSETS_BYTES
     from agentlog._writer import TraceWriter
     from agentlog.records import RunStart, WindowEnter
 

@@ -78,10 +78,10 @@ def test_a_record_slipped_before_a_runend_in_its_frame_still_breaks_that_digest(
 def test_a_pool_evicted_from_the_bounded_cache_is_read_back_from_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """About a private piece (``agentlog._verify_batch.Pools``): with room for a few pools
+    """About a private piece (``agentlog._verify.batch.Pools``): with room for a few pools
     only, a pool used again after 40 others is read back from its frame, and its draws
     still check; an edited draw of it is still found."""
-    from agentlog import _verify_batch
+    from agentlog._verify import batch as _verify_batch
     from agentlog.records import Selection
 
     monkeypatch.setattr(_verify_batch, "POOL_KEYS_BYTES", 4_000)

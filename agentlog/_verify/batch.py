@@ -17,15 +17,15 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _noise
-from ._bounded_cache import BoundedCache, insert
-from ._draw_match import DRAW_TOLERANCE
-from ._errors import TraceFormatError
-from ._frames import _open_for_reading, read_frame
-from ._records import Blob, Continuation, Selection
-from ._select import SUM_TOLERANCE
-from ._trace_format import ReadLimits
-from ._vectors import decode_pool
+from agentlog import _noise
+from agentlog._bounded_cache import BoundedCache, insert
+from agentlog._draw_match import DRAW_TOLERANCE
+from agentlog._errors import TraceFormatError
+from agentlog._frames import _open_for_reading, read_frame
+from agentlog._records import Blob, Continuation, Selection
+from agentlog._select import SUM_TOLERANCE
+from agentlog._trace_format import ReadLimits
+from agentlog._vectors import decode_pool
 
 __all__ = ["CHUNK", "Batch", "Pools", "chunked_choice_agrees", "chunks"]
 

@@ -1,54 +1,4 @@
-"""``verify``: recompute everything a trace claims and list what does not hold.
-
-Checks, per file:
-
-* every Blob's SHA-256, every inline entry/exit artifact against its hash, every
-  referenced Blob present;
-* the receipt chain of every run, recomputed from its genesis, and the RunEnd head;
-* ``after=`` continuity: a window's entry equals its declared predecessor's exit
-  (a mismatch or a missing predecessor is a *bypass*);
-* every probability vector finite, non-negative, normalised, of the declared size;
-  every Gumbel draw equal to its value regenerated from (seed, task, stream, step,
-  candidate id) under the run's noise generator (the task counts from ``fmix64-gumbel/3``
-  on); every choice equal to ``argmax(log p + g)`` of its recorded draws (unless forced
-  by a declared steer);
-* every continuation's uniform regenerated from (seed, task, stream, step) and its
-  decision equal to ``u < p``;
-* structure: runs that never ended, windows that never closed, repeated steps, a
-  RunEnd whose counts of windows, selections and continuations differ from its run's
-  records, a file without a run, records outside any run, empty frames and a
-  truncated tail;
-* the run digest (``RunEnd.digest``): SHA-256, or HMAC-SHA256 under the run's key,
-  over the exact bytes of every record of the run, so that an edit of any field an
-  estimator reads (a probability, a score, a status, the metadata) is detected. A run
-  without a digest is a problem when the trace shows that its writer always wrote one
-  (``DIGEST_ERA_GENERATORS``); only runs of writers older than the digest verify
-  without it, with a note;
-* the chain of keyed runs (``RunEnd.chain``, ``agentlog._digest``): each keyed run's
-  place, and with the key its HMAC over the digest of the keyed run before it, so that
-  a removed, reordered or duplicated keyed run is a problem. The report's
-  ``chain_head`` names the last keyed run; checked against a head stored earlier
-  (``expect_head=``), it also catches keyed runs cut from the end of the file;
-* losses are named by what the trace records: records dropped under backpressure
-  (``RunEnd.dropped``, gaps in a stream's steps, a process that went on writing after
-  a run stopped), apart from a crash or a writer that could not write any more.
-
-``verify`` streams the file: it holds one frame (at most ``ReadLimits.max_held_bytes``
-of decompressed data, read as zero-copy views, metadata left undecoded), the state of the
-runs still open (their open windows, their streams' steps), a bounded cache of candidate
-pools (read back from the file when it no longer holds one) and one hash per Blob,
-whatever the size of the file. Selections and continuations are checked in batches, in
-numpy passes of at most ``CHUNK`` candidates (``agentlog._verify_batch``). At most
-``MAX_PROBLEMS_PER_KIND`` problems of each kind are listed (the first in record order);
-the rest are counted.
-
-Example:
-    >>> import agentlog as al
-    >>> with al.record("agentlog-verify-doc.zst", seed=1):
-    ...     _ = al.proceed(0.5, name="stop")
-    >>> al.verify("agentlog-verify-doc.zst").ok
-    True
-"""
+"""The checks ``verify`` makes, record by record, in one pass over a file (``_Verifier``)."""
 
 from __future__ import annotations
 
@@ -56,22 +6,19 @@ import bisect
 import hashlib
 import itertools
 import operator
-import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _noise
-from ._digest import KeyedChain, RunDigest, chain_link, key_bytes, run_end_tail
-from ._draw_match import first_draw_disagreement
-from ._errors import TraceFormatError
-from ._frames import RECORD_VIEWS, FrameIterator, trace_path
-from ._records import (
+from agentlog import _noise
+from agentlog._digest import KeyedChain, RunDigest, chain_link, run_end_tail
+from agentlog._draw_match import first_draw_disagreement
+from agentlog._frames import RECORD_VIEWS
+from agentlog._records import (
     Blob,
     Continuation,
     LLMCall,
@@ -83,10 +30,10 @@ from ._records import (
     WindowEnter,
     WindowExit,
 )
-from ._select import SUM_TOLERANCE
-from ._state import receipt_genesis, receipt_next
-from ._trace_format import ReadLimits
-from ._verify_batch import CHUNK, Batch, Pools, chunked_choice_agrees, chunks
+from agentlog._select import SUM_TOLERANCE
+from agentlog._state import receipt_genesis, receipt_next
+from agentlog._verify.batch import CHUNK, Batch, Pools, chunked_choice_agrees, chunks
+from agentlog._verify.report import Problem, VerifyReport
 
 MAX_PROBLEMS_PER_KIND = 100  # listed per kind; the rest are counted (bounded memory)
 WAITING_DRAWS_BYTES = 4 << 20  # draws kept for selections whose pool Blob has not come
@@ -113,165 +60,6 @@ _COUNTED_ONLY: tuple[type, ...] = (_SCORE, _LLM_CALL)  # checked by the run dige
 _LOOKED_AT = frozenset(RECORD_VIEWS.values()).difference(_COUNTED_ONLY)
 _RUN_BOUNDS = frozenset((_RUN_START, _RUN_END))
 _run_of = operator.attrgetter("run")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing that does not hold. ``record`` is the index of the record in the file."""
-
-    kind: str
-    message: str
-    run: int | None = None
-    record: int | None = None
-
-    def __str__(self) -> str:
-        where = []
-        if self.run is not None:
-            where.append(f"run {self.run}")
-        if self.record is not None:
-            where.append(f"record {self.record}")
-        prefix = f"[{self.kind}]" + (f" ({', '.join(where)})" if where else "")
-        return f"{prefix} {self.message}"
-
-
-@dataclass
-class VerifyReport:
-    """What ``verify`` found in one trace file.
-
-    Attributes:
-        path: the file.
-        problems: what does not hold (at most ``MAX_PROBLEMS_PER_KIND`` of each kind,
-            then one line counting the rest).
-        checked: how many of each thing were checked.
-        truncated, bytes_dropped: whether the file ends inside a frame, and how many
-            bytes follow its last complete frame.
-        records, runs, frames: what the file holds.
-        notes: what could not be checked and why (not problems), e.g. a trace written
-            before run digests existed.
-        keyed_runs, chain_head: how many runs the file's chain of keyed runs holds, and
-            its head ``"<position>:<hex digest>"`` (None without keyed runs). Store the
-            head when you record; ``verify(path, key=..., expect_head=head)`` later
-            proves that no keyed run up to it was removed, including from the end.
-    """
-
-    path: str
-    problems: list[Problem] = field(default_factory=list)
-    checked: dict[str, int] = field(default_factory=dict)
-    truncated: bool = False
-    bytes_dropped: int = 0
-    records: int = 0
-    runs: int = 0
-    frames: int = 0
-    notes: list[str] = field(default_factory=list)
-    keyed_runs: int = 0
-    chain_head: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is wrong (a truncated tail is a problem)."""
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "ok": self.ok,
-            "records": self.records,
-            "runs": self.runs,
-            "frames": self.frames,
-            "truncated": self.truncated,
-            "bytes_dropped": self.bytes_dropped,
-            "checked": dict(self.checked),
-            "notes": list(self.notes),
-            "keyed_runs": self.keyed_runs,
-            "chain_head": self.chain_head,
-            "problems": [
-                {"kind": p.kind, "message": p.message, "run": p.run, "record": p.record}
-                for p in self.problems
-            ],
-        }
-
-
-def verify(
-    path: str | os.PathLike[str],
-    *,
-    key: str | bytes | None = None,
-    expect_head: str | None = None,
-    limits: ReadLimits | None = None,
-) -> VerifyReport:
-    """Verify one trace file, streaming it (memory: one frame plus per-run state).
-
-    Args:
-        path: the trace file.
-        key: the secret the runs were recorded with (``record(..., key=...)``): their
-            digests are then checked as HMACs, which nobody without the key can forge.
-            Without it, a keyed digest is not checked (a note says so).
-        expect_head: a ``chain_head`` reported for this file earlier (needs ``key``):
-            the file must still hold that keyed run at that place. Without it, keyed
-            runs cut from the end of the file leave a shorter chain that verifies.
-        limits: the reader's bounds (``ReadLimits``).
-
-    Raises:
-        ValueError: ``expect_head`` is not ``"<position>:<64 hex digits>"``, or is given
-            without ``key``.
-        TraceFormatError: only when the file cannot be read (not a trace, corrupted
-            before its tail, hostile sizes).
-        OSError: the file cannot be opened.
-    """
-
-    secret = key_bytes(key)
-    head = parse_chain_head(expect_head, keyed=secret is not None)
-    report = VerifyReport(path=trace_path(path, "al.verify"))
-    with FrameIterator(report.path, limits=limits, raw=True, views=True) as frames:
-        checker = _Verifier(report, secret, Pools(frames.path, frames.limits), head)
-        try:
-            for frame in frames:
-                if frame.raws:
-                    assert frame.payload is not None
-                    checker.frame(frame.records, frame.raws, frame.payload, frame.offset)
-                else:
-                    checker.empty_frames += 1
-                del frame  # let it go before the next frame is decoded
-        finally:
-            checker.pools.close()
-    report.truncated = bool(frames.truncated)
-    report.bytes_dropped = int(frames.bytes_dropped)
-    report.records = frames.records
-    report.frames = frames.frames
-    checker.finish(header_only=frames.format_version is not None and not frames.frames)
-    if report.truncated:
-        report.problems.append(
-            Problem(
-                "truncated",
-                f"the file ends inside a frame: {report.bytes_dropped} bytes dropped after "
-                f"{report.records} records (a crash or an unfinished copy)",
-            )
-        )
-    return report
-
-
-def parse_chain_head(head: str | None, *, keyed: bool) -> tuple[int, bytes] | None:
-    """``"<position>:<hex digest>"`` (a ``VerifyReport.chain_head``) as (position, digest).
-
-    Raises:
-        ValueError: not of that form, or given without a key.
-    """
-    if head is None:
-        return None
-    if not isinstance(head, str):
-        raise TypeError(f"`expect_head` must be a str like '12:<64 hex digits>' (a "
-                        f"VerifyReport.chain_head); found {type(head).__name__}")
-    position, _, digest = head.strip().partition(":")
-    try:
-        n, raw = int(position), bytes.fromhex(digest)
-    except ValueError:
-        n, raw = 0, b""
-    if n < 1 or len(raw) != 32:
-        raise ValueError(f"`expect_head` must be '<position>:<64 hex digits>', as verify "
-                         f"reports it in chain_head; found {head!r}")
-    if not keyed:
-        raise ValueError("`expect_head` needs the key the runs were recorded with: without "
-                         "it the chain's digests are not checked, so a head proves nothing")
-    return n, raw
 
 
 class _Seen:
@@ -588,7 +376,7 @@ class _Verifier:
     # -- records
 
     def blob(self, i: int, rec: Blob, offset: int) -> None:
-        h = bytes(rec.hash)  # a copy: the record is a view of its frame (see _verify_batch)
+        h = bytes(rec.hash)  # a copy: the record is a view of its frame (see agentlog._verify.batch)
         if hashlib.sha256(rec.data).digest() != h:
             self.problem("blob-hash", f"blob {rec.hash.hex()[:16]}… does not hash to its name: "
                          "its content was altered", None, i)
@@ -949,14 +737,3 @@ class _Verifier:
         if self.expect_head is not None and position == self.expect_head[0]:
             self.head_seen = chain.head
         return link
-
-
-def verify_many(paths: list[str]) -> list[VerifyReport | TraceFormatError]:
-    """Verify several files; an unreadable one yields its ``TraceFormatError``."""
-    out: list[VerifyReport | TraceFormatError] = []
-    for p in paths:
-        try:
-            out.append(verify(p))
-        except TraceFormatError as exc:
-            out.append(exc)
-    return out
