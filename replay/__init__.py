@@ -17,7 +17,7 @@ The execution engine (``run_units`` / ``arun_units``) runs resumable units of re
 with bounded concurrency, retries and a progress bar, locally or on Ray, and writes each
 finished unit as a sealed run of an output trace (``read_units`` reads them back).
 
-Re-entering a sealed window (``reenter_arguments``, ``stream_offsets``, ``resume_streams``,
+Re-entering a sealed window (``reenter_arguments``, ``resume_streams``,
 ``window_function``, ``tool_result``) and the interventions a re-entry runs under
 (``agentlog.replay.interventions``) are documented in their modules. Paired
 interventions: a ``Design`` (selection × stopping levels × replicate seeds) expands to
@@ -41,25 +41,18 @@ from agentlog.adapters import (  # the exact-input cache lives below replay: ada
 )
 from agentlog.registry import (
     Channel,
-    Registered,
-    Registry,
     ScoreContext,
     Scorer,
     channel,
     get_channel,
     get_scorer,
-    object_id,
-    registry,
     scorer,
 )
 from agentlog.retry import RetryPolicy, is_transient
 
 from ._app import (
-    APP_ENV,
     AppImportError,
     AppNotGivenError,
-    app_from_pyproject,
-    recorded_modules,
     resolve_app,
 )
 from ._channel_replay import (
@@ -77,10 +70,8 @@ from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene, reenter_job
 from ._reentry import (
-    recorded_generator,
     reenter_arguments,
     resume_streams,
-    stream_offsets,
     tool_result,
     window_function,
 )
@@ -89,14 +80,11 @@ from ._states import (
     State,
     StateDecodeError,
     WindowNotFoundError,
-    frozen_transitions,
-    trace_file_hash,
 )
 from ._unit_output import UnitOutput, read_units, sealed_units
-from ._units import Job, RunSummary, Unit, UnitContext, UnitFailure, UnitScore
+from ._units import RunSummary, Unit, UnitContext, UnitFailure, UnitScore
 
 __all__ = [
-    "APP_ENV",
     "AppImportError",
     "AppNotGivenError",
     "Arm",
@@ -109,12 +97,9 @@ __all__ = [
     "Design",
     "FrozenTransition",
     "InterventionRun",
-    "Job",
     "ModelCache",
     "NotRegisteredError",
     "RederivedReplay",
-    "Registered",
-    "Registry",
     "RegistryCollisionWarning",
     "RequestFields",
     "RetryPolicy",
@@ -129,30 +114,24 @@ __all__ = [
     "UnitOutput",
     "UnitScore",
     "WindowNotFoundError",
-    "app_from_pyproject",
     "areplay_channels",
     "arun_units",
     "ascore_channel_unit",
     "channel",
     "default_cache_path",
-    "frozen_transitions",
     "get_channel",
     "get_scorer",
     "intervene",
     "is_transient",
     "iter_channel_units",
-    "object_id",
     "parse_design",
     "plan_channel_units",
     "read_units",
-    "recorded_generator",
-    "recorded_modules",
     "rederive_channel_replay",
     "reenter_arguments",
     "reenter_job",
     "register_request_fields",
     "registered_request_fields",
-    "registry",
     "replay_channels",
     "replicate_seed",
     "request_fields",
@@ -163,9 +142,7 @@ __all__ = [
     "score_channel_unit",
     "scorer",
     "sealed_units",
-    "stream_offsets",
     "tool_result",
-    "trace_file_hash",
     "window_function",
 ]
 
@@ -174,3 +151,24 @@ __all__ = [
 for _job in (score_channel_unit, ascore_channel_unit, reenter_job):
     _job.__module__ = __name__
 del _job
+
+# Moved (one release of warnings): plumbing to agentlog.replay.lowlevel, the registry to
+# agentlog.registry.
+_MOVED = {
+    **dict.fromkeys(("APP_ENV", "Job", "app_from_pyproject", "frozen_transitions",
+                     "recorded_generator", "recorded_modules", "stream_offsets",
+                     "trace_file_hash"), "agentlog.replay.lowlevel"),
+    **dict.fromkeys(("Registered", "Registry", "object_id", "registry"), "agentlog.registry"),
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentlog.replay' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(f"agentlog.replay.{name} moved to {home}.{name}; import it from there "
+                  "(the old name goes in the next release)", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(home), name)

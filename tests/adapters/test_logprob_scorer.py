@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from agentlog.adapters import choice_probs
-from agentlog.replay import read_units, registry, replay_channels
+from agentlog.registry import registry
+from agentlog.replay import read_units, replay_channels
 
 from .conftest import VllmServer
 from .test_vllm_server import option_ids
@@ -59,7 +60,8 @@ def test_the_margin_is_read_from_the_served_models_option_logprobs(
     from agentlog.examples.deep_research.agent import LAYOUTS, target_option
     from agentlog.examples.deep_research.channels import pool_of
     from agentlog.examples.logprob_scorer import LABELS, PROMPT, logprob_request, render_prompt
-    from agentlog.replay import frozen_transitions, get_channel
+    from agentlog.replay import get_channel
+    from agentlog.replay.lowlevel import frozen_transitions
 
     out = tmp_path / "out.zst"
     summary = replay_channels(study, list(channels), window="retrieval", out=out, app=APP,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import agentlog as al
-from agentlog.replay import APP_ENV, read_units
+from agentlog.replay import read_units
+from agentlog.replay.lowlevel import APP_ENV
 from tests.cli._cli import invoke
 
 DEMO_APP = "agentlog.examples.deep_research"

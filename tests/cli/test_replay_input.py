@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentlog.replay
-from agentlog.replay import APP_ENV
+from agentlog.replay.lowlevel import APP_ENV
 from tests.cli._cli import invoke
 
 TEST_APP = "tests.replay.test_channel_replay"  # registers the chrep-* channels

@@ -25,8 +25,9 @@ from agentlog.reentry import (
     gumbel_draws,
     steering,
 )
-from agentlog.replay import reenter_arguments, resume_streams, stream_offsets, window_function
+from agentlog.replay import reenter_arguments, resume_streams, window_function
 from agentlog.replay.interventions import ForceRecorded
+from agentlog.replay.lowlevel import stream_offsets
 
 from . import _portable_agent as agent
 

@@ -10,13 +10,8 @@ import pytest
 
 import agentlog as al
 from agentlog.records import Continuation, Selection, WindowView
-from agentlog.replay import (
-    recorded_generator,
-    reenter_arguments,
-    resume_streams,
-    stream_offsets,
-    window_function,
-)
+from agentlog.replay import reenter_arguments, resume_streams, window_function
+from agentlog.replay.lowlevel import recorded_generator, stream_offsets
 
 POOL = [f"d{i}" for i in range(7)]
 

@@ -25,7 +25,7 @@ from agentlog._writer import TraceWriter
 from agentlog._writer import shared as _shared_writers
 from agentlog._writer import writer as writer_mod
 from agentlog.records import RunEnd, RunStart, Score
-from agentlog.replay import trace_file_hash
+from agentlog.replay.lowlevel import trace_file_hash
 from estimators._admissibility import _file_sha256
 from tests.conftest import of_type
 

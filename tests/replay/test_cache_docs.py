@@ -22,13 +22,12 @@ CACHE_NAMES = [
 ]
 # The replay execution engine (issue 13).
 ENGINE_NAMES = [
-    "Job", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
+    "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
     "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
 ]
 # Re-entry seams (issue 14).
 REENTRY_NAMES = [
-    "recorded_generator", "reenter_arguments", "resume_streams", "stream_offsets", "tool_result",
-    "window_function",
+    "reenter_arguments", "resume_streams", "tool_result", "window_function",
 ]
 # Paired interventions (issue 14): designs and re-entry under arms.
 INTERVENTION_NAMES = [
@@ -37,15 +36,20 @@ INTERVENTION_NAMES = [
 ]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
 CHANNEL_REPLAY_NAMES = [
-    "APP_ENV", "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
+    "AppImportError", "AppNotGivenError", "Channel", "ChannelVersionError",
     "FrozenTransition", "RederivedReplay", "areplay_channels", "ascore_channel_unit",
     "iter_channel_units", "plan_channel_units", "rederive_channel_replay", "replay_channels",
     "score_channel_unit",
-    "NotRegisteredError", "Registered", "Registry", "RegistryCollisionWarning",
+    "NotRegisteredError", "RegistryCollisionWarning",
     "ScoreContext", "Scorer", "State", "StateDecodeError", "WindowNotFoundError",
-    "app_from_pyproject", "channel", "frozen_transitions", "get_channel", "get_scorer",
-    "object_id", "recorded_modules", "registry", "resolve_app", "scorer", "trace_file_hash",
+    "channel", "get_channel", "get_scorer", "resolve_app", "scorer",
 ]
+# Moved: plumbing to agentlog.replay.lowlevel, the registry to agentlog.registry.
+MOVED = {"APP_ENV": "lowlevel", "Job": "lowlevel", "app_from_pyproject": "lowlevel",
+         "frozen_transitions": "lowlevel", "recorded_generator": "lowlevel",
+         "recorded_modules": "lowlevel", "stream_offsets": "lowlevel",
+         "trace_file_hash": "lowlevel", "Registered": "registry", "Registry": "registry",
+         "object_id": "registry", "registry": "registry"}
 
 
 def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
@@ -56,6 +60,19 @@ def test_the_replay_package_exports_a_sorted_fixed_list() -> None:
         + INTERVENTION_NAMES)
     for name in replay.__all__:
         assert getattr(replay, name) is not None
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_a_moved_name_still_works_for_a_release_with_a_deprecation_warning(name: str) -> None:
+    import importlib
+
+    import agentlog.replay as replay
+
+    home = ("agentlog.replay.lowlevel" if MOVED[name] == "lowlevel" else "agentlog.registry")
+    with pytest.warns(DeprecationWarning, match=f"agentlog.replay.{name} moved to {home}"):
+        old = getattr(replay, name)
+    assert old is getattr(importlib.import_module(home), name)
+    assert name not in replay.__all__ and name in importlib.import_module(home).__all__
 
 
 def test_importing_the_replay_package_does_not_import_heavy_or_optional_packages() -> None:

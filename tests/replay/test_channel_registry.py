@@ -10,13 +10,13 @@ import pytest
 
 import agentlog as al
 from agentlog.records import encode_artifact
+from agentlog.registry import registry
 from agentlog.replay import (
     NotRegisteredError,
     RegistryCollisionWarning,
     ScoreContext,
     get_channel,
     get_scorer,
-    registry,
 )
 
 

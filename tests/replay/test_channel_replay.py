@@ -16,6 +16,7 @@ import pytest
 import agentlog as al
 from agentlog.estimators import asv
 from agentlog.records import decode_artifact, encode_artifact
+from agentlog.registry import registry
 from agentlog.replay import (
     NotRegisteredError,
     ScoreContext,
@@ -27,7 +28,6 @@ from agentlog.replay import (
     get_scorer,
     plan_channel_units,
     read_units,
-    registry,
     replay_channels,
     request_key,
     run_units,
@@ -366,7 +366,7 @@ def test_replayed_scores_equal_the_record_time_evaluators_exactly(
 def test_the_quote_view_quotes_stance_labels_of_the_state(
         study: tuple[list[Path], Path]) -> None:
     paths, _ = study
-    from agentlog.replay import frozen_transitions
+    from agentlog.replay.lowlevel import frozen_transitions
 
     t = next(frozen_transitions(paths[0], window="retrieval"))
     quote = get_channel("quote")

@@ -10,13 +10,8 @@ import pytest
 
 import agentlog as al
 from agentlog.records import decode_artifact
-from agentlog.replay import (
-    FrozenTransition,
-    StateDecodeError,
-    WindowNotFoundError,
-    frozen_transitions,
-    trace_file_hash,
-)
+from agentlog.replay import FrozenTransition, StateDecodeError, WindowNotFoundError
+from agentlog.replay.lowlevel import frozen_transitions, trace_file_hash
 
 
 @al.window("states-test-step")

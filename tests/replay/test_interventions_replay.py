@@ -14,8 +14,9 @@ import agentlog as al
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation, Selection, WindowView
 from agentlog.reentry import steering
-from agentlog.replay import reenter_arguments, resume_streams, stream_offsets, window_function
+from agentlog.replay import reenter_arguments, resume_streams, window_function
 from agentlog.replay.interventions import ForceRecorded, Reverse, Steer
+from agentlog.replay.lowlevel import stream_offsets
 
 POOL = [f"doc-{i:02d}" for i in range(12)]
 N_STEPS = 60

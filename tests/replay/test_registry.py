@@ -14,12 +14,10 @@ import pytest
 
 import agentlog as al
 from agentlog.records import encode_artifact
+from agentlog.registry import Registered, Registry, object_id
 from agentlog.replay import (
     NotRegisteredError,
-    Registered,
-    Registry,
     RegistryCollisionWarning,
-    object_id,
 )
 
 

@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-from agentlog.replay import (
-    APP_ENV,
-    AppImportError,
-    AppNotGivenError,
-    app_from_pyproject,
-    recorded_modules,
-    resolve_app,
-)
+from agentlog.replay import AppImportError, AppNotGivenError, resolve_app
+from agentlog.replay.lowlevel import APP_ENV, app_from_pyproject, recorded_modules
 
 
 @pytest.fixture(autouse=True)
