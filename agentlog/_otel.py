@@ -77,7 +77,7 @@ def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -
     the context (or a user's span current inside the run) would otherwise give the live
     span another parent than the one ``agentlog export`` reads from the stored trace.
     No attributes at the start: the window's are all known only at its exit and are set
-    there in one call (``_window._close``); samplers see the window in the span name.
+    there in one call (``_window_open._close``); samplers see the window in the span name.
     """
     if parent_span is not None:
         return tracer_.start_span(span_name, context=trace.set_span_in_context(parent_span))

@@ -258,8 +258,10 @@ def select(
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")
     probs_bytes = p.tobytes()  # float64 is little-endian on every platform numpy supports
-    # Positional, in field order (_records.Selection): keywords cost ~1 µs here. The draws
-    # are this call's own array: the writer gets a view, not a copy.
+    # The one record built positionally (STYLE: records by keyword, but for one measured
+    # hot constructor): select runs several times per window, and 19 keywords cost
+    # ~0.7 µs a call here. tests/core/test_record_field_order.py pins the order. The
+    # draws are this call's own array: the writer gets a view, not a copy.
     writer.put(
         Selection(
             run.index, -1 if window is None else window.id, name, step, owner, pool.hash, n,
@@ -325,11 +327,19 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
     if not forced:
         decision = u < p
     window = window_in(run)
-    # Positional, in field order (_records.Continuation): keywords cost ~0.5 µs here.
     run.writer.put(
         Continuation(
-            run.index, -1 if window is None else window.id, name, step, p, u, decision,
-            run.now_ns(), policy_p, steer_name, forced,
+            run=run.index,
+            window=-1 if window is None else window.id,
+            name=name,
+            step=step,
+            p=p,
+            u=u,
+            decision=decision,
+            t_ns=run.now_ns(),
+            policy_p=policy_p,
+            steer=steer_name,
+            forced=forced,
         )
     )
     if window is not None and window.span is not None:

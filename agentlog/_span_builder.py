@@ -169,14 +169,20 @@ def window_span_name(name: str) -> str:
 
 
 def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[str, Any]:
-    """A window span's attributes, all known at its exit (set in one call: cheaper)."""
+    """A window span's attributes, all known at its exit (set in one call: cheaper).
+
+    ``agentlog.receipt`` is read from the record, never recomputed: the writer thread
+    chains it (the one place it is computed), after a live span has ended, so only a span
+    exported from the stored trace carries it (the one attribute a live span lacks).
+    """
     attributes: dict[str, Any] = {
         "agentlog.window": exit.name,
         "agentlog.run_id": run_id,
         "agentlog.entry_hash": entry_hash.hex(),
         "agentlog.exit_hash": exit.exit_hash.hex(),
-        "agentlog.receipt": exit.receipt.hex(),
     }
+    if exit.receipt:
+        attributes["agentlog.receipt"] = exit.receipt.hex()
     if exit.status == EXIT_CLOSED:
         attributes["agentlog.status"] = "closed"
     # Zero counters are left out (an absent counter reads as 0); wall time is the span's

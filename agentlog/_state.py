@@ -79,8 +79,6 @@ class Run:
         "origins",
         "parent_run",
         "path",
-        "plain",
-        "receipt",
         "redact",
         "run_id",
         "secrets",
@@ -124,9 +122,6 @@ class Run:
         self.meta = meta
         self.writer = writer
         self.lock = threading.Lock()
-        # The receipt chain's head as the caller sees it, kept only when spans carry the
-        # receipts (run.tracer); otherwise the writer thread keeps the chain.
-        self.receipt = receipt_genesis(run_id)
         self._window_ids = itertools.count()  # next() is atomic under the GIL
         self._steps: dict[str, itertools.count[int]] = {}
         # stream -> the step its next draw gets: what a window's entry records so that a
@@ -156,8 +151,6 @@ class Run:
         # scrubbed wherever they appear later, e.g. in an exception message.
         self.secrets: set[str] = set()
         self.strict = strict  # unsealable arguments raise instead of sealing a marker
-        # No redact hook, no per-window frame cuts: windows may take the inlined path.
-        self.plain = redact is None and durability == "frame"
 
     def next_window_id(self) -> int:
         return next(self._window_ids)
@@ -230,7 +223,7 @@ class WindowState:
     """One open window. ``al.current_window()`` returns it.
 
     Resource counters start at their class defaults and become instance attributes only
-    when something is counted: opening a window sets six attributes, not sixteen.
+    when something is counted: opening a window sets five attributes, not sixteen.
     """
 
     tool_calls = 0
@@ -250,14 +243,12 @@ class WindowState:
         name: str,
         parent: WindowState | None,
         forbid: frozenset[str],
-        name_key: bytes = b"",
     ) -> None:
         self.run = run
         self.id = wid
         self.name = name
         self.parent = parent
         self.forbid = forbid
-        self.name_key = name_key or receipt_key(name)
 
     def add_usage(
         self,

@@ -1,7 +1,10 @@
-"""The open and close of one window instance: its spec, entry, exit, receipt and span.
+"""The open and close of one window instance: its spec, entry, exit and span.
 
-``agentlog._window`` builds the decorators on these steps; the inlined fast paths there
-write exactly what ``_open``/``_close`` write (tests compare both paths).
+The one window path: ``agentlog._window`` builds all four decorators (sync functions,
+coroutines, generators, async generators) on ``_open`` and ``_close``, and the first
+two on ``WindowCall``, which brackets a call with them. The receipt of an exit is not
+computed here: the exit is put with ``receipt=b""`` and the writer thread chains it
+(``agentlog._writer.seal``), in file order.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from types import TracebackType
 from typing import Any
 
+from msgspec.structs import asdict as _asdict
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -24,13 +29,7 @@ from ._llm import known_secrets as _model_secrets
 from ._recorder import INLINE_MAX, _redacted, store_artifact
 from ._records import EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
 from ._scrub import may_change_payload, scrub_error
-from ._state import (
-    Run,
-    WindowState,
-    current_window_var,
-    receipt_key,
-    window_in,
-)
+from ._state import Run, WindowState, current_window_var, window_in
 from ._window_registry import function_id
 
 _sha256 = hashlib.sha256
@@ -59,13 +58,10 @@ class _Spec:
         "function_id",
         "link_param",
         "method",
-        "n_positional",
         "name",
-        "name_key",
-        "positional",
+        "positional_only",
         "secret_args",
         "span_name",
-        "tails",
     )
 
     def __init__(
@@ -86,13 +82,11 @@ class _Spec:
         self.forbid = forbid
         self.binder = ArgumentBinder(fn, secret=secret)
         self.link_param = _link_parameter(name, fn, self.binder, entry, after)
-        self.name_key = receipt_key(name)
-        # Parameter names when every argument is passed positionally, there are no
-        # secrets and no self/cls: then the bound map is just zip(names, args).
-        self.positional = self.binder.simple_names()
-        self.n_positional = -1 if self.positional is None else len(self.positional)
-        self.tails = self.binder.default_tails()
+        # A Struct of the parameters when they bind by position or name alone (no
+        # secrets, no self/cls): see _bind.
         self.entry_struct = self.binder.entry_struct()
+        self.positional_only = frozenset(
+            p.name for p in self.binder.parameters if p.kind is p.POSITIONAL_ONLY)
         self.span_name = f"agentlog.window.{name}"
         # Recorded with every entry so that a replay can find the function (the app
         # module is named by the user; the trace only says which function it expects)
@@ -176,20 +170,28 @@ def _clean_bytes(run: Run, value: Any, what: str, window: str | None = None) -> 
     return data
 
 
+def _bind(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The effective-argument map of a call: its entry, before any projection.
+
+    A plain signature binds through the spec's entry Struct, which checks names, counts
+    and defaults as the call will (``inspect.Signature.bind`` costs ~3 µs a keyword
+    call); a call the Struct refuses, or one naming a positional-only parameter, goes to
+    the binder, whose map the real call then refuses.
+    """
+    entry_struct = spec.entry_struct
+    if entry_struct is not None and spec.positional_only.isdisjoint(kwargs):
+        try:
+            return _asdict(entry_struct(*args, **kwargs))
+        except TypeError:
+            pass
+    return spec.binder.bind(args, kwargs, run.secrets)
+
+
 def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
     parent = window_in(run)
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
-    st = WindowState(run, next(run._window_ids), spec.name, parent, forbid, spec.name_key)
-    n_args = len(args)
-    names = spec.positional
-    tail = spec.tails[n_args] if names is not None and n_args < len(spec.tails) else None
-    if names is not None and not kwargs and n_args == spec.n_positional:  # skip the binder
-        bound = dict(zip(names, args, strict=True))
-    elif names is not None and not kwargs and n_args < spec.n_positional and tail is not None:
-        bound = dict(zip(names, args, strict=False))
-        bound.update(tail)
-    else:
-        bound = spec.binder.bind(args, kwargs, run.secrets)
+    st = WindowState(run, next(run._window_ids), spec.name, parent, forbid)
+    bound = _bind(spec, run, args, kwargs)
     args_hash: bytes | None = None
     arguments = bound
     if spec.entry is None:
@@ -232,13 +234,24 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             if yielded is not None and yielded[0] == predecessor[0]:
                 expected = yielded[1]  # a generator predecessor links by its yields
     st.entry_hash = entry_hash
-    # Positional construction: keyword construction of a Struct costs ~5x more here.
     run.writer.put(
         WindowEnter(
-            run.index, st.id, spec.name, -1 if parent is None else parent.id,
-            run.t0_ns + (_perf() - run.t0_perf), entry_hash, entry_inline, args_hash,
-            spec.after, link_hash, expected, _get_ident(), run.stream_steps(),
-            spec.function_id, spec.secret_args, spec.method,
+            run=run.index,
+            window=st.id,
+            name=spec.name,
+            parent=-1 if parent is None else parent.id,
+            t_ns=run.t0_ns + (_perf() - run.t0_perf),
+            entry_hash=entry_hash,
+            entry=entry_inline,
+            args_hash=args_hash,
+            after=spec.after,
+            link_hash=link_hash,
+            expected_hash=expected,
+            thread=_get_ident(),
+            steps=run.stream_steps(),
+            function=spec.function_id,
+            secret_args=spec.secret_args,
+            method=spec.method,
         )
     )
     if run.tracer is not None:
@@ -259,7 +272,7 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
         data: bytes | None
         try:
             data = _fast_encode(payload)
-        except Exception:  # the general path decides (and marks)
+        except Exception:  # seal_clean decides (and marks)
             data = None
         if data is None or may_change_payload(payload, data, run.secrets):
             # Never strict here: the call has run, its result goes back untouched.
@@ -281,24 +294,34 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
             )
     if status == EXIT_OK:
         run.last_exit[name] = (st.id, st.entry_hash, exit_hash)
-    span = st.span
-    receipt = b""  # the writer thread advances the receipt chain (TraceWriter._seal) ...
-    if span is None:
-        rec = _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
-    else:
-        # ... unless the span carries it: then it is computed here, under the lock that
-        # keeps the chain in queue order, and the writer continues from it.
-        with run.lock:
-            receipt = run.receipt = _sha256(
-                run.receipt + st.name_key + st.entry_hash + exit_hash
-            ).digest()
-            rec = _put_exit(run, st, status, exit_hash, exit_inline, receipt, wall, exc)
+    # receipt=b"": the writer thread chains it (agentlog._writer.seal), the one place the
+    # receipt is computed; a span therefore carries no receipt (its record in the file does).
+    rec = WindowExit(
+        run=run.index,
+        window=st.id,
+        name=name,
+        t_ns=run.t0_ns + (_perf() - run.t0_perf),
+        status=status,
+        exit_hash=exit_hash,
+        exit=exit_inline,
+        receipt=b"",
+        wall_ns=wall,
+        error_type=None if exc is None else type(exc).__qualname__,
+        error_message=None if exc is None else _error_text(run, exc),
+        tool_calls=st.tool_calls,
+        llm_calls=st.llm_calls,
+        input_tokens=st.input_tokens,
+        output_tokens=st.output_tokens,
+        cost=st.cost,
+        selections=st.selections,
+    )
+    run.writer.put(rec)
     if st.parent is not None:
         _add_to_parent(st.parent, st)
     if run.durability == "window":
         run.writer.cut_frame()
-    if span is not None:
-        _end_span(span, st, rec, exc)
+    if st.span is not None:
+        _end_span(st.span, st, rec, exc)
 
 
 def _end_span(span: Any, st: WindowState, rec: WindowExit, exc: BaseException | None) -> None:
@@ -308,22 +331,6 @@ def _end_span(span: Any, st: WindowState, rec: WindowExit, exc: BaseException | 
         _otel.record_exception(span, exc, _error_text(st.run, exc), _known(st.run))
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__qualname__))
     span.end()
-
-
-def _put_exit(run: Run, st: WindowState, status: int, exit_hash: bytes,
-              exit_inline: bytes | None, receipt: bytes, wall: int,
-              exc: BaseException | None) -> WindowExit:
-    # Positional, in field order (see _records.WindowExit): 5x cheaper than keywords.
-    rec = WindowExit(
-            run.index, st.id, st.name, run.t0_ns + (_perf() - run.t0_perf), status, exit_hash,
-            exit_inline, receipt, wall,
-            None if exc is None else type(exc).__qualname__,
-            None if exc is None else _error_text(run, exc),
-            st.tool_calls, st.llm_calls, st.input_tokens, st.output_tokens, st.cost,
-            st.selections,
-        )
-    run.writer.put(rec)
-    return rec
 
 
 def _add_to_parent(parent: WindowState, st: WindowState) -> None:
@@ -375,10 +382,35 @@ def _exit_payload(spec: _Spec, result: Any) -> Any:
         return {"exit_projection_failed": type(err).__qualname__}
 
 
-def _attach(st: WindowState) -> Any:
-    return None if st.span is None else otel_context.attach(trace.set_span_in_context(st.span))
+class WindowCall:
+    """A sync function's or a coroutine's call bracketed by its window, the one way both
+    are: ``with WindowCall(spec, run, args, kwargs) as call: call.result = fn(...)``.
 
+    Opening seals the entry; inside, the window is the current one (and its span the
+    current span); leaving restores the caller's and seals the exit, or the failure exit
+    ⊥ of an exception, which goes on to the caller untouched.
+    """
 
-def _detach(token: Any) -> None:
-    if token is not None:
-        otel_context.detach(token)
+    __slots__ = ("otel_token", "result", "spec", "state", "token")
+
+    def __init__(self, spec: _Spec, run: Run, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
+        self.spec = spec
+        self.state = _open(spec, run, args, kwargs)
+        self.result: Any = None
+
+    def __enter__(self) -> WindowCall:
+        st = self.state
+        self.token = current_window_var.set(st)
+        self.otel_token = None if st.span is None else otel_context.attach(
+            trace.set_span_in_context(st.span))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.otel_token is not None:
+            otel_context.detach(self.otel_token)
+        if exc is None:
+            _leave(self.state, self.token, EXIT_OK, _exit_payload(self.spec, self.result))
+        else:
+            _leave_failed(self.state, self.token, exc)

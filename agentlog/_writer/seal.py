@@ -73,9 +73,9 @@ class RunSealer:
         file, so the caller needs neither a lock nor a hash for it: a ``WindowExit`` put
         with ``receipt=b""`` gets its receipt here, and a ``RunEnd`` put with
         ``receipt=b""`` gets the head and the run's counts (windows closed, selections,
-        continuations: what the file holds, however many threads recorded them). A
-        receipt the caller computed itself (it does when spans carry it) is kept and
-        continued from.
+        continuations: what the file holds, however many threads recorded them). This is
+        the one place a receipt is computed; a record made by hand with its receipt set
+        (a rewritten trace) is kept and continued from.
         """
         chains = self._chains
         if kinds is not None and not kinds & _CHAINED_TYPES and self._tally(batch, kinds):

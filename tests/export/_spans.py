@@ -6,8 +6,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-# Attributes the SDK adds to a live exception event that a stored trace cannot have.
-_LIVE_ONLY = {"exception.stacktrace", "exception.escaped"}
+# Attributes the SDK adds to a live exception event that a stored trace cannot have, and
+# the one a live window span cannot have: its receipt, which the writer thread chains after
+# the span has ended (export reads it from the stored record).
+_LIVE_ONLY = {"exception.stacktrace", "exception.escaped", "agentlog.receipt"}
 
 
 def _frozen(attributes: Any) -> tuple[tuple[str, Any], ...]:

@@ -16,6 +16,7 @@ import agentlog.export as export_module
 from agentlog import export
 from agentlog._recorder import log_llm_call
 from agentlog.export import to_otlp, to_otlp_json, to_spans
+from agentlog.records import WindowExit
 from agentlog.testing import capture_spans
 from tests.export._spans import signatures
 
@@ -128,6 +129,16 @@ def test_live_spans_equal_the_spans_exported_from_the_stored_trace(
         assert [s.kind.name for s in live if s.name.startswith("chat claude")] == [
             "CLIENT", "CLIENT"]
         assert sum(s.status.status_code.name == "ERROR" for s in live) == 1
+    # The one difference: an exported window span carries its stored receipt, which the
+    # writer chained after the live span had ended.
+    exits = {(r.name, r.exit_hash.hex()): r.receipt.hex() for r in al.iter_records(trace_path)
+             if isinstance(r, WindowExit)}
+    windows = [s for s in exported if s.name.startswith("agentlog.window.")]
+    assert windows and all(
+        dict(s.attributes or {})["agentlog.receipt"] == exits[
+            (s.attributes["agentlog.window"], s.attributes["agentlog.exit_hash"])]
+        for s in windows)
+    assert all("agentlog.receipt" not in dict(s.attributes or {}) for s in live)
 
 
 def test_the_model_run_has_the_spans_and_events_the_conventions_name(trace_path: Path) -> None:

@@ -1,4 +1,9 @@
-"""Keyword and coroutine calls take the inlined window path, writing what the general one does."""
+"""Every call shape of a window goes through its one open/close path and writes the same records.
+
+Positional and keyword calls, defaults, coroutines, failures and scrubbed arguments, in a
+run that cuts a frame at every exit and in one that does not: durability changes where
+frames end, never what a window writes.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ from typing import Any
 import pytest
 
 import agentlog as al
-from agentlog import _window
 from agentlog.records import WindowEnter, WindowExit
 from tests.conftest import of_type
 
@@ -53,9 +57,9 @@ def parent() -> None:
     leaf(3, y="f")
     leaf(x=4)
     leaf(y="g", x=5)
-    leaf(6, y="Bearer abcdefghijklmnopqrstuvwxyz0123456789")  # scrubbed on both paths
+    leaf(6, y="Bearer abcdefghijklmnopqrstuvwxyz0123456789")  # scrubbed at either durability
     with pytest.raises(TypeError):
-        leaf(7, z=1)  # unknown keyword: the real call raises, both paths record ⊥
+        leaf(7, z=1)  # unknown keyword: the real call raises, ⊥ is recorded
     with pytest.raises(TypeError):
         leaf(8, x=8)  # given twice
     with pytest.raises(TypeError):
@@ -63,15 +67,16 @@ def parent() -> None:
     asyncio.run(_async_calls())
 
 
-def test_keyword_calls_and_coroutines_write_what_the_general_path_writes(tmp_path: Path) -> None:
+def test_every_call_shape_writes_the_same_records_whatever_the_durability(
+    tmp_path: Path,
+) -> None:
     fields = ("name", "parent", "entry_hash", "entry", "args_hash")
     exit_fields = ("name", "status", "exit_hash", "exit", "error_type", "tool_calls",
                    "selections")
     results = []
-    for plain, path in ((True, tmp_path / "fast.zst"), (False, tmp_path / "general.zst")):
-        # durability="window" keeps every call on the general path (the run is not "plain")
-        with al.record(path, seed=1, durability="frame" if plain else "window") as run:
-            assert run.plain is plain
+    for durability in ("frame", "window"):
+        path = tmp_path / f"{durability}.zst"
+        with al.record(path, seed=1, durability=durability):
             parent()
         trace = al.read(path)
         results.append((
@@ -81,28 +86,22 @@ def test_keyword_calls_and_coroutines_write_what_the_general_path_writes(tmp_pat
         assert al.verify(path).ok
     assert len(results[0][0]) == 16
     assert results[0] == results[1]
-    assert b"abcdefghijklmnop" not in (tmp_path / "fast.zst").read_bytes()
+    assert b"abcdefghijklmnop" not in (tmp_path / "frame.zst").read_bytes()
 
 
-def test_keyword_calls_and_coroutines_do_not_go_through_the_general_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def general(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the general path was taken")
-
-    monkeypatch.setattr(_window, "_open", general)
+def test_keyword_and_positional_calls_seal_the_same_entry(tmp_path: Path) -> None:
     with al.record(tmp_path / "t.zst", seed=1):
-        assert leaf(x=1, y="k") == {"x": 1, "y": "k"}
-        assert leaf(2, y="k") == {"x": 2, "y": "k"}
-        assert asyncio.run(aleaf(3)) == {"x": 3, "y": "d"}
-        assert asyncio.run(aleaf(x=4, y="k")) == {"x": 4, "y": "k"}
-    exits = of_type(al.read(tmp_path / "t.zst"), WindowExit)
-    assert [e.name for e in exits] == ["leaf", "leaf", "aleaf", "aleaf"]
+        assert leaf(1) == leaf(x=1) == leaf(1, "d") == leaf(y="d", x=1) == {"x": 1, "y": "d"}
+        assert asyncio.run(aleaf(x=2, y="k")) == {"x": 2, "y": "k"}
+        asyncio.run(aleaf(2, "k"))
+    trace = al.read(tmp_path / "t.zst")
+    leaves = {e.entry_hash for e in of_type(trace, WindowEnter) if e.name == "leaf"}
+    aleaves = {e.entry_hash for e in of_type(trace, WindowEnter) if e.name == "aleaf"}
+    assert len(leaves) == len(aleaves) == 1
+    assert [e.name for e in of_type(trace, WindowExit)] == ["leaf"] * 4 + ["aleaf"] * 2
 
 
-def test_a_failing_coroutine_on_the_inlined_path_records_its_failure_and_reraises(
-    tmp_path: Path
-) -> None:
+def test_a_failing_coroutine_records_its_failure_and_reraises(tmp_path: Path) -> None:
     with al.record(tmp_path / "t.zst", seed=1), pytest.raises(KeyError, match="6"):
         asyncio.run(afail(6))
     (exit_,) = of_type(al.read(tmp_path / "t.zst"), WindowExit)
