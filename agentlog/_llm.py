@@ -29,14 +29,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from . import _live, _state
+from . import _state
 from ._encoding import _encoder as _canonical_encoder
 from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
 from ._records import LLMCall
 from ._scrub import REDACTED, holds_known, may_change, remember, scrub_error, scrub_value
-from ._span_builder import GENAI_ATTRIBUTES
+from ._spans import live as _live
+from ._spans.builder import GENAI_ATTRIBUTES
 from ._state import Run, current_run_var, window_in
 
 __all__ = ["GENAI_ATTRIBUTES", "known_secrets", "llm_call"]

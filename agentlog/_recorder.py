@@ -18,15 +18,16 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
-from . import _live, _state
+from . import _state
 from ._digest import key_bytes
 from ._encoding import encode, seal_clean, warn_unsealable
 from ._errors import InstrumentationWarning
 from ._noise import GENERATOR_ID, GENERATORS
-from ._otel import tracer as _tracer
 from ._records import RunEnd, RunStart, Score
 from ._scrub import REDACTED, scrub_value
-from ._span_builder import operation_of, response_meta
+from ._spans import live as _live
+from ._spans.builder import operation_of, response_meta
+from ._spans.tracer import tracer as _tracer
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
 from ._writer import CLOSE_TIMEOUT, FLUSH_TIMEOUT, MAX_QUEUE_BYTES

@@ -25,8 +25,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _noise, _otel, _pools, _state
+from . import _noise, _pools, _state
 from ._records import Continuation, Selection
+from ._spans import tracer as _otel
 from ._state import current_run_var, window_in
 from ._steering import current_steer_var
 

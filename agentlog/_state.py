@@ -138,7 +138,7 @@ class Run:
         self.last_exit: dict[str, tuple[int, bytes, bytes]] = {}
         # generator window name -> (window id, hash of its list of yields): what an
         # ``after=`` successor links to, because a consumer receives the yields, not the
-        # sealed ``{"yields": ..., "return": ...}`` exit (see ``_window.py``).
+        # sealed ``{"yields": ..., "return": ...}`` exit (see ``agentlog._window.decorator``).
         self.link_exit: dict[str, tuple[int, bytes]] = {}
         self.redact = redact
         self.durability = durability

@@ -49,13 +49,14 @@ from typing import Any, TypeVar, cast, overload
 import msgspec
 import numpy as np
 
-from . import _live, _state
+from . import _state
 from ._encoding import ArgumentBinder, seal_clean
 from ._errors import ArtifactEncodingError, CacheMiss, ReplayError, SealedWindowError
 from ._recorder import _redacted, store_artifact
 from ._records import ToolCall
+from ._spans import live as _live
 from ._state import Run, WindowState, current_run_var, window_in
-from ._window_open import _error_text
+from ._window.call import _error_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,7 +10,7 @@ files. Sending needs the ``otlp`` extra (``pip install 'agentlog[otlp]'``).
 
 All three stream: a file is read a frame at a time, a run's spans are built once its end
 is read and handed on a batch at a time, so memory does not grow with the number of runs
-(``agentlog._otel_stream`` says what it holds).
+(``agentlog._spans.stream`` says what it holds).
 
 Example:
     >>> import agentlog as al
@@ -42,9 +42,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from ._encoding import decode
-from ._otel_json import OtlpJsonWriter, need_otlp
-from ._otel_json import otlp_json as otlp_json  # the request of given spans, as a dict
-from ._otel_stream import RunRecords, RunStream
 from ._records import (
     EXIT_FAILED,
     Continuation,
@@ -54,7 +51,7 @@ from ._records import (
     ToolCall,
 )
 from ._scrub import scrub_text
-from ._span_builder import (
+from ._spans.builder import (
     continuation_event,
     model_span,
     run_end_attributes,
@@ -67,6 +64,9 @@ from ._span_builder import (
     window_attributes,
     window_span_name,
 )
+from ._spans.otlp_json import OtlpJsonWriter, need_otlp
+from ._spans.otlp_json import otlp_json as otlp_json  # the request of given spans, as a dict
+from ._spans.stream import RunRecords, RunStream
 from ._trace import Trace
 from ._version import __version__
 from .records import trace_files

@@ -45,7 +45,7 @@ from ._steering import Steer, current_steer_var, steering
 from ._tool import RecordedTool, ToolLookup, ToolServing, tool_args_hash
 from ._tool import serving_tools as _serving_tools
 from ._trace import Trace, WindowView
-from ._window_registry import function_id, registered_window
+from ._window.registry import function_id, registered_window
 
 __all__ = [
     "DRAW_TOLERANCE",

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import _otel
 from ._recorder import record
+from ._spans import tracer as _otel
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

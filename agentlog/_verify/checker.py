@@ -376,7 +376,7 @@ class _Verifier:
     # -- records
 
     def blob(self, i: int, rec: Blob, offset: int) -> None:
-        h = bytes(rec.hash)  # a copy: the record is a view of its frame (see agentlog._verify.batch)
+        h = bytes(rec.hash)  # a copy: the record is a view of its frame (see .batch)
         if hashlib.sha256(rec.data).digest() != h:
             self.problem("blob-hash", f"blob {rec.hash.hex()[:16]}… does not hash to its name: "
                          "its content was altered", None, i)

@@ -11,8 +11,8 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 import agentlog as al  # noqa: E402
-from agentlog import _otel  # noqa: E402
 from agentlog._encoding import decode  # noqa: E402
+from agentlog._spans import tracer as _otel  # noqa: E402
 from agentlog.adapters import NoLogprobsError, choice_probs  # noqa: E402
 from agentlog.adapters import anthropic as adapter  # noqa: E402
 from agentlog.replay import ModelCache  # noqa: E402

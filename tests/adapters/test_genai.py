@@ -9,7 +9,7 @@ import pytest
 
 from agentlog._encoding import encode
 from agentlog._llm import GENAI_ATTRIBUTES
-from agentlog._span_builder import model_span
+from agentlog._spans.builder import model_span
 from agentlog.records import LLMCall
 
 

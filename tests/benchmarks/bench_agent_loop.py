@@ -67,7 +67,7 @@ from _tempdir import bench_dir
 from _timing import interleaved, sink_provider
 
 import agentlog as al
-from agentlog import _otel
+from agentlog._spans import tracer as _otel
 
 WINDOWS = 10
 SELECTIONS = 5

@@ -91,7 +91,7 @@ def asv_coverage(design: str, n_traj: int, trials: int, seed: int, k: int = 11,
             s = asv.summarize(f, trajectory=traj, n_resamples=n_resamples,
                               seed=int(rng.integers(2**31)))
         for m in METHODS:
-            low, high = s.interval("mean_interaction", method=m)  # type: ignore[arg-type]
+            low, high = s.confidence_interval("mean_interaction", method=m)  # type: ignore[arg-type]
             hits[m] += int(low <= 0.0 <= high)
     return {m: hits[m] / trials for m in METHODS}
 

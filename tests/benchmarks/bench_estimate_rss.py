@@ -1,4 +1,4 @@
-"""Peak memory (RSS) of ``cess.from_trace`` and ``asv.from_trace`` on 1 M and 4 M-record traces.
+"""Peak memory (RSS) of ``cess.from_traces`` and ``asv.from_traces`` on 1 M and 4 M-record traces.
 
 Run: ``python tests/benchmarks/bench_estimate_rss.py [--sizes 1000000 4000000]``.
 Not collected by pytest. Prints one line per measurement and exits non-zero when a
@@ -61,9 +61,9 @@ y = {c: i / 10 for i, c in enumerate(ids)}
 m = {c: i / 20 for i, c in enumerate(ids)}
 t0 = time.perf_counter()
 if what == "cess":
-    n = len(cess.from_trace(path, outcomes=y, predictions=m, budget=4))
+    n = len(cess.from_traces(path, outcomes=y, predictions=m, budget=4))
 elif what == "asv":
-    n = len(asv.from_trace(path, channels=("direct", "quote")).transitions)
+    n = len(asv.from_traces(path, channels=("direct", "quote")).transitions)
 elif what == "read":
     n = len(al.read(path).runs)
 else:
@@ -151,7 +151,7 @@ def main() -> int:
                 assert got == runs, (what, got, runs)
                 if what in peaks:
                     peaks[what].append(rss - base)
-                print(f"  {what + '.from_trace' if what != 'read' else 'al.read':<16} "
+                print(f"  {what + '.from_traces' if what != 'read' else 'al.read':<16} "
                       f"{dt:7.1f} s  peak RSS {rss:7.1f} MB ({rss - base:+.1f} MB over the "
                       "reference)")
             os.unlink(path)

@@ -47,7 +47,7 @@ from _timing import interleaved, per_call_us, row
 from bench_hostile_files import FILES, frame
 
 import agentlog as al
-from agentlog import _otel
+from agentlog._spans import tracer as _otel
 from agentlog.export import to_otlp, to_spans
 
 

@@ -3,7 +3,7 @@
 Run: ``python tests/benchmarks/bench_otel_window.py`` (prints a table; asserts nothing).
 ``--json`` prints one JSON object instead, for A/B runs of two checkouts
 (``PYTHONPATH=<checkout> python tests/benchmarks/bench_otel_window.py --json``: the script
-uses only the public API and ``agentlog._otel.set_provider_override``).
+uses only the public API and ``agentlog._spans.tracer.set_provider_override``).
 
 On a shared 2-core machine wall-clock batches measure the scheduler; CPU time does not.
 Four calls alternate batch by batch in one process, so they see one load:
@@ -39,7 +39,7 @@ from _tempdir import bench_dir
 from _timing import sink_provider
 
 import agentlog as al
-from agentlog import _otel
+from agentlog._spans import tracer as _otel
 
 FIVE = {"agentlog.window": "bench", "agentlog.run_id": "0" * 32,
         "agentlog.entry_hash": "a" * 64, "agentlog.exit_hash": "b" * 64,

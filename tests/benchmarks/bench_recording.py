@@ -20,7 +20,7 @@ from _tempdir import bench_dir
 from _timing import interleaved, per_call_us, row
 
 import agentlog as al
-from agentlog import _otel
+from agentlog._spans import tracer as _otel
 
 
 def noop_decorator(fn):  # type: ignore[no-untyped-def]

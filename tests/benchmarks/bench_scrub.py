@@ -24,7 +24,8 @@ from _tempdir import bench_dir
 from _timing import interleaved, row
 
 import agentlog as al
-from agentlog import _window, _window_open
+from agentlog._window import call as _window_open
+from agentlog._window import decorator as _window
 
 
 def tiny(q: str, k: int = 3) -> int:

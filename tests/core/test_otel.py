@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import agentlog as al
-from agentlog import _otel
 from agentlog._recorder import log_llm_call
+from agentlog._spans import tracer as _otel
 from agentlog.testing import capture_spans
 
 

@@ -65,7 +65,7 @@ def test_a_users_span_current_inside_a_run_does_not_change_a_windows_parent(
         tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     with capture_spans() as captured, al.record(path, system="mine", seed=1):
-        from agentlog import _otel
+        from agentlog._spans import tracer as _otel
 
         tracer = _otel.tracer()
         assert tracer is not None

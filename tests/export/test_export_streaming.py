@@ -87,7 +87,7 @@ def test_a_run_handed_over_in_parts_has_the_spans_of_the_run_read_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: a run past ``HELD_RECORDS`` goes out in parts as the file streams;
     its spans, ids and parents are those of the same run read whole (a ``Trace``)."""
-    from agentlog import _otel_stream
+    from agentlog._spans import stream as _otel_stream
 
     monkeypatch.setattr(_otel_stream, "HELD_RECORDS", 24)
     trace = tmp_path / "t.zst"
@@ -211,7 +211,7 @@ def test_the_otlp_json_of_more_resources_than_are_grouped_holds_every_span(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: past ``MAX_GROUPS`` resources (a file whose every run names its own
     system), further resources get entries of their own instead of a group each."""
-    from agentlog._otel_json import OtlpJsonWriter
+    from agentlog._spans.otlp_json import OtlpJsonWriter
 
     monkeypatch.setattr(OtlpJsonWriter, "MAX_GROUPS", 2)
     monkeypatch.setattr(export, "_JSON_BATCH", 2)  # a run's two spans a batch
@@ -247,7 +247,7 @@ def test_every_kind_of_attribute_is_encoded_as_the_protobuf_reference_does(
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
     from opentelemetry.trace.span import TraceState
 
-    from agentlog._otel_json import OtlpJsonWriter
+    from agentlog._spans.otlp_json import OtlpJsonWriter
 
     resource = Resource.create({"service.name": "s"})
     scope = InstrumentationScope("agentlog", "1")

@@ -21,16 +21,17 @@ from msgspec.structs import asdict as _asdict
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from . import _otel, _span_builder
-from ._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
-from ._encoding import _encoder as _canonical_encoder
-from ._errors import ArtifactEncodingError, InstrumentationWarning
-from ._llm import known_secrets as _model_secrets
-from ._recorder import INLINE_MAX, _redacted, store_artifact
-from ._records import EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
-from ._scrub import may_change_payload, scrub_error
-from ._state import Run, WindowState, current_window_var, window_in
-from ._window_registry import function_id
+from agentlog._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
+from agentlog._encoding import _encoder as _canonical_encoder
+from agentlog._errors import ArtifactEncodingError, InstrumentationWarning
+from agentlog._llm import known_secrets as _model_secrets
+from agentlog._recorder import INLINE_MAX, _redacted, store_artifact
+from agentlog._records import EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
+from agentlog._scrub import may_change_payload, scrub_error
+from agentlog._spans import builder as _span_builder
+from agentlog._spans import tracer as _otel
+from agentlog._state import Run, WindowState, current_window_var, window_in
+from agentlog._window.registry import function_id
 
 _sha256 = hashlib.sha256
 _perf = time.perf_counter_ns

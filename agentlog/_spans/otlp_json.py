@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from ._errors import MissingDependencyError
+from agentlog._errors import MissingDependencyError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import InstrumentationWarning, NotRegisteredError
+from agentlog._errors import InstrumentationWarning, NotRegisteredError
 
 # The window registry. Keyed by "module:qualname" of the decorated function, so two
 # windows that share a name (a test module and an app, two classes) both stay reachable;

@@ -2,7 +2,7 @@
 
 The recorder, window and tool code call these only when the run has a tracer (a real
 SDK provider is configured), right after handing a record to the writer; each call feeds
-that record to ``_span_builder``, the same code ``agentlog.export`` runs on a stored
+that record to ``agentlog._spans.builder``, the same code ``agentlog.export`` runs on a stored
 trace. A tool or model span is created when its record exists (at the call's end) with
 the record's own start and end times, so live and exported spans agree to the
 nanosecond. Nothing here raises into the host: a failing tracer loses a span, never a
@@ -20,11 +20,11 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ._errors import InstrumentationWarning
-from ._otel import run_contexts, run_spans
-from ._records import LLMCall, RunEnd, RunStart, Score, ToolCall
-from ._span_builder import model_span, run_end_attributes, run_span, score_event, tool_span
-from ._state import Run, WindowState, current_run_var, window_in
+from agentlog._errors import InstrumentationWarning
+from agentlog._records import LLMCall, RunEnd, RunStart, Score, ToolCall
+from agentlog._spans.builder import model_span, run_end_attributes, run_span, score_event, tool_span
+from agentlog._spans.tracer import run_contexts, run_spans
+from agentlog._state import Run, WindowState, current_run_var, window_in
 
 _run_spans = run_spans
 _lock = threading.Lock()

@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ._encoding import decode, is_secret_key
-from ._otel import continuation_event_attributes, selection_event_attributes
-from ._records import (
+from agentlog._encoding import decode, is_secret_key
+from agentlog._records import (
     EXIT_CLOSED,
     Continuation,
     LLMCall,
@@ -36,6 +35,7 @@ from ._records import (
     ToolCall,
     WindowExit,
 )
+from agentlog._spans.tracer import continuation_event_attributes, selection_event_attributes
 
 __all__ = [
     "GENAI_ATTRIBUTES",

@@ -54,10 +54,10 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast, overload
 
-from . import _state
-from ._records import EXIT_CLOSED, EXIT_OK
-from ._state import WindowState, current_run_var, current_window_var
-from ._window_open import (
+from agentlog import _state
+from agentlog._records import EXIT_CLOSED, EXIT_OK
+from agentlog._state import WindowState, current_run_var, current_window_var
+from agentlog._window.call import (
     WindowCall,
     _exit_payload,
     _leave,
@@ -66,7 +66,7 @@ from ._window_open import (
     _open,
     _Spec,
 )
-from ._window_registry import register
+from agentlog._window.registry import register
 
 F = TypeVar("F", bound=Callable[..., Any])
 

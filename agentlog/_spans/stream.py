@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._frames import iter_frames, iter_records
-from ._records import (
+from agentlog._frames import iter_frames, iter_records
+from agentlog._records import (
     Blob,
     Continuation,
     LLMCall,
@@ -42,7 +42,7 @@ from ._records import (
     WindowEnter,
     WindowExit,
 )
-from ._trace import Trace
+from agentlog._trace import Trace
 
 __all__ = ["HELD_RECORDS", "Prepare", "RunRecords", "RunStream"]
 

@@ -20,9 +20,9 @@ import numpy as np
 from numpy.typing import NDArray
 from opentelemetry import trace
 
-from ._scrub import exception_attributes
-from ._state import current_run_var
-from ._version import __version__
+from agentlog._scrub import exception_attributes
+from agentlog._state import current_run_var
+from agentlog._version import __version__
 
 # A TracerProvider set by agentlog.testing.capture_spans(): a context variable, so that
 # two tests or two threads capturing at once each see only their own runs' spans.
@@ -77,7 +77,7 @@ def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -
     the context (or a user's span current inside the run) would otherwise give the live
     span another parent than the one ``agentlog export`` reads from the stored trace.
     No attributes at the start: the window's are all known only at its exit and are set
-    there in one call (``_window_open._close``); samplers see the window in the span name.
+    there in one call (``agentlog._window.call._close``); samplers see the window in the span name.
     """
     if parent_span is not None:
         return tracer_.start_span(span_name, context=trace.set_span_in_context(parent_span))
