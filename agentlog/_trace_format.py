@@ -104,7 +104,7 @@ def frame_header_size(version: int) -> int:
 
 
 # Bounds a reader enforces before allocating anything for a frame. A writer with
-# default settings never comes near them (see _writer.FRAME_TARGET_CONTENT).
+# default settings never comes near them (see agentlog._writer.frames.FRAME_TARGET_CONTENT).
 MAX_FRAME_PAYLOAD = 256 * 1024 * 1024  # compressed bytes
 MAX_FRAME_CONTENT = 512 * 1024 * 1024  # decompressed (msgpack) bytes
 # Records per frame. A decoded record costs ~150 bytes of Python objects for as little as

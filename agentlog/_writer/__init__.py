@@ -3,6 +3,7 @@
 * ``writer``: ``TraceWriter``, the queue a caller puts records into and the frames a pool
   thread cuts, compresses, hashes and writes;
 * ``seal``: the receipt chain and run digests, advanced on the writer thread in file order;
+* ``frames``: cutting, encoding and writing frames (the writer thread's side);
 * ``queue``: the queues a writer holds its records in (normal, holding, dropping);
 * ``pool``: the pool threads that service every open writer, and what happens at exit,
   on SIGTERM and after a fork;

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-import agentlog._writer.writer as writer_mod
+import agentlog._writer.frames as frames_mod
 from agentlog.records import RunEnd, RunStart, WindowEnter, WindowExit
 
 
@@ -30,13 +30,13 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Frames wait in the OS write while the returned event is clear."""
     opened = threading.Event()
     opened.set()
-    real = writer_mod._writev
+    real = frames_mod._writev
 
     def gated(fd: int, parts: list[bytes]) -> int:
         opened.wait(30)
         return real(fd, parts)
 
-    monkeypatch.setattr(writer_mod, "_writev", gated)
+    monkeypatch.setattr(frames_mod, "_writev", gated)
     _gates.append(opened)
     yield opened
     opened.set()

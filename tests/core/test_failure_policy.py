@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
+import agentlog._writer.frames as frames_mod
 
 
 @al.window("compute")
@@ -36,7 +37,6 @@ def test_an_unwritable_path_warns_once_and_the_agent_runs_unchanged(tmp_path: Pa
 def test_a_full_disk_warns_once_counts_dropped_records_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentlog._writer import writer as _writer
 
     path = tmp_path / "full.zst"
     real_writev = os.writev
@@ -46,7 +46,7 @@ def test_a_full_disk_warns_once_counts_dropped_records_and_changes_nothing(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_writev(fd, parts)
 
-    monkeypatch.setattr(_writer, "_writev", full_disk)
+    monkeypatch.setattr(frames_mod, "_writev", full_disk)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with al.record(path, seed=1) as run:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
+import agentlog._writer.frames as frames_mod
 from agentlog._writer import TraceWriter
 from agentlog._writer import shared as _shared_writers
-from agentlog._writer import writer as writer_mod
 from agentlog.records import RunEnd, RunStart, Score
 from agentlog.replay.lowlevel import trace_file_hash
 from estimators._admissibility import _file_sha256
@@ -248,7 +248,7 @@ def test_a_write_failing_after_the_block_is_warned_at_the_next_record(
 
     with al.record(tmp_path / "t.zst", frame_interval=NEVER) as run:
         al.score("a", 1.0)
-        monkeypatch.setattr(writer_mod, "_writev", disk_full)  # nothing written yet
+        monkeypatch.setattr(frames_mod, "_writev", disk_full)  # nothing written yet
     run.writer._begin_close()  # as when evicted (MAX_KEPT): the pool closes it, no caller
     assert run.writer._done.wait(10)
     monkeypatch.undo()

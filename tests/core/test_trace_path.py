@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
+import agentlog._writer.frames as frames_mod
 import agentlog._writer.writer as writer_mod
 from agentlog._reader import read
 from agentlog._trace_format import encode_frame
@@ -220,7 +221,7 @@ def test_two_hard_links_to_one_file_share_one_writer(tmp_path: Path) -> None:
 def test_a_run_opening_while_the_last_run_on_its_file_is_closing_loses_nothing(
     trace_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = writer_mod._writev
+    real = frames_mod._writev
     in_close = threading.Event()
     armed = threading.Event()
 
@@ -230,7 +231,7 @@ def test_a_run_opening_while_the_last_run_on_its_file_is_closing_loses_nothing(
             time.sleep(0.3)  # the closing writer is mid-write when the next run opens
         return real(fd, parts)
 
-    monkeypatch.setattr(writer_mod, "_writev", slow_last_write)
+    monkeypatch.setattr(frames_mod, "_writev", slow_last_write)
 
     def first() -> None:
         with al.record(trace_path, task="first"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import agentlog._writer.frames as frames_mod
 import agentlog._writer.writer as writer_mod
 from agentlog._errors import InstrumentationWarning, TracePathError
 from agentlog._reader import iter_frames, read
@@ -175,13 +176,13 @@ def test_flush_times_out_while_the_disk_is_stuck(
     idle: TraceWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
-    real = writer_mod._writev
+    real = frames_mod._writev
 
     def stuck(fd: int, parts: list[bytes]) -> int:
         release.wait(10)
         return real(fd, parts)
 
-    monkeypatch.setattr(writer_mod, "_writev", stuck)
+    monkeypatch.setattr(frames_mod, "_writev", stuck)
     idle.put(score(1))
     assert idle.flush(timeout=0.05) is False
     release.set()
@@ -367,7 +368,7 @@ def test_write_failure_warns_once_keeps_earlier_frames_and_drops_the_rest(
     def disk_full(fd: int, parts: list[bytes]) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer_mod, "_writev", disk_full)
+    monkeypatch.setattr(frames_mod, "_writev", disk_full)
     with pytest.warns(InstrumentationWarning, match="writing failed .*No space left") as caught:
         idle.put(score(2))
         assert idle.flush() is True
@@ -393,8 +394,8 @@ def test_a_torn_write_is_cut_off_so_the_file_stays_valid(
     def disk_full(fd: int, data: memoryview) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer_mod, "_writev", short)
-    monkeypatch.setattr(writer_mod, "_write", disk_full)
+    monkeypatch.setattr(frames_mod, "_writev", short)
+    monkeypatch.setattr(frames_mod, "_write", disk_full)
     with pytest.warns(InstrumentationWarning):
         idle.put(score(2))
         idle.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
+import agentlog._writer.frames as frames_mod
 import agentlog._writer.writer as writer_mod
 from agentlog._reader import read
 from agentlog._writer import TraceWriter
@@ -68,7 +69,7 @@ def test_a_stalled_writer_does_not_stall_the_other_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
-    real = writer_mod._writev
+    real = frames_mod._writev
     stuck_fd: list[int] = []
 
     def stuck_on_one_file(fd: int, parts: list[bytes]) -> int:
@@ -76,7 +77,7 @@ def test_a_stalled_writer_does_not_stall_the_other_files(
             release.wait(30)
         return real(fd, parts)
 
-    monkeypatch.setattr(writer_mod, "_writev", stuck_on_one_file)
+    monkeypatch.setattr(frames_mod, "_writev", stuck_on_one_file)
     slow = TraceWriter(tmp_path / "slow.zst", frame_interval=3600)
     stuck_fd.append(slow._fd)
     slow.put(score(1))
@@ -102,14 +103,14 @@ def step(i: int) -> int:
 def test_with_durability_window_a_returned_window_is_already_on_disk(
     trace_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = writer_mod._writev
+    real = frames_mod._writev
     gate = threading.Semaphore(0)
 
     def late(fd: int, parts: list[bytes]) -> int:
         gate.acquire(timeout=0.05)  # every write arrives late (the window must wait)
         return real(fd, parts)
 
-    monkeypatch.setattr(writer_mod, "_writev", late)
+    monkeypatch.setattr(frames_mod, "_writev", late)
     with al.record(trace_path, durability="window", frame_interval=3600):
         for i in range(3):
             step(i)
