@@ -14,7 +14,7 @@ their artifacts canonical msgpack; this module turns each back into a value:
   ``agentlog.decode_arguments`` to rebuild a call;
 * streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``, and
   ``iter_runs(source)``: one run at a time (``TraceRun(trace, run)``), what the
-  estimators' ``from_trace`` loaders use; ``trace_files(source)`` lists the files (and
+  estimators' ``from_traces`` loaders use; ``trace_files(source)`` lists the files (and
   Traces) a source names, resolved but unread.
 
 Example:

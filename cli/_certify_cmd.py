@@ -11,9 +11,9 @@ used (``plan.sampling``), the conventional ladder R0–R5 beside it (Table 2), a
 of the plan and of every input.
 
 ``load_plan`` turns a plan file into a ``Plan`` (or ``BadInput`` naming the file and the
-field), ``certify_traces`` builds the ``Board``, ``render_board`` draws ``Board.to_dict()``
-(the ``--json`` output; ``agentlog demo`` reuses it) and ``plot_rank_intervals`` draws
-[LBC] Figure 1.
+field), ``certify_traces`` builds the ``BoardResult``, ``render_board`` draws
+``BoardResult.to_dict()`` (the ``--json`` output; ``agentlog demo`` reuses it) and
+``plot_rank_intervals`` draws [LBC] Figure 1.
 
 Exit codes: 0 the board was computed (a refused or undecided pair is a result, not an
 error), 2 bad input (a missing plan or tolerance, unreadable traces, inconsistent clusters, a
@@ -39,6 +39,7 @@ import agentlog as al
 from agentlog.records import iter_runs
 
 from ._inspect import table
+from ._options import Traces, json_option, plot_option, window_option
 from ._output import (
     EXIT_OK,
     BadInput,
@@ -52,7 +53,7 @@ from ._output import (
 from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
-    from agentlog.estimators.certify import Board, CertifyData, Plan
+    from agentlog.estimators.certify import BoardResult, CertifyData, Plan
 
 PLAN_HINT = "see examples/plans/deep_research.toml for a complete plan"
 DECISIONS = {  # decision -> (label, colour)
@@ -130,7 +131,7 @@ def _windows_present(traces: Sequence[al.Trace | Path]) -> list[str]:
 
 def certify_traces(traces: Sequence[al.Trace | Path], plan: Plan, *,
                    window: str | None = None, calibrate: bool = True
-                   ) -> tuple[Board, CertifyData]:
+                   ) -> tuple[BoardResult, CertifyData]:
     """``from_traces`` → ``admissibility`` (before any score is read) → ``certify``.
 
     Files stream one run at a time; wrap the call in ``trace_errors()`` to turn an
@@ -235,7 +236,7 @@ def _arrow(board: Mapping[str, Any], readout: str) -> str:
 
 def render_board(board: Mapping[str, Any], console: Console, *,
                  backbones: Mapping[str, Sequence[str]] | None = None) -> None:
-    """Draw ``Board.to_dict()``: systems with rank intervals, pairs, ladder, hashes."""
+    """Draw ``BoardResult.to_dict()``: systems with rank intervals, pairs, ladder, hashes."""
     plan = board["plan"]
     target = board["target"]
     name = f" {plan['name']!r}" if plan.get("name") else ""
@@ -390,7 +391,8 @@ def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
 
 
 def refused_everywhere(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Systems every pair of which was refused (``Board.to_dict()["pairs"]``), in pair order."""
+    """Systems every pair of which was refused (``BoardResult.to_dict()["pairs"]``), in pair
+    order."""
     seen: dict[str, list[bool]] = {}
     for p in pairs:
         for s in (p["a"], p["b"]):
@@ -402,20 +404,18 @@ def refused_everywhere(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def certify_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    traces: Traces,
     plan_path: Annotated[Path | None, typer.Option(
         "--plan", help="The certification plan (TOML): readouts with their tolerances, δ, δ′, "
         "the comparison window, conditions and constants ([LBC] Def. 1, Def. 7).",
         show_default=False)] = None,
-    window: Annotated[str | None, typer.Option(
-        "--window", help="The comparison window whose sealed entries decide admissibility "
-        "(default: the plan's `window`).", show_default=False)] = None,
-    json_output: Annotated[bool, typer.Option(
-        "--json", help="Print the board as JSON (Board.to_dict()).")] = False,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Write the certified rank intervals ([LBC] Figure 1) to this PNG "
-        "(needs matplotlib).", show_default=False)] = None,
+    window: Annotated[str | None, window_option(
+        "The comparison window whose sealed entries decide admissibility (default: the "
+        "plan's `window`).")] = None,
+    json_output: Annotated[bool, json_option(
+        "Print the board as JSON (BoardResult.to_dict()).")] = False,
+    plot: Annotated[Path | None, plot_option(
+        "the certified rank intervals ([LBC] Figure 1)")] = None,
 ) -> None:
     """Certify a leaderboard: admissibility from the sealed entries before any score, eq. 4 per
     pair, rank intervals, the R0–R5 ladder ([LBC]). Exit 0 board computed, 2 bad input."""

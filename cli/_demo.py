@@ -52,6 +52,7 @@ from ._demo_pools import (
 )
 from ._estimate_reliability import collect_scores, group_name, summarize_reliability
 from ._inspect import summarize_trace, table
+from ._options import JsonOutput, out_option, seeds_option
 from ._output import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -188,7 +189,7 @@ def summarize_study(paths: Sequence[Path]) -> dict[str, Any]:
 def write_pool_tables(out: Path, tasks: Sequence[str]) -> dict[str, str]:
     """Write ``out/outcomes.csv`` (task, candidate_id, y) and ``out/predictions.csv``
     (task, candidate_id, m): the tables ``agentlog estimate cess --outcomes/--predictions``
-    and ``cess.from_trace(outcomes=..., predictions=...)`` read."""
+    and ``cess.from_traces(outcomes=..., predictions=...)`` read."""
     outcomes, predictions = pool_tables(tasks)
     paths = {}
     for name, column, values in (("outcomes", "y", outcomes), ("predictions", "m", predictions)):
@@ -248,8 +249,8 @@ def summarize_cess_demo(
 
     outcomes, predictions = pool_tables(tasks, pool_seed=pool_seed,
                                         n_candidates=n_candidates)
-    data = cess.from_trace(list(paths), outcomes=outcomes, predictions=predictions,
-                           budget=budget)
+    data = cess.from_traces(list(paths), outcomes=outcomes, predictions=predictions,
+                            budget=budget)
     res = data.estimate(lam=DEMO_LAM, order=DEMO_ORDER)
     values = {"opened_mean": res.opened_mean, "dr_raw": res.dr_raw, "cess": res.estimate}
     condition = np.array([str(c) for c in data.condition])
@@ -301,8 +302,8 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
     """
     from agentlog.estimators import asv
 
-    data = asv.from_trace(list(paths), channels=ASV_CHANNELS, window=ASV_WINDOW,
-                          score=ASV_SCORE)
+    data = asv.from_traces(list(paths), channels=ASV_CHANNELS, window=ASV_WINDOW,
+                           score=ASV_SCORE)
     face = data.face()
     with warnings.catch_warnings(record=True) as caught:  # e.g. a one-run demo
         warnings.simplefilter("always")
@@ -313,7 +314,7 @@ def summarize_asv_demo(paths: Sequence[Path]) -> dict[str, Any]:
         "n_transitions": res.n_transitions, "n_trajectories": res.n_trajectories,
         "n_resamples": res.n_resamples, "confidence_level": res.confidence_level,
         "layouts": {c: len(v) for c, v in data.layouts.items()},
-        "statistics": {k: {"value": res.values[k], "interval": list(res.interval(k))}
+        "statistics": {k: {"value": res.values[k], "interval": list(res.confidence_interval(k))}
                        for k in ASV_STATISTICS},
         "sign_disagreements": int(face.sign_disagree.sum()),
         "calibration": res.calibration.to_dict(),
@@ -671,16 +672,12 @@ def render_demo(summary: dict[str, Any], console: Console) -> None:
 
 
 def demo_command(
-    out: Annotated[
-        Path, typer.Option("--out", help="Folder to write the demo traces into.")
-    ] = DEFAULT_OUT,
+    out: Annotated[Path, out_option("Folder to write the demo traces into.")] = DEFAULT_OUT,
     tasks: Annotated[int, typer.Option(
         "--tasks", min=1, help="Number of questions (the certified leaderboard needs 10 or "
         "more).")] = DEFAULT_TASKS,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds per question.")] = 3,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of tables.")
-    ] = False,
+    seeds: Annotated[int, seeds_option("Seeds per question.")] = 3,
+    json_output: JsonOutput = False,
 ) -> None:
     """Record the bundled deep-research agent (offline), inspect and verify it, run the
     estimators on it and certify a leaderboard of its variants."""

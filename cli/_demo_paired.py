@@ -44,7 +44,7 @@ def summarize_paired_demo(out: Path, paths: Sequence[Path], tasks: Sequence[str]
 
     The policy effects Δsel, Δstop, Δint and total ([SSC] eq. 3–4) come from
     ``cess.effects_from_traces`` over the arm outputs; beside them, each arm's CESS
-    (``cess.from_trace`` on its arm traces, the demo's λ and order) and the same contrasts
+    (``cess.from_traces`` on its arm traces, the demo's λ and order) and the same contrasts
     of CESS, which stay near zero ([SSC] Theorem 2).
     """
     from agentlog.estimators import cess
@@ -78,8 +78,8 @@ def summarize_paired_demo(out: Path, paths: Sequence[Path], tasks: Sequence[str]
         name = f"selection={sel},stopping={stop}"
         with warnings.catch_warnings(record=True) as more:
             warnings.simplefilter("always")
-            data = cess.from_trace(by_arm[name], outcomes=outcomes, predictions=predictions,
-                                   budget=DEMO_BUDGET)
+            data = cess.from_traces(by_arm[name], outcomes=outcomes, predictions=predictions,
+                                    budget=DEMO_BUDGET)
             res = data.estimate(lam=DEMO_LAM, order=DEMO_ORDER)
         caught.extend(more)
         question = np.array([str(c) for c in data.cluster])

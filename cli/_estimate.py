@@ -27,6 +27,7 @@ import agentlog as al
 from agentlog.records import Selection, iter_runs
 
 from ._inspect import table
+from ._options import JsonOutput, Traces, plot_option
 from ._output import (
     EXIT_OK,
     BadInput,
@@ -293,8 +294,7 @@ def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) 
 
 
 def cess_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    traces: Traces,
     outcomes: Annotated[Path, typer.Option(
         "--outcomes", help="Evidence scores Y: CSV, JSON lines or Parquet with candidate_id"
         "[, task] and a value column (y, value, outcome, prediction or m).",
@@ -322,11 +322,10 @@ def cess_command(
         "--replacement", help="auto (read each run's form off its logged vectors), with "
         "(eq. 6: opened documents keep a positive probability) or without (Des Raj's "
         "ordered form: the agent never reopens a document).")] = "auto",
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
-                                              )] = False,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Write MAE of Opened Mean and CESS across budgets 1..K to this PNG "
-        "(needs matplotlib and outcomes for the whole pool).", show_default=False)] = None,
+    json_output: JsonOutput = False,
+    plot: Annotated[Path | None, plot_option(
+        "MAE of Opened Mean and CESS across budgets 1..K",
+        needs="matplotlib and outcomes for the whole pool")] = None,
 ) -> None:
     """CESS estimates of the candidate-pool conclusion θ* from recorded runs ([SSC])."""
     cess = cess_module()
@@ -350,9 +349,9 @@ def cess_command(
     stop = stop_stream or None
 
     def build(kk: int) -> CessData:
-        data: CessData = cess.from_trace(loaded, outcomes=y, predictions=m, stream=stream,
-                                         stop_stream=stop, budget=kk,
-                                         replacement=replacement)
+        data: CessData = cess.from_traces(loaded, outcomes=y, predictions=m, stream=stream,
+                                          stop_stream=stop, budget=kk,
+                                          replacement=replacement)
         return data
 
     kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}

@@ -1,6 +1,6 @@
 """``agentlog estimate asv``: the four-corner ASV face of recorded transitions ([ASV]).
 
-Reads the channel Score records of a window's transitions (``asv.from_trace``: layouts
+Reads the channel Score records of a window's transitions (``asv.from_traces``: layouts
 reduced within channel, waves kept apart), builds the face of the first wave (trajectory =
 the run's recorded system/task/seed key or ``--trajectory-key``, target = task) and
 summarises it with trajectory-block bootstrap intervals (BCa unless ``--ci-method``):
@@ -28,15 +28,25 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
+from ._options import (
+    BootstrapSeed,
+    JsonOutput,
+    Traces,
+    ci_method_option,
+    plot_option,
+    resamples_option,
+    score_option,
+    window_option,
+)
 from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
 from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
-    from agentlog.estimators.asv import AsvData, AsvFace, AsvSummary
+    from agentlog.estimators.asv import AsvData, AsvFace, AsvSummaryResult
 
 WEIGHTINGS = ("empirical", "equal-target")
 CI_METHODS = ("BCa", "percentile", "basic")  # scipy.stats.bootstrap's names; BCa the default
-STATISTICS = (  # (key in AsvSummary.values, label; {0}/{1} are the channel names)
+STATISTICS = (  # (key in AsvSummaryResult.values, label; {0}/{1} are the channel names)
     ("mean_interaction", "mean Ω"),
     ("median_interaction", "median Ω"),
     ("trimmed_mean_interaction", "10%-trimmed mean Ω"),
@@ -187,12 +197,12 @@ def retry_baseline(
         "n_trajectories": len(set(data.trajectory[rows].tolist())),
         "waves": {data.channels[0]: [waves[i] for i in cols[0]],
                   data.channels[1]: [waves[i] for i in cols[1]]},
-        **{key: {"value": getattr(res, key), "interval": list(res.interval(key))}
+        **{key: {"value": getattr(res, key), "interval": list(res.confidence_interval(key))}
            for key, _ in RETRY},
     }, None
 
 
-def summarize_asv(data: AsvData, face: AsvFace, summary: AsvSummary) -> dict[str, Any]:
+def summarize_asv(data: AsvData, face: AsvFace, summary: AsvSummaryResult) -> dict[str, Any]:
     """``summary.to_dict()`` plus the counts of the face (JSON-ready)."""
     out: dict[str, Any] = summary.to_dict()
     kept = face.kept
@@ -347,18 +357,15 @@ def plot_asv_face(out: dict[str, Any], face: AsvFace, path: Path) -> None:
 
 
 def asv_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    traces: Traces,
     channels: Annotated[str, typer.Option(
         "--channels", help="The two channels ρ0,ρ1 to compare, e.g. direct,quote "
         "(Ω = G^ρ1 − G^ρ0).", show_default=False)],
-    window: Annotated[str | None, typer.Option(
-        "--window", help="Transitions of this window (default: the one window both channels "
-        "score).", show_default=False)] = None,
-    score: Annotated[str | None, typer.Option(
-        "--score", help="Score records of this name, or NAME0,NAME1: one per channel "
-        "(default: the one name both channels record on the window, else each channel's "
-        "one score).", show_default=False)] = None,
+    window: Annotated[str | None, window_option(
+        "Transitions of this window (default: the one window both channels score).")] = None,
+    score: Annotated[str | None, score_option(
+        "Score records of this name, or NAME0,NAME1: one per channel (default: the one name "
+        "both channels record on the window, else each channel's one score).")] = None,
     weighting: Annotated[str, typer.Option(
         "--weighting", help="empirical (each transition weighs 1) or equal-target (each "
         "target identity weighs 1: the run meta key --target-key, else the task).")
@@ -370,20 +377,17 @@ def asv_command(
         "--trajectory-key", help="Run meta key naming each run's trajectory, the bootstrap "
         "block (default: system, task and seed, and the meta entries in which runs sharing "
         "them differ).", show_default=False)] = None,
-    ci_method: Annotated[str, typer.Option(
-        "--ci-method", help="Bootstrap interval: BCa (best coverage in the README's study), "
-        "percentile or basic.")] = "BCa",
-    resamples: Annotated[int, typer.Option(
-        "--resamples", min=2, help="Trajectory-block bootstrap draws.")] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap draws.")] = 0,
+    ci_method: Annotated[str, ci_method_option(
+        "Bootstrap interval: BCa (best coverage in the README's study), percentile or "
+        "basic.")] = "BCa",
+    resamples: Annotated[int, resamples_option("Trajectory-block bootstrap draws.")] = 10_000,
+    seed: BootstrapSeed = 0,
     complete_only: Annotated[bool, typer.Option(
         "--complete-only", help="Drop transitions that lack a corner and analyse the "
         "joint-complete cohort (default: an incomplete face is an error).")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
-                                              )] = False,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Write the per-transition gains under both channels and the mean Ω "
-        "with its interval to this PNG (needs matplotlib).", show_default=False)] = None,
+    json_output: JsonOutput = False,
+    plot: Annotated[Path | None, plot_option(
+        "the per-transition gains under both channels and the mean Ω with its interval")] = None,
 ) -> None:
     """ASV: the four-corner face of a window's transitions under two channels ([ASV])."""
     if weighting not in WEIGHTINGS:
@@ -405,8 +409,8 @@ def asv_command(
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            data = asv.from_trace(loaded, channels=pair, window=win, score=name,
-                                  target_key=target_key, trajectory_key=trajectory_key)
+            data = asv.from_traces(loaded, channels=pair, window=win, score=name,
+                                   target_key=target_key, trajectory_key=trajectory_key)
             face = data.face(complete_only=complete_only)
         except al.IncompleteFaceError as exc:
             fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")

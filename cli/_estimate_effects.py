@@ -26,6 +26,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from ._inspect import table
+from ._options import (
+    BootstrapSeed,
+    JsonOutput,
+    channel_option,
+    resamples_option,
+    traces_argument,
+)
 from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, stdout, trace_errors
 from ._verify_cmd import trace_files
 
@@ -57,26 +64,21 @@ def render_effects(out: Mapping[str, Any], console: Console) -> None:
 
 
 def effects_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="The arm traces: the --out folder of agentlog replay --design, or its files.",
-        show_default=False)],
+    traces: Annotated[list[Path], traces_argument(
+        "The arm traces: the --out folder of agentlog replay --design, or its files.")],
     outcome: Annotated[str, typer.Option(
         "--outcome", help="The Score each arm run records once (θ of the arm).")
     ] = "opened_mean",
-    channel: Annotated[str | None, typer.Option(
-        "--channel", help="Only scores of this channel count.", show_default=False)] = None,
+    channel: Annotated[str | None, channel_option("Only scores of this channel count.")] = None,
     levels: Annotated[list[str] | None, typer.Option(
         "--levels", help="FACTOR=LEVEL0,LEVEL1 when a factor's levels are not the agent's own "
         "and one intervention (e.g. selection=uniform,reverse).", show_default=False)] = None,
     drop_incomplete: Annotated[bool, typer.Option(
         "--drop-incomplete", help="Leave out blocks that lack one of the four arms (default: "
         "an error).")] = False,
-    resamples: Annotated[int, typer.Option(
-        "--resamples", min=2, help="Task-clustered bootstrap draws.")] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap draws.")
-                    ] = 0,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
-                                              )] = False,
+    resamples: Annotated[int, resamples_option("Task-clustered bootstrap draws.")] = 10_000,
+    seed: BootstrapSeed = 0,
+    json_output: JsonOutput = False,
 ) -> None:
     """Policy effects Δsel, Δstop, Δint and total of a paired 2×2 ([SSC] eq. 3–4), with
     task-clustered intervals and ICC(1,k) across seeds."""

@@ -48,6 +48,15 @@ import agentlog as al
 from agentlog.records import Score, iter_runs
 
 from ._inspect import table
+from ._options import (
+    BootstrapSeed,
+    JsonOutput,
+    Traces,
+    ci_method_option,
+    plot_option,
+    resamples_option,
+    score_option,
+)
 from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
 from ._verify_cmd import trace_files
 
@@ -410,15 +419,14 @@ def plot_reliability(out: dict[str, Any], path: Path) -> None:
 
 
 def reliability_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    traces: Traces,
     by: Annotated[str, typer.Option(
         "--by", help="Grouping keys, comma-separated: system, task, seed, model (the run's "
         "meta 'model', else meta 'backbone', else its system) or any meta key of the runs.")
     ] = "system",
-    score: Annotated[str | None, typer.Option(
-        "--score", help="The run-level or window-level Score name (default: the one name the "
-        "runs record).", show_default=False)] = None,
+    score: Annotated[str | None, score_option(
+        "The run-level or window-level Score name (default: the one name the runs "
+        "record).")] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", help="CVaR tail fraction α in (0, 1].")] = 0.2,
     tau: Annotated[float, typer.Option(
@@ -430,18 +438,14 @@ def reliability_command(
     missing_as: Annotated[float | None, typer.Option(
         "--missing-as", help="Score runs that record no such score (e.g. failed runs) as this "
         "value (default: leave them out).", show_default=False)] = None,
-    resamples: Annotated[int, typer.Option(
-        "--resamples", min=2, help="Bootstrap draws of each group's mean.")] = 2000,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap draws.")
-                    ] = 0,
-    ci_method: Annotated[str, typer.Option(
-        "--ci-method", help="Bootstrap interval of the mean: BCa (best coverage in the "
-        "README's study), percentile ([DMC]'s) or basic.")] = "BCa",
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables."
-                                              )] = False,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Write a box plot per group with worst-case and CVaR ticks "
-        "([DMC] Figure 2) to this PNG (needs matplotlib).", show_default=False)] = None,
+    resamples: Annotated[int, resamples_option("Bootstrap draws of each group's mean.")] = 2000,
+    seed: BootstrapSeed = 0,
+    ci_method: Annotated[str, ci_method_option(
+        "Bootstrap interval of the mean: BCa (best coverage in the README's study), "
+        "percentile ([DMC]'s) or basic.")] = "BCa",
+    json_output: JsonOutput = False,
+    plot: Annotated[Path | None, plot_option(
+        "a box plot per group with worst-case and CVaR ticks ([DMC] Figure 2)")] = None,
 ) -> None:
     """Reliability beyond the mean per group of runs: worst case, CVaR@α, Reliability@τ and a
     bootstrap CI of the mean ([DMC] §4.4)."""

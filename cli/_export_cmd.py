@@ -30,6 +30,7 @@ from agentlog.export import ExportResult, endpoint_problem, to_otlp, to_otlp_jso
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.scrubbing import scrub_text
 
+from ._options import out_option, traces_argument
 from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, stderr, stdout, trace_errors
 from ._verify_cmd import trace_files
 
@@ -103,10 +104,7 @@ def _report(result: ExportResult, where: str) -> int:
 
 
 def export_command(
-    traces: Annotated[
-        list[Path],
-        typer.Argument(help="Trace files (*.zst) or folders of them.", show_default=False),
-    ],
+    traces: Annotated[list[Path], traces_argument("Trace files (*.zst) or folders of them.")],
     otlp: Annotated[
         str | None,
         typer.Option("--otlp", help="OTLP/HTTP traces endpoint, e.g. "
@@ -116,8 +114,7 @@ def export_command(
         Format, typer.Option("--format", help="otlp: send to --otlp; otlp-json: write --out.")
     ] = Format.otlp,
     out: Annotated[
-        Path | None,
-        typer.Option("--out", help="File for --format otlp-json.", show_default=False),
+        Path | None, out_option("File for --format otlp-json.", show_default=False)
     ] = None,
     header: Annotated[
         list[str] | None,

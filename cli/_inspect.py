@@ -35,6 +35,7 @@ from agentlog.records import (
     WindowExit,
 )
 
+from ._options import JsonOutput, traces_argument
 from ._output import (
     EXIT_BAD_INPUT,
     BadInput,
@@ -483,14 +484,9 @@ def render_files(result: dict[str, Any], console: Console) -> None:
 
 
 def inspect_command(
-    traces: Annotated[
-        list[Path],
-        typer.Argument(help="A trace file (*.zst), or several, or folders of them.",
-                       show_default=False),
-    ],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of tables.")
-    ] = False,
+    traces: Annotated[list[Path], traces_argument(
+        "A trace file (*.zst), or several, or folders of them.")],
+    json_output: JsonOutput = False,
 ) -> None:
     """Show what a trace holds: runs, windows, selections, stops, scores, calls.
 

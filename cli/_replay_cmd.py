@@ -30,6 +30,17 @@ from rich.markup import escape
 
 import agentlog as al
 
+from ._options import (
+    app_option,
+    cache_option,
+    channel_option,
+    json_option,
+    out_option,
+    score_option,
+    seeds_option,
+    traces_argument,
+    window_option,
+)
 from ._output import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -207,27 +218,15 @@ def run_channel_replay(
 
 
 def replay_command(
-    traces: Annotated[
-        list[Path],
-        typer.Argument(help="Recorded trace files (*.zst) or folders of them.",
-                       show_default=False),
-    ],
-    channel: Annotated[
-        list[str] | None,
-        typer.Option("--channel", help="A registered channel to score the states under "
-                     "(repeatable).", show_default=False),
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option("--window", help="The window whose transitions (entry x⁻, exit x⁺) "
-                     "are scored.", show_default=False),
-    ] = None,
-    app: Annotated[
-        str | None,
-        typer.Option("--app", help="The module that registers the channels and scorers "
-                     "(default: \\[tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).",
-                     show_default=False),
-    ] = None,
+    traces: Annotated[list[Path], traces_argument(
+        "Recorded trace files (*.zst) or folders of them.")],
+    channel: Annotated[list[str] | None, channel_option(
+        "A registered channel to score the states under (repeatable).")] = None,
+    window: Annotated[str | None, window_option(
+        "The window whose transitions (entry x⁻, exit x⁺) are scored.")] = None,
+    app: Annotated[str | None, app_option(
+        "The module that registers the channels and scorers (default: \\[tool.agentlog] app "
+        "in pyproject.toml, else $AGENTLOG_APP).")] = None,
     layouts: Annotated[
         int | None,
         typer.Option("--layouts", min=1, help="Score cyclic layouts 0..N-1 (default: each "
@@ -236,10 +235,8 @@ def replay_command(
     waves: Annotated[
         int, typer.Option("--waves", min=1, help="Acquisition waves (repeat scoring passes).")
     ] = 1,
-    out: Annotated[
-        Path, typer.Option("--out", help="Output trace, appended to (units already sealed "
-                           "there are skipped).")
-    ] = DEFAULT_OUT,
+    out: Annotated[Path, out_option(
+        "Output trace, appended to (units already sealed there are skipped).")] = DEFAULT_OUT,
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Units in flight at once.")
     ] = 8,
@@ -251,36 +248,29 @@ def replay_command(
         typer.Option("--ray-address", help="An existing Ray cluster (default: start a local "
                      "one).", show_default=False),
     ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option("--cache", help="Exact-input model cache (SQLite) the scorers' model "
-                     "calls go through (with --design: the re-entered windows' calls; "
-                     "read only under --mode frozen).", show_default=False),
-    ] = None,
+    cache: Annotated[Path | None, cache_option(
+        "Exact-input model cache (SQLite) the scorers' model calls go through (with --design: "
+        "the re-entered windows' calls; read only under --mode frozen).")] = None,
     frozen: Annotated[
         bool, typer.Option("--frozen", help="Every model call must come from --cache; a "
                            "miss fails its unit (agentlog.CacheMiss).")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: Annotated[bool, json_option("Print the summary as JSON.")] = False,
     design: Annotated[
         list[str] | None,
         typer.Option("--design", help="Paired interventions: FACTOR=LEVEL,LEVEL (repeatable), "
                      "e.g. selection=agent,uniform and stopping=adaptive,fixed:4; --out "
                      "is then a folder.", show_default=False),
     ] = None,
-    seeds: Annotated[
-        int, typer.Option("--seeds", min=1, help="With --design: replicate seeds shared by "
-                          "every arm (common random numbers).")
-    ] = 1,
+    seeds: Annotated[int, seeds_option(
+        "With --design: replicate seeds shared by every arm (common random numbers).")] = 1,
     mode: Annotated[
         str, typer.Option("--mode", help="With --design: frozen (every call served from the "
                           "recording), branch or rerun (everything live).")
     ] = "frozen",
-    score: Annotated[
-        str | None,
-        typer.Option("--score", help="With --design: module:function turning the window's "
-                     "return value into {name: value} scores.", show_default=False),
-    ] = None,
+    score: Annotated[str | None, score_option(
+        "With --design: module:function turning the window's return value into {name: value} "
+        "scores.")] = None,
 ) -> None:
     """Replay recorded states under evaluation channels. Exit 0 ok, 1 units failed, 2 bad
     input."""

@@ -44,6 +44,15 @@ import agentlog as al
 from agentlog.records import Continuation, Selection, iter_runs
 
 from ._estimate_reliability import choose_score, reliability_module, terminal_score_names
+from ._options import (
+    Traces,
+    app_option,
+    cache_option,
+    json_option,
+    score_option,
+    seed_option,
+    window_option,
+)
 from ._output import EXIT_OK, EXIT_PROBLEM, BadInput, fail, print_json, stdout, trace_errors
 from ._verify_cmd import trace_files
 
@@ -180,8 +189,7 @@ def render_card(card: Any, out: dict[str, Any], console: Console) -> None:
 
 
 def validity_card_command(
-    traces: Annotated[list[Path], typer.Argument(
-        help="Trace files, or folders of them (every *.zst below).", show_default=False)],
+    traces: Traces,
     scorer: Annotated[str | None, typer.Option(
         "--scorer", help="The scorer to probe, as module:function (scorer(submission, truth) "
         "-> float), e.g. agentlog.examples.scorers:shape_scorer. Default: not probed.",
@@ -193,9 +201,9 @@ def validity_card_command(
         "--decision", help="A model-owned decision stream the claim rests on (repeatable): "
         "its ownership is checked and its non-degeneracy tested against --score. Default: "
         "ownership of every recorded decision.", show_default=False)] = None,
-    score: Annotated[str | None, typer.Option(
-        "--score", help="The per-run outcome Y for non-degeneracy (default with --decision: "
-        "the one run-level score the runs record).", show_default=False)] = None,
+    score: Annotated[str | None, score_option(
+        "The per-run outcome Y for non-degeneracy (default with --decision: the one run-level "
+        "score the runs record).")] = None,
     claim: Annotated[str | None, typer.Option(
         "--claim", help="A claim to check against the licensed one: model capability, system "
         "performance, specification compliance or self-report compliance.",
@@ -203,27 +211,23 @@ def validity_card_command(
     scorer_basis: Annotated[str, typer.Option(
         "--scorer-basis", help="What the scorer grades: outcome, or specification (e.g. an "
         "AST match); the probes cannot tell these apart.")] = "outcome",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the permutation test."
-                                      )] = 0,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the card as JSON."
-                                              )] = False,
+    seed: Annotated[int, seed_option("Seed of the permutation test.")] = 0,
+    json_output: Annotated[bool, json_option("Print the card as JSON.")] = False,
     markdown_output: Annotated[bool, typer.Option(
         "--markdown", help="Print the card as raw Markdown.")] = False,
     replay: Annotated[Path | None, typer.Option(
         "--replay", help="The output trace of a channel replay of these traces (agentlog "
         "replay ... --out OUT.zst): its units are checked and their scores derived again, "
         "which probes the replay gate. Default: not probed.", show_default=False)] = None,
-    app: Annotated[str | None, typer.Option(
-        "--app", help="With --replay: the module that registers the replay's channels and "
-        "scorers (default: \\[tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).",
-        show_default=False)] = None,
-    window: Annotated[str | None, typer.Option(
-        "--window", help="With --replay: the window replayed (default: the one the replay's "
-        "units name).", show_default=False)] = None,
-    cache: Annotated[Path | None, typer.Option(
-        "--cache", help="With --replay: the model cache the replay used; re-derived model "
-        "calls are served from it, read-only (a miss is an error).",
-        show_default=False)] = None,
+    app: Annotated[str | None, app_option(
+        "With --replay: the module that registers the replay's channels and scorers "
+        "(default: \\[tool.agentlog] app in pyproject.toml, else $AGENTLOG_APP).")] = None,
+    window: Annotated[str | None, window_option(
+        "With --replay: the window replayed (default: the one the replay's units "
+        "name).")] = None,
+    cache: Annotated[Path | None, cache_option(
+        "With --replay: the model cache the replay used; re-derived model calls are served "
+        "from it, read-only (a miss is an error).")] = None,
 ) -> None:
     """The validity card of recorded runs: scorer probes, decision ownership, non-degeneracy,
     replay and the licensed claim ([DMC] §5.5). Exit 1 when a cell fails."""

@@ -19,6 +19,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._inspect import table
+from ._options import JsonOutput, traces_argument
 from ._output import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -173,13 +174,8 @@ def read_key(key: str | None, key_file: Path | None) -> bytes | None:
 
 
 def verify_command(
-    traces: Annotated[
-        list[Path],
-        typer.Argument(help="Trace files (*.zst) or folders of them.", show_default=False),
-    ],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of tables.")
-    ] = False,
+    traces: Annotated[list[Path], traces_argument("Trace files (*.zst) or folders of them.")],
+    json_output: JsonOutput = False,
     all_rows: Annotated[
         bool, typer.Option("--all", help="One row per file, also for files that are ok.")
     ] = False,

@@ -4,24 +4,32 @@
 ``import agentlog.estimators`` and then ``agentlog.estimators.cess``. Importing this
 package stays cheap: the submodules load on first use (module ``__getattr__``), and
 scipy, POT and statsmodels only inside the functions that need them.
+
+Every result's ``confidence_interval(...)`` returns a ``ConfidenceInterval`` ``(low, high)``,
+also importable from here: ``from agentlog.estimators import ConfidenceInterval``.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import Any
 
-__all__ = ["asv", "bounds", "certify", "cess", "distance", "reliability"]
+__all__ = ["ConfidenceInterval", "asv", "bounds", "certify", "cess", "distance", "reliability"]
+
+# name -> the private module that defines it (loaded on first use, like the submodules)
+_NAMES = {"ConfidenceInterval": "_interval"}
 
 
-def __getattr__(name: str) -> ModuleType:
-    """Load ``agentlog.estimators.<name>`` on first attribute access."""
+def __getattr__(name: str) -> Any:
+    """Load ``agentlog.estimators.<name>`` (or the module defining ``name``) on first use."""
     if name in __all__:
-        module = importlib.import_module(f"{__name__}.{name}")
-        globals()[name] = module  # later lookups skip this function
-        return module
+        module = importlib.import_module(f"{__name__}.{_NAMES.get(name, name)}")
+        value = getattr(module, name) if name in _NAMES else module
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(
-        f"module {__name__!r} has no attribute {name!r}; its estimators are {__all__}"
+        f"module {__name__!r} has no attribute {name!r}; its estimators are "
+        f"{[n for n in __all__ if n not in _NAMES]}"
     )
 
 

@@ -39,12 +39,13 @@ from agentlog import DegenerateDataWarning, IncompleteFaceError
 from ._bootstrap import (
     IntervalMethod,
     bootstrap_interval,
-    check_confidence_level,
     check_method,
-    codes,
     jackknife_acceleration,
 )
 from ._cess import inputs_hash
+from ._deprecation import warn_renamed
+from ._interval import ConfidenceInterval, check_confidence_level
+from ._labels import codes
 
 FloatArray = NDArray[np.float64]
 #: The interval of the trajectory-block bootstrap by default (the coverage study in the README).
@@ -346,12 +347,12 @@ def _jackknife(resampler: _Resampler, n_traj: int, unit_traj: NDArray[np.intp],
 
 
 @dataclass(frozen=True)
-class AsvSummary:
+class AsvSummaryResult:
     """Cohort statistics of a face with trajectory-block bootstrap intervals.
 
-    ``values[name]`` is the point estimate; ``interval(name)`` its interval by ``method``
-    (``"BCa"``, ``"percentile"`` or ``"basic"``) from shared draws (the same resampled
-    trajectories for every statistic). ``accelerations[name]`` is the BCa acceleration
+    ``values[name]`` is the point estimate; ``confidence_interval(name)`` its interval by
+    ``method`` (``"BCa"``, ``"percentile"`` or ``"basic"``) from shared draws (the same
+    resampled trajectories for every statistic). ``accelerations[name]`` is the BCa acceleration
     from the leave-one-trajectory-out estimates.
     """
 
@@ -369,16 +370,24 @@ class AsvSummary:
     method: IntervalMethod = DEFAULT_METHOD
     accelerations: dict[str, float] = field(default_factory=dict)
 
-    def interval(self, name: str, *, method: IntervalMethod | None = None
-                 ) -> tuple[float, float]:
-        """The interval of statistic ``name``, by ``method`` (default: the summary's)."""
+    def confidence_interval(self, name: str, *, confidence_level: float | None = None,
+                            method: IntervalMethod | None = None) -> ConfidenceInterval[float]:
+        """The interval of statistic ``name`` by ``method`` (default: the summary's), at the
+        summary's ``confidence_level`` unless another is given."""
         if name not in self.values:
             raise KeyError(f"unknown statistic {name!r}; one of {sorted(self.values)}")
         how = self.method if method is None else check_method(method)
+        level = self.confidence_level if confidence_level is None else confidence_level
         low, high = bootstrap_interval(self.samples[name], self.values[name],
-                                       confidence_level=self.confidence_level, method=how,
+                                       confidence_level=level, method=how,
                                        acceleration=self.accelerations.get(name, 0.0))
-        return float(low), float(high)
+        return ConfidenceInterval(float(low), float(high))
+
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> ConfidenceInterval[float]:
+        """Deprecated: ``confidence_interval`` (same arguments)."""
+        warn_renamed("AsvSummaryResult.interval", "AsvSummaryResult.confidence_interval")
+        return self.confidence_interval(name, method=method)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -390,7 +399,7 @@ class AsvSummary:
             "confidence_level": self.confidence_level,
             "interval_method": self.method,
             "inputs_hash": self.inputs_hash,
-            "statistics": {k: {"value": v, "interval": list(self.interval(k))}
+            "statistics": {k: {"value": v, "interval": list(self.confidence_interval(k))}
                            for k, v in self.values.items()},
             "calibration": self.calibration.to_dict(),
             "note": self.note,
@@ -408,7 +417,7 @@ def summarize(
     confidence_level: float = 0.95,
     trim: float = 0.1,
     method: IntervalMethod = DEFAULT_METHOD,
-) -> AsvSummary:
+) -> AsvSummaryResult:
     """Mean/median/trimmed Ω, share of negative Ω, mean gains, sign disagreement ([ASV]).
 
     Args:
@@ -491,7 +500,7 @@ def summarize(
         v = _unit_weights(counts_all[start:start + 1_000], unit_traj, unit_target, per_target)
         for key, arr in resampler.stats(v, trim).items():
             samples.setdefault(key, []).append(arr)
-    return AsvSummary(
+    return AsvSummaryResult(
         values=values,
         samples={k: np.concatenate(v) for k, v in samples.items()},
         n_transitions=n, n_trajectories=len(t_uniq), weighting=weighting,
@@ -565,7 +574,7 @@ def calibration_check(
 
 
 @dataclass(frozen=True)
-class RetryDisagreement:
+class RetryDisagreementResult:
     """Cross-channel vs same-channel retry sign disagreement ([ASV] §5.1, B.1)."""
 
     cross_channel: float
@@ -576,12 +585,22 @@ class RetryDisagreement:
     method: IntervalMethod = DEFAULT_METHOD
     accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str, *, method: IntervalMethod | None = None
-                 ) -> tuple[float, float]:
-        """The interval of ``name`` by ``method`` (default: the result's)."""
+    def confidence_interval(self, name: str, *, confidence_level: float | None = None,
+                            method: IntervalMethod | None = None) -> ConfidenceInterval[float]:
+        """The interval of ``name`` (``"cross_channel"``, ``"same_channel"`` or
+        ``"excess"``) by ``method`` (default: the result's), at the result's
+        ``confidence_level`` unless another is given."""
         names = ("cross_channel", "same_channel", "excess")
         return _interval_of(self.samples, names, name, getattr(self, name),
-                            self.confidence_level, method or self.method, self.accelerations)
+                            self.confidence_level if confidence_level is None
+                            else confidence_level, method or self.method, self.accelerations)
+
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> ConfidenceInterval[float]:
+        """Deprecated: ``confidence_interval`` (same arguments)."""
+        warn_renamed("RetryDisagreementResult.interval",
+                     "RetryDisagreementResult.confidence_interval")
+        return self.confidence_interval(name, method=method)
 
 
 def retry_disagreement(
@@ -593,7 +612,7 @@ def retry_disagreement(
     seed: int = 0,
     confidence_level: float = 0.95,
     method: IntervalMethod = DEFAULT_METHOD,
-) -> RetryDisagreement:
+) -> RetryDisagreementResult:
     """Per transition: the cross-channel rate averages every (wave of a, wave of b) pairing
     of gain signs; the retry baseline averages the same-channel wave pairs (a/a and b/b).
     Their difference is the excess; trajectory-block bootstrap with shared draws.
@@ -635,8 +654,8 @@ def retry_disagreement(
         jk = np.concatenate([(c[:, traj] @ stats) / c[:, traj].sum(axis=1)[:, None]
                              for c in _jackknife_rows(len(t_uniq))])
         accel = jackknife_acceleration(jk.T)
-    return RetryDisagreement(float(point[0]), float(point[1]), float(point[2]), samples,
-                             confidence_level, method, accel)
+    return RetryDisagreementResult(float(point[0]), float(point[1]), float(point[2]), samples,
+                                   confidence_level, method, accel)
 
 
 # --------------------------------------------------------------------------- AUC
@@ -657,7 +676,7 @@ def _weighted_auc(x: FloatArray, y: NDArray[np.bool_], w: FloatArray) -> FloatAr
 
 
 @dataclass(frozen=True)
-class AucDifference:
+class AucDifferenceResult:
     """AUC of post-step margins under each channel for a success indicator, and AUC1 − AUC0."""
 
     auc0: float
@@ -668,25 +687,34 @@ class AucDifference:
     method: IntervalMethod = DEFAULT_METHOD
     accelerations: FloatArray = field(default_factory=lambda: np.zeros(3))
 
-    def interval(self, name: str, *, method: IntervalMethod | None = None
-                 ) -> tuple[float, float]:
-        """The interval of ``name`` by ``method`` (default: the result's); resamples whose
-        trajectories hold only successes or only failures (NaN AUC) are left out."""
+    def confidence_interval(self, name: str, *, confidence_level: float | None = None,
+                            method: IntervalMethod | None = None) -> ConfidenceInterval[float]:
+        """The interval of ``name`` (``"auc0"``, ``"auc1"`` or ``"difference"``) by
+        ``method`` (default: the result's), at the result's ``confidence_level`` unless
+        another is given; resamples whose trajectories hold only successes or only failures
+        (NaN AUC) are left out."""
         names = ("auc0", "auc1", "difference")
         return _interval_of(self.samples, names, name, getattr(self, name),
-                            self.confidence_level, method or self.method, self.accelerations)
+                            self.confidence_level if confidence_level is None
+                            else confidence_level, method or self.method, self.accelerations)
+
+    def interval(self, name: str, *, method: IntervalMethod | None = None
+                 ) -> ConfidenceInterval[float]:
+        """Deprecated: ``confidence_interval`` (same arguments)."""
+        warn_renamed("AucDifferenceResult.interval", "AucDifferenceResult.confidence_interval")
+        return self.confidence_interval(name, method=method)
 
 
 def _interval_of(samples: FloatArray, names: tuple[str, ...], name: str, value: float,
                  confidence_level: float, method: IntervalMethod, accelerations: FloatArray
-                 ) -> tuple[float, float]:
+                 ) -> ConfidenceInterval[float]:
     if name not in names:
         raise KeyError(f"unknown statistic {name!r}; one of {list(names)}")
     j = names.index(name)
     low, high = bootstrap_interval(samples[:, j], value, confidence_level=confidence_level,
                                    method=check_method(method),
                                    acceleration=accelerations[j])
-    return float(low), float(high)
+    return ConfidenceInterval(float(low), float(high))
 
 
 def _jackknife_rows(n_traj: int) -> list[FloatArray]:
@@ -708,7 +736,7 @@ def auc_difference(
     seed: int = 0,
     confidence_level: float = 0.95,
     method: IntervalMethod = DEFAULT_METHOD,
-) -> AucDifference:
+) -> AucDifferenceResult:
     """Paired AUC difference of post-step margins against a stored success indicator.
 
     ``AUC_ρ`` is the probability that a successful trajectory's margin exceeds an
@@ -748,5 +776,5 @@ def auc_difference(
         # a leave-one-out sample without successes or failures has no AUC: leave it out
         keep = np.isfinite(jk).all(axis=1)
         accel = jackknife_acceleration(jk[keep].T) if keep.sum() >= 2 else accel
-    return AucDifference(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]), confidence_level,
-                         method, accel)
+    return AucDifferenceResult(a0, a1, a1 - a0, np.column_stack([b0, b1, b1 - b0]),
+                               confidence_level, method, accel)

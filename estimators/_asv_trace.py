@@ -28,7 +28,7 @@ Example:
     ...     for ch, (b, a) in {"direct": (0.1, 0.5), "quote": (0.2, 0.1)}.items():
     ...         al.score("margin", b, channel=ch, transition=ref.id, state_hash=ref.entry_hash)
     ...         al.score("margin", a, channel=ch, transition=ref.id, state_hash=ref.exit_hash)
-    >>> data = asv.from_trace("agentlog-asv-doc.zst", channels=("direct", "quote"))
+    >>> data = asv.from_traces("agentlog-asv-doc.zst", channels=("direct", "quote"))
     >>> [round(float(g), 12) for g in data.face().interaction]
     [-0.5]
 """
@@ -48,6 +48,7 @@ from agentlog import Trace
 from agentlog.records import RunStart, Score, iter_runs
 
 from ._asv import AsvFace, face
+from ._deprecation import warn_renamed
 
 FloatArray = NDArray[np.float64]
 
@@ -66,7 +67,7 @@ class AsvData:
     channels: tuple[str, str]
     transitions: list[tuple[str, int]]  # (run id, window id)
     window_names: list[str]
-    trajectory: NDArray[Any]  # trajectory key per transition (see from_trace)
+    trajectory: NDArray[Any]  # trajectory key per transition (see from_traces)
     target: NDArray[Any]  # task per transition
     corners: dict[int, FloatArray]
     layouts: dict[str, tuple[int, ...]]
@@ -227,7 +228,7 @@ def _default_window(source: Any, channels: tuple[str, str]) -> str | None:
 
 def _score_iv(score: str | tuple[str, str] | None, channels: tuple[str, str]
               ) -> dict[str, str] | None:
-    """``{channel: score name}`` of ``from_trace``'s ``score=`` (None: every name)."""
+    """``{channel: score name}`` of ``from_traces``'s ``score=`` (None: every name)."""
     if score is None:
         return None
     if isinstance(score, str):
@@ -239,7 +240,7 @@ def _score_iv(score: str | tuple[str, str] | None, channels: tuple[str, str]
                      f"{channels[1]!r}) or None; found {score!r}")
 
 
-def from_trace(
+def from_traces(
     source: Trace | str | os.PathLike[str] | Sequence[Any],
     *,
     channels: tuple[str, str],
@@ -399,3 +400,10 @@ def from_trace(
         trajectory=np.asarray(trajectory), target=np.asarray(target), corners=corners,
         layouts={c: tuple(sorted(v)) for c, v in layouts.items()}, per_layout=per_layout,
     )
+
+
+def from_trace(source: Trace | str | os.PathLike[str] | Sequence[Any], **kwargs: Any
+               ) -> AsvData:
+    """Deprecated: ``asv.from_traces`` (same arguments); goes in the next release."""
+    warn_renamed("asv.from_trace", "asv.from_traces")
+    return from_traces(source, **kwargs)

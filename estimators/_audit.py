@@ -27,8 +27,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._bootstrap import BootstrapResult, bootstrap_cluster_means, codes, group_means
+from ._bootstrap import BootstrapResult, bootstrap_cluster_means, group_means
 from ._cess import inputs_hash
+from ._deprecation import warn_renamed
+from ._interval import ConfidenceInterval, check_confidence_level
+from ._labels import codes
 
 FloatArray = NDArray[np.float64]
 METRICS = ("mae", "ranking_sensitivity", "direction_error", "worst_ranking_mae")
@@ -171,10 +174,19 @@ class AuditResult:
     inputs_hash: str = ""  # SHA-256 of the per-question metric matrix and the settings
     questions_used: dict[str, int] = field(default_factory=dict)
 
-    def interval(self, method: str, metric: str) -> tuple[float, float]:
+    def confidence_interval(self, method: str, metric: str, *,
+                            confidence_level: float | None = None) -> ConfidenceInterval[float]:
+        """The question-clustered percentile interval of ``metric`` for ``method``, at the
+        audit's ``confidence_level`` unless another is given."""
         j = self._column(method, metric)
-        low, high = self.bootstrap.confidence_interval(self.confidence_level)
-        return float(low[j]), float(high[j])
+        low, high = self.bootstrap.confidence_interval(
+            self.confidence_level if confidence_level is None else confidence_level)
+        return ConfidenceInterval(float(low[j]), float(high[j]))
+
+    def interval(self, method: str, metric: str) -> ConfidenceInterval[float]:
+        """Deprecated: ``confidence_interval`` (same arguments)."""
+        warn_renamed("AuditResult.interval", "AuditResult.confidence_interval")
+        return self.confidence_interval(method, metric)
 
     def difference(self, a: str, b: str, metric: str) -> tuple[float, float, float]:
         """``metric(a) − metric(b)`` with its paired percentile interval (same resamples)."""
@@ -215,6 +227,7 @@ def audit(
     """
     if not estimates:
         raise ValueError("`estimates` is empty; pass {'method': per-run estimates, ...}")
+    confidence_level = check_confidence_level(confidence_level)
     names = tuple(estimates)
     first = _values(f"estimates[{names[0]!r}]", estimates[names[0]])
     n = first.shape[0]

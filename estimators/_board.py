@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from ._admissibility import Admissibility, _j
 from ._plan import COMPOSITE, Plan
-from ._ranks import RankIntervals
+from ._ranks import RankIntervalsResult
 
 __all__ = [
-    "Board",
+    "BoardResult",
     "CalibrationResult",
     "LadderRung",
     "LeaveOneOut",
@@ -229,7 +229,7 @@ class CalibrationResult:
 
 
 @dataclass(frozen=True, eq=False)
-class Board:
+class BoardResult:
     """A certified leaderboard ([LBC] §6.1, Figure 1, Tables 1–2, Table 16).
 
     Attributes:
@@ -240,7 +240,7 @@ class Board:
             units; the composite is the equal-axis mean of oriented readouts).
         n_tasks: ``system -> tasks`` scored.
         decisions: ``target -> one PairDecision per pair of the family``.
-        ranks: ``target -> RankIntervals`` of its certified relation.
+        ranks: ``target -> RankIntervalsResult`` of its certified relation.
         ladder: R0–R5 on the board's target (Table 2).
         calibration: Appendix F.5, when computed.
         admissibility: the decision it used.
@@ -256,7 +256,7 @@ class Board:
     scores: dict[str, dict[str, float]]
     n_tasks: dict[str, int]
     decisions: dict[str, tuple[PairDecision, ...]]
-    ranks: dict[str, RankIntervals]
+    ranks: dict[str, RankIntervalsResult]
     ladder: tuple[LadderRung, ...]
     calibration: CalibrationResult | None
     admissibility: Admissibility

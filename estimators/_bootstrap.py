@@ -19,18 +19,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
 
+from ._interval import ConfidenceInterval, check_confidence_level
+from ._labels import codes
+
 FloatArray = NDArray[np.float64]
-
-
-def codes(labels: ArrayLike | Sequence[Any], *, name: str) -> tuple[NDArray[Any], NDArray[np.intp]]:
-    """``(unique labels, integer code per element)`` for any hashable labels."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"`{name}` must be one label per run (1-D); found shape {arr.shape}")
-    if arr.dtype == object:
-        arr = arr.astype(str)
-    uniques, inverse = np.unique(arr, return_inverse=True)
-    return uniques, inverse.astype(np.intp)
 
 
 def group_means(values: FloatArray, group: NDArray[np.intp], n_groups: int) -> FloatArray:
@@ -58,14 +50,13 @@ class BootstrapResult:
         se: FloatArray = self.samples.std(axis=0, ddof=1)
         return se
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+    def confidence_interval(self, confidence_level: float = 0.95
+                            ) -> ConfidenceInterval[FloatArray]:
         """Percentile interval ``(low, high)``, each of shape (m,)."""
-        if not 0 < confidence_level < 1:
-            raise ValueError(f"`confidence_level` must be in (0, 1); found {confidence_level}")
-        alpha = (1 - confidence_level) / 2
+        alpha = (1 - check_confidence_level(confidence_level)) / 2
         # NaN resamples drew no cluster a column could use (bootstrap_cluster_means)
         low, high = np.nanquantile(self.samples, [alpha, 1 - alpha], axis=0)
-        return low, high
+        return ConfidenceInterval(low, high)
 
 
 def cluster_bootstrap(
@@ -132,15 +123,6 @@ def bootstrap_cluster_means(
 
 IntervalMethod = Literal["percentile", "basic", "BCa"]
 INTERVAL_METHODS: tuple[str, ...] = ("percentile", "basic", "BCa")
-
-
-def check_confidence_level(confidence_level: Any) -> float:
-    """``confidence_level`` as a float in (0, 1), or a ValueError naming it."""
-    if isinstance(confidence_level, bool) or not isinstance(
-            confidence_level, int | float | np.floating) or not 0 < confidence_level < 1:
-        raise ValueError(f"`confidence_level` must be a number in (0, 1), e.g. 0.95; found "
-                         f"{confidence_level!r}")
-    return float(confidence_level)
 
 
 def check_method(method: Any) -> IntervalMethod:

@@ -19,13 +19,13 @@ from ._radius import (
     _radius,
     _t_quantiles,
 )
-from ._ranks import RankIntervals, rank_intervals
+from ._ranks import RankIntervalsResult, rank_intervals
 
 _CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memory only
 
 
 def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
-               decisions: dict[str, tuple[PairDecision, ...]], ranks: RankIntervals
+               decisions: dict[str, tuple[PairDecision, ...]], ranks: RankIntervalsResult
                ) -> CalibrationResult:
     """Appendix F.5: the sign-flip null, ``c*`` and leave-one-cluster-out stability.
 
@@ -141,12 +141,12 @@ def _dominated(plan: Plan, inp: _Inputs, c: _Cells) -> tuple[float, tuple[tuple[
     return float(np.nanmin(df)), tuple(low)
 
 
-def _winners(ranks: RankIntervals) -> set[str]:
+def _winners(ranks: RankIntervalsResult) -> set[str]:
     return {s for s, (lo, _) in ranks.intervals.items() if lo == 1}
 
 
 def _leave_one_out(plan: Plan, inp: _Inputs, c: _Cells, main: tuple[PairDecision, ...],
-                   ranks: RankIntervals) -> list[LeaveOneOut]:
+                   ranks: RankIntervalsResult) -> list[LeaveOneOut]:
     """Certify the board's target again with each cluster left out.
 
     Admissibility and the nuisance radii are held fixed (they were decided before any score

@@ -8,27 +8,20 @@ interval is the percentile one ([DMC]'s, numpy's linear quantiles), or basic or 
 
 from __future__ import annotations
 
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ._bootstrap import IntervalMethod, bootstrap_interval
-from ._scores import FloatArray, _Cells, _check_confidence_level
+from ._interval import check_confidence_level
+from ._scores import FloatArray, _Cells
 
 _CHUNK = 1 << 22  # elements per block of a resampling matrix: bounds memory, not results
-_T = TypeVar("_T")
-
-
-class ConfidenceInterval(NamedTuple, Generic[_T]):
-    """``(low, high)`` of a percentile interval (floats, or arrays for grouped results)."""
-
-    low: _T
-    high: _T
 
 
 def _percentile_interval(samples: FloatArray, confidence_level: float) -> tuple[Any, Any]:
-    tail = (1 - _check_confidence_level(confidence_level)) / 2
+    tail = (1 - check_confidence_level(confidence_level)) / 2
     low, high = np.quantile(samples, [tail, 1 - tail], axis=-1)
     return low, high
 
@@ -38,7 +31,7 @@ def _interval(samples: FloatArray, estimate: ArrayLike, confidence_level: float,
     if method == "percentile":  # the historical path, bit for bit
         return _percentile_interval(samples, confidence_level)
     return bootstrap_interval(samples, estimate, method=method,
-                              confidence_level=_check_confidence_level(confidence_level),
+                              confidence_level=check_confidence_level(confidence_level),
                               acceleration=acceleration)
 
 

@@ -75,7 +75,7 @@ from numpy.typing import ArrayLike
 
 from ._admissibility import Admissibility
 from ._admissibility import admissibility as _decide_admissibility
-from ._board import Board
+from ._board import BoardResult
 from ._calibration import _calibrate
 from ._decisions import _cells, _decisions, _ladder, _values, _warn_shape
 from ._inputs import CertifyData, _certify_iv, _scores_hash
@@ -97,7 +97,7 @@ def certify(
     failed: Mapping[str, ArrayLike] | None = None,
     input_hashes: Mapping[str, str] | None = None,
     calibrate: bool = True,
-) -> Board:
+) -> BoardResult:
     """Certify a leaderboard ([LBC] eq. 4, Def. 7, §6.1; Table 2; Appendix F.5).
 
     Args:
@@ -118,7 +118,7 @@ def certify(
         calibrate: compute Appendix F.5 (``plan.calibration``); False skips it.
 
     Returns:
-        ``Board``.
+        ``BoardResult``.
     """
     inp = _certify_iv(scores, clusters, plan, tasks, present, failed, input_hashes)
     if admissibility is None:
@@ -158,7 +158,7 @@ def certify(
     order = sorted(range(len(inp.systems)),
                    key=lambda i: (-np.nan_to_num(means[i, t_main], nan=-np.inf),
                                   inp.systems[i]))
-    return Board(
+    return BoardResult(
         systems=tuple(inp.systems[i] for i in order), target=plan.target,
         targets=plan.targets, scores=table,
         n_tasks={s: int(n_used[i]) for i, s in enumerate(inp.systems)},

@@ -476,7 +476,7 @@ def estimate(
         replacement: ``"with"`` (eq. 6: every candidate keeps a positive probability at every
             round) or ``"without"`` (the agent never reopens a document: Des Raj's ordered
             form, derived in the module docstring), or one of them per trajectory. Arrays
-            carry no vectors to tell them apart: ``cess.from_trace`` reads the form from the
+            carry no vectors to tell them apart: ``cess.from_traces`` reads the form from the
             logged vectors.
         in_support: shape like ``y``, False where the chosen document lies outside D+ (it
             was positive at its round but not at every round): that round adds no

@@ -1,4 +1,4 @@
-"""CESS arrays from recorded traces: ``from_trace`` and the outcome/prediction tables.
+"""CESS arrays from recorded traces: ``from_traces`` and the outcome/prediction tables.
 
 ``cess.estimate`` works on arrays; this module builds them from what ``al.select`` and
 ``al.proceed`` logged ([SSC] eq. 5): per run, the t-th ``Selection`` of the document
@@ -13,9 +13,9 @@ Example:
     >>> from agentlog.estimators import cess
     >>> with al.record("agentlog-cess-trace-doctest.zst", system="s", seed=1, task="q"):
     ...     i = al.select([0.5, 0.25, 0.25], candidates=["a", "b", "c"], name="doc")
-    >>> data = cess.from_trace("agentlog-cess-trace-doctest.zst",
-    ...                        outcomes={"a": 0.4, "b": -0.2, "c": 0.1},
-    ...                        predictions={"a": 0.2, "b": 0.0, "c": 0.1}, budget=1)
+    >>> data = cess.from_traces("agentlog-cess-trace-doctest.zst",
+    ...                         outcomes={"a": 0.4, "b": -0.2, "c": 0.1},
+    ...                         predictions={"a": 0.2, "b": 0.0, "c": 0.1}, budget=1)
     >>> data.y.shape, round(float(data.m_bar[0]), 9), round(float(data.theta_star[0]), 9)
     ((1, 1), 0.1, 0.1)
     >>> eq6 = data.m_bar + (data.y[:, 0] - data.m_chosen[:, 0]) / (3 * data.p[:, 0])  # K = 1
@@ -44,9 +44,10 @@ from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
 from ._cess import CessResult, estimate
 from ._cess_design import SamplingDesign, sampling_design
+from ._deprecation import warn_renamed
 from ._shared_noise import SharedNoise
 
-__all__ = ["CessData", "from_trace", "load_table"]
+__all__ = ["CessData", "from_traces", "load_table"]
 
 FloatArray = NDArray[np.float64]
 TraceInput = Trace | str | os.PathLike[str]
@@ -73,7 +74,7 @@ class CessData:
         rho: the inaccessible mass ``ρ = 1 − |D+|/N`` (eq. 10), 0 when every round within the
             budget covered the whole pool (``cess.sampling_design``).
         replacement: per run, the form ``estimate`` uses: ``"with"`` ([SSC] eq. 6) or
-            ``"without"`` (Des Raj's ordered form [Raj56]), as ``from_trace`` chose it.
+            ``"without"`` (Des Raj's ordered form [Raj56]), as ``from_traces`` chose it.
         in_support: shape ``(n_runs, budget)``: False where the round's chosen candidate
             lies outside D+ (a round that adds no correction); True elsewhere.
         theta_star: ``θ* = (1/N) Σ Y_i`` over the whole pool, NaN unless the outcomes
@@ -128,7 +129,7 @@ class CessData:
         ``budget`` defaults to ``self.budget`` (a smaller one is a prefix analysis),
         ``rho`` to ``self.rho`` when some run reaches only part of its pool, which adds the
         eq. 10 interval (and a ``DegenerateDataWarning``), ``replacement`` and
-        ``in_support`` to what ``from_trace`` read off the vectors. Every other keyword
+        ``in_support`` to what ``from_traces`` read off the vectors. Every other keyword
         (``lam``, ``order``, ``anchor``, ``bounds``) goes to ``cess.estimate`` unchanged.
         """
         kwargs.setdefault("budget", self.budget)
@@ -391,8 +392,8 @@ class _Rows:
     labels: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-def from_trace(
-    trace_or_paths: TraceInput | Iterable[TraceInput],
+def from_traces(
+    source: TraceInput | Iterable[TraceInput],
     *,
     outcomes: Any,
     predictions: Any,
@@ -406,8 +407,8 @@ def from_trace(
     """Build the CESS arrays of every run in some traces ([SSC] eq. 5-6, 10).
 
     Args:
-        trace_or_paths: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a
-            list of those. One row per run, in file order.
+        source: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a list
+            of those. One row per run, in file order.
         outcomes: evidence scores ``Y``: ``{candidate_id: y}``, ``{(task, candidate_id): y}``,
             a table with columns ``candidate_id[, task]`` and a value (a dict of columns, a
             pyarrow Table, a pandas DataFrame) or a file path (``load_table``).
@@ -482,7 +483,7 @@ def from_trace(
     current: Trace | None = None
     ids_cache: dict[bytes, tuple[Any, ...]] = {}
     shared = SharedNoise()
-    for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
+    for trace, run in iter_runs(source, name="source"):
         if trace is not current:
             current, ids_cache = trace, {}
             paths.append(trace.path)
@@ -552,6 +553,12 @@ def from_trace(
                             dtype=bool).reshape(n, budget),
         budget=budget, stream=stream, stop_stream=stop_stream,
     )
+
+
+def from_trace(trace_or_paths: TraceInput | Iterable[TraceInput], **kwargs: Any) -> CessData:
+    """Deprecated: ``cess.from_traces`` (same arguments); goes in the next release."""
+    warn_renamed("cess.from_trace", "cess.from_traces")
+    return from_traces(trace_or_paths, **kwargs)
 
 
 def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -> None:

@@ -19,7 +19,8 @@ from numpy.typing import ArrayLike
 
 from agentlog import DegenerateDataWarning
 
-from ._cell_bootstrap import _CHUNK, ConfidenceInterval, _percentile_interval
+from ._cell_bootstrap import _CHUNK, _percentile_interval
+from ._interval import ConfidenceInterval
 from ._scores import FloatArray, IntArray, _as_scores, _check_count, _check_seed, _readonly
 
 PvalueStatistic = Literal["mean_difference", "delta"]

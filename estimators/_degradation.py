@@ -14,7 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._cell_bootstrap import ConfidenceInterval, _bootstrap_means, _percentile_interval
+from ._cell_bootstrap import _bootstrap_means, _percentile_interval
+from ._interval import ConfidenceInterval
+from ._labels import codes
 from ._reliability import _summary_iv, _tail_statistics, _warn_single_runs
 from ._scores import FloatArray, GroupLabels, IntArray, _as_scores, _Cells, _group_codes, _readonly
 
@@ -27,24 +29,22 @@ def _level_codes(difficulty: ArrayLike | Sequence[Any], levels: Sequence[Any] | 
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"`difficulty` must hold one level per score ({n} scores); found "
                          f"shape {arr.shape}")
-    if arr.dtype == object:
-        arr = arr.astype(str)
-    uniques, inverse = np.unique(arr, return_inverse=True)
+    uniques, inverse = codes(arr, name="difficulty")
     seen = uniques.tolist()
     if levels is None:
-        return tuple(seen), inverse.reshape(-1).astype(np.intp)
+        return tuple(seen), inverse
     order = list(levels)
     if not order:
         raise ValueError("`levels` is empty; list the difficulty levels, easiest first")
     if len(set(order)) != len(order):
         raise ValueError(f"`levels` repeats a level: {order!r}")
-    position = {lvl: i for i, lvl in enumerate(order)}
-    unknown = [v for v in seen if v not in position]
+    unknown = [v for v in seen if v not in order]
     if unknown:
         raise ValueError(f"`difficulty` has level(s) {unknown[:3]!r} that are not in "
                          f"`levels` {order!r}")
-    mapping = np.array([position[v] for v in seen], dtype=np.intp)
-    return tuple(order), mapping[inverse.reshape(-1)]
+    # Number the distinct levels seen by their place in `levels`, then every run by its level.
+    _, mapping = codes(seen, name="difficulty", levels=order)
+    return tuple(order), mapping[inverse]
 
 
 def _check_baseline(baseline: str) -> None:
@@ -54,7 +54,7 @@ def _check_baseline(baseline: str) -> None:
 
 
 @dataclass(frozen=True)
-class ReliabilityGap:
+class ReliabilityGapResult:
     """The reliability gap: "the static mean minus the hardest-level worst-case" (§4.4).
 
     Attributes:
@@ -78,7 +78,7 @@ def reliability_gap(
     *,
     levels: Sequence[Any] | None = None,
     baseline: Baseline = "easiest",
-) -> ReliabilityGap:
+) -> ReliabilityGapResult:
     """Reliability gap of one system across difficulty levels ([DMC] §4.4).
 
     Args:
@@ -91,16 +91,16 @@ def reliability_gap(
             ``"pooled"`` (the mean over every run, what a static leaderboard reports).
 
     Returns:
-        A ``ReliabilityGap``. For many groups use ``degradation_curve(...).gap``.
+        A ``ReliabilityGapResult``. For many groups use ``degradation_curve(...).gap``.
     """
     x = _as_scores("scores", scores)
     _check_baseline(baseline)
     if difficulty is None:
         if levels is not None:
             raise ValueError("`levels` needs `difficulty`, the level of each run")
-        return ReliabilityGap(gap=float(x.mean() - x.min()), static_mean=float(x.mean()),
-                              hardest_worst=float(x.min()), static_level=None,
-                              hardest_level=None)
+        return ReliabilityGapResult(gap=float(x.mean() - x.min()), static_mean=float(x.mean()),
+                                    hardest_worst=float(x.min()), static_level=None,
+                                    hardest_level=None)
     order, code = _level_codes(difficulty, levels, x.shape[0])
     counts = np.bincount(code, minlength=len(order))
     for i in (0, len(order) - 1):
@@ -109,13 +109,13 @@ def reliability_gap(
     easiest = x[code == 0]
     hardest = x[code == len(order) - 1]
     static = float(easiest.mean() if baseline == "easiest" else x.mean())
-    return ReliabilityGap(gap=static - float(hardest.min()), static_mean=static,
-                          hardest_worst=float(hardest.min()), static_level=order[0],
-                          hardest_level=order[-1])
+    return ReliabilityGapResult(gap=static - float(hardest.min()), static_mean=static,
+                                hardest_worst=float(hardest.min()), static_level=order[0],
+                                hardest_level=order[-1])
 
 
 @dataclass(frozen=True, eq=False)
-class DegradationCurve:
+class DegradationCurveResult:
     """Reliability statistics per difficulty level (easiest first), per group.
 
     Arrays have shape ``(n_groups, n_levels)``; without ``groups`` there is one group,
@@ -123,7 +123,7 @@ class DegradationCurve:
 
     Attributes:
         levels: the difficulty levels, easiest first.
-        groups: the group keys (as in ``GroupedReliability``).
+        groups: the group keys (as in ``GroupedReliabilityResult``).
         names: the group label column names.
         mean, worst, cvar, reliability: the statistics per (group, level).
         n: runs per (group, level).
@@ -196,7 +196,7 @@ def degradation_curve(
     n_resamples: int = 2000,
     seed: int = 0,
     baseline: Baseline = "easiest",
-) -> DegradationCurve:
+) -> DegradationCurveResult:
     """Degradation curve and reliability gap across difficulty levels ([DMC] §4.4).
 
     Every (group, level) cell gets the statistics of ``summary`` (mean, worst, CVaR@α,
@@ -212,7 +212,7 @@ def degradation_curve(
         baseline: ``"easiest"`` or ``"pooled"``, see ``reliability_gap``.
 
     Returns:
-        A ``DegradationCurve``.
+        A ``DegradationCurveResult``.
 
     Raises:
         ValueError: a group has no run at some level (every cell of the curve needs runs).
@@ -245,7 +245,7 @@ def degradation_curve(
         static = mean2[:, 0].copy()
     else:
         static = (mean2 * n2).sum(axis=1) / n2.sum(axis=1)
-    return DegradationCurve(
+    return DegradationCurveResult(
         levels=order, groups=keys, names=names, mean=_readonly(mean2),
         worst=_readonly(worst.reshape(shape)), cvar=_readonly(cvar.reshape(shape)),
         reliability=_readonly(rel.reshape(shape)), n=_readonly(n2.copy()), alpha=alpha,

@@ -45,8 +45,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
 
-from ._bootstrap import BootstrapResult, cluster_bootstrap, codes, group_means
+from ._bootstrap import BootstrapResult, cluster_bootstrap, group_means
 from ._cess import THEOREM_2_NOTE, inputs_hash
+from ._interval import ConfidenceInterval, check_confidence_level
+from ._labels import codes
 
 FloatArray = NDArray[np.float64]
 EFFECTS = ("selection", "stopping", "interaction", "total")
@@ -126,7 +128,7 @@ def icc_1k(values: ArrayLike, *, target: Any, repeat: Any) -> float:
 
 
 @dataclass(frozen=True)
-class PolicyEffects:
+class PolicyEffectsResult:
     """Selection, stopping, interaction and total effects with task-clustered intervals."""
 
     selection: float
@@ -147,29 +149,37 @@ class PolicyEffects:
     #: Per task (cluster), the mean of each effect over its blocks: shape (G, 4).
     per_cluster: FloatArray = field(default_factory=lambda: np.empty((0, len(EFFECTS))))
 
-    def confidence_interval(self, effect: str, method: EffectInterval | None = None
-                            ) -> tuple[float, float]:
-        """The ``confidence_level`` interval of ``effect`` (``method``: default
-        ``self.interval``; ``"t"`` or ``"percentile"``)."""
+    def confidence_interval(self, effect: str, method: EffectInterval | None = None, *,
+                            confidence_level: float | None = None) -> ConfidenceInterval[float]:
+        """The interval of ``effect`` (one of ``EFFECTS``).
+
+        Args:
+            effect: ``"selection"``, ``"stopping"``, ``"interaction"`` or ``"total"``.
+            method: ``"t"`` or ``"percentile"``; default ``self.interval``.
+            confidence_level: default the level the effects were estimated with
+                (``self.confidence_level``, 0.95 unless ``policy_effects`` was given one).
+        """
         if effect not in EFFECTS:
             raise KeyError(f"unknown effect {effect!r}; one of {list(EFFECTS)}")
+        level = check_confidence_level(
+            self.confidence_level if confidence_level is None else confidence_level)
         how: str = self.interval if method is None else method
         j = EFFECTS.index(effect)
         if how == "percentile":
-            low, high = self.bootstrap.confidence_interval(self.confidence_level)
-            return float(low[j]), float(high[j])
+            low, high = self.bootstrap.confidence_interval(level)
+            return ConfidenceInterval(float(low[j]), float(high[j]))
         if how != "t":
             raise ValueError(f"`method` must be one of {EFFECT_INTERVALS}; found {how!r}")
         u = self.per_cluster[:, j]
         u = u[np.isfinite(u)]
         est = float(u.mean())
         if u.shape[0] < 2:
-            return est, est  # one task: no spread to measure (warned when made)
+            return ConfidenceInterval(est, est)  # one task: no spread (warned when made)
         from scipy import stats
 
         se = self.standard_error(effect, "t")
-        q = float(stats.t.ppf(0.5 + self.confidence_level / 2, u.shape[0] - 1))
-        return est - q * se, est + q * se
+        q = float(stats.t.ppf(0.5 + level / 2, u.shape[0] - 1))
+        return ConfidenceInterval(est - q * se, est + q * se)
 
     def standard_error(self, effect: str, method: EffectInterval | None = None) -> float:
         """The standard error of ``effect``: ``s/√G`` over the per-task effects (``"t"``) or
@@ -197,7 +207,7 @@ def policy_effects(
     seed: int = 0,
     confidence_level: float = 0.95,
     interval: EffectInterval = "t",
-) -> PolicyEffects:
+) -> PolicyEffectsResult:
     """Policy effects of a paired 2×2 intervention ([SSC] eq. 3–4).
 
     Args:
@@ -219,6 +229,7 @@ def policy_effects(
     """
     if interval not in EFFECT_INTERVALS:
         raise ValueError(f"`interval` must be one of {EFFECT_INTERVALS}; found {interval!r}")
+    confidence_level = check_confidence_level(confidence_level)
     arms = []
     for name, x in (("theta_00", theta_00), ("theta_10", theta_10), ("theta_01", theta_01),
                     ("theta_11", theta_11)):
@@ -265,7 +276,7 @@ def policy_effects(
             raise ValueError("`repeat` needs `cluster` (the task of each block) for ICC(1,k)")
         icc = {e: icc_1k(per_block[e], target=cluster, repeat=repeat) for e in EFFECTS}
     est = boot.estimate
-    return PolicyEffects(
+    return PolicyEffectsResult(
         selection=float(est[0]), stopping=float(est[1]), interaction=float(est[2]),
         total=float(est[3]), per_block=per_block, bootstrap=boot,
         confidence_level=confidence_level, icc=icc, n_blocks=n, n_clusters=boot.n_clusters,

@@ -54,12 +54,13 @@ from numpy.typing import NDArray
 from agentlog import DegenerateDataWarning, Trace, TraceFormatError, TracePathError, iter_records
 from agentlog.records import RunStart, Score, iter_runs
 
-from ._bootstrap import codes
 from ._cess import THEOREM_2_NOTE
-from ._effects import EFFECTS, EffectInterval, PolicyEffects, icc_1k, policy_effects
+from ._effects import EFFECTS, EffectInterval, PolicyEffectsResult, icc_1k, policy_effects
+from ._interval import ConfidenceInterval, check_confidence_level
+from ._labels import codes
 from ._shared_noise import SharedNoise
 
-__all__ = ["PROVENANCE_KEY", "TraceEffects", "effects_from_traces"]
+__all__ = ["PROVENANCE_KEY", "TraceEffectsResult", "effects_from_traces"]
 
 FloatArray = NDArray[np.float64]
 TraceInput = Trace | str | os.PathLike[str]
@@ -78,7 +79,7 @@ POLICY_NOTE = (
 
 
 @dataclass(frozen=True, eq=False)
-class TraceEffects:
+class TraceEffectsResult:
     """Policy effects of a paired 2×2 read from arm traces.
 
     Attributes:
@@ -96,7 +97,7 @@ class TraceEffects:
         note: these are policy effects; CESS contrasts are not ([SSC] Theorem 2).
     """
 
-    effects: PolicyEffects
+    effects: PolicyEffectsResult
     theta: dict[str, FloatArray]
     block: tuple[str, ...]
     task: tuple[str, ...]
@@ -137,11 +138,13 @@ class TraceEffects:
     def n_clusters(self) -> int:
         return self.effects.n_clusters
 
-    def confidence_interval(self, effect: str,
-                            method: EffectInterval | None = None) -> tuple[float, float]:
+    def confidence_interval(self, effect: str, method: EffectInterval | None = None, *,
+                            confidence_level: float | None = None) -> ConfidenceInterval[float]:
         """The task-clustered interval of ``effect`` (one of ``EFFECTS``): the cluster t
-        interval by default, ``method="percentile"`` for the bootstrap's."""
-        return self.effects.confidence_interval(effect, method)
+        interval by default, ``method="percentile"`` for the bootstrap's; at the level the
+        effects were estimated with unless ``confidence_level`` is given."""
+        return self.effects.confidence_interval(effect, method,
+                                                confidence_level=confidence_level)
 
     def standard_error(self, effect: str) -> float:
         """The standard error of ``effect`` behind its interval (``effects.interval``)."""
@@ -253,7 +256,7 @@ def effects_from_traces(
     seed: int = 0,
     confidence_level: float = 0.95,
     interval: EffectInterval = "t",
-) -> TraceEffects:
+) -> TraceEffectsResult:
     """Δsel, Δstop, Δint and the total of a paired 2×2 from its arm traces ([SSC] eq. 3–4).
 
     A paired block is one source window instance (``source_run``, ``window``; the task when
@@ -285,7 +288,7 @@ def effects_from_traces(
         interval: ``"t"`` (default) or ``"percentile"`` (``cess.policy_effects``).
 
     Returns:
-        A ``TraceEffects``.
+        A ``TraceEffectsResult``.
 
     Warns:
         DegenerateDataWarning: as ``cess.policy_effects``: an effect with the same value in
@@ -300,6 +303,7 @@ def effects_from_traces(
     """
     if incomplete not in ("error", "drop"):
         raise ValueError(f"`incomplete` must be 'error' or 'drop'; found {incomplete!r}")
+    confidence_level = check_confidence_level(confidence_level)  # before reading any file
     outcome_name = outcome if isinstance(outcome, str) else getattr(outcome, "__name__",
                                                                      repr(outcome))
     seen: dict[str, set[str]] = {f: set() for f in FACTORS}
@@ -406,7 +410,7 @@ def effects_from_traces(
                         interval=interval)
     icc, icc_note = _icc(fx, tasks, reps)
     fx = dataclasses.replace(fx, icc=icc, note=POLICY_NOTE)
-    return TraceEffects(
+    return TraceEffectsResult(
         effects=fx, theta=arrays, block=tuple(k[1] for k in labels), task=tuple(tasks),
         replicate=tuple(reps), levels=lv, outcome=outcome_name, icc=icc, icc_note=icc_note,
         n_runs=n_runs, n_skipped=n_skipped,
@@ -433,7 +437,7 @@ def _arm_generator(path: str, prov: Mapping[str, Any], known: dict[object, str |
     return generator
 
 
-def _icc(fx: PolicyEffects, tasks: list[str], reps: list[str]
+def _icc(fx: PolicyEffectsResult, tasks: list[str], reps: list[str]
          ) -> tuple[dict[str, float] | None, str]:
     """ICC(1,k) per effect over the (task, replicate) means of the blocks."""
     t_uniq, t = codes(tasks, name="task")

@@ -22,7 +22,7 @@ from ._admissibility import (
     _trace_files,
 )
 from ._plan import Plan
-from ._radius import _codes
+from ._radius import _cluster_codes
 from ._shared_noise import SharedNoise
 
 __all__ = [
@@ -269,7 +269,7 @@ def _certify_iv(scores: Any, clusters: Any, plan: Any, tasks: Any, present: Any,
     if clusters is None:
         raise ValueError("`clusters` is required: one cluster label per task (the task "
                          "itself when tasks are independent)")
-    uniq, codes = _codes(clusters, "clusters", n)
+    uniq, codes = _cluster_codes(clusters, "clusters", n)
     task_labels = tuple(str(t) for t in tasks) if tasks is not None else tuple(
         str(i) for i in range(n))
     if len(task_labels) != n or len(set(task_labels)) != n:

@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from agentlog import Trace
 from agentlog.records import Score, Selection, iter_runs
 
+from ._labels import codes
 from ._validity_cells import (
     FAIL,
     NOT_PROBED,
@@ -27,7 +28,7 @@ from ._validity_cells import (
 
 
 @dataclass(frozen=True, eq=False)
-class NonDegeneracy:
+class NonDegeneracyResult:
     """Non-degeneracy of one decision A with outcome Y ([DMC] §4.1).
 
     Attributes:
@@ -104,7 +105,7 @@ def non_degeneracy(
     level: float = 0.05,
     n_permutations: int = 9999,
     seed: int = 0,
-) -> NonDegeneracy:
+) -> NonDegeneracyResult:
     """Is a decision non-degenerate: ``Var(A) > 0`` and ``E[Y | A]`` differs? (§4.1)
 
     Args:
@@ -116,14 +117,12 @@ def non_degeneracy(
         seed: seeds ``numpy.random.default_rng`` for the permutations.
 
     Returns:
-        A ``NonDegeneracy``: fail when one action was always chosen (no sample size repairs
+        A ``NonDegeneracyResult``: fail when one action was always chosen (no sample size repairs
         it) or when the permutation test of ``Σ_a n_a Ȳ_a²`` gives ``p > level``; pass when
         ``p ≤ level``; not probed when fewer than two actions occur in two or more runs.
     """
     actions, y = _non_degeneracy_iv(decisions, outcomes, level, n_permutations, seed)
-    levels = sorted(set(actions), key=repr)
-    index = {a: i for i, a in enumerate(levels)}
-    code = np.fromiter((index[a] for a in actions), dtype=np.intp, count=len(actions))
+    levels, code = codes(actions, name="decisions", levels=sorted(set(actions), key=repr))
     k, n = len(levels), len(actions)
     counts = np.bincount(code, minlength=k).astype(np.intp)
     means = np.bincount(code, weights=y, minlength=k) / counts
@@ -131,8 +130,8 @@ def non_degeneracy(
     if k < 2:
         cell = Cell(item, FAIL, f"Var(A) = 0: {levels[0]!r} chosen in all {n} runs; the "
                     "decision is degenerate and no sample size repairs it")
-        return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
-                             int(n_permutations), cell)
+        return NonDegeneracyResult(name, tuple(levels), counts, means, math.nan, float(level),
+                                   int(n_permutations), cell)
     replicated = counts >= 2
     n_rep = int(replicated.sum())
     once = k - n_rep
@@ -144,8 +143,8 @@ def non_degeneracy(
         cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({seen}), but only {n_rep} "
                     "action(s) occur in two or more runs; comparing E[Y|A] needs at least "
                     "two replicated actions (record more runs, or a coarser decision)")
-        return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
-                             int(n_permutations), cell)
+        return NonDegeneracyResult(name, tuple(levels), counts, means, math.nan, float(level),
+                                   int(n_permutations), cell)
     # The test compares the replicated actions only: a run whose action was seen once
     # carries no within-action information, and a verdict resting on such runs would
     # read noise as a difference of E[Y|A].
@@ -157,8 +156,8 @@ def non_degeneracy(
         cell = Cell(item, NOT_PROBED, f"Var(A) > 0 ({seen}), but only {m} of {n} runs chose "
                     "an action another run also chose; a test of E[Y|A] would rest on a "
                     "minority of the runs (record more runs, or a coarser decision)")
-        return NonDegeneracy(name, tuple(levels), counts, means, math.nan, float(level),
-                             int(n_permutations), cell)
+        return NonDegeneracyResult(name, tuple(levels), counts, means, math.nan, float(level),
+                                   int(n_permutations), cell)
     rep_index = np.cumsum(replicated) - 1
     sub_code = rep_index[code[keep]]
     sub_y = y[keep]
@@ -183,8 +182,8 @@ def non_degeneracy(
     cell = Cell(item, verdict, f"Var(A) > 0 ({seen}); E[Y|A] = "
                 f"{{{_summarize_actions(levels, means, counts)}}}; permutation p = "
                 f"{pvalue:.4f} {relation} {level}{over}")
-    return NonDegeneracy(name, tuple(levels), counts, means, pvalue, float(level),
-                         int(n_permutations), cell)
+    return NonDegeneracyResult(name, tuple(levels), counts, means, pvalue, float(level),
+                               int(n_permutations), cell)
 
 
 SHOWN_ACTIONS = 5  # E[Y|A] entries a cell or a Markdown row shows; to_dict keeps them all

@@ -12,7 +12,7 @@ from ._scores import FloatArray, _check_count, _readonly
 
 
 @dataclass(frozen=True, eq=False)
-class PassHatK:
+class PassHatKResult:
     """The unbiased pass^k of τ-bench: ``mean_t C(c_t, k) / C(n_t, k)``.
 
     ``C(c, k)/C(n, k)`` is the probability that ``k`` of task t's ``n_t`` recorded trials,
@@ -76,7 +76,7 @@ def _pass_hat_k_iv(successes: ArrayLike, trials: ArrayLike, k: int
     return c, n, k
 
 
-def pass_hat_k(successes: ArrayLike, trials: ArrayLike, k: int) -> PassHatK:
+def pass_hat_k(successes: ArrayLike, trials: ArrayLike, k: int) -> PassHatKResult:
     """pass^k (τ-bench, Yao et al. 2025): the chance that ``k`` trials of a task all succeed.
 
     Args:
@@ -85,10 +85,10 @@ def pass_hat_k(successes: ArrayLike, trials: ArrayLike, k: int) -> PassHatK:
         k: the number of trials that must all succeed.
 
     Returns:
-        A ``PassHatK`` whose ``estimate`` is ``mean_t C(c_t, k) / C(n_t, k)``.
+        A ``PassHatKResult`` whose ``estimate`` is ``mean_t C(c_t, k) / C(n_t, k)``.
     """
     c, n, k = _pass_hat_k_iv(successes, trials, k)
     j = np.arange(k)
     # C(c, k)/C(n, k) = Π_{j<k} (c − j)/(n − j); a factor is 0 once j reaches c.
     per_task = np.prod(np.maximum(c[:, None] - j, 0) / (n[:, None] - j), axis=1)
-    return PassHatK(estimate=float(per_task.mean()), per_task=_readonly(per_task), k=k)
+    return PassHatKResult(estimate=float(per_task.mean()), per_task=_readonly(per_task), k=k)

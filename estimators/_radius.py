@@ -60,8 +60,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
 
+from ._labels import codes
+
 __all__ = [
-    "SamplingRadius",
+    "SamplingRadiusResult",
     "sampling_radius",
 ]
 
@@ -86,7 +88,7 @@ _BISECTIONS = 60  # halvings of the search interval: far below any score's resol
 
 
 @dataclass(frozen=True)
-class SamplingRadius:
+class SamplingRadiusResult:
     """Cluster-robust paired statistics, one row per pair ([LBC] §6.1, eq. 4).
 
     Attributes:
@@ -325,13 +327,15 @@ def _warn_degenerate(rows: Sequence[str], where: str) -> None:
         DegenerateDataWarning, stacklevel=3)
 
 
-def _onehot(codes: IntArray, n_groups: int) -> FloatArray:
-    out = np.zeros((codes.shape[0], n_groups))
-    out[np.arange(codes.shape[0]), codes] = 1.0
+def _onehot(code: IntArray, n_groups: int) -> FloatArray:
+    out = np.zeros((code.shape[0], n_groups))
+    out[np.arange(code.shape[0]), code] = 1.0
     return out
 
 
-def _codes(labels: Sequence[Any], name: str, n: int | None = None) -> tuple[list[str], IntArray]:
+def _cluster_codes(labels: Sequence[Any], name: str, n: int | None = None
+                   ) -> tuple[list[str], IntArray]:
+    """Cluster labels as strings, sorted, and the code of each task; a missing label raises."""
     arr = list(labels) if not isinstance(labels, np.ndarray) else labels.tolist()
     if n is not None and len(arr) != n:
         raise ValueError(f"`{name}` has {len(arr)} labels for {n} tasks; give one cluster "
@@ -342,9 +346,8 @@ def _codes(labels: Sequence[Any], name: str, n: int | None = None) -> tuple[list
             raise ValueError(f"`{name}` has no label for task {i} (found {v!r}); every task "
                              "needs a cluster (use the task itself when it is its own cluster)")
         keys.append(str(v))
-    uniq = sorted(set(keys))
-    pos = {k: j for j, k in enumerate(uniq)}
-    return uniq, np.array([pos[k] for k in keys], dtype=np.intp)
+    uniq, code = codes(keys, name=name)
+    return uniq.tolist(), code
 
 
 def _sampling_radius_iv(differences: ArrayLike, mask: ArrayLike | None, delta_prime: float,
@@ -410,7 +413,7 @@ def sampling_radius(
     family_size: int = 1,
     sampling: Sampling = "cr2-bm-cf",
     score_range: tuple[float, float] | None = None,
-) -> SamplingRadius:
+) -> SamplingRadiusResult:
     """Cluster-robust paired statistics and the Bonferroni radius of eq. 4.
 
     The default ``"cr2-bm-cf"`` (CR2 variance, Bell–McCaffrey degrees of freedom, the t
@@ -435,7 +438,7 @@ def sampling_radius(
             by, ``"betting"``); each difference must lie within ``±(high − low)``.
 
     Returns:
-        ``SamplingRadius`` with one entry per row. A row in one cluster has NaN ``q``; a
+        ``SamplingRadiusResult`` with one entry per row. A row in one cluster has NaN ``q``; a
         row with zero variance has ``q = inf`` under a t-based method (with a
         ``DegenerateDataWarning``).
 
@@ -455,8 +458,8 @@ def sampling_radius(
     """
     d2, msk = _sampling_radius_iv(differences, mask, delta_prime, family_size, sampling,
                                   score_range)
-    uniq, codes = _codes(clusters, "clusters", d2.shape[1])  # type: ignore[arg-type]
-    mo = _moments(d2, msk, _onehot(codes, len(uniq)), sampling)
+    uniq, cluster_of = _cluster_codes(clusters, "clusters", d2.shape[1])  # type: ignore[arg-type]
+    mo = _moments(d2, msk, _onehot(cluster_of, len(uniq)), sampling)
     level = 1.0 - delta_prime / (2.0 * family_size)
     if score_range is not None:
         q = _betting_radius(mo.sums, mo.counts, score_range, level)
@@ -464,7 +467,7 @@ def sampling_radius(
         q = _radius(mo, _critical(level, mo.df, mo.skew, sampling))
         _warn_degenerate([f"row {int(k)}" for k in np.flatnonzero(mo.degenerate)],
                          "certify.sampling_radius")
-    return SamplingRadius(
+    return SamplingRadiusResult(
         estimate=mo.mean, standard_error=mo.se, q=q,
         n_tasks=mo.n.astype(np.int64), n_clusters=mo.g.astype(np.int64),
         delta_prime=float(delta_prime), family_size=int(family_size),

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "RankIntervals",
+    "RankIntervalsResult",
     "rank_intervals",
 ]
 
@@ -19,7 +19,7 @@ IntArray = NDArray[np.intp]
 
 
 @dataclass(frozen=True)
-class RankIntervals:
+class RankIntervalsResult:
     """Rank intervals of a certified relation ([LBC] §3.4, Appendix A.3).
 
     Attributes:
@@ -80,7 +80,7 @@ def _intervals(reach: BoolArray) -> tuple[IntArray, IntArray, BoolArray]:
 
 
 def rank_intervals(systems: Sequence[str], relations: Iterable[tuple[str, str]]
-                   ) -> RankIntervals:
+                   ) -> RankIntervalsResult:
     """Rank intervals from certified ``(better, worse)`` relations.
 
     Args:
@@ -88,7 +88,7 @@ def rank_intervals(systems: Sequence[str], relations: Iterable[tuple[str, str]]
         relations: certified relations ``(better, worse)``; names must be in ``systems``.
 
     Returns:
-        ``RankIntervals``: per system ``[1 + #ancestors, n − #descendants]`` of the
+        ``RankIntervalsResult``: per system ``[1 + #ancestors, n − #descendants]`` of the
         transitive closure, which is exactly the range of positions over all linear
         extensions of the partial order; cycles are reported in ``cycles``.
     """
@@ -122,7 +122,7 @@ def rank_intervals(systems: Sequence[str], relations: Iterable[tuple[str, str]]
         groups.append(tuple(names[j] for j in members))
     closure = tuple(sorted((names[i], names[j]) for i, j in zip(*np.nonzero(reach), strict=True)
                            if i != j))
-    return RankIntervals(
+    return RankIntervalsResult(
         systems=names,
         intervals={s: (int(lo[i]), int(hi[i])) for i, s in enumerate(names)},
         relation=tuple(dict.fromkeys(rel)),

@@ -12,7 +12,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class RecordF1:
+class RecordF1Result:
     """Ground-truth F1 of a submitted record set ([DMC] §4.3).
 
     With S the submitted rows, G the true record set and U the distinct true records in S:
@@ -71,7 +71,7 @@ def _record_f1_iv(submitted: Iterable[Any], truth: Iterable[Any]
     return sub, truth_set
 
 
-def record_f1(submitted: Iterable[Any], truth: Iterable[Any]) -> RecordF1:
+def record_f1(submitted: Iterable[Any], truth: Iterable[Any]) -> RecordF1Result:
     """Precision, recall and F1 of submitted records against the ground truth ([DMC] §4.3).
 
     Args:
@@ -80,7 +80,7 @@ def record_f1(submitted: Iterable[Any], truth: Iterable[Any]) -> RecordF1:
         truth: the ground-truth record ids (or records), distinct.
 
     Returns:
-        A ``RecordF1``. Omitted true rows cut recall; duplicates, totals rows and
+        A ``RecordF1Result``. Omitted true rows cut recall; duplicates, totals rows and
         fabricated rows inflate ``|S|`` but not ``|U|``, cutting precision only.
     """
     sub, truth_set = _record_f1_iv(submitted, truth)
@@ -97,6 +97,6 @@ def record_f1(submitted: Iterable[Any], truth: Iterable[Any]) -> RecordF1:
     precision = u / len(sub) if sub else 0.0
     recall = u / len(truth_set)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return RecordF1(precision=precision, recall=recall, f1=f1, n_submitted=len(sub),
-                    n_truth=len(truth_set), n_correct=u, n_duplicates=n_dup,
-                    n_fabricated=n_fab)
+    return RecordF1Result(precision=precision, recall=recall, f1=f1, n_submitted=len(sub),
+                          n_truth=len(truth_set), n_correct=u, n_duplicates=n_dup,
+                          n_fabricated=n_fab)

@@ -63,7 +63,8 @@ from numpy.typing import ArrayLike, NDArray
 from agentlog import DegenerateDataWarning
 
 from ._bootstrap import IntervalMethod, check_method
-from ._cell_bootstrap import ConfidenceInterval, _bootstrap_means, _interval, _mean_acceleration
+from ._cell_bootstrap import _bootstrap_means, _interval, _mean_acceleration
+from ._interval import ConfidenceInterval
 from ._scores import (
     FloatArray,
     GroupLabels,
@@ -112,7 +113,7 @@ def _tail_statistics(c: _Cells, alpha: float, tau: float) -> tuple[FloatArray, F
 
 
 @dataclass(frozen=True, eq=False)
-class ReliabilitySummary:
+class ReliabilitySummaryResult:
     """Reliability of one group of runs ([DMC] §4.4).
 
     Attributes:
@@ -177,8 +178,9 @@ class ReliabilitySummary:
 
 
 @dataclass(frozen=True, eq=False)
-class GroupedReliability(Mapping[Any, ReliabilitySummary]):
-    """Reliability per group of a long table; a read-only mapping ``key → ReliabilitySummary``.
+class GroupedReliabilityResult(Mapping[Any, ReliabilitySummaryResult]):
+    """Reliability per group of a long table; a read-only mapping
+    ``key → ReliabilitySummaryResult``.
 
     Keys are labels when one label column is given (``groups=labels``) and tuples of labels
     otherwise (``groups=(model, task)`` or ``groups={"model": ..., "task": ...}``), in
@@ -209,13 +211,13 @@ class GroupedReliability(Mapping[Any, ReliabilitySummary]):
     method: IntervalMethod = DEFAULT_METHOD
     acceleration: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
 
-    def __getitem__(self, key: Any) -> ReliabilitySummary:
+    def __getitem__(self, key: Any) -> ReliabilitySummaryResult:
         try:
             i = self._index[key]
         except (KeyError, TypeError):
             example = self.groups[0]
             raise KeyError(f"no group {key!r}; keys look like {example!r}") from None
-        return ReliabilitySummary(
+        return ReliabilitySummaryResult(
             mean=float(self.mean[i]), worst=float(self.worst[i]), cvar=float(self.cvar[i]),
             reliability=float(self.reliability[i]), n=int(self.n[i]), alpha=self.alpha,
             tau=self.tau, bootstrap_distribution=self.bootstrap_distribution[i],
@@ -331,13 +333,13 @@ def _warn_doubtful_intervals(c: _Cells, keys: Sequence[Any] | None, method: str)
 @overload
 def summary(scores: ArrayLike, *, groups: None = None, alpha: float = 0.2, tau: float = 0.9,
             n_resamples: int = 2000, seed: int = 0,
-            method: IntervalMethod = DEFAULT_METHOD) -> ReliabilitySummary: ...
+            method: IntervalMethod = DEFAULT_METHOD) -> ReliabilitySummaryResult: ...
 
 
 @overload
 def summary(scores: ArrayLike, *, groups: GroupLabels, alpha: float = 0.2, tau: float = 0.9,
             n_resamples: int = 2000, seed: int = 0,
-            method: IntervalMethod = DEFAULT_METHOD) -> GroupedReliability: ...
+            method: IntervalMethod = DEFAULT_METHOD) -> GroupedReliabilityResult: ...
 
 
 def summary(
@@ -349,7 +351,7 @@ def summary(
     n_resamples: int = 2000,
     seed: int = 0,
     method: IntervalMethod = DEFAULT_METHOD,
-) -> ReliabilitySummary | GroupedReliability:
+) -> ReliabilitySummaryResult | GroupedReliabilityResult:
     """Mean, worst case, CVaR@α, Reliability@τ and a bootstrap CI ([DMC] §4.4).
 
     Args:
@@ -367,8 +369,9 @@ def summary(
             ``"percentile"`` ([DMC]'s) or ``"basic"``.
 
     Returns:
-        A ``ReliabilitySummary``, or with ``groups`` a ``GroupedReliability`` mapping each
-        group key to its ``ReliabilitySummary`` (``r["gpt-4o", "T3"]``, ``r.table()``).
+        A ``ReliabilitySummaryResult``, or with ``groups`` a ``GroupedReliabilityResult``
+        mapping each group key to its ``ReliabilitySummaryResult`` (``r["gpt-4o", "T3"]``,
+        ``r.table()``).
 
     Warns:
         DegenerateDataWarning: a group has a single run; all its runs scored the same;
@@ -383,7 +386,7 @@ def summary(
         _warn_doubtful_intervals(cells, None, method)
         mean, worst, cvar, rel = _tail_statistics(cells, alpha, tau)
         boot = _readonly(_bootstrap_means(cells, n_resamples, seed)[0])
-        return ReliabilitySummary(
+        return ReliabilitySummaryResult(
             mean=float(mean[0]), worst=float(worst[0]), cvar=float(cvar[0]),
             reliability=float(rel[0]), n=int(x.shape[0]), alpha=alpha, tau=tau,
             bootstrap_distribution=boot, seed=seed, inputs_hash=_hash_sorted(cells.values),
@@ -395,7 +398,7 @@ def summary(
     _warn_doubtful_intervals(cells, keys, method)
     mean, worst, cvar, rel = _tail_statistics(cells, alpha, tau)
     boot = _bootstrap_means(cells, n_resamples, seed)
-    return GroupedReliability(
+    return GroupedReliabilityResult(
         groups=keys, names=names, mean=_readonly(mean), worst=_readonly(worst),
         cvar=_readonly(cvar), reliability=_readonly(rel), n=_readonly(cells.counts.copy()),
         alpha=alpha, tau=tau, bootstrap_distribution=_readonly(boot), seed=seed,

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._labels import codes
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 GroupLabels = ArrayLike | Sequence[Any] | tuple[ArrayLike, ...] | Mapping[str, ArrayLike]
@@ -69,13 +71,6 @@ def _check_seed(seed: int) -> int:
     return _check_count("seed", seed, 0)
 
 
-def _check_confidence_level(confidence_level: float) -> float:
-    if not isinstance(confidence_level, int | float | np.floating) \
-            or not 0 < confidence_level < 1:
-        raise ValueError(f"`confidence_level` must be in (0, 1); found {confidence_level!r}")
-    return float(confidence_level)
-
-
 def _hash_sorted(values: FloatArray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values, dtype="<f8").tobytes()).hexdigest()
 
@@ -85,10 +80,8 @@ def _label_column(name: str, col: Any, n: int) -> tuple[list[Any], IntArray]:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"`groups` must hold one label per score ({n} scores); "
                          f"{name} has shape {arr.shape}")
-    if arr.dtype == object:
-        arr = arr.astype(str)
-    uniques, inverse = np.unique(arr, return_inverse=True)
-    return uniques.tolist(), inverse.reshape(-1).astype(np.intp)
+    uniques, code = codes(arr, name="groups")
+    return uniques.tolist(), code
 
 
 def _group_codes(groups: GroupLabels, n: int) -> tuple[tuple[str, ...], tuple[Any, ...],

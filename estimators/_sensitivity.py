@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 from agentlog import DegenerateDataWarning
 
 from ._amplification import BoolArray, FloatArray, Value, _hash, _nonnegative, _out
+from ._labels import codes
 
 SensitivityMethod = Literal["ratio-q95", "ratio-sup", "affine"]
 
@@ -212,12 +213,11 @@ def fit_sensitivity(
         if len(labels) < 2:
             raise ValueError(f"`groups` must hold at least two groups for the "
                              f"leave-one-group-out check; found {len(labels)}")
-        index = {lab: i for i, lab in enumerate(labels)}
-        codes = np.array([index[lab] for lab in G.tolist()])
+        _, code = codes(G.tolist(), name="groups", levels=labels)
         covered_total = 0
         degenerate = []
         for i, lab in enumerate(labels):
-            test = codes == i
+            test = code == i
             train_fit = _fit(method, X[~test], Y[~test], lev)
             if train_fit is None:
                 raise ValueError(

@@ -5,7 +5,7 @@ task recorded under one seed drew the same stop uniforms and the same Gumbel dra
 every id its pool shares with another's ([SSC] Appendix D pairs *systems* on one task by
 such common random numbers; across tasks they make the tasks dependent). Generator /3
 folds the task into the seed (``agentlog.reentry.noise_seed``). ``certify.from_traces``,
-``cess.from_trace`` and ``cess.effects_from_traces`` feed the runs they use to one
+``cess.from_traces`` and ``cess.effects_from_traces`` feed the runs they use to one
 ``SharedNoise`` and warn (``al.SharedNoiseWarning``) when tasks share a noise seed.
 
 Example:

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._amplification import FloatArray, _hash, _nonnegative
+from ._labels import codes
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def upper_certificate(
         per_context = x
         label_key = ""
     else:
-        _, inverse = np.unique(g, return_inverse=True)
+        _, inverse = codes(g, name="clusters")
         per_context = np.bincount(inverse, weights=x) / np.bincount(inverse)
         label_key = repr([str(lab) for lab in g.tolist()])
     n = int(per_context.size)

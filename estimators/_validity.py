@@ -82,7 +82,7 @@ from agentlog import verify
 from agentlog.records import trace_files
 
 from ._non_degeneracy import (
-    NonDegeneracy,
+    NonDegeneracyResult,
     _summarize_actions,
     decision_outcomes,
     non_degeneracy,
@@ -246,7 +246,7 @@ class ValidityCard:
     cells: tuple[Cell, ...]
     probe: ProbeReport | None = None
     ownership: OwnershipMap | None = None
-    nondegeneracy: tuple[NonDegeneracy, ...] = ()
+    nondegeneracy: tuple[NonDegeneracyResult, ...] = ()
 
     def cell(self, item: str) -> Cell:
         """The cell named ``item``."""
@@ -379,7 +379,7 @@ def validity_card(
                           "no traces"),)
         replay_result = Cell(REPLAY_ITEM, NOT_PROBED, "no traces")
     cells += own_cells
-    results: list[NonDegeneracy] = []
+    results: list[NonDegeneracyResult] = []
     if isinstance(decision_scores, str):
         assert ownership is not None and loaded is not None
         names = (list(claimed_decisions) if claimed_decisions is not None else

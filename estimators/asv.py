@@ -7,15 +7,16 @@ Example:
     [-0.7, 0.3]
 """
 
+from . import _deprecation
 from ._asv import (
     CALIBRATION_NOTE,
     CORNERS,
     MIN_TRAJECTORIES_FOR_COVERAGE,
     AsvFace,
-    AsvSummary,
-    AucDifference,
+    AsvSummaryResult,
+    AucDifferenceResult,
     CalibrationCheck,
-    RetryDisagreement,
+    RetryDisagreementResult,
     auc_difference,
     calibration_check,
     cyclic_layouts,
@@ -24,7 +25,8 @@ from ._asv import (
     retry_disagreement,
     summarize,
 )
-from ._asv_trace import AsvData, channel_scores, from_trace
+from ._asv_trace import AsvData, channel_scores, from_traces
+from ._asv_trace import from_trace as _from_trace
 
 __all__ = [
     "CALIBRATION_NOTE",
@@ -32,17 +34,24 @@ __all__ = [
     "MIN_TRAJECTORIES_FOR_COVERAGE",
     "AsvData",
     "AsvFace",
-    "AsvSummary",
-    "AucDifference",
+    "AsvSummaryResult",
+    "AucDifferenceResult",
     "CalibrationCheck",
-    "RetryDisagreement",
+    "RetryDisagreementResult",
     "auc_difference",
     "calibration_check",
     "channel_scores",
     "cyclic_layouts",
     "face",
-    "from_trace",
+    "from_traces",
     "reduce_layouts",
     "retry_disagreement",
     "summarize",
 ]
+
+# Old names, for one release: reading a class's old name warns, calling `from_trace` warns.
+__getattr__ = _deprecation.renamed_attributes(__name__, classes={
+    "AsvSummary": AsvSummaryResult,
+    "AucDifference": AucDifferenceResult,
+    "RetryDisagreement": RetryDisagreementResult,
+}, functions={"from_trace": _from_trace})

@@ -17,6 +17,7 @@ Example:
     (('a', 'c'),)
 """
 
+from . import _deprecation
 from ._admissibility import (
     Admissibility,
     Entry,
@@ -25,7 +26,7 @@ from ._admissibility import (
     TargetRadius,
     admissibility,
 )
-from ._board import Board, CalibrationResult, LadderRung, LeaveOneOut, PairDecision
+from ._board import BoardResult, CalibrationResult, LadderRung, LeaveOneOut, PairDecision
 from ._certify import certify
 from ._inputs import CertifyData, from_traces
 from ._plan import (
@@ -38,12 +39,12 @@ from ._plan import (
     SystemConstants,
     WindowConstants,
 )
-from ._radius import SamplingRadius, sampling_radius
-from ._ranks import RankIntervals, rank_intervals
+from ._radius import SamplingRadiusResult, sampling_radius
+from ._ranks import RankIntervalsResult, rank_intervals
 
 __all__ = [
     "Admissibility",
-    "Board",
+    "BoardResult",
     "Calibration",
     "CalibrationResult",
     "CertifyData",
@@ -57,9 +58,9 @@ __all__ = [
     "PairAdmissibility",
     "PairDecision",
     "Plan",
-    "RankIntervals",
+    "RankIntervalsResult",
     "Readout",
-    "SamplingRadius",
+    "SamplingRadiusResult",
     "SystemConstants",
     "TargetRadius",
     "WindowConstants",
@@ -69,3 +70,10 @@ __all__ = [
     "rank_intervals",
     "sampling_radius",
 ]
+
+# Old names, for one release: reading one warns.
+__getattr__ = _deprecation.renamed_attributes(__name__, classes={
+    "Board": BoardResult,
+    "RankIntervals": RankIntervalsResult,
+    "SamplingRadius": SamplingRadiusResult,
+})

@@ -8,6 +8,7 @@ Example:
     0.2
 """
 
+from . import _deprecation
 from ._audit import (
     AuditResult,
     audit,
@@ -20,9 +21,10 @@ from ._audit import (
 from ._bootstrap import BootstrapResult, cluster_bootstrap
 from ._cess import THEOREM_2_NOTE, CessResult, estimate, support_interval
 from ._cess_design import SamplingDesign, Support, sampling_design, support_from_vectors
-from ._cess_trace import CessData, from_trace, load_table
-from ._effects import PolicyEffects, icc_1k, policy_effects
-from ._effects_trace import TraceEffects, effects_from_traces
+from ._cess_trace import CessData, from_traces, load_table
+from ._cess_trace import from_trace as _from_trace
+from ._effects import PolicyEffectsResult, icc_1k, policy_effects
+from ._effects_trace import TraceEffectsResult, effects_from_traces
 from ._tuning import TuneResult, fit_taskwise_prior, taskwise_lambda, tune_lambda
 
 __all__ = [
@@ -31,10 +33,10 @@ __all__ = [
     "BootstrapResult",
     "CessData",
     "CessResult",
-    "PolicyEffects",
+    "PolicyEffectsResult",
     "SamplingDesign",
     "Support",
-    "TraceEffects",
+    "TraceEffectsResult",
     "TuneResult",
     "audit",
     "cluster_bootstrap",
@@ -43,7 +45,7 @@ __all__ = [
     "effects_from_traces",
     "estimate",
     "fit_taskwise_prior",
-    "from_trace",
+    "from_traces",
     "icc_1k",
     "load_table",
     "mae",
@@ -56,3 +58,9 @@ __all__ = [
     "tune_lambda",
     "worst_ranking_mae",
 ]
+
+# Old names, for one release: reading a class's old name warns, calling `from_trace` warns.
+__getattr__ = _deprecation.renamed_attributes(__name__, classes={
+    "PolicyEffects": PolicyEffectsResult,
+    "TraceEffects": TraceEffectsResult,
+}, functions={"from_trace": _from_trace})

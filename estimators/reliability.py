@@ -29,15 +29,31 @@ Example:
     0.4
 """
 
-from ._cell_bootstrap import ConfidenceInterval
+from . import _deprecation
 from ._cliffs_delta import EXACT_LIMIT, CliffsDeltaResult, cliffs_delta
-from ._degradation import DegradationCurve, ReliabilityGap, degradation_curve, reliability_gap
-from ._non_degeneracy import DecisionOutcomes, NonDegeneracy, decision_outcomes, non_degeneracy
+from ._degradation import (
+    DegradationCurveResult,
+    ReliabilityGapResult,
+    degradation_curve,
+    reliability_gap,
+)
+from ._interval import ConfidenceInterval
+from ._non_degeneracy import (
+    DecisionOutcomes,
+    NonDegeneracyResult,
+    decision_outcomes,
+    non_degeneracy,
+)
 from ._ownership import DecisionOwnership, OwnershipMap, ownership_map
-from ._pass_hat_k import PassHatK, pass_hat_k
+from ._pass_hat_k import PassHatKResult, pass_hat_k
 from ._probe_battery import ProbeReport, ProbeTask, Submission, probe_scorer, probe_variants
-from ._record_f1 import RecordF1, record_f1
-from ._reliability import MIN_RUNS_FOR_COVERAGE, GroupedReliability, ReliabilitySummary, summary
+from ._record_f1 import RecordF1Result, record_f1
+from ._reliability import (
+    MIN_RUNS_FOR_COVERAGE,
+    GroupedReliabilityResult,
+    ReliabilitySummaryResult,
+    summary,
+)
 from ._validity import (
     ValidityCard,
     licensed_claim,
@@ -57,16 +73,16 @@ __all__ = [
     "ConfidenceInterval",
     "DecisionOutcomes",
     "DecisionOwnership",
-    "DegradationCurve",
-    "GroupedReliability",
-    "NonDegeneracy",
+    "DegradationCurveResult",
+    "GroupedReliabilityResult",
+    "NonDegeneracyResult",
     "OwnershipMap",
-    "PassHatK",
+    "PassHatKResult",
     "ProbeReport",
     "ProbeTask",
-    "RecordF1",
-    "ReliabilityGap",
-    "ReliabilitySummary",
+    "RecordF1Result",
+    "ReliabilityGapResult",
+    "ReliabilitySummaryResult",
     "Submission",
     "ValidityCard",
     "cliffs_delta",
@@ -85,3 +101,14 @@ __all__ = [
     "summary",
     "validity_card",
 ]
+
+# Old names, for one release: reading one warns.
+__getattr__ = _deprecation.renamed_attributes(__name__, classes={
+    "DegradationCurve": DegradationCurveResult,
+    "GroupedReliability": GroupedReliabilityResult,
+    "NonDegeneracy": NonDegeneracyResult,
+    "PassHatK": PassHatKResult,
+    "RecordF1": RecordF1Result,
+    "ReliabilityGap": ReliabilityGapResult,
+    "ReliabilitySummary": ReliabilitySummaryResult,
+})

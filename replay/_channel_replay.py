@@ -4,7 +4,7 @@ For every completed instance of a window (a frozen transition, ``frozen_transiti
 every channel, the replay scores the before state x⁻ and the after state x⁺ under each of
 the channel's cyclic layouts and in each acquisition wave, and writes the raw scores to an
 output trace ([ASV] §1, §4). Nothing is reduced here: the layouts are averaged within the
-channel later, by the estimator (``asv.from_trace(out)``), so the reduction can be re-run.
+channel later, by the estimator (``asv.from_traces(out)``), so the reduction can be re-run.
 
 The work is cut into units, one per (transition, channel, layout, wave); a unit scores
 both states. Its key is the SHA-256 of that identity (the transition's source run id,

@@ -19,7 +19,7 @@ skips the units already sealed. Output layout under ``out``:
 * ``out/arms/<unit key>.zst``: the arm run itself (the re-entered window with its
   selections, continuations, tool calls and scores), ``meta["agentlog.replay.arm"]``
   holding the same provenance and the source run's own meta beside it, so
-  ``cess.from_trace(out / "arms", ...)`` reads the arms as it reads recorded runs.
+  ``cess.from_traces(out / "arms", ...)`` reads the arms as it reads recorded runs.
 
 Modes say what may run live; the output records the mode (``_modes``). ``"frozen"``
 (default): every model call of the re-entered window is served from the source trace's

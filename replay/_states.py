@@ -11,7 +11,7 @@ is a ``StateDecodeError`` of that transition alone.
 
 Example:
     >>> import agentlog as al
-    >>> from agentlog.replay import frozen_transitions
+    >>> from agentlog.replay.lowlevel import frozen_transitions
     >>> @al.window("states-doc-step")
     ... def step(x: int) -> int:
     ...     return x + 1

@@ -6,7 +6,7 @@ drawing. It may replace the probability vector or the continue probability; the 
 itself keeps the identity-keyed noise of (seed, task, stream, step, candidate id), so a
 steered arm and the recording share their random numbers ([SSC] §3-4 and Appendix D: paired
 interventions with common random numbers). Replacing probabilities rather than forcing
-outcomes keeps every record weightable: ``cess.from_trace`` weights a steered draw by the
+outcomes keeps every record weightable: ``cess.from_traces`` weights a steered draw by the
 vector it was drawn from.
 
 Selection (``stream=None``: every select stream, else only that one):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 MODULES = [
-    "agentlog", "agentlog._window", "agentlog._select", "agentlog._recorder",
+    "agentlog", "agentlog._window.decorator", "agentlog._select", "agentlog._recorder",
     "agentlog._verify", "agentlog._reader", "agentlog._frames", "agentlog._digest",
     "agentlog.records",
     "agentlog._encoding", "agentlog._scrub", "agentlog.scrubbing", "agentlog.context",

@@ -298,7 +298,7 @@ def grade(conclusion: Conclusion, pool: Pool) -> Grade:
 # [ASV]'s target-option margin, made deterministic: a scorer rates the four answer
 # options from an evidence lean in [-1, 1] under each cyclic layout of the options (with a
 # small position bias); the margin is the target's rating minus the best other option's.
-# The layouts are reduced within the channel downstream (``asv.from_trace``).
+# The layouts are reduced within the channel downstream (``asv.from_traces``).
 
 OPTIONS = ("supports", "opposes", "mixed", "none of the above")
 LAYOUTS = cyclic_layouts(len(OPTIONS))  # LAYOUTS[l, i]: position of option i in layout l
@@ -356,7 +356,7 @@ class Evaluator:
     x⁻ is the retrieval window's entry (the pool and ranking before search), x⁺ its exit
     (the opened evidence); the reviewed target is the option θ* supports. Each readout is
     ``al.score(score, margin, channel=, layout=, wave=0, transition=, state_hash=)``, so
-    ``asv.from_trace(..., window="retrieval")`` finds a complete face.
+    ``asv.from_traces(..., window="retrieval")`` finds a complete face.
     """
 
     channels: tuple[EvalChannel, ...] = (EvalChannel("direct", "evidence"),

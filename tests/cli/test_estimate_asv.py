@@ -91,7 +91,7 @@ def test_the_table_reports_the_face_its_allocation_and_the_calibration_verdict(
 
 def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
     out = asv_json(study, "--channels", "direct,quote", "--resamples", "300", "--seed", "3")
-    data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin")
+    data = asv.from_traces(study, channels=CHANNELS, window="retrieval", score="margin")
     face = data.face()
     with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
         expected = asv.summarize(face, trajectory=data.trajectory, n_resamples=300, seed=3)
@@ -122,7 +122,7 @@ def test_json_is_the_library_summary_plus_counts(study: Path) -> None:
 def test_equal_target_weighting_and_the_channel_order_reach_the_estimator(study: Path) -> None:
     out = asv_json(study, "--channels", "quote,direct", "--window", "retrieval", "--score",
                    "margin", "--weighting", "equal-target", "--resamples", "200")
-    data = asv.from_trace(study, channels=("quote", "direct"), window="retrieval")
+    data = asv.from_traces(study, channels=("quote", "direct"), window="retrieval")
     with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below 30"):
         expected = asv.summarize(data.face(), trajectory=data.trajectory,
                                  target=data.target, weighting="equal-target", n_resamples=200)
@@ -268,8 +268,8 @@ def test_estimate_lists_asv() -> None:
 def test_ci_method_and_trajectory_key_reach_the_estimator(study: Path) -> None:
     out = asv_json(study, "--channels", "direct,quote", "--resamples", "300",
                    "--ci-method", "percentile", "--trajectory-key", "replicate")
-    data = asv.from_trace(study, channels=CHANNELS, window="retrieval", score="margin",
-                          trajectory_key="replicate")
+    data = asv.from_traces(study, channels=CHANNELS, window="retrieval", score="margin",
+                           trajectory_key="replicate")
     assert sorted(set(data.trajectory)) == ["0", "1"]  # two replicates: two blocks
     with pytest.warns(al.DegenerateDataWarning, match="2 trajectories: below 50"):
         expected = asv.summarize(data.face(), trajectory=data.trajectory, n_resamples=300,
@@ -277,7 +277,7 @@ def test_ci_method_and_trajectory_key_reach_the_estimator(study: Path) -> None:
     assert out["interval_method"] == "percentile" and out["n_trajectories"] == 2
     assert out["settings"]["trajectory_key"] == "replicate"
     assert out["statistics"]["mean_interaction"]["interval"] == list(
-        expected.interval("mean_interaction"))
+        expected.confidence_interval("mean_interaction"))
     err = bad(study, "--channels", "direct,quote", "--ci-method", "bca")
     assert "--ci-method must be one of BCa, percentile, basic; found 'bca'" in err
     err = bad(study, "--channels", "direct,quote", "--trajectory-key", "episode")
@@ -339,8 +339,8 @@ def test_channels_with_no_common_score_and_several_names_say_what_each_records(
 
 def test_from_trace_takes_one_score_name_per_channel(tmp_path: Path) -> None:
     folder = record_named(tmp_path / "t", {"direct": ["margin", "raw"], "quote": ["judge"]})
-    data = asv.from_trace(folder, channels=CHANNELS, score=("margin", "judge"))
+    data = asv.from_traces(folder, channels=CHANNELS, score=("margin", "judge"))
     assert len(data.face()) == 8
     with pytest.raises(ValueError, match=r"`score` must be a score name, \(name under "
                                          r"'direct', name under 'quote'\) or None"):
-        asv.from_trace(folder, channels=CHANNELS, score=("margin",))  # type: ignore[arg-type]
+        asv.from_traces(folder, channels=CHANNELS, score=("margin",))  # type: ignore[arg-type]

@@ -71,8 +71,8 @@ def test_json_holds_per_run_and_per_condition_numbers_equal_to_the_library(
     study: dict[str, Path],
 ) -> None:
     out = cess_json(study["traces"], "--outcomes", study["y"], "--predictions", study["m"])
-    data = cess.from_trace(study["traces"], outcomes=cess.load_table(study["y"]),
-                           predictions=cess.load_table(study["m"]), budget=4)
+    data = cess.from_traces(study["traces"], outcomes=cess.load_table(study["y"]),
+                            predictions=cess.load_table(study["m"]), budget=4)
     res = data.estimate(lam=0.5, order="clip-then-shrink")
     assert out["settings"]["budget"] == 4 and out["settings"]["order"] == "clip-then-shrink"
     assert [r["run_id"] for r in out["runs"]] == list(data.run_id)

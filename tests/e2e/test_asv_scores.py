@@ -49,8 +49,8 @@ def quoted(values: list[float]) -> float:
 
 
 def test_every_retrieval_gets_a_complete_face_in_four_layouts(study: list[Path]) -> None:
-    data = asv.from_trace(study, channels=("direct", "quote"), window="retrieval",
-                          score="margin")
+    data = asv.from_traces(study, channels=("direct", "quote"), window="retrieval",
+                           score="margin")
     face = data.face()  # complete: no IncompleteFaceError
     assert len(face) == len(study) == 18 and face.dropped.size == 0
     assert data.layouts == {"direct": (0, 1, 2, 3), "quote": (0, 1, 2, 3)}
@@ -86,8 +86,8 @@ def test_the_reduced_corners_equal_the_evaluator_worked_by_hand(tmp_path: Path) 
         hand_margin(before_quote, target),  # F_quote(x−)
         hand_margin(quoted(opened), target),  # F_quote(x+)
     ]
-    data = asv.from_trace(tmp_path / "q2.zst", channels=("direct", "quote"),
-                          window="retrieval")
+    data = asv.from_traces(tmp_path / "q2.zst", channels=("direct", "quote"),
+                           window="retrieval")
     np.testing.assert_allclose(data.corners[0][0], expected, rtol=0, atol=1e-12)
     face = data.face()
     assert face.interaction[0] == pytest.approx(
@@ -103,7 +103,7 @@ def test_two_channels_reading_the_same_view_have_zero_interaction_end_to_end(
                                     EvalChannel("shifted", "evidence", offset=0.7)))
     paths = run_study(tmp_path / "same", tasks=task_ids(2), rankings=("agent", "reversed"),
                       seeds=(0, 1), evaluate=same_view)
-    data = asv.from_trace(paths, channels=("direct", "shifted"), window="retrieval")
+    data = asv.from_traces(paths, channels=("direct", "shifted"), window="retrieval")
     face = data.face()
     np.testing.assert_allclose(face.after1 - face.after0, 0.7, atol=1e-12)
     np.testing.assert_allclose(face.interaction, 0.0, atol=1e-12)

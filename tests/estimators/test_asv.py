@@ -132,7 +132,7 @@ def test_summary_statistics_match_their_closed_forms_and_are_bit_reproducible() 
     assert s.values["mean_sign_disagreement"] == pytest.approx(np.mean(f.sign_disagree))
     again = asv.summarize(f, trajectory=traj, n_resamples=500, seed=9)
     assert all(np.array_equal(s.samples[k], again.samples[k]) for k in s.samples)
-    low, high = s.interval("mean_interaction")
+    low, high = s.confidence_interval("mean_interaction")
     assert low < s.values["mean_interaction"] < high
 
 
@@ -186,7 +186,7 @@ def test_auc_difference_matches_mann_whitney() -> None:
     for post, auc in ((post0, res.auc0), (post1, res.auc1)):
         u = stats.mannwhitneyu(post[success], post[~success]).statistic
         assert auc == pytest.approx(u / (success.sum() * (~success).sum()), abs=1e-12)
-    low, high = res.interval("difference")
+    low, high = res.confidence_interval("difference")
     assert low < res.difference < high and res.difference > 0
 
 
@@ -264,7 +264,7 @@ def test_an_unknown_interval_method_is_named() -> None:
         asv.summarize(f, trajectory=[0, 1], method="student")  # type: ignore[arg-type]
     s = asv.summarize(f, trajectory=[0, 1], n_resamples=20)
     with pytest.raises(ValueError, match="`method` must be one of"):
-        s.interval("mean_interaction", method="t")  # type: ignore[arg-type]
+        s.confidence_interval("mean_interaction", method="t")  # type: ignore[arg-type]
 
 
 def test_bca_pieces_of_the_mean_interaction_are_the_jackknife_and_the_bias_correction() -> None:
@@ -287,11 +287,11 @@ def test_bca_pieces_of_the_mean_interaction_are_the_jackknife_and_the_bias_corre
     z0 = ndtri(((b < theta).mean() + (b <= theta).mean()) / 2)
     levels = [ndtr(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (ndtri(0.025), ndtri(0.975))]
     expected = np.quantile(b, levels)
-    assert s.interval("mean_interaction") == pytest.approx(tuple(expected), rel=1e-9)
+    assert s.confidence_interval("mean_interaction") == pytest.approx(tuple(expected), rel=1e-9)
     pct = np.quantile(b, [0.025, 0.975])
-    assert s.interval("mean_interaction", method="percentile") == pytest.approx(tuple(pct),
-                                                                        rel=1e-12)
-    assert s.interval("mean_interaction", method="basic") == pytest.approx(
+    assert s.confidence_interval("mean_interaction", method="percentile") == pytest.approx(
+        tuple(pct), rel=1e-12)
+    assert s.confidence_interval("mean_interaction", method="basic") == pytest.approx(
         (2 * theta - pct[1], 2 * theta - pct[0]), rel=1e-12)
     assert s.to_dict()["interval_method"] == "BCa"
 
@@ -332,7 +332,7 @@ def test_the_default_interval_of_the_mean_interaction_covers_as_the_readme_table
             warnings.simplefilter("ignore", DegenerateDataWarning)
             s = asv.summarize(f, trajectory=traj, n_resamples=400,
                               seed=int(rng.integers(2**31)))
-        low, high = s.interval("mean_interaction")
+        low, high = s.confidence_interval("mean_interaction")
         hits += int(low <= 0.0 <= high)
     coverage = hits / trials
     se = np.sqrt(0.922 * 0.078 * (1 / trials + 1 / 400))
@@ -353,8 +353,8 @@ def test_retry_and_auc_intervals_take_a_method_with_jackknife_accelerations() ->
     d = cross - cross.mean()
     assert r.accelerations[0] == pytest.approx((d ** 3).sum() / (6 * (d ** 2).sum() ** 1.5))
     pct = np.quantile(r.samples[:, 0], [0.025, 0.975])
-    assert r.interval("cross_channel", method="percentile") == pytest.approx(tuple(pct))
-    low, high = r.interval("cross_channel")
+    assert r.confidence_interval("cross_channel", method="percentile") == pytest.approx(tuple(pct))
+    low, high = r.confidence_interval("cross_channel")
     assert 0.0 <= low <= r.cross_channel <= high <= 1.0
 
     post0, post1 = rng.normal(size=n), rng.normal(size=n)

@@ -40,7 +40,7 @@ def record_scores(path: Path, table: dict[str, list[tuple[float, float]]], *,
 def test_layouts_are_reduced_within_channel_before_differencing(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     record_scores(path, {"direct": [(0.0, 1.0), (0.2, 0.6)], "quote": [(0.5, 0.1)] * 2})
-    data = asv.from_trace(path, channels=("direct", "quote"))
+    data = asv.from_traces(path, channels=("direct", "quote"))
     f = data.face()
     # direct: before mean 0.1, after 0.8 -> gain 0.7 ; quote gain -0.4 ; Ω = -1.1
     np.testing.assert_allclose(f.gain0, [0.7, 0.7], atol=1e-12)
@@ -53,7 +53,7 @@ def test_a_missing_layout_makes_the_corner_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     record_scores(path, {"direct": [(0.0, 1.0), (0.2, 0.6)], "quote": [(0.5, 0.1)] * 2},
                   skip=("quote", 1, 1))
-    data = asv.from_trace(path, channels=("direct", "quote"))
+    data = asv.from_traces(path, channels=("direct", "quote"))
     with pytest.raises(IncompleteFaceError, match=r"transition 1: F_ρ1\(x−\), F_ρ1\(x\+\)"):
         data.face()
     assert data.face(complete_only=True).dropped.tolist() == [1]
@@ -62,7 +62,7 @@ def test_a_missing_layout_makes_the_corner_incomplete(tmp_path: Path) -> None:
 def test_waves_are_kept_apart_for_the_retry_baseline(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
     record_scores(path, {"direct": [(0.0, 1.0)], "quote": [(0.5, 0.1)]}, waves=2)
-    data = asv.from_trace(path, channels=("direct", "quote"))
+    data = asv.from_traces(path, channels=("direct", "quote"))
     assert data.waves == [0, 1]
     # wave w adds w to x− and 2w to x+: gains grow by w
     np.testing.assert_allclose(data.wave_gains("direct"), [[1.0, 2.0], [1.0, 2.0]], atol=1e-12)
@@ -78,7 +78,7 @@ def test_scores_that_name_no_endpoint_or_repeat_a_cell_are_errors(tmp_path: Path
         al.score("margin", 0.1, channel="direct", transition=ref.id, state_hash=b"x" * 32)
         al.score("margin", 0.1, channel="quote", transition=ref.id, state_hash=ref.entry_hash)
     with pytest.raises(ValueError, match="neither the entry nor the exit"):
-        asv.from_trace(path, channels=("direct", "quote"))
+        asv.from_traces(path, channels=("direct", "quote"))
     dup = tmp_path / "dup.zst"
     with al.record(dup, seed=1):
         step(1)
@@ -87,9 +87,9 @@ def test_scores_that_name_no_endpoint_or_repeat_a_cell_are_errors(tmp_path: Path
         for _ in range(2):
             al.score("m", 0.1, channel="direct", transition=ref.id, state_hash=ref.entry_hash)
     with pytest.raises(ValueError, match="scored twice on channel 'direct'"):
-        asv.from_trace(dup, channels=("direct", "quote"))
+        asv.from_traces(dup, channels=("direct", "quote"))
     with pytest.raises(ValueError, match=r"no scores on channel\(s\) \['generated'\]"):
-        asv.from_trace(path, channels=("quote", "generated"))
+        asv.from_traces(path, channels=("quote", "generated"))
 
 
 def test_the_target_identity_comes_from_run_meta_else_the_task(tmp_path: Path) -> None:
@@ -102,9 +102,9 @@ def test_the_target_identity_comes_from_run_meta_else_the_task(tmp_path: Path) -
                 for state in (ref.entry_hash, ref.exit_hash):
                     al.score("margin", 0.1, channel=channel, transition=ref.id,
                              state_hash=state)
-    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    data = asv.from_traces(tmp_path, channels=("direct", "quote"))
     assert list(data.target) == ["opt-a", "task-1"]
-    other = asv.from_trace(tmp_path, channels=("direct", "quote"), target_key="absent")
+    other = asv.from_traces(tmp_path, channels=("direct", "quote"), target_key="absent")
     assert list(other.target) == ["task-0", "task-1"]
 
 
@@ -137,16 +137,16 @@ def test_re_recording_the_same_runs_gives_bit_identical_bootstrap_intervals(
     record_study(tmp_path / "b", reverse=True)
     summaries = []
     for folder in ("a", "b"):
-        data = asv.from_trace(tmp_path / folder, channels=("direct", "quote"))
+        data = asv.from_traces(tmp_path / folder, channels=("direct", "quote"))
         f = data.face()
         with pytest.warns(al.DegenerateDataWarning, match="12 trajectories: below"):
             summaries.append(asv.summarize(f, trajectory=data.trajectory[f.kept],
                                            n_resamples=500, seed=0))
     a, b = summaries
-    assert len({t for t, _ in asv.from_trace(tmp_path / "a", channels=("direct", "quote")
+    assert len({t for t, _ in asv.from_traces(tmp_path / "a", channels=("direct", "quote")
                                               ).transitions}) == 12  # distinct run ids
     for name in a.values:
-        assert a.interval(name) == b.interval(name), name
+        assert a.confidence_interval(name) == b.confidence_interval(name), name
         assert np.array_equal(a.samples[name], b.samples[name]), name
     assert a.inputs_hash == b.inputs_hash
 
@@ -154,7 +154,7 @@ def test_re_recording_the_same_runs_gives_bit_identical_bootstrap_intervals(
 def test_the_default_trajectory_key_names_system_task_seed_and_replicate(
         tmp_path: Path) -> None:
     record_study(tmp_path)
-    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    data = asv.from_traces(tmp_path, channels=("direct", "quote"))
     assert data.trajectory[0] == "agent/task-0/seed=100"
     assert len(set(data.trajectory)) == 12
 
@@ -172,18 +172,18 @@ def test_runs_sharing_system_task_and_seed_are_told_apart_by_their_differing_met
                 for state in (ref.entry_hash, ref.exit_hash):
                     al.score("margin", 0.1 * i, channel=channel, transition=ref.id,
                              state_hash=state)
-    data = asv.from_trace(tmp_path, channels=("direct", "quote"))
+    data = asv.from_traces(tmp_path, channels=("direct", "quote"))
     assert list(data.trajectory) == ["s/q/seed=5/ranking=agent", "s/q/seed=5/ranking=reversed",
                                      "s/q/seed=5/ranking=agent"]
 
 
 def test_a_user_given_trajectory_key_groups_runs_into_blocks(tmp_path: Path) -> None:
     record_study(tmp_path)
-    data = asv.from_trace(tmp_path, channels=("direct", "quote"), trajectory_key="replicate")
+    data = asv.from_traces(tmp_path, channels=("direct", "quote"), trajectory_key="replicate")
     assert sorted(set(data.trajectory)) == ["0", "1", "2"]
     with pytest.raises(ValueError, match=r"run 0 has no meta key 'episode' for "
                                          r"`trajectory_key`; meta keys present: replicate"):
-        asv.from_trace(tmp_path, channels=("direct", "quote"), trajectory_key="episode")
+        asv.from_traces(tmp_path, channels=("direct", "quote"), trajectory_key="episode")
 
 
 def test_without_window_the_face_is_that_of_the_window_both_channels_score(
@@ -209,7 +209,7 @@ def test_without_window_the_face_is_that_of_the_window_both_channels_score(
                          state_hash=ref.entry_hash)
                 al.score("margin", a + i, channel=channel, transition=ref.id,
                          state_hash=ref.exit_hash)
-    data = asv.from_trace(path, channels=("direct", "quote"))
+    data = asv.from_traces(path, channels=("direct", "quote"))
     assert set(data.window_names) == {"step"}
     np.testing.assert_allclose(data.face().interaction, [-1.4, -1.4, -1.4], atol=1e-12)
     result = invoke("estimate", "asv", path, "--channels", "direct,quote", "--json")
@@ -219,7 +219,7 @@ def test_without_window_the_face_is_that_of_the_window_both_channels_score(
     assert json.loads(result.stdout)["settings"]["window"] == "step"
     with pytest.raises(ValueError, match=r"no channel scores on the 3 transitions of "
                                          r"windows \['plan'\]; pick the window"):
-        asv.from_trace(path, channels=("direct", "quote"), window="plan").face()
+        asv.from_traces(path, channels=("direct", "quote"), window="plan").face()
 
 
 def test_without_window_two_scored_windows_are_refused_naming_them(tmp_path: Path) -> None:
@@ -240,6 +240,6 @@ def test_without_window_two_scored_windows_are_refused_naming_them(tmp_path: Pat
                          state_hash=ref.exit_hash)
     with pytest.raises(ValueError, match=r"both score the transitions of windows \['other', "
                                          r"'step'\]; pass window= to pick one"):
-        asv.from_trace(path, channels=("direct", "quote"))
-    assert asv.from_trace(path, channels=("direct", "quote"), window="other").window_names == [
+        asv.from_traces(path, channels=("direct", "quote"))
+    assert asv.from_traces(path, channels=("direct", "quote"), window="other").window_names == [
         "other"]

@@ -56,7 +56,7 @@ def test_audit_reports_every_metric_with_shared_bootstrap_draws() -> None:
                      ranking=RANKING, pro="pro", anti="anti", n_resamples=2_000, seed=3)
     assert res.values["opened"]["ranking_sensitivity"] == pytest.approx(0.6)
     assert res.values["opened"]["worst_ranking_mae"] == pytest.approx(0.35)
-    low, high = res.interval("opened", "mae")
+    low, high = res.confidence_interval("opened", "mae")
     assert low <= res.values["opened"]["mae"] <= high
     diff, dlow, dhigh = res.difference("opened", "half", "ranking_sensitivity")
     assert diff == pytest.approx(0.3) and dlow <= diff <= dhigh
@@ -84,10 +84,10 @@ def test_audit_keeps_a_question_without_both_rankings_in_mae_and_direction_error
     assert res.n_questions == 3
     assert res.questions_used == {"mae": 3, "ranking_sensitivity": 2, "direction_error": 3,
                                   "worst_ranking_mae": 3}
-    low, high = res.interval("x", "ranking_sensitivity")
+    low, high = res.confidence_interval("x", "ranking_sensitivity")
     # every resample of S averages copies of a's 1.0 and b's 0.2
     assert 0.2 - 1e-12 <= low <= 0.6 <= high <= 1.0 + 1e-12
-    low, high = res.interval("x", "mae")
+    low, high = res.confidence_interval("x", "mae")
     assert 0.1 - 1e-12 <= low <= 1.4 / 3 <= high <= 0.8 + 1e-12
 
 

@@ -25,11 +25,11 @@ from agentlog.estimators import _certify, _radius, bounds, certify
 F = NDArray[np.float64]
 
 EXPORTS = [
-    "Admissibility", "Board", "Calibration", "CalibrationResult", "CertifyData", "Conditions",
-    "Constants", "Entry", "EntryTable", "FailurePolicy", "LadderRung", "LeaveOneOut",
-    "PairAdmissibility", "PairDecision", "Plan", "RankIntervals", "Readout", "SamplingRadius",
-    "SystemConstants", "TargetRadius", "WindowConstants", "admissibility", "certify",
-    "from_traces", "rank_intervals", "sampling_radius",
+    "Admissibility", "BoardResult", "Calibration", "CalibrationResult", "CertifyData",
+    "Conditions", "Constants", "Entry", "EntryTable", "FailurePolicy", "LadderRung", "LeaveOneOut",
+    "PairAdmissibility", "PairDecision", "Plan", "RankIntervalsResult", "Readout",
+    "SamplingRadiusResult", "SystemConstants", "TargetRadius", "WindowConstants",
+    "admissibility", "certify", "from_traces", "rank_intervals", "sampling_radius",
 ]
 
 

@@ -257,7 +257,7 @@ def dominant_scores(*, seed: int, gap: float = 0.0, systems: int = 3
 
 
 def dominant_board(method: str, *, seed: int, gap: float = 0.0, n_resamples: int = 0,
-                   systems: int = 3) -> certify.Board:
+                   systems: int = 3) -> certify.BoardResult:
     scores, clusters = dominant_scores(seed=seed, gap=gap, systems=systems)
     plan = make_plan(f"[calibration]\nn_resamples = {n_resamples}\n"
                      "leave_one_cluster_out = false\n", head=f'sampling = "{method}"')

@@ -429,7 +429,7 @@ def test_from_trace_reads_without_replacement_off_zeroed_vectors(tmp_path: Path)
     for seed in range(6):
         with al.record(tmp_path / f"run{seed}.zst", seed=seed, task="t"):
             logs.append(never_reopen(3))
-    data = cess.from_trace(tmp_path, outcomes=TY, predictions=TM, budget=3, stop_stream=None)
+    data = cess.from_traces(tmp_path, outcomes=TY, predictions=TM, budget=3, stop_stream=None)
     assert data.replacement == ("without",) * 6
     np.testing.assert_array_equal(data.rho, 0.0)
     assert data.in_support.all()
@@ -443,8 +443,8 @@ def test_from_trace_reads_without_replacement_off_zeroed_vectors(tmp_path: Path)
     assert res.replacement.tolist() == ["without"] * 6
     with pytest.raises(ValueError, match=r"run .*replacement='with', but round 2 gives "
                                          r"probability 0 to '\w', opened earlier"):
-        cess.from_trace(tmp_path, outcomes=TY, predictions=TM, budget=3, stop_stream=None,
-                        replacement="with")
+        cess.from_traces(tmp_path, outcomes=TY, predictions=TM, budget=3, stop_stream=None,
+                         replacement="with")
 
 
 def test_from_trace_warns_and_reports_the_interval_when_an_unopened_candidate_is_dropped(
@@ -455,8 +455,8 @@ def test_from_trace_warns_and_reports_the_interval_when_an_unopened_candidate_is
     with pytest.warns(al.DegenerateDataWarning, match=re.escape(
             "round 2: candidate 'e' had probability 0 although it was positive at round 1 "
             "and not yet opened): [SSC] Assumption 1's overlap fails")):
-        data = cess.from_trace(tmp_path, outcomes=TY, predictions=TM, budget=3,
-                               stop_stream=None)
+        data = cess.from_traces(tmp_path, outcomes=TY, predictions=TM, budget=3,
+                                stop_stream=None)
     np.testing.assert_allclose(data.rho, 0.2)  # D+ = a, b, c, d
     np.testing.assert_array_equal(data.n_pool, 4)
     assert data.replacement == ("without",) * 4
@@ -476,11 +476,11 @@ def test_from_trace_renormalises_a_forced_without_and_says_so(tmp_path: Path) ->
         if picks[0] != picks[1]:
             break
     with pytest.warns(al.DegenerateDataWarning, match="were renormalised over the unopened"):
-        data = cess.from_trace(path, outcomes=TY, predictions=TM, budget=2,
-                               stop_stream=None, replacement="without")
+        data = cess.from_traces(path, outcomes=TY, predictions=TM, budget=2,
+                                stop_stream=None, replacement="without")
     assert data.replacement == ("without",)
     assert data.p[0, 1] == pytest.approx(q[picks[1]] / (1 - q[picks[0]]), abs=1e-15)
-    auto = cess.from_trace(path, outcomes=TY, predictions=TM, budget=2, stop_stream=None)
+    auto = cess.from_traces(path, outcomes=TY, predictions=TM, budget=2, stop_stream=None)
     assert auto.replacement == ("with",) and auto.p[0, 1] == q[picks[1]]
 
 
@@ -498,8 +498,8 @@ def test_from_trace_warns_on_a_run_that_zeroes_some_opened_candidates_and_not_ot
     with pytest.warns(al.DegenerateDataWarning, match=r"1 run\(s\) give some opened "
                                                       r"candidates probability 0 later and "
                                                       r"keep others positive"):
-        data = cess.from_trace(tmp_path, outcomes=TY, predictions=TM, budget=4,
-                               stop_stream=None)
+        data = cess.from_traces(tmp_path, outcomes=TY, predictions=TM, budget=4,
+                                stop_stream=None)
     assert data.replacement == ("without",)  # D+ loses only the reopenable document
     assert data.rho[0] == pytest.approx(0.2) and not data.in_support[0, 2]
 

@@ -1,4 +1,4 @@
-"""``cess.from_trace`` on steered records: the weights of the draw that was actually made."""
+"""``cess.from_traces`` on steered records: the weights of the draw that was actually made."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_a_uniform_steer_is_weighted_by_the_uniform_vector_not_the_agents(
     """Closed form: p_t = 1/N and s_t = 0.8^(t-1), so each weight 1/(N p_t s_t) is
     0.8^-(t-1) and the IPW term of a run is (1/K) Σ_t Y_t 0.8^-(t-1)."""
     path = record(tmp_path / "u.zst", UniformKeep(), range(40))
-    data = cess.from_trace(path, outcomes=Y, predictions=M, budget=3)
+    data = cess.from_traces(path, outcomes=Y, predictions=M, budget=3)
     reached = ~np.isnan(data.p)
     assert np.all(data.p[reached] == 0.2)
     assert np.all(data.s[:, 0] == 1.0)
@@ -88,7 +88,7 @@ def test_the_steered_ipw_is_unbiased_for_the_pool_mean(tmp_path: Path) -> None:
     own vector would give Σ_i p_agent(i) Y_i / (N · 1/N) ≠ θ*. Tolerance: 3 standard
     errors of the mean over the runs."""
     path = record(tmp_path / "u.zst", UniformKeep(), range(300))
-    ipw = cess.from_trace(path, outcomes=Y, predictions=M, budget=3).estimate().ipw
+    ipw = cess.from_traces(path, outcomes=Y, predictions=M, budget=3).estimate().ipw
     theta = float(np.mean(list(Y.values())))
     se = float(np.std(ipw, ddof=1) / np.sqrt(len(ipw)))
     assert abs(float(np.mean(ipw)) - theta) < 3 * se
@@ -102,14 +102,14 @@ def test_a_forced_choice_has_no_weight_and_is_refused(tmp_path: Path) -> None:
                                          r"forced by steer 'force-first': an index, not a "
                                          r"draw from a logged vector, so it has no "
                                          r"inverse-probability weight"):
-        cess.from_trace(path, outcomes=Y, predictions=M, budget=3)
+        cess.from_traces(path, outcomes=Y, predictions=M, budget=3)
 
 
 def test_a_forced_stop_decision_has_no_survival_weight_and_is_refused(tmp_path: Path) -> None:
     path = record(tmp_path / "g.zst", ForceGo(), range(2))
     with pytest.raises(ValueError, match=r"before round 2: the stop decision \(stream 'stop' "
                                          r"step 0\) was forced by steer 'force-go'.*p=1 or 0"):
-        cess.from_trace(path, outcomes=Y, predictions=M, budget=3)
+        cess.from_traces(path, outcomes=Y, predictions=M, budget=3)
     # without a stop stream the decisions are not weighted, so nothing is refused
-    data = cess.from_trace(path, outcomes=Y, predictions=M, budget=3, stop_stream=None)
+    data = cess.from_traces(path, outcomes=Y, predictions=M, budget=3, stop_stream=None)
     assert np.all(data.s[~np.isnan(data.s)] == 1.0)

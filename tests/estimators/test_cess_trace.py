@@ -1,4 +1,4 @@
-"""cess.from_trace: record trajectories with al.select/al.proceed, read them back, get the
+"""cess.from_traces: record trajectories with al.select/al.proceed, read them back, get the
 same numbers as the array path; cess.load_table reads CSV, JSON lines and Parquet."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_the_arrays_are_the_logged_probabilities_survival_and_table_values(
     hand: tuple[Path, list[list[tuple[str, float, float]]]],
 ) -> None:
     folder, logs = hand
-    data = cess.from_trace(folder, outcomes=Y, predictions=M, budget=3)
+    data = cess.from_traces(folder, outcomes=Y, predictions=M, budget=3)
     expected = hand_arrays(logs, 3)
     for name in ("y", "p", "s", "m_chosen"):
         np.testing.assert_array_equal(getattr(data, name), expected[name], err_msg=name)
@@ -111,9 +111,9 @@ def test_end_to_end_estimates_equal_the_array_path(
     hand: tuple[Path, list[list[tuple[str, float, float]]]], lam: float, order: Any,
     anchor: Any,
 ) -> None:
-    """Record with al.select/al.proceed, read with cess.from_trace: the array path's numbers."""
+    """Record with al.select/al.proceed, read with cess.from_traces: the array path's numbers."""
     folder, logs = hand
-    got = cess.from_trace(folder, outcomes=Y, predictions=M, budget=3).estimate(
+    got = cess.from_traces(folder, outcomes=Y, predictions=M, budget=3).estimate(
         lam=lam, order=order, anchor=anchor)
     arrays = hand_arrays(logs, 3)
     want = cess.estimate(arrays["y"], arrays["p"], arrays["s"], arrays["m_chosen"],
@@ -133,9 +133,9 @@ def test_a_smaller_budget_keeps_the_prefix_and_a_larger_one_pads_with_nan(
     hand: tuple[Path, list[list[tuple[str, float, float]]]],
 ) -> None:
     folder, logs = hand
-    two = cess.from_trace(folder, outcomes=Y, predictions=M, budget=2)
+    two = cess.from_traces(folder, outcomes=Y, predictions=M, budget=2)
     np.testing.assert_array_equal(two.y, hand_arrays(logs, 2)["y"])
-    six = cess.from_trace(folder, outcomes=Y, predictions=M, budget=6)
+    six = cess.from_traces(folder, outcomes=Y, predictions=M, budget=6)
     assert six.y.shape == (8, 6) and np.isnan(six.y[:, 3:]).all()
     arrays = hand_arrays(logs, 6)
     want = cess.estimate(arrays["y"], arrays["p"], arrays["s"], arrays["m_chosen"],
@@ -159,8 +159,8 @@ def test_the_example_agent_logs_what_its_retrieval_window_returns(tmp_path: Path
     with pytest.warns(al.SharedNoiseWarning, match=r"2 tasks share seed 3 under noise "
                                                    r"generator 'fmix64-gumbel/1' \(q0, q1\); so "
                                                    r"do the tasks of 1 other seed"):
-        data = cess.from_trace([e.path for e in episodes if e.path is not None],
-                               outcomes=outcomes, predictions=predictions, budget=4)
+        data = cess.from_traces([e.path for e in episodes if e.path is not None],
+                                outcomes=outcomes, predictions=predictions, budget=4)
     for i, e in enumerate(episodes):
         r = e.retrieval
         k = len(r.opened)
@@ -182,12 +182,12 @@ def test_tables_may_be_columns_a_pyarrow_table_or_a_file(
     pa = pytest.importorskip("pyarrow")  # the arrow extra
 
     folder, _ = hand
-    base = cess.from_trace(folder, outcomes=Y, predictions=M, budget=3)
+    base = cess.from_traces(folder, outcomes=Y, predictions=M, budget=3)
     columns = {"candidate_id": list(Y), "outcome": list(Y.values())}
     csv_path = tmp_path / "m.csv"
     csv_path.write_text("candidate_id,m\n" + "".join(f"{c},{v}\n" for c, v in M.items()))
-    other = cess.from_trace(folder, outcomes=pa.table(columns), predictions=csv_path, budget=3)
-    same = cess.from_trace(folder, outcomes=columns, predictions=dict(M), budget=3)
+    other = cess.from_traces(folder, outcomes=pa.table(columns), predictions=csv_path, budget=3)
+    same = cess.from_traces(folder, outcomes=columns, predictions=dict(M), budget=3)
     for d in (other, same):
         np.testing.assert_array_equal(d.y, base.y)
         np.testing.assert_array_equal(d.m_chosen, base.m_chosen)
@@ -198,7 +198,7 @@ def test_int_ids_in_the_trace_match_text_ids_from_a_csv(tmp_path: Path) -> None:
         al.select([0.25] * 4, candidates=[10, 11, 12, 13], name="doc")
     table = tmp_path / "y.csv"
     table.write_text("candidate_id,y\n10,0.1\n11,0.2\n12,0.3\n13,0.4\n")
-    data = cess.from_trace(tmp_path / "ints.zst", outcomes=table, predictions=table, budget=1)
+    data = cess.from_traces(tmp_path / "ints.zst", outcomes=table, predictions=table, budget=1)
     assert data.theta_star[0] == pytest.approx(0.25) and data.n_pool[0] == 4
 
 
@@ -213,7 +213,7 @@ def test_without_a_pool_or_task_column_the_pool_is_the_union_of_the_logged_vecto
         al.select([0.5, 0.5], candidates=["b", "c"], name="doc")
     with pytest.warns(al.DegenerateDataWarning, match=r"changed their support .*round 1: "
                                                       r"candidate 'c' had probability 0"):
-        data = cess.from_trace(tmp_path / "grow.zst", outcomes=Y, predictions=M, budget=2)
+        data = cess.from_traces(tmp_path / "grow.zst", outcomes=Y, predictions=M, budget=2)
     assert data.theta_star[0] == pytest.approx((Y["a"] + Y["b"] + Y["c"]) / 3)
     # D+ = the candidates every round covers: "b" (positive at both) and, when round 1
     # opened "a", "a" too (opened, then 0: without replacement).
@@ -230,7 +230,7 @@ def test_a_run_enclosing_nested_runs_is_a_container_not_a_trajectory(tmp_path: P
     with al.record(path, system="outer", seed=1), al.record(path, system="inner", seed=2,
                                                             task="t1"):
         hand_agent(log, noise=False)
-    data = cess.from_trace(path, outcomes=Y, predictions=M, budget=3)
+    data = cess.from_traces(path, outcomes=Y, predictions=M, budget=3)
     assert data.system == ("inner",)
 
 
@@ -239,7 +239,7 @@ def test_theta_star_is_nan_when_the_outcomes_do_not_cover_the_pool(
 ) -> None:
     folder, logs = hand
     partial = {c: Y[c] for c, _, _ in logs[0]}  # only what run 0 opened (≤ 3 of 5)
-    data = cess.from_trace(folder / "run00.zst", outcomes=partial, predictions=M, budget=3)
+    data = cess.from_traces(folder / "run00.zst", outcomes=partial, predictions=M, budget=3)
     assert np.isnan(data.theta_star).all() and not data.has_theta_star
     assert np.isfinite(data.estimate().estimate).all()
 
@@ -252,7 +252,7 @@ def test_zero_probability_candidates_give_rho_the_reachable_pool_and_the_eq_10_i
 ) -> None:
     vectors = [(0.5, 0.5, 0.0, 0.0, 0.0)] * 3
     logs = record_hand_runs(tmp_path, n=4, vectors=vectors, continues=(1.0, 1.0, 1.0))
-    data = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3)
+    data = cess.from_traces(tmp_path, outcomes=Y, predictions=M, budget=3)
     np.testing.assert_allclose(data.rho, 0.6)
     np.testing.assert_array_equal(data.n_pool, 2)  # D+ = {a, b}
     np.testing.assert_allclose(data.m_bar, (M["a"] + M["b"]) / 2)
@@ -276,8 +276,8 @@ def test_a_pool_candidate_never_logged_is_unreachable(
     folder, _ = hand
     pool = {"t1": [*IDS, "f"]}
     # "f" is unreachable: m̄ averages over D+ (no prediction of "f" needed), θ* over the pool.
-    data = cess.from_trace(folder, outcomes={**Y, "f": 0.0}, predictions=M, budget=3,
-                           pool=pool)
+    data = cess.from_traces(folder, outcomes={**Y, "f": 0.0}, predictions=M, budget=3,
+                            pool=pool)
     np.testing.assert_allclose(data.rho, 1 / 6)
     np.testing.assert_array_equal(data.n_pool, 5)
     np.testing.assert_allclose(data.theta_star, sum(Y.values()) / 6)
@@ -285,7 +285,7 @@ def test_a_pool_candidate_never_logged_is_unreachable(
         res = data.estimate()
     assert np.isfinite(res.support_low).all()
     with pytest.raises(ValueError, match="`pool` has no entry for task 't1'"):
-        cess.from_trace(folder, outcomes=Y, predictions=M, budget=3, pool={"t2": IDS})
+        cess.from_traces(folder, outcomes=Y, predictions=M, budget=3, pool={"t2": IDS})
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -300,8 +300,8 @@ def test_a_pool_candidate_without_a_prediction_raises_because_m_bar_needs_it(
     with pytest.raises(ValueError, match=rf"one\.zst: run \w+ \(task 't1'\): candidate "
                        rf"'{other}' of the pool has no prediction in `predictions`; m̄ "
                        "averages the predictions over the whole pool"):
-        cess.from_trace(tmp_path / "one.zst", outcomes=Y,
-                        predictions={c: v for c, v in M.items() if c != other}, budget=1)
+        cess.from_traces(tmp_path / "one.zst", outcomes=Y,
+                         predictions={c: v for c, v in M.items() if c != other}, budget=1)
 
 
 
@@ -313,9 +313,9 @@ def test_a_selected_candidate_missing_from_the_tables_is_named_with_its_round(
     without = {c: v for c, v in Y.items() if c != cid}
     with pytest.raises(ValueError, match=rf"run00\.zst: run \w+ \(task 't1'\), round 1: the "
                        rf"selected candidate '{cid}' has no outcome in `outcomes`; add a row"):
-        cess.from_trace(folder, outcomes=without, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes=without, predictions=M, budget=3)
     with pytest.raises(ValueError, match=f"selected candidate '{cid}' has no prediction"):
-        cess.from_trace(folder, outcomes=Y, predictions={c: v for c, v in M.items()
+        cess.from_traces(folder, outcomes=Y, predictions={c: v for c, v in M.items()
                                                          if c != cid}, budget=3)
 
 
@@ -326,9 +326,9 @@ def test_a_nan_outcome_or_prediction_of_a_selected_candidate_raises(
     cid = logs[0][0][0]
     with pytest.raises(ValueError, match=f"round 1: the selected candidate '{cid}' has a NaN "
                        "outcome in `outcomes`; every opened document needs its outcome"):
-        cess.from_trace(folder, outcomes={**Y, cid: math.nan}, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes={**Y, cid: math.nan}, predictions=M, budget=3)
     with pytest.raises(ValueError, match=f"'{cid}' has a NaN prediction"):
-        cess.from_trace(folder, outcomes=Y, predictions={**M, cid: math.nan}, budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions={**M, cid: math.nan}, budget=3)
 
 
 class ForceZero(Steer):
@@ -358,12 +358,12 @@ def test_a_chosen_probability_of_zero_raises(tmp_path: Path) -> None:
         al.select([0.5, 0.5, 0.0, 0.0, 0.0], candidates=list(IDS), name="doc")
     with pytest.raises(ValueError, match=r"forced\.zst: run \w+ \(task 't1'\), round 1: the "
                        r"choice \(stream 'doc' step 0\) was forced by steer 'force-zero'"):
-        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=1)
+        cess.from_traces(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=1)
     with pytest.raises(ValueError, match=r"forced\.zst: run \w+ \(task 't1'\), round 1: the "
                        r"chosen candidate 'e' has logged probability 0\.0; a chosen "
                        r"probability must be > 0"):
-        cess.from_trace(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
-                        budget=1)
+        cess.from_traces(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
+                         budget=1)
 
 
 def test_a_round_reached_with_zero_survival_probability_raises(tmp_path: Path) -> None:
@@ -373,11 +373,11 @@ def test_a_round_reached_with_zero_survival_probability_raises(tmp_path: Path) -
         al.select([0.2] * 5, candidates=list(IDS), name="doc")
     with pytest.raises(ValueError, match=r"round 1: the choice \(stream 'doc' step 0\) was "
                        r"forced by steer 'force-zero'"):
-        cess.from_trace(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=2)
+        cess.from_traces(tmp_path / "forced.zst", outcomes=Y, predictions=M, budget=2)
     with pytest.raises(ValueError, match=r"round 2: the run reached this round although its "
                        r"logged continue probabilities multiply to 0\.0"):
-        cess.from_trace(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
-                        budget=2)
+        cess.from_traces(unforced(tmp_path / "forced.zst"), outcomes=Y, predictions=M,
+                         budget=2)
 
 
 def test_a_run_without_selections_of_the_stream_names_the_streams_it_has(
@@ -388,7 +388,7 @@ def test_a_run_without_selections_of_the_stream_names_the_streams_it_has(
         al.select([0.5, 0.5], candidates=["x", "y"], name="query")
     with pytest.raises(ValueError, match=r"zz\.zst: run \w+ \(task 't1'\): no selections of "
                        r"stream 'doc'; this run holds streams \['query'\]"):
-        cess.from_trace(folder, outcomes=Y, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions=M, budget=3)
 
 
 def test_an_unknown_stream_or_stop_stream_raises_with_the_streams_present(
@@ -397,17 +397,17 @@ def test_an_unknown_stream_or_stop_stream_raises_with_the_streams_present(
     folder, _ = hand
     with pytest.raises(ValueError, match=r"unknown stream 'docs': no selections of it in .*; "
                        r"the traces hold select streams \['doc', 'query'\]"):
-        cess.from_trace(folder, outcomes=Y, predictions=M, stream="docs", budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions=M, stream="docs", budget=3)
     with pytest.raises(ValueError, match=r"unknown stop stream 'halt'.* proceed streams "
                        r"\['retry', 'stop'\].*stop_stream=None"):
-        cess.from_trace(folder, outcomes=Y, predictions=M, stop_stream="halt", budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions=M, stop_stream="halt", budget=3)
 
 
 def test_stop_stream_none_is_fixed_length_search(
     hand: tuple[Path, list[list[tuple[str, float, float]]]],
 ) -> None:
     folder, _ = hand
-    data = cess.from_trace(folder, outcomes=Y, predictions=M, stop_stream=None, budget=3)
+    data = cess.from_traces(folder, outcomes=Y, predictions=M, stop_stream=None, budget=3)
     np.testing.assert_array_equal(data.s[~np.isnan(data.y)], 1.0)
 
 
@@ -415,18 +415,18 @@ def test_bad_arguments_raise(hand: tuple[Path, list[list[tuple[str, float, float
                              tmp_path: Path) -> None:
     folder, _ = hand
     with pytest.raises(ValueError, match="`budget` must be a positive int"):
-        cess.from_trace(folder, outcomes=Y, predictions=M, budget=0)
-    with pytest.raises(ValueError, match="`trace_or_paths` is empty"):
-        cess.from_trace([], outcomes=Y, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions=M, budget=0)
+    with pytest.raises(ValueError, match="`source` is empty"):
+        cess.from_traces([], outcomes=Y, predictions=M, budget=3)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"holds no \*\.zst trace files"):
-        cess.from_trace(tmp_path / "empty", outcomes=Y, predictions=M, budget=3)
+        cess.from_traces(tmp_path / "empty", outcomes=Y, predictions=M, budget=3)
     with pytest.raises(ValueError, match=r"mixes \(task, candidate_id\) keys"):
-        cess.from_trace(folder, outcomes={("t1", "a"): 1.0, "b": 0.0}, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes={("t1", "a"): 1.0, "b": 0.0}, predictions=M, budget=3)
     with pytest.raises(ValueError, match="`outcomes` must map candidate ids to numbers"):
-        cess.from_trace(folder, outcomes={**Y, "a": "high"}, predictions=M, budget=3)
+        cess.from_traces(folder, outcomes={**Y, "a": "high"}, predictions=M, budget=3)
     with pytest.raises(ValueError, match="`predictions` must be a mapping"):
-        cess.from_trace(folder, outcomes=Y, predictions=[0.1, 0.2], budget=3)
+        cess.from_traces(folder, outcomes=Y, predictions=[0.1, 0.2], budget=3)
 
 
 def test_a_task_keyed_table_needs_runs_with_a_task(tmp_path: Path) -> None:
@@ -434,7 +434,7 @@ def test_a_task_keyed_table_needs_runs_with_a_task(tmp_path: Path) -> None:
         al.select([0.5, 0.5], candidates=["a", "b"], name="doc")
     keyed = {("t1", c): v for c, v in Y.items()}
     with pytest.raises(ValueError, match="the run has no task, but `outcomes` is keyed by"):
-        cess.from_trace(tmp_path / "notask.zst", outcomes=keyed, predictions=M, budget=1)
+        cess.from_traces(tmp_path / "notask.zst", outcomes=keyed, predictions=M, budget=1)
 
 
 # -- load_table ------------------------------------------------------------------------------
@@ -517,9 +517,9 @@ def test_cess_data_is_exported_and_estimate_forwards_keywords(
     hand: tuple[Path, list[list[tuple[str, float, float]]]],
 ) -> None:
     folder, _ = hand
-    data = cess.from_trace(folder, outcomes=Y, predictions=M, budget=3)
+    data = cess.from_traces(folder, outcomes=Y, predictions=M, budget=3)
     assert isinstance(data, cess.CessData)
-    assert {"CessData", "from_trace", "load_table"} <= set(cess.__all__)
+    assert {"CessData", "from_traces", "load_table"} <= set(cess.__all__)
     res = data.estimate(lam=0.0, bounds=(-2.0, 2.0))
     np.testing.assert_allclose(res.estimate, data.m_bar)
     assert res.bounds == (-2.0, 2.0) and res.budget == 3
@@ -528,10 +528,10 @@ def test_cess_data_is_exported_and_estimate_forwards_keywords(
 def test_the_uniform_ranking_logs_uniform_probabilities_over_the_pool(tmp_path: Path) -> None:
     e = run_agent("q2", ranking="uniform", seed=1, path=tmp_path / "u.zst",
                   policy=Policy(stop_base=0.0, stop_lean=0.0))
-    data = cess.from_trace(tmp_path / "u.zst", outcomes=dict(zip(e.pool.ids, e.pool.y,
+    data = cess.from_traces(tmp_path / "u.zst", outcomes=dict(zip(e.pool.ids, e.pool.y,
                                                                   strict=True)),
-                           predictions=dict(zip(e.pool.ids, e.pool.prediction, strict=True)),
-                           budget=4)
+                            predictions=dict(zip(e.pool.ids, e.pool.prediction, strict=True)),
+                            budget=4)
     np.testing.assert_array_equal(data.p[0], 1 / 30)
     np.testing.assert_array_equal(data.s[0], 1.0)
 
@@ -554,11 +554,11 @@ def test_runs_that_crashed_or_raised_are_left_out_with_a_warning(tmp_path: Path)
         hand_agent([])
         raise RuntimeError("agent bug")
     with pytest.warns(al.DegenerateDataWarning, match=r"2 run\(s\) crashed or raised"):
-        data = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3)
+        data = cess.from_traces(tmp_path, outcomes=Y, predictions=M, budget=3)
     assert len(data) == 3
     expected = hand_arrays(logs[1:], 3)
     np.testing.assert_array_equal(data.p, expected["p"])
-    kept = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="keep")
+    kept = cess.from_traces(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="keep")
     assert len(kept) == 5
     with pytest.raises(ValueError, match="`unfinished` must be 'drop' or 'keep'"):
-        cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="skip")
+        cess.from_traces(tmp_path, outcomes=Y, predictions=M, budget=3, unfinished="skip")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -23,18 +24,30 @@ def test_all_names_exist_and_are_unique(name: str) -> None:
     assert public <= set(module.__all__), public - set(module.__all__)
 
 
-def test_the_package_lists_its_modules() -> None:
+def test_the_package_lists_its_modules_and_the_interval_type() -> None:
     import agentlog.estimators as est
 
-    assert sorted(est.__all__) == MODULES
+    assert sorted(est.__all__) == sorted([*MODULES, "ConfidenceInterval"])
+    assert est.ConfidenceInterval.__name__ == "ConfidenceInterval"
+
+
+def _loaded_by(statement: str, heavy: tuple[str, ...]) -> list[str]:
+    """Which of ``heavy`` a fresh interpreter has imported after ``statement``."""
+    code = f"import sys; {statement}; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    loaded: list[str] = ast.literal_eval(out.stdout.strip())
+    return loaded
+
+
+def test_the_interval_type_loads_without_numpy_scipy_or_pot() -> None:
+    assert _loaded_by("from agentlog.estimators import ConfidenceInterval",
+                      ("numpy", "scipy", "ot")) == []
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_importing_an_estimator_module_does_not_import_scipy_pot_or_statsmodels(
     name: str,
 ) -> None:
-    code = (f"import sys, agentlog.estimators.{name};"
-            "print([m for m in ('scipy', 'ot', 'statsmodels', 'matplotlib') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_by(f"import agentlog.estimators.{name}",
+                      ("scipy", "ot", "statsmodels", "matplotlib")) == []

@@ -5,7 +5,7 @@ The deep-research example agent searches the same candidate pools under its own 
 the reversed one (opposing-first). Every (question, seed) runs under both rankings with the
 same run seed, so both share their random numbers (draws are keyed by candidate id, not by
 position). Each run is recorded with ``al.record``; the CESS arrays come back from the
-trace with ``cess.from_trace``. Ranking sensitivity is [SSC] eq. 16: per question the
+trace with ``cess.from_traces``. Ranking sensitivity is [SSC] eq. 16: per question the
 mean over seeds of each ranking's estimate, then ``S = mean_q |θ̄_pro − θ̄_anti|``.
 
 The paper's simulation: Opened Mean 0.7478, unshrunk correction 0.0014. Here the claim
@@ -73,7 +73,7 @@ def record_study(path: Path, tasks: Sequence[str], seeds: Sequence[int]) -> Stud
                                                                     strict=True)}
     predictions = {cid: m for pool in pools.values()
                    for cid, m in zip(pool.ids, pool.prediction, strict=True)}
-    data = cess.from_trace(path, outcomes=outcomes, predictions=predictions, budget=BUDGET)
+    data = cess.from_traces(path, outcomes=outcomes, predictions=predictions, budget=BUDGET)
     return Study(data, episodes, pools)
 
 

@@ -532,7 +532,7 @@ def test_other_impossible_parameters_are_rejected_naming_them() -> None:
         reliability.summary([0.1, 0.2], n_resamples=1)
     with pytest.raises(ValueError, match="`seed` must be an int >= 0"):
         reliability.summary([0.1, 0.2], seed=-1)
-    with pytest.raises(ValueError, match="`confidence_level` must be in \\(0, 1\\)"):
+    with pytest.raises(ValueError, match=r"`confidence_level` must be a number in \(0, 1\)"):
         reliability.summary([0.1, 0.2]).confidence_interval(confidence_level=95)
     with pytest.raises(ValueError, match="`k` = 4 exceeds the 3 trials of task 0"):
         reliability.pass_hat_k([1], 3, 4)
@@ -563,13 +563,13 @@ def test_public_names_are_fixed_and_sorted() -> None:
     assert public.__all__ == sorted(public.__all__, key=kind)
     assert set(public.__all__) == {
         "CLAIMS", "EXACT_LIMIT", "MIN_RUNS_FOR_COVERAGE", "VARIANTS", "Cell", "CliffsDeltaResult",
-        "ConfidenceInterval", "DecisionOutcomes", "DecisionOwnership", "DegradationCurve",
-        "GroupedReliability", "NonDegeneracy", "OwnershipMap", "PassHatK", "ProbeReport",
-        "ProbeTask", "RecordF1", "ReliabilityGap", "ReliabilitySummary", "Submission",
-        "ValidityCard", "cliffs_delta", "decision_outcomes", "degradation_curve",
-        "licensed_claim", "non_degeneracy", "ownership_map", "pass_hat_k", "probe_scorer",
-        "probe_variants", "record_f1", "reliability_gap", "replay_cell", "replay_check",
-        "summary", "validity_card",
+        "ConfidenceInterval", "DecisionOutcomes", "DecisionOwnership", "DegradationCurveResult",
+        "GroupedReliabilityResult", "NonDegeneracyResult", "OwnershipMap", "PassHatKResult",
+        "ProbeReport", "ProbeTask", "RecordF1Result", "ReliabilityGapResult",
+        "ReliabilitySummaryResult", "Submission", "ValidityCard", "cliffs_delta",
+        "decision_outcomes", "degradation_curve", "licensed_claim", "non_degeneracy",
+        "ownership_map", "pass_hat_k", "probe_scorer", "probe_variants", "record_f1",
+        "reliability_gap", "replay_cell", "replay_check", "summary", "validity_card",
     }
 
 

@@ -47,7 +47,7 @@ def test_cess_from_trace_warns_when_tasks_share_one_seed_under_generator_2(
                 if al.proceed(0.7, name="stop"):
                     al.select([0.25] * 4, candidates=IDS, name="doc")
     with shared(generator):
-        data = cess.from_trace(tmp_path, outcomes=Y, predictions=M, budget=2)
+        data = cess.from_traces(tmp_path, outcomes=Y, predictions=M, budget=2)
     assert len(data) == 6
 
 

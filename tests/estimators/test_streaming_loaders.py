@@ -1,4 +1,4 @@
-"""cess.from_trace and asv.from_trace stream their files one run at a time: they never
+"""cess.from_traces and asv.from_traces stream their files one run at a time: they never
 read a file whole, and they give what the in-memory path (Traces read first) gives."""
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def _cess(source: Any) -> cess.CessData:
     outcomes, predictions = pool_tables(TASKS, pool_seed=DEMO_POOL_SEED,
                                         n_candidates=DEMO_CANDIDATES)
-    return cess.from_trace(source, outcomes=outcomes, predictions=predictions,
-                           budget=DEMO_BUDGET)
+    return cess.from_traces(source, outcomes=outcomes, predictions=predictions,
+                            budget=DEMO_BUDGET)
 
 
 def _asv(source: Any, **kwargs: Any) -> asv.AsvData:
-    return asv.from_trace(source, channels=ASV_CHANNELS, score=ASV_SCORE, **kwargs)
+    return asv.from_traces(source, channels=ASV_CHANNELS, score=ASV_SCORE, **kwargs)
 
 
 def _no_whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,9 +121,9 @@ def test_asv_from_trace_reads_a_one_shot_iterable_twice(study: list[Path]) -> No
 def test_cess_keeps_its_error_order_when_streaming(study: list[Path]) -> None:
     """The unknown stream is reported before any run's own problem, as before."""
     with pytest.raises(ValueError, match=r"unknown stream 'nope': no selections of it in "):
-        cess.from_trace(study, outcomes={}, predictions={}, stream="nope", budget=2)
+        cess.from_traces(study, outcomes={}, predictions={}, stream="nope", budget=2)
     with pytest.raises(ValueError, match=r"has no outcome in `outcomes`"):
-        cess.from_trace(study, outcomes={}, predictions={}, budget=2)
+        cess.from_traces(study, outcomes={}, predictions={}, budget=2)
 
 
 def test_agentlog_estimate_cess_and_asv_stream_and_print_the_in_memory_numbers(
@@ -160,7 +160,7 @@ def test_traces_without_runs_are_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"unknown stream 'doc': no selections of it in the "
                                          r"traces given \(they hold no runs\); the traces "
                                          r"hold no al.select records at all"):
-        cess.from_trace(path, outcomes={}, predictions={}, budget=2)
+        cess.from_traces(path, outcomes={}, predictions={}, budget=2)
 
 
 def test_decision_outcomes_streams_and_equals_the_in_memory_path(

@@ -37,7 +37,7 @@ def test_ray_and_local_channel_replays_are_identical_on_200_transitions(
     assert (remote.total, remote.done, remote.failed) == (400, 400, 0)
     a, b = _content(tmp_path / "local.zst"), _content(tmp_path / "ray.zst")
     assert len(a) == 400 and a == b
-    fa = asv.from_trace(tmp_path / "local.zst", channels=("direct", "quote"))
-    fb = asv.from_trace(tmp_path / "ray.zst", channels=("direct", "quote"))
+    fa = asv.from_traces(tmp_path / "local.zst", channels=("direct", "quote"))
+    fb = asv.from_traces(tmp_path / "ray.zst", channels=("direct", "quote"))
     assert len(fa.transitions) == 200 and fa.transitions == fb.transitions
     assert np.array_equal(fa.corners[0], fb.corners[0])

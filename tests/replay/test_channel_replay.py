@@ -349,8 +349,8 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Path]
 def test_replayed_scores_equal_the_record_time_evaluators_exactly(
         study: tuple[list[Path], Path]) -> None:
     paths, out = study
-    recorded = asv.from_trace(paths, channels=("direct", "quote"), window="retrieval")
-    replayed = asv.from_trace(out, channels=("direct", "quote"))
+    recorded = asv.from_traces(paths, channels=("direct", "quote"), window="retrieval")
+    replayed = asv.from_traces(out, channels=("direct", "quote"))
     assert sorted(replayed.transitions) == sorted(recorded.transitions)
     where = {k: i for i, k in enumerate(recorded.transitions)}
     perm = [where[k] for k in replayed.transitions]
@@ -387,8 +387,8 @@ def test_the_replayed_face_does_not_depend_on_the_units_finishing_order(
     order = rng.permutation(len(units))
     run_units([units[i] for i in order], "agentlog.replay:score_channel_unit",
               out=shuffled, app="agentlog.examples.deep_research", progress=False)
-    a = asv.from_trace(out, channels=("direct", "quote"))
-    b = asv.from_trace(shuffled, channels=("direct", "quote"))
+    a = asv.from_traces(out, channels=("direct", "quote"))
+    b = asv.from_traces(shuffled, channels=("direct", "quote"))
     assert a.transitions == b.transitions
     assert np.array_equal(a.corners[0], b.corners[0])
     assert np.array_equal(a.trajectory, b.trajectory)
@@ -402,8 +402,8 @@ def test_reading_the_source_and_its_replay_together_counts_each_transition_once(
     out = tmp_path / "out.zst"
     replay_channels(bare, ["direct", "quote"], window="retrieval", out=out,
                     app="agentlog.examples.deep_research", progress=False)
-    both = asv.from_trace([*bare, out], channels=("direct", "quote"), window="retrieval")
-    alone = asv.from_trace(out, channels=("direct", "quote"))
+    both = asv.from_traces([*bare, out], channels=("direct", "quote"), window="retrieval")
+    alone = asv.from_traces(out, channels=("direct", "quote"))
     assert len(both.transitions) == len(alone.transitions) == 4
     assert np.isfinite(both.corners[0]).all()
     where = {k: i for i, k in enumerate(both.transitions)}
@@ -417,7 +417,7 @@ def test_record_time_scores_and_a_replay_of_the_same_wave_are_two_acquisitions(
     with pytest.raises(ValueError, match=r"is scored twice on channel 'direct'.*give repeated "
                                          r"acquisitions distinct waves \(a replay's output and "
                                          r"the record-time scores"):
-        asv.from_trace([*paths, out], channels=("direct", "quote"), window="retrieval")
+        asv.from_traces([*paths, out], channels=("direct", "quote"), window="retrieval")
 
 
 def test_an_edited_replay_provenance_is_refused(tmp_path: Path) -> None:
@@ -426,7 +426,7 @@ def test_an_edited_replay_provenance_is_refused(tmp_path: Path) -> None:
         al.score("margin", 1.0, channel="direct")
     with pytest.raises(ValueError, match=r"is a channel-replay unit whose provenance is "
                                          r"incomplete \(KeyError"):
-        asv.from_trace(tmp_path / "fake.zst", channels=("direct", "quote"))
+        asv.from_traces(tmp_path / "fake.zst", channels=("direct", "quote"))
 
 
 def test_payloads_hold_only_plain_data(trace: Path) -> None:
