@@ -59,6 +59,7 @@ from ._records import (
 )
 from ._trace import BlobNotFoundError, RunView, Transition, WindowView
 from ._vectors import decode_pool, draws, policy_probs, probs, raw_probs
+from ._verify.report import parse_chain_head
 
 __all__ = [
     "EXIT_CLOSED",
@@ -88,6 +89,7 @@ __all__ = [
     "draws",
     "encode_artifact",
     "iter_runs",
+    "parse_chain_head",
     "policy_probs",
     "probs",
     "raw_probs",

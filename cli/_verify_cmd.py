@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.records import parse_chain_head
 
 from ._inspect import table
 from ._options import JsonOutput, traces_argument
@@ -34,7 +34,6 @@ from ._output import (
 )
 
 MAX_PROBLEMS = 20  # problems listed per file before "... N more"
-_HEAD = re.compile(r"[1-9][0-9]*:[0-9a-fA-F]{64}")  # VerifyReport.chain_head
 
 
 def _unreadable(path: Path, message: str, hint: str) -> dict[str, Any]:
@@ -76,12 +75,11 @@ def verify_paths(paths: list[Path], key: bytes | None = None,
             raise BadInput(f"--expect-head names the head of one file's chain of keyed runs; "
                            f"found {len(files_in)} paths: pass the one trace it was "
                            "reported for")
-        if key is None:
-            raise BadInput("--expect-head needs the key the runs were recorded with (--key-file "
-                           f"or ${KEY_ENV}): without it the chain's digests are not checked")
-        if not _HEAD.fullmatch(expect_head.strip()):
-            raise BadInput(f"--expect-head must be '<position>:<64 hex digits>', as verify "
-                           f"printed it after 'head'; found {expect_head!r}")
+        try:  # the library's own check: a head verify reported, and a key
+            parse_chain_head(expect_head, keyed=key is not None)
+        except ValueError as exc:
+            raise BadInput(str(exc).replace("`expect_head`", "--expect-head")
+                           + (f" (--key-file or ${KEY_ENV})" if key is None else "")) from exc
     files = [verify_file(p, key, expect_head) for p in files_in]
     unreadable = sum(not f["readable"] for f in files)
     with_problems = sum(f["readable"] and not f["ok"] for f in files)

@@ -460,7 +460,7 @@ def _function_id(obj: Any, what: str, executor: str) -> str | None:
     ok = bool(module) and "<" not in qual and callable(obj)
     if ok:
         try:
-            ok = _resolve(f"{module}:{qual}") is obj
+            ok = resolve(f"{module}:{qual}", what="function") is obj
         except (ImportError, AttributeError):
             ok = False
     if ok:
@@ -469,10 +469,6 @@ def _function_id(obj: Any, what: str, executor: str) -> str | None:
         raise ValueError(f"executor='ray': `{what}` must be a module-level function a worker "
                          f"can import (found {obj!r}); define it in your app module")
     return None
-
-
-def _resolve(name: str) -> Any:
-    return resolve(name, what="function")
 
 
 def _rebuilt(payload: Mapping[str, Any]) -> _Call:
@@ -504,6 +500,7 @@ def _rebuilt(payload: Mapping[str, Any]) -> _Call:
                                            levels["stopping"])
     arm = Arm(name=spec["name"], factors=spec["factors"], hash=payload["arm_hash"],
               steer=steer_obj)
-    scores = _resolve(payload["scores"]) if payload.get("scores") else None
-    instance = _resolve(payload["instance"]) if payload.get("instance") else None
+    scores = resolve(payload["scores"], what="function") if payload.get("scores") else None
+    instance = (resolve(payload["instance"], what="function") if payload.get("instance")
+                else None)
     return _Call({arm.hash: arm}, None, instance, scores)

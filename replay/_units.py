@@ -269,7 +269,7 @@ def resolve_job(job: str | Callable[..., Any]) -> tuple[Callable[..., Any], str 
             raise ValueError(
                 f"`job` must be 'module:qualname' (e.g. 'mypkg.jobs:score_unit'); "
                 f"found {job!r}")
-        fn = _import_object(job)
+        fn = resolve(job, what="job")
         if not callable(fn):
             raise TypeError(f"`job` {job!r} names a {type(fn).__name__}, not a function")
         return fn, job
@@ -284,7 +284,7 @@ def resolve_job(job: str | Callable[..., Any]) -> tuple[Callable[..., Any], str 
     if not _JOB_ID.match(job_id):
         return job, None  # a lambda or a function defined inside another one
     try:
-        same = _import_object(job_id) is job
+        same = resolve(job_id, what="job") is job
     except (ImportError, AttributeError):
         same = False
     return job, job_id if same else None
@@ -296,10 +296,6 @@ LEGACY_JOBS = {
     "agentlog.replay._channel_replay:ascore_channel_unit": "agentlog.replay:ascore_channel_unit",
     "agentlog.replay._intervene:reenter_job": "agentlog.replay:reenter_job",
 }
-
-
-def _import_object(job_id: str) -> Any:
-    return resolve(job_id, what="job")
 
 
 def is_async_job(fn: Callable[..., Any]) -> bool:

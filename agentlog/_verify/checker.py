@@ -733,7 +733,7 @@ class _Verifier:
                          f"{chain.count} keyed run(s) come before it: keyed runs were removed, "
                          "reordered or duplicated", rec.run, i)
         link = chain_link(position, chain.head)
-        chain.count, chain.head = position, bytes(rec.digest)  # type: ignore[arg-type]
+        chain.follow(rec)
         if self.expect_head is not None and position == self.expect_head[0]:
             self.head_seen = chain.head
         return link

@@ -16,7 +16,8 @@ EXPECTED = [
     "Continuation", "Frame", "FrameIterator", "LLMCall", "Record", "RunEnd", "RunStart",
     "RunView", "Score", "Selection", "ToolCall", "TraceRun", "Transition", "WindowEnter",
     "WindowExit", "WindowView", "decode_artifact", "decode_pool", "draws", "encode_artifact",
-    "iter_runs", "policy_probs", "probs", "raw_probs", "trace_files", "trace_sha256",
+    "iter_runs", "parse_chain_head", "policy_probs", "probs", "raw_probs", "trace_files",
+    "trace_sha256",
 ]
 
 
