@@ -114,23 +114,34 @@ class Registry:
     Args:
         kind: what the registry holds (``"channel"``, ``"scorer"``, ``"steer"``,
             ``"window"``); it names the objects in warnings and errors.
+        shared_names: several objects may share a short name, each reachable by its id
+            (windows: a test module and an app may both define ``retrieval``).
 
     Thread-safe: registration happens at import time, which may be on any thread.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, shared_names: bool = False) -> None:
         self.kind = kind
+        self.shared_names = shared_names
         self._lock = threading.Lock()
-        self._by_name: dict[str, Registered] = {}
+        self._by_name: dict[str, list[str]] = {}  # name -> ids, in registration order
         self._by_id: dict[str, Registered] = {}
 
-    def register(self, name: str, obj: Any,
-                 params: Mapping[str, Any] | None = None) -> Registered:
+    def register(self, name: str, obj: Any, params: Mapping[str, Any] | None = None, *,
+                 id: str | None = None) -> Registered:
         """Register ``obj`` under ``name`` with its creation arguments ``params``.
 
         Re-registering the same ``module:qualname`` (a module reload) replaces it
-        silently; a different object under a name already taken warns
-        ``RegistryCollisionWarning`` and the last one wins.
+        silently. A different object under a name already taken warns
+        ``RegistryCollisionWarning`` and the last one wins, unless the registry was made
+        with ``shared_names=True`` (windows): then both stay reachable by their ids, and
+        the name alone finds the last one registered (``get``) or all of them (``ids``).
+
+        Args:
+            name: the short name.
+            obj: the object.
+            params: its creation arguments (plain data).
+            id: the ``module:qualname`` to file it under (default ``object_id(obj)``).
 
         Returns:
             The ``Registered`` entry, with its version ``hash``.
@@ -146,17 +157,22 @@ class Registry:
                 f"@al.{self.kind}(\"quote\")"
             )
         data, canonical = _canonical_params(self.kind, name, params or {})
-        oid = object_id(obj)
+        oid = object_id(obj) if id is None else id
         source = _source_digest(obj)
         identity = encode_artifact([self.kind, oid, data, source], what=f"{self.kind} identity")
         entry = Registered(kind=self.kind, name=name, id=oid, obj=obj,
                            params=MappingProxyType(canonical),
                            hash=hashlib.sha256(identity).hexdigest(), source_digest=source)
         with self._lock:
-            previous = self._by_name.get(name)
-            self._by_name[name] = entry
+            ids = self._by_name.setdefault(name, [])
+            previous = self._by_id.get(ids[-1]) if ids else None
+            if oid in ids:
+                ids.remove(oid)
+            if not self.shared_names:  # the name finds the last one; ids find them all
+                ids.clear()
+            ids.append(oid)
             self._by_id[oid] = entry
-        if previous is not None and previous.id != oid:
+        if previous is not None and previous.id != oid and not self.shared_names:
             warnings.warn(
                 f"{self.kind} name {name!r} was registered by {previous.id} and is now "
                 f"registered again by {oid}; the last one wins. Give one of them another "
@@ -166,13 +182,15 @@ class Registry:
         return entry
 
     def get(self, name_or_id: str) -> Registered:
-        """The entry registered under a short name, or under a ``module:qualname`` id.
+        """The entry registered under a short name (the last one, where names are shared),
+        or under a ``module:qualname`` id.
 
         Raises:
             NotRegisteredError: nothing is registered under it; the message lists what is.
         """
         with self._lock:
-            entry = self._by_name.get(name_or_id) or self._by_id.get(name_or_id)
+            ids = self._by_name.get(name_or_id)
+            entry = self._by_id[ids[-1]] if ids else self._by_id.get(name_or_id)
             known = sorted(self._by_name)
         if entry is None:
             listed = ", ".join(known) if known else "none"
@@ -190,9 +208,14 @@ class Registry:
         needs it.
         """
         with self._lock:
-            entry = self._by_name.pop(name, None)
-            if entry is not None and self._by_id.get(entry.id) is entry:
-                del self._by_id[entry.id]
+            for oid in self._by_name.pop(name, ()):
+                self._by_id.pop(oid, None)
+
+    def ids(self, name: str) -> list[str]:
+        """The ids registered under ``name``, in registration order (one, unless the
+        registry shares names)."""
+        with self._lock:
+            return list(self._by_name.get(name, ()))
 
     def names(self) -> list[str]:
         """The registered short names, sorted."""

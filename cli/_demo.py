@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.replay import ExecutionOptions
 
 from ._certify_cmd import (
     DECISIONS,
@@ -288,7 +289,7 @@ def replay_asv_demo(paths: Sequence[Path], out: Path) -> tuple[Path, dict[str, A
     target = out.joinpath(*ASV_REPLAY)
     target.parent.mkdir(parents=True, exist_ok=True)
     summary = replay_channels(list(paths), list(ASV_CHANNELS), window=ASV_WINDOW, out=target,
-                              app=ASV_APP, progress=False)
+                              app=ASV_APP, execution=ExecutionOptions(progress=False))
     return target, summary.to_dict()
 
 

@@ -29,6 +29,7 @@ import typer
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.replay import ExecutionOptions
 
 from ._options import (
     app_option,
@@ -191,9 +192,9 @@ def run_channel_replay(
             try:
                 summary = replay_channels(
                     paths, channels, window=window, out=out, app=module.__name__,
-                    layouts=layouts, waves=waves, concurrency=concurrency,
-                    executor=executor.value, ray_address=ray_address, cache=store,
-                    frozen=frozen, progress=not as_json)
+                    layouts=layouts, waves=waves, cache=store, frozen=frozen,
+                    execution=ExecutionOptions(concurrency=concurrency, executor=executor.value,
+                                               ray_address=ray_address, progress=not as_json))
             except ValueError as exc:  # bad input the engine refused before running
                 raise BadInput(str(exc)) from exc
     except (BadInput, AppNotGivenError, AppImportError, WindowNotFoundError) as exc:

@@ -30,6 +30,7 @@ from rich.markup import escape
 
 import agentlog as al
 from agentlog.registry import resolve
+from agentlog.replay import ExecutionOptions
 
 from ._output import (
     EXIT_OK,
@@ -103,9 +104,10 @@ def run_design_replay(
         scores = _function(score) if score else None
         try:
             run = intervene(paths, window=window, arms=parsed, out=out, app=module.__name__,
-                            mode=mode, scores=scores, concurrency=concurrency,  # type: ignore[arg-type]
-                            executor=executor, progress=not as_json,  # type: ignore[arg-type]
-                            cache=store)
+                            mode=mode, scores=scores, cache=store,  # type: ignore[arg-type]
+                            execution=ExecutionOptions(
+                                concurrency=concurrency, progress=not as_json,
+                                executor=executor))  # type: ignore[arg-type]
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
     except (BadInput, AppNotGivenError, AppImportError, NotRegisteredError,

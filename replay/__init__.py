@@ -69,6 +69,7 @@ from ._channel_replay import (
 from ._design import Arm, Design, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene, reenter_job
+from ._options import ExecutionOptions
 from ._reentry import (
     reenter_arguments,
     resume_streams,
@@ -95,6 +96,7 @@ __all__ = [
     "Channel",
     "ChannelVersionError",
     "Design",
+    "ExecutionOptions",
     "FrozenTransition",
     "InterventionRun",
     "ModelCache",

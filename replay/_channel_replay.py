@@ -38,7 +38,7 @@ Example:
     ...     _ = step(1.0)
     >>> summary = replay_channels("agentlog-replay-doc.zst", ["replay-doc-direct"],
     ...                           window="replay-doc-step", app="agentlog",
-    ...                           out="agentlog-replay-doc-out.zst", progress=False)
+    ...                           out="agentlog-replay-doc-out.zst")
     >>> summary.total, summary.done, summary.failed
     (2, 2, 0)
 """
@@ -55,16 +55,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agentlog import ChannelVersionError, Trace
 from agentlog.adapters import call_options
 from agentlog.records import encode_artifact
 from agentlog.registry import Channel, ScoreContext, Scorer, get_channel, get_scorer
-from agentlog.retry import RetryPolicy
 
 from ._app import resolve_app
 from ._executor import arun_units, run_units
+from ._options import ExecutionOptions, execution_options
 from ._states import FrozenTransition, State, frozen_transitions
 from ._units import RunSummary, Unit, UnitContext, UnitScore
 
@@ -342,14 +342,11 @@ def replay_channels(
     app: str | ModuleType | None = None,
     layouts: int | None = None,
     waves: int = 1,
-    concurrency: int = 8,
-    executor: Literal["local", "ray"] = "local",
-    ray_address: str | None = None,
     cache: ModelCache | str | os.PathLike[str] | None = None,
     frozen: bool = False,
-    retry: RetryPolicy | None = None,
-    progress: bool = True,
+    execution: ExecutionOptions | None = None,
     start: Path | None = None,
+    **legacy: Any,
 ) -> RunSummary:
     """Score x⁻ and x⁺ of every transition of ``window`` under each channel; write ``out``.
 
@@ -363,16 +360,15 @@ def replay_channels(
             ``pyproject.toml``, else ``$AGENTLOG_APP`` (``resolve_app``).
         layouts: layouts ``0..layouts-1`` of every channel; None: each channel's declared.
         waves: acquisition waves ``0..waves-1`` (repeat scoring passes of the same cells).
-        concurrency: units in flight at once.
-        executor: ``"local"`` (asyncio, sync scorers in threads) or ``"ray"``.
-        ray_address: an existing Ray cluster (``executor="ray"``); None starts a local one.
         cache: the exact-input model cache (a ``ModelCache`` or its path) that scorers'
             model calls go through (``ScoreContext.cache``).
         frozen: every model call must be served by ``cache``; a miss fails its unit with
             ``agentlog.CacheMiss``.
-        retry: the retry policy of transient errors (default ``RetryPolicy()``).
-        progress: show a progress bar (on a terminal).
+        execution: where and how the units run (``ExecutionOptions``; default
+            ``ExecutionOptions()``: 8 units in flight, local, sync scorers in threads).
         start: where to look for ``pyproject.toml`` (default: the working folder).
+        **legacy: ``ExecutionOptions`` fields given one by one (``concurrency=4``) work
+            for one release, with a ``DeprecationWarning``.
 
     Returns:
         The ``RunSummary``: units total / skipped / done / failed, the failures, cache
@@ -384,10 +380,10 @@ def replay_channels(
         agentlog.replay.NotRegisteredError: a channel or its scorer is not registered.
         agentlog.replay.WindowNotFoundError: the traces hold no completed ``window``.
     """
+    opts = execution_options("replay_channels", execution, legacy, ExecutionOptions())
     units, module, job = _prepare(traces, channels, window, app, layouts, waves, start)
-    return run_units(units, job, out=out, app=module, concurrency=concurrency,
-                     executor=executor, ray_address=ray_address, retry=retry or RetryPolicy(),
-                     progress=progress, cache=cache, frozen=frozen)
+    return run_units(units, job, out=out, app=module, cache=cache, frozen=frozen,
+                     execution=opts)
 
 
 async def areplay_channels(
@@ -399,21 +395,17 @@ async def areplay_channels(
     app: str | ModuleType | None = None,
     layouts: int | None = None,
     waves: int = 1,
-    concurrency: int = 8,
-    executor: Literal["local", "ray"] = "local",
-    ray_address: str | None = None,
     cache: ModelCache | str | os.PathLike[str] | None = None,
     frozen: bool = False,
-    retry: RetryPolicy | None = None,
-    progress: bool = True,
+    execution: ExecutionOptions | None = None,
     start: Path | None = None,
+    **legacy: Any,
 ) -> RunSummary:
     """The async twin of ``replay_channels`` (same arguments, same result)."""
+    opts = execution_options("areplay_channels", execution, legacy, ExecutionOptions())
     units, module, job = _prepare(traces, channels, window, app, layouts, waves, start)
-    return await arun_units(units, job, out=out, app=module, concurrency=concurrency,
-                            executor=executor, ray_address=ray_address,
-                            retry=retry or RetryPolicy(), progress=progress, cache=cache,
-                            frozen=frozen)
+    return await arun_units(units, job, out=out, app=module, cache=cache, frozen=frozen,
+                            execution=opts)
 
 
 # ---------------------------------------------------------------------------- re-derivation

@@ -12,14 +12,13 @@ cut short (``set_aside_cut_runs``), so the finished output verifies.
 
 Example:
     >>> import agentlog as al
-    >>> from agentlog.replay import Unit, UnitScore, read_units, run_units
+    >>> from agentlog.replay import ExecutionOptions, Unit, UnitScore, read_units, run_units
     >>> def square(unit, ctx):
     ...     return [UnitScore("sq", unit.payload["x"] ** 2)]
     >>> units = [Unit(f"u{i}", {"x": i}) for i in range(3)]
-    >>> first = run_units(units, square, out="agentlog-units-doc.zst", app=None,
-    ...                   progress=False)
-    >>> again = run_units(units, square, out="agentlog-units-doc.zst", app=None,
-    ...                   progress=False)
+    >>> quiet = ExecutionOptions(progress=False)
+    >>> first = run_units(units, square, out="agentlog-units-doc.zst", execution=quiet)
+    >>> again = run_units(units, square, out="agentlog-units-doc.zst", execution=quiet)
     >>> (first.done, again.done, again.skipped)
     (3, 0, 3)
     >>> sorted((k, u.scores[0].value) for k, u in read_units("agentlog-units-doc.zst").items())
@@ -39,13 +38,14 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from concurrent.futures import Executor
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 from agentlog.adapters import ModelCache, ObservedCalls, observe_calls
 from agentlog.context import copy_context_executor
 from agentlog.retry import RetryPolicy, is_transient, retry_after
 
 from ._app import app_name
+from ._options import ExecutionOptions, execution_options
 from ._progress import Progress
 from ._unit_output import Outcome, OutputWriter, read_units, sealed_units, set_aside_cut_runs
 from ._units import (
@@ -62,7 +62,6 @@ from ._units import (
 
 __all__ = ["arun_units", "run_units"]
 
-Executor_ = Literal["local", "ray"]
 _BATCH_MAX = 256  # units written per batch at most
 _BATCH_DELAY = 0.02  # seconds a finished unit waits for others to share its batch
 
@@ -162,17 +161,7 @@ def _open_cache(cache: ModelCache | str | os.PathLike[str] | None,
     return ModelCache(path, mode="read-only" if frozen else "read-write")
 
 
-def _iv(out: Any, concurrency: int, executor: str, retry: RetryPolicy,
-        timeout: float | None) -> Path:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"`concurrency` must be an int >= 1; found {concurrency!r}")
-    if executor not in ("local", "ray"):
-        raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
-    if not isinstance(retry, RetryPolicy):
-        raise TypeError(f"`retry` must be a RetryPolicy; found {type(retry).__name__}")
-    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-        raise ValueError(f"`timeout` must be a positive number of seconds or None; "
-                         f"found {timeout!r}")
+def _output_path(out: Any) -> Path:
     path = Path(out)
     if path.is_dir():
         raise IsADirectoryError(f"`out` {str(path)!r} is a folder; name the output trace "
@@ -348,17 +337,12 @@ async def arun_units(
     *,
     out: str | os.PathLike[str],
     app: str | ModuleType | None = None,
-    concurrency: int = 8,
-    executor: Executor_ = "local",
-    ray_address: str | None = None,
-    retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
-    progress: bool = True,
-    output_system: str = "agentlog.replay",
-    output_meta: Mapping[str, Any] | None = None,
     cache: ModelCache | str | os.PathLike[str] | None = None,
     frozen: bool = False,
-    timeout: float | None = None,
-    ray_num_cpus: int | None = None,
+    execution: ExecutionOptions | None = None,
+    output_system: str = "agentlog.replay",
+    output_meta: Mapping[str, Any] | None = None,
+    **legacy: Any,
 ) -> RunSummary:
     """The async twin of ``run_units`` (same arguments, same result).
 
@@ -366,7 +350,9 @@ async def arun_units(
     units are written, every output run is closed, and ``CancelledError`` propagates.
     """
     t0 = time.perf_counter()
-    path = _iv(out, concurrency, executor, retry, timeout)
+    opts = execution_options("arun_units", execution, legacy, ExecutionOptions())
+    concurrency, executor, retry = opts.concurrency, opts.executor, opts.retry
+    path = _output_path(out)
     app = app_name(app)  # a module object crosses to Ray's workers by its name
     import_app(app)
     fn, job_id = resolve_job(job)
@@ -387,20 +373,21 @@ async def arun_units(
     store = _open_cache(cache, frozen) if work is not None else None
     stats0 = store.stats() if store is not None else {}
     writer = OutputWriter(path, system=output_system, meta=output_meta, job_id=job_id)
-    bar = Progress(source.todo_count, enabled=progress and work is not None)
+    bar = Progress(source.todo_count, enabled=opts.progress and work is not None)
     batcher = _Batcher(writer, bar)
     interrupted = False
     try:
         if work is not None and executor == "local":
             await _run_local(work, fn, concurrency=concurrency, policy=retry, cache=store,
-                             frozen=frozen, timeout=timeout, on_done=batcher.add)
+                             frozen=frozen, timeout=opts.timeout, on_done=batcher.add)
         elif work is not None:
             from ._ray_executor import run_ray
 
             assert job_id is not None
             await run_ray(work, job_id=job_id, app=app,
                           concurrency=concurrency, policy=retry, cache=store, frozen=frozen,
-                          timeout=timeout, address=ray_address, num_cpus=ray_num_cpus,
+                          timeout=opts.timeout, address=opts.ray_address,
+                          num_cpus=opts.ray_num_cpus,
                           on_done=batcher.add, on_stats=batcher.add_stats,
                           total=source.todo_count)
     except BaseException:
@@ -454,17 +441,12 @@ def run_units(
     *,
     out: str | os.PathLike[str],
     app: str | ModuleType | None = None,
-    concurrency: int = 8,
-    executor: Executor_ = "local",
-    ray_address: str | None = None,
-    retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
-    progress: bool = True,
-    output_system: str = "agentlog.replay",
-    output_meta: Mapping[str, Any] | None = None,
     cache: ModelCache | str | os.PathLike[str] | None = None,
     frozen: bool = False,
-    timeout: float | None = None,
-    ray_num_cpus: int | None = None,
+    execution: ExecutionOptions | None = None,
+    output_system: str = "agentlog.replay",
+    output_meta: Mapping[str, Any] | None = None,
+    **legacy: Any,
 ) -> RunSummary:
     """Run every unit not yet sealed in ``out`` through ``job``; write each as a sealed run.
 
@@ -486,22 +468,17 @@ def run_units(
         out: the output trace; created, or appended to (``al.record(mode="a")``).
         app: the user's app module (its name, or the module), imported first here and
             in every worker (it registers the channels and scorers); None imports nothing.
-        concurrency: units running at once (threads for a sync job; for Ray, tasks in
-            flight).
-        executor: ``"local"`` or ``"ray"``.
-        ray_address: an existing Ray cluster (``"auto"``, ``"ray://host:10001"``); None
-            starts a local one.
-        retry: retry of transient failures (``RetryPolicy``).
-        progress: show a progress bar on stderr (only when stderr is a terminal).
-        output_system: ``system`` of the output runs.
-        output_meta: extra ``meta`` of every output run.
         cache: the model cache (``ModelCache`` or the path of its SQLite file) handed to
             jobs as ``ctx.cache``.
         frozen: open ``cache`` read-only: a call it does not hold raises
             ``agentlog.CacheMiss`` and fails that unit.
-        timeout: seconds one attempt may take (None: unbounded); a timed-out attempt is
-            retried like a transient error.
-        ray_num_cpus: CPUs of the local Ray cluster started when ``ray_address`` is None.
+        execution: where and how the units run (``ExecutionOptions``: concurrency,
+            executor, Ray cluster, retry, per-attempt timeout, progress bar); default
+            ``ExecutionOptions()``.
+        output_system: ``system`` of the output runs.
+        output_meta: extra ``meta`` of every output run.
+        **legacy: the keywords of ``ExecutionOptions`` given one by one (``concurrency=4``)
+            still work for one release, with a ``DeprecationWarning``.
 
     Returns:
         ``RunSummary``: units skipped (already sealed), done, failed (with the errors as
@@ -522,8 +499,7 @@ def run_units(
     else:
         raise RuntimeError("run_units was called from a running event loop; use "
                            "`await arun_units(...)` there")
+    opts = execution_options("run_units", execution, legacy, ExecutionOptions())
     return asyncio.run(arun_units(
-        units, job, out=out, app=app, concurrency=concurrency, executor=executor,
-        ray_address=ray_address, retry=retry, progress=progress, output_system=output_system,
-        output_meta=output_meta, cache=cache, frozen=frozen, timeout=timeout,
-        ray_num_cpus=ray_num_cpus))
+        units, job, out=out, app=app, cache=cache, frozen=frozen, execution=opts,
+        output_system=output_system, output_meta=output_meta))

@@ -65,6 +65,7 @@ from ._app import resolve_app
 from ._design import Arm, Design
 from ._executor import run_units
 from ._modes import serving_mode
+from ._options import ExecutionOptions, execution_options
 from ._reentry import (
     call_window,
     reenter_arguments,
@@ -78,6 +79,7 @@ __all__ = ["ARM_META_KEY", "MODES", "InterventionRun", "intervene", "reenter_job
 
 Mode = Literal["frozen", "branch", "rerun"]
 MODES = ("frozen", "branch", "rerun")
+_INTERVENE_DEFAULT = ExecutionOptions(concurrency=4, progress=False)
 ARM_META_KEY = "agentlog.replay.arm"  # the arm run's provenance (not a unit of the engine)
 UNITS_FILE = "units.zst"
 ARMS_DIR = "arms"
@@ -191,9 +193,8 @@ def intervene(
     secrets: Mapping[str, Any] | None = None,
     instance: Any = None,
     cache: Any = None,
-    concurrency: int = 4,
-    executor: Literal["local", "ray"] = "local",
-    progress: bool = False,
+    execution: ExecutionOptions | None = None,
+    **legacy: Any,
 ) -> InterventionRun:
     """Re-enter every sealed instance of ``window`` under every arm and replicate seed.
 
@@ -215,13 +216,15 @@ def intervene(
             ``frozen`` (and ``branch`` before its branch point) only looked up, never
             fetched into; after the branch point and in ``rerun`` it serves and stores as
             usual. Local executor only.
-        concurrency: units running at once.
-        executor: ``"local"`` or ``"ray"``. On Ray each unit carries its arm as plain data
-            (every steer's ``interventions.identity``: a worker rebuilds it from its
-            registered class and refuses when the identity hash differs), ``scores`` and
-            ``instance`` must be module-level functions of the app, and secrets come from
+        execution: where and how the units run (``ExecutionOptions``; default
+            ``ExecutionOptions(concurrency=4, progress=False)``). On Ray
+            (``executor="ray"``) each unit carries its arm as plain data (every steer's
+            ``interventions.identity``: a worker rebuilds it from its registered class and
+            refuses when the identity hash differs), ``scores`` and ``instance`` must be
+            module-level functions of the app, and secrets come from
             ``$AGENTLOG_SECRET_<NAME>`` where the workers run.
-        progress: show the engine's progress bar.
+        **legacy: ``ExecutionOptions`` fields given one by one (``concurrency=2``) work
+            for one release, with a ``DeprecationWarning``.
 
     Returns:
         An ``InterventionRun``.
@@ -240,8 +243,8 @@ def intervene(
     """
     if mode not in MODES:
         raise ValueError(f"`mode` must be one of {', '.join(MODES)}; found {mode!r}")
-    if executor not in ("local", "ray"):
-        raise ValueError(f"`executor` must be 'local' or 'ray'; found {executor!r}")
+    opts = execution_options("intervene", execution, legacy, _INTERVENE_DEFAULT)
+    executor = opts.executor
     files = _source_files(traces)
     arm_list = tuple(arms.arms() if isinstance(arms, Design) else arms)
     if not arm_list:
@@ -278,8 +281,7 @@ def intervene(
         _calls[token] = _Call({a.hash: a for a in arm_list}, secrets, instance, scores, cache)
     try:
         summary = run_units(itertools.chain((first,), units), JOB, out=out_dir / UNITS_FILE,
-                            app=app, concurrency=concurrency, executor=executor,
-                            progress=progress)
+                            app=app, execution=opts)
     finally:
         with _calls_lock:
             _calls.pop(token, None)

@@ -1,9 +1,11 @@
-"""The window registry: decorated window functions keyed by ``module:qualname``.
+"""Windows in the one registry (``agentlog.registry.Registry``), keyed by ``module:qualname``.
 
-Two windows may share a name (a test module and an app, two classes); both stay reachable
-because each entry records the function that opened it (``WindowEnter.function``) and a
-replay looks the window up by that id. Without an id (traces recorded before it existed)
-the name must be unambiguous.
+Two windows may share a name (a test module and an app, two classes), so the window
+registry shares names: both stay reachable because each entry records the function that
+opened it (``WindowEnter.function``) and a replay looks the window up by that id. Without
+an id (traces recorded before it existed) the name must be unambiguous. This module adds
+only what is particular to windows: finding the function of a script run as
+``python script.py`` in the app module that a replay imports.
 """
 
 from __future__ import annotations
@@ -14,13 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agentlog._errors import InstrumentationWarning, NotRegisteredError
+from agentlog._registry import Registry
 
-# The window registry. Keyed by "module:qualname" of the decorated function, so two
-# windows that share a name (a test module and an app, two classes) both stay reachable;
-# a replay looks a window up by the function its trace recorded (WindowEnter.function).
-_registry: dict[str, Callable[..., Any]] = {}  # function id -> the decorated callable
-_by_name: dict[str, list[str]] = {}  # window name -> function ids, in registration order
-_registry_lock = threading.Lock()
+WINDOWS = Registry("window", shared_names=True)  # entries: the decorated callables
+_said_lock = threading.Lock()
 
 
 def function_id(fn: Callable[..., Any]) -> str:
@@ -29,13 +28,14 @@ def function_id(fn: Callable[..., Any]) -> str:
     return f"{module}:{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', '?')}"
 
 
+def _window(name_or_id: str) -> Callable[..., Any]:
+    fn: Callable[..., Any] = WINDOWS.get(name_or_id).obj
+    return fn
+
+
 def window_registry() -> dict[str, Callable[..., Any]]:
     """Window name → the (undecorated) function last registered under it (used by replay)."""
-    with _registry_lock:
-        out: dict[str, Callable[..., Any]] = {}
-        for name, ids in _by_name.items():
-            out[name] = _registry[ids[-1]].__agentlog_window__.fn  # type: ignore[attr-defined]
-        return out
+    return {name: WINDOWS.get(name).obj.__agentlog_window__.fn for name in WINDOWS.names()}
 
 
 def registered_window(name: str, function: str | None = None, *,
@@ -52,11 +52,10 @@ def registered_window(name: str, function: str | None = None, *,
             message lists the registered windows and says to import the app that defines
             them), or ``name`` is ambiguous without an id.
     """
-    with _registry_lock:
-        if function is not None and function in _registry:
-            return _registry[function]
-        ids = list(_by_name.get(name, ()))
-        known = sorted(_by_name)
+    if function is not None and function in WINDOWS:
+        return _window(function)
+    ids = WINDOWS.ids(name)
+    known = WINDOWS.names()
     if function is not None and function.startswith("__main__:"):
         return _from_script(name, function, ids, known, app)
     if function is not None:
@@ -71,7 +70,7 @@ def registered_window(name: str, function: str | None = None, *,
         raise NotRegisteredError(
             f"window name {name!r} is registered by {len(ids)} functions ({', '.join(ids)}) "
             "and the trace does not say which one recorded it; pass the function id")
-    return _registry[ids[0]]
+    return _window(ids[0])
 
 
 _said_script: set[tuple[str, str]] = set()
@@ -102,8 +101,8 @@ def _from_script(name: str, function: str, ids: list[str], known: list[str],
             f"window {name!r} was recorded from {function}, a script run as `python "
             f"script.py`, and {len(same)} imported modules register {qualname!r} as that "
             f"window ({', '.join(same)}); import only the script's module: {how}")
-    with _registry_lock:
-        fn = _registry[same[0]]
+    fn = _window(same[0])
+    with _said_lock:
         first = (function, same[0]) not in _said_script
         _said_script.add((function, same[0]))
     if first:
@@ -117,11 +116,4 @@ def _from_script(name: str, function: str, ids: list[str], known: list[str],
 
 def register(name: str, fid: str, wrapped: Callable[..., Any]) -> None:
     """Register ``wrapped``; the same id again (a module reload) silently replaces it."""
-    with _registry_lock:
-        _registry[fid] = wrapped
-        ids = _by_name.setdefault(name, [])
-        if fid in ids:
-            ids.remove(fid)
-        ids.append(fid)
-
-
+    WINDOWS.register(name, wrapped, id=fid)

@@ -11,7 +11,7 @@ import pytest
 
 from agentlog.adapters import choice_probs
 from agentlog.registry import registry
-from agentlog.replay import read_units, replay_channels
+from agentlog.replay import ExecutionOptions, read_units, replay_channels
 
 from .conftest import VllmServer
 from .test_vllm_server import option_ids
@@ -65,7 +65,8 @@ def test_the_margin_is_read_from_the_served_models_option_logprobs(
 
     out = tmp_path / "out.zst"
     summary = replay_channels(study, list(channels), window="retrieval", out=out, app=APP,
-                              cache=tmp_path / "cache.sqlite3", progress=False)
+                              cache=tmp_path / "cache.sqlite3",
+                              execution=ExecutionOptions(progress=False))
     assert (summary.total, summary.done, summary.failed) == (16, 16, 0), summary.failures
     # 2 transitions x 2 states x 2 channels x 4 layouts: every prompt is its own request.
     assert summary.cache_misses == 32 and summary.cache_hits == 0
@@ -94,14 +95,15 @@ def test_a_frozen_replay_is_served_from_the_cache_with_identical_scores(
         tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite3"
     live = replay_channels(study, [channels[0]], window="retrieval", out=tmp_path / "a.zst",
-                           app=APP, cache=cache, progress=False)
+                           app=APP, cache=cache, execution=ExecutionOptions(progress=False))
     frozen = replay_channels(study, [channels[0]], window="retrieval", out=tmp_path / "b.zst",
-                             app=APP, cache=cache, frozen=True, progress=False)
+                             app=APP, cache=cache, frozen=True,
+                             execution=ExecutionOptions(progress=False))
     assert live.failed == frozen.failed == 0
     assert (frozen.cache_hits, frozen.cache_misses, frozen.live_calls) == (16, 0, 0)
     assert _scores(tmp_path / "a.zst") == _scores(tmp_path / "b.zst")
     missing = replay_channels(study, [channels[0]], window="retrieval", layouts=1, waves=2,
                               out=tmp_path / "c.zst", app=APP, cache=cache, frozen=True,
-                              progress=False)
+                              execution=ExecutionOptions(progress=False))
     # wave 1 is a new draw (its own cache key): not in the cache, so every unit fails
     assert missing.failed == 2 and {f.error_type for f in missing.failures} == {"CacheMiss"}

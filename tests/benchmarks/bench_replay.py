@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _tempdir import bench_dir  # noqa: E402
 
 from agentlog.replay import (  # noqa: E402
+    ExecutionOptions,
     ModelCache,
     RetryPolicy,
     Unit,
@@ -100,7 +101,7 @@ def bench_cached(tmp: Path, n: int, rounds: int, concurrency: int) -> None:
             out = tmp / f"cached-{r}.zst"
             t0 = time.perf_counter()
             s = run_units(units, cached_scorer, out=out, cache=cache_path, frozen=True,
-                          concurrency=concurrency, progress=False)
+                          execution=ExecutionOptions(concurrency=concurrency, progress=False))
             engine.append(time.perf_counter() - t0)
             assert s.done == n and s.cache_hits == 2 * n, s
             out.unlink()
@@ -122,8 +123,9 @@ def bench_sleepy(tmp: Path, concurrencies: Sequence[int]) -> None:
         n = max(20, 10 * c)
         out = tmp / f"sleepy-{c}.zst"
         t0 = time.perf_counter()
-        s = run_units(_units(n), sleepy_scorer, out=out, concurrency=c, progress=False,
-                      retry=RetryPolicy(max_attempts=1))
+        s = run_units(_units(n), sleepy_scorer, out=out,
+                      execution=ExecutionOptions(concurrency=c, progress=False,
+                                                 retry=RetryPolicy(max_attempts=1)))
         wall = time.perf_counter() - t0
         assert s.done == n
         rate = n / wall
@@ -150,8 +152,9 @@ def bench_ray(tmp: Path, n: int, rounds: int) -> None:
             for executor, xs in (("local", local), ("ray", remote)):
                 out = tmp / f"ray-{executor}-{r}.zst"
                 t0 = time.perf_counter()
-                s = run_units(_units(n), job, out=out, executor=executor,  # type: ignore[arg-type]
-                              concurrency=2, progress=False)
+                s = run_units(_units(n), job, out=out,
+                              execution=ExecutionOptions(executor=executor, concurrency=2,
+                                                         progress=False))
                 xs.append(time.perf_counter() - t0)
                 assert s.done == n
                 out.unlink()

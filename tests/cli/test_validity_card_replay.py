@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentlog.replay import plan_channel_units, replay_channels, run_units
+from agentlog.replay import ExecutionOptions, plan_channel_units, replay_channels, run_units
 from tests.cli._cli import invoke
 from tests.cli.test_replay_cmd import (  # noqa: F401 - autouse: no app from env/pyproject
     _no_app_from_the_environment,
@@ -30,7 +30,8 @@ def src(tmp_path: Path) -> Path:
 
 
 def _replay(src: Path, out: Path, channels: list[str]) -> Path:
-    replay_channels(src, channels, window="chrep-step", out=out, app=APP, progress=False)
+    replay_channels(src, channels, window="chrep-step", out=out, app=APP,
+                    execution=ExecutionOptions(progress=False))
     return out
 
 
@@ -80,7 +81,7 @@ def test_an_unfinished_replay_is_not_probed_and_says_so(src: Path, tmp_path: Pat
     out = tmp_path / "out.zst"
     units = plan_channel_units(src, ["chrep-direct"], window="chrep-step")
     run_units(list(units)[:4], "agentlog.replay:score_channel_unit", out=out,
-              app=APP, progress=False)
+              app=APP, execution=ExecutionOptions(progress=False))
     gate = _gate(_card(src, "--replay", out, "--app", APP, code=0))
     assert gate["status"] == "not probed" and "2 of 6 units not replayed yet" in gate["detail"]
     shown = invoke("validity-card", src, "--replay", out, "--app", APP)

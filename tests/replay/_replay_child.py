@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from agentlog.replay import Unit, run_units
+from agentlog.replay import ExecutionOptions, Unit, run_units
 
 
 def units(n: int, sleep: float) -> list[Unit]:
@@ -19,7 +19,7 @@ def main() -> int:
         sys.argv[4])
     try:
         summary = run_units(units(n, sleep), "tests.replay._unit_jobs:slow_score", out=out,
-                            concurrency=concurrency, progress=False)
+                            execution=ExecutionOptions(concurrency=concurrency, progress=False))
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}), flush=True)
         return 130

@@ -13,6 +13,7 @@ import pytest
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.replay import (
     Design,
+    ExecutionOptions,
     Unit,
     UnitScore,
     intervene,
@@ -36,14 +37,15 @@ def test_resolve_app_takes_the_module_itself() -> None:
 def test_replay_channels_takes_the_app_module(tmp_path: Path) -> None:
     src = channel_app._record(tmp_path / "src.zst", [1.0, 2.0])
     summary = replay_channels(src, ["chrep-direct"], window="chrep-step",
-                              out=tmp_path / "o.zst", app=channel_app, progress=False)
+                              out=tmp_path / "o.zst", app=channel_app,
+                              execution=ExecutionOptions(progress=False))
     assert (summary.done, summary.failed) == (4, 0)
 
 
 def test_run_units_takes_the_app_module(tmp_path: Path) -> None:
     app = importlib.import_module("tests.replay.test_units")
     summary = run_units([Unit("u2", {"x": 2})], _square, out=tmp_path / "o.zst", app=app,
-                        progress=False)
+                        execution=ExecutionOptions(progress=False))
     assert summary.done == 1
     assert read_units(tmp_path / "o.zst")["u2"].scores[0].value == 4.0
 
@@ -54,7 +56,8 @@ def test_intervene_takes_the_app_module(tmp_path: Path) -> None:
     run_study(tmp_path / "src", tasks=task_ids(1), rankings=("agent",), seeds=(0,),
               evaluate=False)
     run = intervene(tmp_path / "src", window="retrieval", arms=Design(selection=["agent"]),
-                    out=tmp_path / "out", app=deep_research, mode="rerun", progress=False)
+                    out=tmp_path / "out", app=deep_research, mode="rerun",
+                    execution=ExecutionOptions(progress=False))
     assert run.summary.done == run.units == 1 and run.summary.failed == 0
 
 
@@ -67,4 +70,4 @@ def test_an_app_that_is_neither_a_name_nor_a_module_is_a_type_error(call: str,
             resolve_app(42)  # type: ignore[arg-type]
         else:
             run_units([Unit("u", {"x": 1})], _square, out=tmp_path / "o.zst",
-                      app=42, progress=False)  # type: ignore[arg-type]
+                      app=42, execution=ExecutionOptions(progress=False))  # type: ignore[arg-type]

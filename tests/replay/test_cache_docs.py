@@ -22,7 +22,8 @@ CACHE_NAMES = [
 ]
 # The replay execution engine (issue 13).
 ENGINE_NAMES = [
-    "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure", "UnitOutput",
+    "ExecutionOptions", "RetryPolicy", "RunSummary", "Unit", "UnitContext", "UnitFailure",
+    "UnitOutput",
     "UnitScore", "arun_units", "is_transient", "read_units", "run_units", "sealed_units",
 ]
 # Re-entry seams (issue 14).

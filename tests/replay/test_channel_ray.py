@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agentlog.estimators import asv
-from agentlog.replay import read_units, replay_channels
+from agentlog.replay import ExecutionOptions, read_units, replay_channels
 
 # The session's local cluster (tests/conftest.py); without Ray the tests skip.
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
@@ -32,7 +32,7 @@ def test_ray_and_local_channel_replays_are_identical_on_200_transitions(
                           "layouts": 1, "progress": False}
     local = replay_channels(paths, ["direct", "quote"], out=tmp_path / "local.zst", **kw)
     remote = replay_channels(paths, ["direct", "quote"], out=tmp_path / "ray.zst",
-                             executor="ray", **kw)
+                             execution=ExecutionOptions(executor="ray"), **kw)
     assert (local.total, local.done, local.failed) == (400, 400, 0)
     assert (remote.total, remote.done, remote.failed) == (400, 400, 0)
     a, b = _content(tmp_path / "local.zst"), _content(tmp_path / "ray.zst")

@@ -10,6 +10,7 @@ import pytest
 import agentlog as al
 from agentlog.estimators import reliability
 from agentlog.replay import (
+    ExecutionOptions,
     State,
     plan_channel_units,
     rederive_channel_replay,
@@ -34,7 +35,8 @@ def drifting_view(state: State) -> None:
 
 
 def _replay(src: Path, out: Path, channels: list[str]) -> None:
-    replay_channels(src, channels, window="chrep-step", out=out, app=APP, progress=False)
+    replay_channels(src, channels, window="chrep-step", out=out, app=APP,
+                    execution=ExecutionOptions(progress=False))
 
 
 @pytest.fixture
@@ -84,7 +86,7 @@ def test_an_unfinished_replay_is_not_probed(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
     units = plan_channel_units(src, ["chrep-direct"], window="chrep-step")
     run_units(units[:4], "agentlog.replay:score_channel_unit", out=out,
-              app=APP, progress=False)
+              app=APP, execution=ExecutionOptions(progress=False))
     report = rederive_channel_replay(src, out, app=APP)
     assert (report.planned, report.sealed, report.missing) == (6, 4, 2)
     cell = reliability.replay_cell(report)

@@ -18,6 +18,7 @@ from agentlog.estimators import asv
 from agentlog.records import decode_artifact, encode_artifact
 from agentlog.registry import registry
 from agentlog.replay import (
+    ExecutionOptions,
     NotRegisteredError,
     ScoreContext,
     State,
@@ -127,7 +128,7 @@ def trace(tmp_path: Path) -> Path:
 
 def _replay(trace: Path | list[Path], out: Path, channels: list[str], **kw: Any) -> Any:
     return replay_channels(trace, channels, window="chrep-step", out=out, app=APP,
-                           progress=False, **kw)
+                           execution=ExecutionOptions(progress=False), **kw)
 
 
 def _face_values(out: Path) -> dict[tuple[str, int, int, str], float]:
@@ -239,7 +240,8 @@ def test_an_undecodable_state_fails_its_unit_only(trace: Path, tmp_path: Path) -
     broken = Unit(units[1].key, {**units[1].payload, "exit": b"\xc1"}, units[1].provenance)
     summary = run_units([units[0], broken, units[2]],
                         "agentlog.replay:score_channel_unit",
-                        out=tmp_path / "out.zst", app=APP, progress=False)
+                        out=tmp_path / "out.zst", app=APP,
+                        execution=ExecutionOptions(progress=False))
     assert (summary.done, summary.failed) == (2, 1)
     (failure,) = summary.failures
     assert failure.key == broken.key and failure.error_type == "StateDecodeError"
@@ -252,7 +254,8 @@ def test_a_worker_with_another_version_of_the_channel_fails_the_unit(
     stale = [Unit(u.key, {**u.payload, "channel_hash": "0" * 64}, u.provenance)
              for u in units[:1]]
     summary = run_units(stale, "agentlog.replay:score_channel_unit",
-                        out=tmp_path / "out.zst", app=APP, progress=False)
+                        out=tmp_path / "out.zst", app=APP,
+                        execution=ExecutionOptions(progress=False))
     (failure,) = summary.failures
     assert failure.error_type == "ChannelVersionError"
     assert "channel 'chrep-direct' here has version" in failure.message
@@ -279,7 +282,8 @@ def test_the_scorer_context_gives_the_channel_template_and_the_wave(trace: Path,
 def test_async_scorers_give_the_same_scores_as_sync_ones(trace: Path, tmp_path: Path) -> None:
     _replay(trace, tmp_path / "sync.zst", ["chrep-direct"])
     asyncio.run(areplay_channels(trace, ["chrep-async"], window="chrep-step",
-                                 out=tmp_path / "async.zst", app=APP, progress=False))
+                                 out=tmp_path / "async.zst", app=APP,
+                                 execution=ExecutionOptions(progress=False)))
     sync = {k[1:]: v for k, v in _face_values(tmp_path / "sync.zst").items()}
     asyn = {k[1:]: v for k, v in _face_values(tmp_path / "async.zst").items()}
     assert sync == asyn and len(sync) == 12
@@ -308,7 +312,7 @@ def test_unknown_channel_or_window_is_refused_before_anything_is_written(
                                                   r"'retrieval' in the traces; windows "
                                                   r"present: chrep-step"):
         replay_channels(trace, ["chrep-direct"], window="retrieval", out=out, app=APP,
-                        progress=False)
+                        execution=ExecutionOptions(progress=False))
     with pytest.raises(ValueError, match=r"`waves` must be an int >= 1"):
         _replay(trace, out, ["chrep-direct"], waves=0)
     with pytest.raises(ValueError, match=r"`channels` must name at least one"):
@@ -342,7 +346,8 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Path]
     paths = run_study(folder / "runs", tasks=task_ids(4), seeds=(0, 1), evaluate=True)
     out = folder / "asv.zst"
     replay_channels(paths, ["direct", "quote"], window="retrieval", out=out,
-                    app="agentlog.examples.deep_research", progress=False)
+                    app="agentlog.examples.deep_research",
+                    execution=ExecutionOptions(progress=False))
     yield paths, out
 
 
@@ -386,7 +391,8 @@ def test_the_replayed_face_does_not_depend_on_the_units_finishing_order(
     rng = np.random.default_rng(0)
     order = rng.permutation(len(units))
     run_units([units[i] for i in order], "agentlog.replay:score_channel_unit",
-              out=shuffled, app="agentlog.examples.deep_research", progress=False)
+              out=shuffled, app="agentlog.examples.deep_research",
+              execution=ExecutionOptions(progress=False))
     a = asv.from_traces(out, channels=("direct", "quote"))
     b = asv.from_traces(shuffled, channels=("direct", "quote"))
     assert a.transitions == b.transitions
@@ -401,7 +407,8 @@ def test_reading_the_source_and_its_replay_together_counts_each_transition_once(
     bare = run_study(tmp_path / "bare", tasks=task_ids(2), seeds=(0,), evaluate=False)
     out = tmp_path / "out.zst"
     replay_channels(bare, ["direct", "quote"], window="retrieval", out=out,
-                    app="agentlog.examples.deep_research", progress=False)
+                    app="agentlog.examples.deep_research",
+                    execution=ExecutionOptions(progress=False))
     both = asv.from_traces([*bare, out], channels=("direct", "quote"), window="retrieval")
     alone = asv.from_traces(out, channels=("direct", "quote"))
     assert len(both.transitions) == len(alone.transitions) == 4

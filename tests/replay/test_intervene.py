@@ -13,7 +13,7 @@ import agentlog as al
 from agentlog.estimators import cess
 from agentlog.examples.deep_research import run_agent, run_study, task_ids
 from agentlog.records import Continuation
-from agentlog.replay import Design, intervene, read_units, replicate_seed
+from agentlog.replay import Design, ExecutionOptions, intervene, read_units, replicate_seed
 from agentlog.replay.interventions import FixedHorizon, Uniform
 from tests.adapters._trace_text import trace_plaintext
 
@@ -139,11 +139,13 @@ def test_bad_calls_say_what_to_do(replayed: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="`scores` must be a module-level function a worker "
                                          "can import"):
         intervene(replayed / "src", window="retrieval", arms=DESIGN, out=tmp_path / "o",
-                  app=APP, mode="rerun", executor="ray", scores=lambda r: {})
+                  app=APP, mode="rerun",
+                  execution=ExecutionOptions(executor="ray"), scores=lambda r: {})
     with pytest.raises(ValueError, match=r"secrets= are values of this process and never "
                                          r"cross to workers; set \$AGENTLOG_SECRET_<NAME>"):
         intervene(replayed / "src", window="retrieval", arms=DESIGN, out=tmp_path / "o",
-                  app=APP, mode="rerun", executor="ray", secrets={"token": "x"})
+                  app=APP, mode="rerun",
+                  execution=ExecutionOptions(executor="ray"), secrets={"token": "x"})
     with pytest.raises(ValueError, match="no such trace file or folder"):
         intervene(tmp_path / "missing", window="retrieval", arms=DESIGN, out=tmp_path / "o",
                   app=APP, mode="rerun")

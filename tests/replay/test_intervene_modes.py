@@ -13,7 +13,7 @@ openai = pytest.importorskip("openai")
 import agentlog as al  # noqa: E402
 from agentlog.adapters import openai as adapter  # noqa: E402
 from agentlog.reentry import continuation_uniform, stream_origin  # noqa: E402
-from agentlog.replay import Design, ModelCache, intervene, read_units  # noqa: E402
+from agentlog.replay import Design, ExecutionOptions, ModelCache, intervene, read_units  # noqa: E402
 from agentlog.replay import interventions as iv  # noqa: E402
 from agentlog.replay.interventions import ForceRecorded  # noqa: E402
 
@@ -255,7 +255,8 @@ def test_a_user_cache_serves_what_the_recording_lacks_and_is_never_fetched_into(
     with pytest.raises(ValueError, match="executor='ray': cache= is an object of this "
                                          "process"):
         intervene(tmp_path / "src.zst", window="modes_tuned", out=tmp_path / "o3",
-                  arms=Design(), app=APP_HERE, cache=cache, executor="ray")
+                  arms=Design(), app=APP_HERE, cache=cache,
+                  execution=ExecutionOptions(executor="ray"))
 
 
 def test_frozen_re_entry_of_the_demo_agent_reproduces_it_with_every_tool_call_served(

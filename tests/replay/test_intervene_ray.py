@@ -10,7 +10,7 @@ import pytest
 import agentlog as al
 from agentlog.examples.deep_research import run_study, task_ids
 from agentlog.records import Continuation, Score, Selection, ToolCall
-from agentlog.replay import Design, intervene, read_units
+from agentlog.replay import Design, ExecutionOptions, intervene, read_units
 from agentlog.replay.interventions import FixedHorizon, Uniform
 from tests.replay.test_intervene import APP, opened_mean
 
@@ -43,7 +43,7 @@ def test_local_and_ray_give_identical_arm_traces(tmp_path: Path) -> None:
     for executor in ("local", "ray"):
         res = intervene(tmp_path / "src", window="retrieval", arms=design, app=APP,
                         out=tmp_path / executor, mode="rerun", scores=opened_mean,
-                        executor=executor)  # type: ignore[arg-type]
+                        execution=ExecutionOptions(executor=executor))  # type: ignore[arg-type]
         assert res.summary.done == 16 and res.summary.failed == 0, res.summary.failures
         outs[executor] = read_units(tmp_path / executor / "units.zst")
     assert outs["local"].keys() == outs["ray"].keys()
@@ -74,7 +74,7 @@ def test_an_async_window_is_re_entered_on_ray_as_locally(tmp_path: Path) -> None
     for executor in ("local", "ray"):
         res = intervene(src, window="ask", arms=agent.OWN, out=tmp_path / executor,
                         app=agent.APP, mode="frozen", scores=agent.keep,
-                        executor=executor)  # type: ignore[arg-type]
+                        execution=ExecutionOptions(executor=executor))  # type: ignore[arg-type]
         assert res.summary.done == 1 and res.summary.failed == 0, res.summary.failures
         (unit,) = read_units(tmp_path / executor / "units.zst").values()
         outs[executor] = al.read(tmp_path / executor / unit.provenance["arm_trace"])

@@ -18,7 +18,7 @@ import numpy as np
 
 import agentlog as al
 from agentlog.estimators import cess
-from agentlog.replay import Design, intervene
+from agentlog.replay import Design, ExecutionOptions, intervene
 from agentlog.replay.interventions import FixedHorizon, Uniform
 
 APP = __name__
@@ -55,7 +55,7 @@ def _iteration(src: Path, out: Path, k: int) -> list[Any]:
     if out.exists():
         shutil.rmtree(out)  # a fresh output: the units of this iteration only
     intervene(src, window="retrieve", arms=DESIGN, out=out, app=APP, mode="rerun",
-              scores=opened_mean, concurrency=2)
+              scores=opened_mean, execution=ExecutionOptions(concurrency=2))
     fx = cess.effects_from_traces(out, outcome="opened_mean", n_resamples=200)
     rows = sorted(zip(fx.task, *(fx.theta[c].tolist() for c in ("00", "01", "10", "11")),
                       strict=True))

@@ -13,7 +13,7 @@ import pytest
 
 import agentlog as al
 from agentlog.records import RunStart, Score, WindowExit
-from agentlog.replay import ModelCache, Unit, read_units, run_units, sealed_units
+from agentlog.replay import ExecutionOptions, ModelCache, Unit, read_units, run_units, sealed_units
 
 # The session's local cluster (tests/conftest.py); without Ray the tests skip.
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
@@ -47,9 +47,9 @@ def test_ray_and_local_executors_write_identical_scores_and_provenance_on_200_un
         tmp_path: Path) -> None:
     local, remote = tmp_path / "local.zst", tmp_path / "ray.zst"
     a = run_units(_units(200), "tests.replay._unit_jobs:score_states", out=local,
-                  progress=False, concurrency=4)
+                  execution=ExecutionOptions(progress=False, concurrency=4))
     b = run_units(_units(200), "tests.replay._unit_jobs:score_states", out=remote,
-                  progress=False, concurrency=4, executor="ray")
+                  execution=ExecutionOptions(progress=False, concurrency=4, executor="ray"))
     assert (a.done, a.failed) == (b.done, b.failed) == (194, 6)
     assert sorted((f.key, f.error_type, f.message, f.attempts) for f in a.failures) == sorted(
         (f.key, f.error_type, f.message, f.attempts) for f in b.failures)
@@ -59,9 +59,10 @@ def test_ray_and_local_executors_write_identical_scores_and_provenance_on_200_un
 
 def test_a_ray_replay_resumes_like_a_local_one(tmp_path: Path) -> None:
     out = tmp_path / "o.zst"
-    run_units(_units(20), "tests.replay._unit_jobs:ascore_states", out=out, progress=False)
+    run_units(_units(20), "tests.replay._unit_jobs:ascore_states", out=out,
+              execution=ExecutionOptions(progress=False))
     summary = run_units(_units(30), "tests.replay._unit_jobs:ascore_states", out=out,
-                        progress=False, executor="ray")
+                        execution=ExecutionOptions(progress=False, executor="ray"))
     assert (summary.skipped, summary.done, summary.failed) == (19, 10, 1)
     assert len(read_units(out)) == 30
 
@@ -70,11 +71,11 @@ def test_ray_workers_count_their_cache_calls_into_the_summary(tmp_path: Path) ->
     cache = tmp_path / "c.sqlite3"
     units = [Unit(f"u{i}", {"x": i}) for i in range(12)]
     job = "tests.replay._unit_jobs:cached_score"
-    first = run_units(units, job, out=tmp_path / "a.zst", cache=cache, executor="ray",
-                      progress=False)
+    first = run_units(units, job, out=tmp_path / "a.zst", cache=cache,
+                      execution=ExecutionOptions(executor="ray", progress=False))
     assert (first.cache_hits, first.cache_misses, first.live_calls) == (0, 12, 12)
     frozen = run_units(units, job, out=tmp_path / "b.zst", cache=cache, frozen=True,
-                       executor="ray", progress=False)
+                       execution=ExecutionOptions(executor="ray", progress=False))
     assert (frozen.done, frozen.cache_hits, frozen.live_calls) == (12, 12, 0)
 
 
@@ -82,7 +83,8 @@ def test_an_in_memory_cache_cannot_go_to_ray_workers(tmp_path: Path) -> None:
     with ModelCache(":memory:") as cache, pytest.raises(
             ValueError, match=r"opens the model cache by path in every worker"):
         run_units([Unit("u0", {"x": 0})], "tests.replay._unit_jobs:cached_score",
-                  out=tmp_path / "o.zst", cache=cache, executor="ray", progress=False)
+                  out=tmp_path / "o.zst", cache=cache,
+                  execution=ExecutionOptions(executor="ray", progress=False))
 
 
 def test_a_job_the_workers_cannot_import_is_a_clear_error_and_loses_nothing(
@@ -99,10 +101,10 @@ def test_a_job_the_workers_cannot_import_is_a_clear_error_and_loses_nothing(
     with pytest.raises(al.ReplayError, match=r"a Ray task of the replay failed in its worker: "
                        r"ImportError: cannot import module 'driver_only_jobs'.*PYTHONPATH"):
         run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
-                  progress=False, executor="ray")
+                  execution=ExecutionOptions(progress=False, executor="ray"))
     assert sealed_units(out) == set()
     assert run_units([Unit(f"u{i}") for i in range(4)], "driver_only_jobs:score", out=out,
-                     progress=False).done == 4
+                     execution=ExecutionOptions(progress=False)).done == 4
 
 
 @pytest.mark.timeout(300)  # the hang guard of the wait for a first written batch
@@ -117,8 +119,10 @@ def test_cancelling_a_ray_replay_writes_the_finished_batches_and_a_rerun_complet
     job = "tests.replay._unit_jobs:slow_score"
 
     async def interrupted() -> None:
-        task = asyncio.create_task(arun_units(units, job, out=out, progress=False,
-                                              executor="ray", concurrency=2))
+        task = asyncio.create_task(arun_units(units, job, out=out,
+                                              execution=ExecutionOptions(progress=False,
+                                                                         executor="ray",
+                                                                         concurrency=2)))
         while not (out.exists() and sealed_units(out)):  # a batch came back and was written
             assert not task.done()
             await asyncio.sleep(0.05)
@@ -129,9 +133,10 @@ def test_cancelling_a_ray_replay_writes_the_finished_batches_and_a_rerun_complet
     asyncio.run(interrupted())
     assert al.verify(out).ok
     assert 0 < len(sealed_units(out)) < 40
-    summary = run_units(units, job, out=out, progress=False, executor="ray")
+    summary = run_units(units, job, out=out,
+                        execution=ExecutionOptions(progress=False, executor="ray"))
     assert summary.done + summary.skipped == 40 and summary.failed == 0
     reference = tmp_path / "ref.zst"
-    run_units(units, job, out=reference, progress=False)
+    run_units(units, job, out=reference, execution=ExecutionOptions(progress=False))
     assert {k: u.scores for k, u in read_units(out).items()} == {
         k: u.scores for k, u in read_units(reference).items()}

@@ -121,6 +121,35 @@ def test_same_name_from_a_different_object_warns_and_the_last_one_wins() -> None
     assert reg.get(f"{__name__}:first").obj is first
 
 
+def test_a_registry_with_shared_names_keeps_every_object_under_a_name_without_warning(
+        ) -> None:
+    reg = Registry("window", shared_names=True)
+    a = reg.register("retrieval", first)
+    b = reg.register("retrieval", second)  # filterwarnings=error: no collision warning
+    assert reg.ids("retrieval") == [a.id, b.id]
+    assert reg.get(a.id) is a and reg.get(b.id) is b and reg.get("retrieval") is b
+    reg.register("retrieval", first)  # a reload moves it to the end, once
+    assert reg.ids("retrieval") == [b.id, a.id] and len(reg) == 1
+    reg.unregister("retrieval")
+    assert reg.ids("retrieval") == [] and a.id not in reg and b.id not in reg
+
+
+def test_windows_live_in_the_one_registry_with_their_function_ids() -> None:
+    from agentlog._window.registry import WINDOWS, registered_window
+
+    @al.window("registry-test-window")
+    def step(x: int) -> int:
+        return x
+
+    entry = WINDOWS.get(f"{__name__}:{step.__qualname__}")
+    assert (entry.kind, entry.name, entry.obj) == ("window", "registry-test-window", step)
+    assert entry.source_digest is not None and len(entry.hash) == 64
+    assert registered_window("registry-test-window", entry.id) is step
+    WINDOWS.unregister("registry-test-window")
+    with pytest.raises(NotRegisteredError, match="no window 'registry-test-window'"):
+        registered_window("registry-test-window")
+
+
 def test_re_registering_the_same_id_replaces_it_silently() -> None:
     reg = Registry("channel")
     reg.register("quote", first, {"v": 1})

@@ -15,6 +15,7 @@ import pytest
 import agentlog as al
 from agentlog.records import RunStart, Score, WindowExit
 from agentlog.replay import (
+    ExecutionOptions,
     RetryPolicy,
     RunSummary,
     Unit,
@@ -58,7 +59,7 @@ def test_docstring_examples_run(name: str, tmp_path: Path,
 def test_each_unit_is_one_sealed_run_with_its_provenance_and_joinable_scores(
         tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
-    summary = run_units(_units(3), JOB, out=out, progress=False,
+    summary = run_units(_units(3), JOB, out=out, execution=ExecutionOptions(progress=False),
                         output_meta={"experiment": "e1"})
     assert (summary.total, summary.done, summary.skipped, summary.failed) == (3, 3, 0, 0)
     assert al.verify(out).ok
@@ -81,9 +82,9 @@ def test_each_unit_is_one_sealed_run_with_its_provenance_and_joinable_scores(
 def test_replaying_twice_into_one_output_runs_nothing_and_leaves_it_byte_identical(
         tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
-    run_units(_units(4), JOB, out=out, progress=False)
+    run_units(_units(4), JOB, out=out, execution=ExecutionOptions(progress=False))
     before = out.read_bytes()
-    again = run_units(_units(4), JOB, out=out, progress=False)
+    again = run_units(_units(4), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (again.total, again.skipped, again.done, again.failed) == (4, 4, 0, 0)
     assert out.read_bytes() == before
     assert al.verify(out).ok
@@ -91,12 +92,12 @@ def test_replaying_twice_into_one_output_runs_nothing_and_leaves_it_byte_identic
 
 def test_a_rerun_with_more_units_runs_only_the_new_ones(tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
-    run_units(_units(5), JOB, out=out, progress=False)
-    summary = run_units(_units(9), JOB, out=out, progress=False)
+    run_units(_units(5), JOB, out=out, execution=ExecutionOptions(progress=False))
+    summary = run_units(_units(9), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (summary.skipped, summary.done) == (5, 4)
     assert sorted(read_units(out)) == [f"u{i:03d}" for i in range(9)]
     fresh = tmp_path / "fresh.zst"
-    run_units(_units(9), JOB, out=fresh, progress=False)
+    run_units(_units(9), JOB, out=fresh, execution=ExecutionOptions(progress=False))
     assert _scores(out) == _scores(fresh)
     assert len(al.read(out).runs) == 9  # nothing written twice
 
@@ -105,7 +106,7 @@ def test_failed_units_are_recorded_the_rest_complete_and_a_rerun_retries_only_th
         tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
     jobs.FAIL.update({"u001", "u003"})
-    summary = run_units(_units(5), JOB, out=out, progress=False)
+    summary = run_units(_units(5), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (summary.done, summary.failed) == (3, 2)
     assert sorted(f.key for f in summary.failures) == ["u001", "u003"]
     failure = next(f for f in summary.failures if f.key == "u001")
@@ -120,11 +121,11 @@ def test_failed_units_are_recorded_the_rest_complete_and_a_rerun_retries_only_th
     assert sealed_units(out) == {"u000", "u002", "u004"}
 
     jobs.FAIL.clear()
-    again = run_units(_units(5), JOB, out=out, progress=False)
+    again = run_units(_units(5), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (again.skipped, again.done, again.failed) == (3, 2, 0)
     assert read_units(out)["u001"].status == "ok"
     fresh = tmp_path / "fresh.zst"
-    run_units(_units(5), JOB, out=fresh, progress=False)
+    run_units(_units(5), JOB, out=fresh, execution=ExecutionOptions(progress=False))
     assert _scores(out) == _scores(fresh)
 
 
@@ -133,7 +134,7 @@ def test_a_failure_message_is_scrubbed_of_credentials_in_the_output_and_the_summ
     out = tmp_path / "out.zst"
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
     units = [Unit("u0", {"x": 0, "fail": True, "why": f"upstream said: invalid key {key}"})]
-    summary = run_units(units, JOB, out=out, progress=False)
+    summary = run_units(units, JOB, out=out, execution=ExecutionOptions(progress=False))
     assert summary.failed == 1
     assert key not in summary.failures[0].message
     assert "invalid key" in summary.failures[0].message
@@ -151,7 +152,7 @@ def test_a_job_that_returns_something_else_than_scores_fails_only_its_unit(
         return [UnitScore("margin", 1.0)]
 
     out = tmp_path / "out.zst"
-    summary = run_units(_units(3), bad, out=out, progress=False)
+    summary = run_units(_units(3), bad, out=out, execution=ExecutionOptions(progress=False))
     assert (summary.done, summary.failed) == (1, 2)
     messages = {f.key: f.message for f in summary.failures}
     assert "is nan" in messages["u000"] and "NaN or infinite" in messages["u000"]
@@ -161,7 +162,8 @@ def test_a_job_that_returns_something_else_than_scores_fails_only_its_unit(
 def test_at_most_concurrency_sync_jobs_run_at_once_and_that_many_do(tmp_path: Path) -> None:
     jobs.BARRIER["b"] = jobs.Barrier(4)
     summary = run_units(_units(12), "tests.replay._unit_jobs:sync_barrier",
-                        out=tmp_path / "o.zst", concurrency=4, progress=False)
+                        out=tmp_path / "o.zst",
+                        execution=ExecutionOptions(concurrency=4, progress=False))
     assert summary.done == 12
     assert jobs.BARRIER["b"].peak == 4
 
@@ -176,7 +178,8 @@ def test_sync_jobs_run_in_a_copy_of_the_callers_context(tmp_path: Path) -> None:
 
     async def main() -> RunSummary:
         var.set("caller")
-        return await arun_units(_units(2), job, out=tmp_path / "o.zst", progress=False)
+        return await arun_units(_units(2), job, out=tmp_path / "o.zst",
+                                execution=ExecutionOptions(progress=False))
 
     assert asyncio.run(main()).done == 2
     assert seen == ["caller", "caller"]
@@ -184,9 +187,9 @@ def test_sync_jobs_run_in_a_copy_of_the_callers_context(tmp_path: Path) -> None:
 
 def test_async_jobs_run_on_the_loop_and_give_the_same_output_as_sync_ones(
         tmp_path: Path) -> None:
-    run_units(_units(6), JOB, out=tmp_path / "sync.zst", progress=False)
+    run_units(_units(6), JOB, out=tmp_path / "sync.zst", execution=ExecutionOptions(progress=False))
     run_units(_units(6), "tests.replay._unit_jobs:ascore_states", out=tmp_path / "async.zst",
-              progress=False, concurrency=3)
+              execution=ExecutionOptions(progress=False, concurrency=3))
     assert _scores(tmp_path / "sync.zst") == _scores(tmp_path / "async.zst")
 
 
@@ -199,7 +202,7 @@ def test_the_job_receives_its_payload_as_msgpack_data_whichever_executor(
         return []
 
     run_units([Unit("k", {"pair": (1, 2)}, {"p": 1})], job, out=tmp_path / "o.zst",
-              progress=False)
+              execution=ExecutionOptions(progress=False))
     assert got == [({"pair": [1, 2]}, {"p": 1}, "k", 1, None)]
 
 
@@ -211,8 +214,8 @@ def test_cancelling_a_replay_writes_the_finished_units_and_a_rerun_completes_it(
     async def interrupted() -> None:
         jobs.BLOCK["b"] = b = jobs.Blocker()
         task = asyncio.create_task(arun_units(
-            units, "tests.replay._unit_jobs:block_some", out=out, progress=False,
-            concurrency=6))
+            units, "tests.replay._unit_jobs:block_some", out=out,
+            execution=ExecutionOptions(progress=False, concurrency=6)))
         while b.started < 3:  # every blocked unit is in flight, the others are done
             await b.some_started.wait()
             b.some_started.clear()
@@ -229,7 +232,7 @@ def test_cancelling_a_replay_writes_the_finished_units_and_a_rerun_completes_it(
         jobs.BLOCK["b"] = b = jobs.Blocker()
         b.release.set()
         return await arun_units(units, "tests.replay._unit_jobs:block_some", out=out,
-                                progress=False)
+                                execution=ExecutionOptions(progress=False))
 
     summary = asyncio.run(resumed())
     assert (summary.skipped, summary.done) == (3, 3)
@@ -238,7 +241,8 @@ def test_cancelling_a_replay_writes_the_finished_units_and_a_rerun_completes_it(
 
 def test_run_units_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> None:
     async def main() -> None:
-        run_units(_units(1), JOB, out=tmp_path / "o.zst", progress=False)
+        run_units(_units(1), JOB, out=tmp_path / "o.zst",
+                  execution=ExecutionOptions(progress=False))
 
     with pytest.raises(RuntimeError, match=r"running event loop; use `await arun_units"):
         asyncio.run(main())
@@ -246,7 +250,8 @@ def test_run_units_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> None:
 
 def test_the_summary_as_plain_data(tmp_path: Path) -> None:
     jobs.FAIL.add("u000")
-    d = run_units(_units(2), JOB, out=tmp_path / "o.zst", progress=False).to_dict()
+    d = run_units(_units(2), JOB, out=tmp_path / "o.zst",
+                  execution=ExecutionOptions(progress=False)).to_dict()
     assert {k: d[k] for k in ("total", "skipped", "done", "failed", "pending", "cache_hits",
                               "cache_misses", "live_calls", "retries", "interrupted")} == {
         "total": 2, "skipped": 0, "done": 1, "failed": 1, "pending": 0, "cache_hits": 0,
@@ -274,7 +279,7 @@ def test_bad_units_are_refused_before_anything_is_written(
         tmp_path: Path, units: list[Any], error: type[Exception], match: str) -> None:
     out = tmp_path / "o.zst"
     with pytest.raises(error, match=match):
-        run_units(units, JOB, out=out, progress=False)
+        run_units(units, JOB, out=out, execution=ExecutionOptions(progress=False))
     assert not out.exists()
 
 
@@ -284,17 +289,15 @@ def test_bad_units_are_refused_before_anything_is_written(
      r"cannot import module 'tests.replay.no_such_module' of job"),
     ({"job": "tests.replay._unit_jobs:nope"}, AttributeError,
      r"module 'tests.replay._unit_jobs' has no 'nope'"),
-    ({"concurrency": 0}, ValueError, r"`concurrency` must be an int >= 1; found 0"),
-    ({"executor": "dask"}, ValueError, r"`executor` must be 'local' or 'ray'; found 'dask'"),
     ({"app": "tests.replay.no_such_app"}, ImportError,
      r"cannot import the app module 'tests.replay.no_such_app'.*Pass --app"),
     ({"frozen": True}, ValueError, r"`frozen=True` needs a model cache"),
-    ({"timeout": 0}, ValueError, r"`timeout` must be a positive number"),
 ])
 def test_bad_arguments_are_refused_with_what_to_do(
         tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     out = tmp_path / "o.zst"
-    args: dict[str, Any] = {"job": JOB, "out": out, "progress": False, **kwargs}
+    args: dict[str, Any] = {"job": JOB, "out": out,
+                            "execution": ExecutionOptions(progress=False), **kwargs}
     with pytest.raises(error, match=match):
         run_units(_units(1), **args)
     assert not out.exists()
@@ -302,24 +305,26 @@ def test_bad_arguments_are_refused_with_what_to_do(
 
 def test_an_output_in_a_missing_folder_or_a_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"the folder of `out` .* does not exist"):
-        run_units(_units(1), JOB, out=tmp_path / "no" / "o.zst", progress=False)
+        run_units(_units(1), JOB, out=tmp_path / "no" / "o.zst",
+                  execution=ExecutionOptions(progress=False))
     with pytest.raises(IsADirectoryError, match=r"is a folder; name the output trace file"):
-        run_units(_units(1), JOB, out=tmp_path, progress=False)
+        run_units(_units(1), JOB, out=tmp_path, execution=ExecutionOptions(progress=False))
 
 
 def test_an_output_that_is_not_a_trace_is_refused_and_left_alone(tmp_path: Path) -> None:
     out = tmp_path / "o.zst"
     out.write_bytes(b"not a trace at all")
     with pytest.raises(al.TraceFormatError):
-        run_units(_units(1), JOB, out=out, progress=False)
+        run_units(_units(1), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert out.read_bytes() == b"not a trace at all"
 
 
 def test_units_may_be_any_iterable_and_an_empty_one_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o.zst"
-    summary = run_units(iter([]), JOB, out=out, progress=False)
+    summary = run_units(iter([]), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (summary.total, summary.done) == (0, 0) and not out.exists()
-    assert run_units((u for u in _units(2)), JOB, out=out, progress=False).done == 2
+    assert run_units((u for u in _units(2)), JOB, out=out,
+                     execution=ExecutionOptions(progress=False)).done == 2
 
 
 def test_read_units_of_a_missing_output_is_empty(tmp_path: Path) -> None:
@@ -329,8 +334,8 @@ def test_read_units_of_a_missing_output_is_empty(tmp_path: Path) -> None:
 
 def test_a_job_whose_name_cannot_be_imported_cannot_go_to_ray(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"has no importable 'module:qualname'"):
-        run_units(_units(1), lambda u, c: [], out=tmp_path / "o.zst", executor="ray",
-                  progress=False)
+        run_units(_units(1), lambda u, c: [], out=tmp_path / "o.zst",
+                  execution=ExecutionOptions(executor="ray", progress=False))
 
 
 def test_retry_policy_travels_as_plain_data() -> None:
@@ -362,8 +367,9 @@ def test_a_job_raising_a_base_exception_stops_the_replay_with_the_finished_units
         return [UnitScore("v", 1.0)]
 
     with pytest.raises(Abort, match="stop everything"):
-        run_units(_units(6), job, out=out, concurrency=1, progress=False)
+        run_units(_units(6), job, out=out,
+                  execution=ExecutionOptions(concurrency=1, progress=False))
     assert al.verify(out).ok
     assert sealed_units(out) == {f"u{i:03d}" for i in range(5)}
-    summary = run_units(_units(6), JOB, out=out, progress=False)
+    summary = run_units(_units(6), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (summary.skipped, summary.done) == (5, 1)

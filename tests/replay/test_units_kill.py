@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import agentlog as al
-from agentlog.replay import read_units, run_units
+from agentlog.replay import ExecutionOptions, read_units, run_units
 from tests.replay._replay_child import units
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,8 @@ def _scores(out: Path) -> dict[str, list[tuple[Any, ...]]]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[Any, ...]]]:
     out = tmp_path_factory.mktemp("ref") / "ref.zst"
-    run_units(units(N, 0.0), "tests.replay._unit_jobs:slow_score", out=out, progress=False)
+    run_units(units(N, 0.0), "tests.replay._unit_jobs:slow_score", out=out,
+              execution=ExecutionOptions(progress=False))
     return _scores(out)
 
 

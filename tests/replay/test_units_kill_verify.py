@@ -22,7 +22,7 @@ import pytest
 
 import agentlog as al
 from agentlog.records import RunEnd, iter_runs
-from agentlog.replay import UnitScore, read_units, run_units
+from agentlog.replay import ExecutionOptions, UnitScore, read_units, run_units
 from tests.replay._replay_child import units
 from tests.replay.test_units_kill import N, _child, _scores, _wait_for_units
 
@@ -32,7 +32,7 @@ JOB = "tests.replay._unit_jobs:slow_score"
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[Any, ...]]]:
     out = tmp_path_factory.mktemp("ref") / "ref.zst"
-    run_units(units(N, 0.0), JOB, out=out, progress=False)
+    run_units(units(N, 0.0), JOB, out=out, execution=ExecutionOptions(progress=False))
     return _scores(out)
 
 
@@ -51,7 +51,7 @@ def test_a_replay_killed_at_a_random_moment_resumes_into_an_output_that_verifies
     child.communicate(timeout=60)
     assert child.returncode == -getattr(signal, sig)  # killed mid-way, not after the end
     assert len(read_units(out)) < N
-    summary = run_units(units(N, 0.0), JOB, out=out, progress=False)
+    summary = run_units(units(N, 0.0), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert summary.failed == 0 and summary.done + summary.skipped == N
     report = al.verify(out)
     assert report.ok, report.problems
@@ -89,12 +89,12 @@ def test_the_resume_sets_aside_a_cut_run_and_a_torn_frame_keeping_every_sealed_b
 
     out = tmp_path / "out.zst"
     work = [Unit(f"u{i}", {"x": i}) for i in range(4)]
-    run_units(work[:2], square, out=out, app=None, progress=False)
+    run_units(work[:2], square, out=out, app=None, execution=ExecutionOptions(progress=False))
     al.flush()
     sealed = out.read_bytes()
     _cut_unit_run(out, "u2")
     assert not al.verify(out).ok  # a run without RunEnd, a torn tail
-    summary = run_units(work, square, out=out, app=None, progress=False)
+    summary = run_units(work, square, out=out, app=None, execution=ExecutionOptions(progress=False))
     assert (summary.skipped, summary.done) == (2, 2)
     assert out.read_bytes().startswith(sealed)  # the sealed runs' bytes, untouched
     report = al.verify(out)

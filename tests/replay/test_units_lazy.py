@@ -18,6 +18,7 @@ import pytest
 
 import agentlog as al
 from agentlog.replay import (
+    ExecutionOptions,
     State,
     Unit,
     UnitContext,
@@ -86,8 +87,8 @@ def test_a_generator_is_read_only_as_far_as_the_free_slots(tmp_path: Path,
                                                             concurrency: int) -> None:
     source = Counted(300)
     watch = Watch(lambda: source.yielded)
-    summary = run_units(source, watch, out=tmp_path / "o.zst", concurrency=concurrency,
-                        progress=False)
+    summary = run_units(source, watch, out=tmp_path / "o.zst",
+                        execution=ExecutionOptions(concurrency=concurrency, progress=False))
     assert (summary.total, summary.done, summary.skipped) == (300, 300, 0)
     # A unit is taken when a slot is free: the units taken but not finished are the ones
     # running plus the one waiting for the next slot (all 300 when read up front).
@@ -107,8 +108,8 @@ def test_an_async_job_reads_a_generator_lazily_too(tmp_path: Path) -> None:
         done += 1
         return jobs.score_states(unit, ctx)
 
-    summary = asyncio.run(arun_units(source, job, out=tmp_path / "o.zst", concurrency=3,
-                                     progress=False))
+    summary = asyncio.run(arun_units(source, job, out=tmp_path / "o.zst",
+                                     execution=ExecutionOptions(concurrency=3, progress=False)))
     assert summary.done == 200 and max(ahead) <= 4
 
 
@@ -125,7 +126,8 @@ def test_a_list_is_checked_whole_then_encoded_as_slots_free_up(
     monkeypatch.setattr(executor, "encode_unit", counting)
     units = [_unit(i) for i in range(250)]
     watch = Watch(lambda: calls - len(units))  # the check pass encodes each unit once
-    summary = run_units(units, watch, out=tmp_path / "o.zst", concurrency=2, progress=False)
+    summary = run_units(units, watch, out=tmp_path / "o.zst",
+                        execution=ExecutionOptions(concurrency=2, progress=False))
     assert summary.done == 250 and calls == 500
     assert max(watch.ahead) <= 3
 
@@ -138,16 +140,20 @@ def test_resume_skips_sealed_units_and_leaves_the_file_byte_identical(
     def units(n: int) -> Any:
         return [_unit(i) for i in range(n)] if kind == "list" else Counted(n)
 
-    first = run_units(units(30), JOB, out=out, concurrency=3, progress=False)
+    first = run_units(units(30), JOB, out=out,
+                      execution=ExecutionOptions(concurrency=3, progress=False))
     assert (first.total, first.skipped, first.done) == (30, 0, 30)
-    more = run_units(units(50), JOB, out=out, concurrency=3, progress=False)
+    more = run_units(units(50), JOB, out=out,
+                     execution=ExecutionOptions(concurrency=3, progress=False))
     assert (more.total, more.skipped, more.done, more.pending) == (50, 30, 20, 0)
     before = out.read_bytes()
-    again = run_units(units(50), JOB, out=out, concurrency=3, progress=False)
+    again = run_units(units(50), JOB, out=out,
+                      execution=ExecutionOptions(concurrency=3, progress=False))
     assert (again.total, again.skipped, again.done, again.failed) == (50, 50, 0, 0)
     assert out.read_bytes() == before
     whole = tmp_path / "whole.zst"
-    run_units([_unit(i) for i in range(50)], JOB, out=whole, progress=False)
+    run_units([_unit(i) for i in range(50)], JOB, out=whole,
+              execution=ExecutionOptions(progress=False))
     assert _scores(out) == _scores(whole)
 
 
@@ -155,7 +161,7 @@ def test_a_repeated_key_in_a_list_fails_before_anything_runs(tmp_path: Path) -> 
     units = [_unit(i) for i in range(20)] + [_unit(7)]
     watch = Watch(lambda: 0)
     with pytest.raises(ValueError, match=r"unit key 'u0007' appears twice in `units`"):
-        run_units(units, watch, out=tmp_path / "o.zst", progress=False)
+        run_units(units, watch, out=tmp_path / "o.zst", execution=ExecutionOptions(progress=False))
     assert watch.keys == [] and not (tmp_path / "o.zst").exists()
 
 
@@ -165,13 +171,13 @@ def test_a_repeated_key_in_a_generator_fails_there_after_writing_the_units_befor
     source = Counted(40, extra={25: _unit(7)})
     watch = Watch(lambda: source.yielded)
     with pytest.raises(ValueError, match=r"unit key 'u0007' appears twice in `units`"):
-        run_units(source, watch, out=out, concurrency=4, progress=False)
+        run_units(source, watch, out=out, execution=ExecutionOptions(concurrency=4, progress=False))
     assert source.yielded == 26  # nothing read past the repeated key
     assert sorted(watch.keys) == [f"u{i:04d}" for i in range(25)]
     assert sorted(read_units(out)) == [f"u{i:04d}" for i in range(25)]
     assert al.verify(out).ok
     # Fixed, the re-run does only the rest.
-    again = run_units(Counted(40), JOB, out=out, progress=False)
+    again = run_units(Counted(40), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (again.total, again.skipped, again.done) == (40, 25, 15)
 
 
@@ -180,9 +186,10 @@ def test_a_bad_unit_in_a_list_fails_before_anything_runs(tmp_path: Path) -> None
     watch = Watch(lambda: 0)
     with pytest.raises(TypeError, match=r"unit 'u0010': `payload` and `provenance` must "
                                         r"be plain msgpack data"):
-        run_units(units, watch, out=tmp_path / "o.zst", progress=False)
+        run_units(units, watch, out=tmp_path / "o.zst", execution=ExecutionOptions(progress=False))
     with pytest.raises(TypeError, match=r"item 3 is a int"):
-        run_units([*units[:3], 5], watch, out=tmp_path / "o.zst", progress=False)
+        run_units([*units[:3], 5], watch, out=tmp_path / "o.zst",
+                  execution=ExecutionOptions(progress=False))
     assert watch.keys == [] and not (tmp_path / "o.zst").exists()
 
 
@@ -193,11 +200,12 @@ def test_a_bad_unit_in_a_generator_fails_when_reached_with_the_units_before_writ
     watch = Watch(lambda: source.yielded)
     with pytest.raises(TypeError, match=r"unit 'u0012': `payload` and `provenance` must "
                                         r"be plain msgpack data"):
-        run_units(source, watch, out=out, concurrency=3, progress=False)
+        run_units(source, watch, out=out, execution=ExecutionOptions(concurrency=3, progress=False))
     assert sorted(read_units(out)) == sorted(watch.keys) == [f"u{i:04d}" for i in range(12)]
     first_bad = Counted(5, extra={0: "not a unit"})
     with pytest.raises(TypeError, match=r"item 0 is a str"):
-        run_units(first_bad, watch, out=tmp_path / "other.zst", progress=False)
+        run_units(first_bad, watch, out=tmp_path / "other.zst",
+                  execution=ExecutionOptions(progress=False))
     assert not (tmp_path / "other.zst").exists()
 
 
@@ -210,17 +218,19 @@ def test_an_error_the_generator_raises_stops_the_replay_after_the_units_before_i
         raise OSError("trace src.zst: truncated frame at byte 4096")
 
     with pytest.raises(OSError, match=r"truncated frame at byte 4096"):
-        run_units(units(), JOB, out=out, concurrency=2, progress=False)
+        run_units(units(), JOB, out=out, execution=ExecutionOptions(concurrency=2, progress=False))
     assert sorted(read_units(out)) == [f"u{i:04d}" for i in range(9)]
     assert al.verify(out).ok
 
 
 def test_an_empty_or_fully_sealed_generator_opens_no_cache(tmp_path: Path) -> None:
     out = tmp_path / "o.zst"
-    empty = run_units(iter(()), JOB, out=out, progress=False, cache=tmp_path / "c.sqlite")
+    empty = run_units(iter(()), JOB, out=out,
+                      execution=ExecutionOptions(progress=False), cache=tmp_path / "c.sqlite")
     assert (empty.total, empty.done) == (0, 0) and not out.exists()
-    run_units(Counted(5), JOB, out=out, progress=False)
-    done = run_units(Counted(5), JOB, out=out, progress=False, cache=tmp_path / "c.sqlite")
+    run_units(Counted(5), JOB, out=out, execution=ExecutionOptions(progress=False))
+    done = run_units(Counted(5), JOB, out=out,
+                     execution=ExecutionOptions(progress=False), cache=tmp_path / "c.sqlite")
     assert (done.total, done.skipped) == (5, 5)
     assert not (tmp_path / "c.sqlite").exists()
 
@@ -284,14 +294,14 @@ def test_a_channel_replay_counts_total_and_skipped_units_right_on_resume(
         trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.zst"
     first = replay_channels(trace, ["lazy-direct"], window="lazy-step", out=out, app=APP,
-                            layouts=2, progress=False)
+                            layouts=2, execution=ExecutionOptions(progress=False))
     assert (first.total, first.skipped, first.done, first.failed) == (12, 0, 12, 0)
     wider = replay_channels(trace, ["lazy-direct"], window="lazy-step", out=out, app=APP,
-                            progress=False)
+                            execution=ExecutionOptions(progress=False))
     assert (wider.total, wider.skipped, wider.done) == (18, 12, 6)
     before = out.read_bytes()
     again = replay_channels(trace, ["lazy-direct"], window="lazy-step", out=out, app=APP,
-                            progress=False)
+                            execution=ExecutionOptions(progress=False))
     assert (again.total, again.skipped, again.done) == (18, 18, 0)
     assert out.read_bytes() == before
 
@@ -304,7 +314,7 @@ def test_a_channel_replay_of_a_missing_window_writes_nothing(trace: Path,
     with pytest.raises(WindowNotFoundError, match=r"no completed instance of window "
                                                   r"'lazy-nope'.*lazy-step"):
         replay_channels(trace, ["lazy-direct"], window="lazy-nope", out=out, app=APP,
-                        progress=False)
+                        execution=ExecutionOptions(progress=False))
     assert not out.exists()
 
 
@@ -315,7 +325,7 @@ def test_rederiving_a_channel_replay_streams_its_plan(
 
     out = tmp_path / "out.zst"
     replay_channels(trace, ["lazy-direct"], window="lazy-step", out=out, app=APP,
-                    progress=False)
+                    execution=ExecutionOptions(progress=False))
     made = 0
     unit, derive = chrep._unit, chrep._derive_again
     ahead: list[int] = []

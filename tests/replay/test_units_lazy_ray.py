@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentlog as al
-from agentlog.replay import Unit, read_units, run_units
+from agentlog.replay import ExecutionOptions, Unit, read_units, run_units
 from agentlog.replay import _executor as executor
 from agentlog.replay._ray_executor import batch_sizes
 from tests.replay.test_ray_executor import _content
@@ -41,7 +41,8 @@ def test_batches_double_up_to_the_cap_when_the_count_is_unknown() -> None:
 def test_ray_and_local_write_the_same_content_from_a_generator_read_lazily(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     local, remote = tmp_path / "local.zst", tmp_path / "ray.zst"
-    a = run_units(_units(60), JOB, out=local, progress=False, concurrency=2)
+    a = run_units(_units(60), JOB, out=local,
+                  execution=ExecutionOptions(progress=False, concurrency=2))
     read = 0
     at_first_outcome: list[int] = []
 
@@ -59,8 +60,8 @@ def test_ray_and_local_write_the_same_content_from_a_generator_read_lazily(
         add(self, outcome)
 
     monkeypatch.setattr(executor._Batcher, "add", noting)
-    b = run_units(counted(), JOB, out=remote, progress=False, concurrency=2,
-                  executor="ray")
+    b = run_units(counted(), JOB, out=remote,
+                  execution=ExecutionOptions(progress=False, concurrency=2, executor="ray"))
     assert (a.total, a.done, a.failed) == (b.total, b.done, b.failed) == (60, 56, 4)
     assert _content(local) == _content(remote)
     # Two task slots, batches of 1 then 2: three units were out when the first came back
@@ -73,7 +74,7 @@ def test_a_repeated_key_in_a_generator_on_ray_writes_the_units_before_it(
         tmp_path: Path) -> None:
     out = tmp_path / "ray.zst"
     with pytest.raises(ValueError, match=r"unit key 't003' appears twice in `units`"):
-        run_units(_units(30, repeat_at=20), JOB, out=out, progress=False, concurrency=2,
-                  executor="ray")
+        run_units(_units(30, repeat_at=20), JOB, out=out,
+                  execution=ExecutionOptions(progress=False, concurrency=2, executor="ray"))
     assert sorted(read_units(out)) == [f"t{i:03d}" for i in range(20)]
     assert al.verify(out).ok

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import agentlog as al
-from agentlog.replay import Unit, read_units, run_units
+from agentlog.replay import ExecutionOptions, Unit, read_units, run_units
 
 JOB = "tests.replay._unit_jobs:score_states"
 OTHER = "tests.replay._unit_jobs:ascore_states"
@@ -35,17 +35,17 @@ def test_a_recorded_trace_as_the_output_is_refused_and_left_as_it_was(tmp_path: 
     before = out.read_bytes()
     with pytest.raises(ValueError, match=r"already holds run \w+ of system 'greedy', task "
                                          r"'q1', which is not a replay unit.*another output"):
-        run_units(_units(), JOB, out=out, progress=False)
+        run_units(_units(), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert out.read_bytes() == before and al.verify(out).ok
 
 
 def test_units_of_another_replay_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "units.zst"
-    assert run_units(_units(), JOB, out=out, progress=False).done == 3
+    assert run_units(_units(), JOB, out=out, execution=ExecutionOptions(progress=False)).done == 3
     with pytest.raises(ValueError, match=r"units of another kind of replay .*score_states"):
-        run_units(_units(), OTHER, out=out, progress=False)
+        run_units(_units(), OTHER, out=out, execution=ExecutionOptions(progress=False))
     # the same replay again resumes as before: everything is sealed
-    again = run_units(_units(), JOB, out=out, progress=False)
+    again = run_units(_units(), JOB, out=out, execution=ExecutionOptions(progress=False))
     assert (again.done, again.skipped) == (0, 3) and len(read_units(out)) == 3
 
 

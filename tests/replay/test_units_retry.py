@@ -12,6 +12,7 @@ import pytest
 
 import agentlog as al
 from agentlog.replay import (
+    ExecutionOptions,
     ModelCache,
     RetryPolicy,
     Unit,
@@ -72,7 +73,8 @@ class Flaky:
 
 def _run(job: Any, tmp_path: Path, policy: RetryPolicy, n: int = 1) -> Any:
     return run_units([Unit(f"u{i}", {"x": i}) for i in range(n)], job,
-                     out=tmp_path / "o.zst", retry=policy, progress=False)
+                     out=tmp_path / "o.zst",
+                     execution=ExecutionOptions(retry=policy, progress=False))
 
 
 @pytest.mark.parametrize("error", [
@@ -111,7 +113,8 @@ def test_a_cache_miss_of_a_frozen_replay_is_not_retried(tmp_path: Path) -> None:
     clock = FakeClock()
     summary = run_units([Unit("u0", {"x": 1})], "tests.replay._unit_jobs:cached_score",
                         out=tmp_path / "o.zst", cache=cache_path, frozen=True,
-                        retry=RetryPolicy(sleep=clock.sleep), progress=False)
+                        execution=ExecutionOptions(retry=RetryPolicy(sleep=clock.sleep),
+                                                   progress=False))
     assert summary.failed == 1 and summary.failures[0].error_type == "CacheMiss"
     assert summary.failures[0].attempts == 1 and clock.sleeps == []
     assert (summary.cache_hits, summary.cache_misses, summary.live_calls) == (0, 1, 0)
@@ -153,8 +156,10 @@ def test_an_attempt_past_the_timeout_is_retried_like_a_timeout(tmp_path: Path) -
         return [UnitScore("v", 1.0)]
 
     clock = FakeClock()
-    summary = run_units([Unit("u0")], slow_once, out=tmp_path / "o.zst", timeout=0.05,
-                        retry=RetryPolicy(sleep=clock.sleep), progress=False)
+    summary = run_units([Unit("u0")], slow_once, out=tmp_path / "o.zst",
+                        execution=ExecutionOptions(timeout=0.05,
+                                                   retry=RetryPolicy(sleep=clock.sleep),
+                                                   progress=False))
     assert (summary.done, attempts, len(clock.sleeps)) == (1, [1, 2], 1)
 
 
@@ -209,12 +214,14 @@ def test_a_rerun_with_the_cache_is_served_from_it_and_the_summary_counts_it(
     cache = tmp_path / "cache.sqlite3"
     units = [Unit(f"u{i}", {"x": i}) for i in range(5)]
     job = "tests.replay._unit_jobs:cached_score"
-    first = run_units(units, job, out=tmp_path / "a.zst", cache=cache, progress=False)
+    first = run_units(units, job, out=tmp_path / "a.zst", cache=cache,
+                      execution=ExecutionOptions(progress=False))
     assert (first.cache_hits, first.cache_misses, first.live_calls) == (0, 5, 5)
-    second = run_units(units, job, out=tmp_path / "b.zst", cache=cache, progress=False)
+    second = run_units(units, job, out=tmp_path / "b.zst", cache=cache,
+                       execution=ExecutionOptions(progress=False))
     assert (second.cache_hits, second.cache_misses, second.live_calls) == (0 + 5, 0, 0)
     frozen = run_units(units, job, out=tmp_path / "c.zst", cache=cache, frozen=True,
-                       progress=False)
+                       execution=ExecutionOptions(progress=False))
     assert (frozen.done, frozen.cache_hits, frozen.live_calls) == (5, 5, 0)
     values = {k: u.scores[0].value for k, u in read_units(tmp_path / "c.zst").items()}
     assert values == {f"u{i}": i / 10 for i in range(5)}
@@ -223,7 +230,7 @@ def test_a_rerun_with_the_cache_is_served_from_it_and_the_summary_counts_it(
 def test_without_a_cache_a_job_s_model_calls_are_counted_as_live(tmp_path: Path) -> None:
     summary = run_units([Unit(f"u{i}", {"x": i}) for i in range(3)],
                         "tests.replay._unit_jobs:cached_score", out=tmp_path / "o.zst",
-                        progress=False)
+                        execution=ExecutionOptions(progress=False))
     assert (summary.cache_hits, summary.cache_misses, summary.live_calls) == (0, 0, 3)
 
 
@@ -233,10 +240,11 @@ def test_a_frozen_replay_refuses_a_writable_cache_or_a_missing_file(tmp_path: Pa
             ValueError, match=r"`frozen=True` needs a read-only cache; `cache` is in mode "
                               r"'read-write'"):
         run_units(units, "tests.replay._unit_jobs:cached_score", out=tmp_path / "o.zst",
-                  cache=writable, frozen=True, progress=False)
+                  cache=writable, frozen=True, execution=ExecutionOptions(progress=False))
     with pytest.raises(FileNotFoundError, match=r"does not exist; a frozen replay serves"):
         run_units(units, "tests.replay._unit_jobs:cached_score", out=tmp_path / "o.zst",
-                  cache=tmp_path / "none.sqlite3", frozen=True, progress=False)
+                  cache=tmp_path / "none.sqlite3", frozen=True,
+                  execution=ExecutionOptions(progress=False))
 
 
 def test_the_cache_key_is_what_the_job_gives_not_the_unit_key(tmp_path: Path) -> None:
@@ -248,7 +256,8 @@ def test_the_cache_key_is_what_the_job_gives_not_the_unit_key(tmp_path: Path) ->
         return [UnitScore("v", result.response["v"])]
 
     summary = run_units([Unit("a"), Unit("b")], job, out=tmp_path / "o.zst",
-                        cache=tmp_path / "c.sqlite3", concurrency=1, progress=False)
+                        cache=tmp_path / "c.sqlite3",
+                        execution=ExecutionOptions(concurrency=1, progress=False))
     assert (summary.cache_hits, summary.live_calls) == (1, 1)
 
 
@@ -275,5 +284,5 @@ def test_no_progress_bar_when_not_a_terminal_or_not_asked(
     assert not Progress(10, enabled=True, stream=io.StringIO()).enabled
     assert not Progress(10, enabled=False, stream=_Tty()).enabled
     run_units([Unit("u0", {"x": 0})], "tests.replay._unit_jobs:score_states",
-              out=tmp_path / "o.zst", progress=True)
+              out=tmp_path / "o.zst", execution=ExecutionOptions(progress=True))
     assert capsys.readouterr().err == ""

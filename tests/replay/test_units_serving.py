@@ -11,6 +11,7 @@ openai = pytest.importorskip("openai")
 
 from agentlog.adapters import openai as adapter  # noqa: E402
 from agentlog.replay import (  # noqa: E402
+    ExecutionOptions,
     ModelCache,
     Unit,
     UnitContext,
@@ -38,7 +39,8 @@ def ask_model(unit: Unit, ctx: UnitContext) -> Sequence[UnitScore]:
 
 def test_each_unit_stores_who_served_its_model_calls(tmp_path: Path) -> None:
     units = [Unit(f"u{i}", {"x": i}, {"kind": "test"}) for i in range(3)]
-    summary = run_units(units, ask_model, out=tmp_path / "out.zst", progress=False)
+    summary = run_units(units, ask_model, out=tmp_path / "out.zst",
+                        execution=ExecutionOptions(progress=False))
     assert summary.done == 3
     for unit in read_units(tmp_path / "out.zst").values():
         assert unit.provenance["kind"] == "test"
@@ -52,8 +54,9 @@ def test_calls_through_the_unit_context_cache_are_counted_and_hits_say_so(
         tmp_path: Path) -> None:
     units = [Unit(f"u{i}", {"x": i % 2}) for i in range(4)]  # two requests, twice each
     with ModelCache(tmp_path / "c.sqlite") as cache:
-        run_units(units, jobs.cached_score, out=tmp_path / "out.zst", progress=False,
-                  cache=cache, concurrency=1)
+        run_units(units, jobs.cached_score, out=tmp_path / "out.zst",
+                  execution=ExecutionOptions(progress=False, concurrency=1),
+                  cache=cache)
     served = {k: u.provenance["serving"]["served_by"]
               for k, u in read_units(tmp_path / "out.zst").items()}
     assert {k: (s[0]["provider"], s[0]["model"], s[0]["calls"]) for k, s in served.items()} == {
@@ -63,5 +66,5 @@ def test_calls_through_the_unit_context_cache_are_counted_and_hits_say_so(
 
 def test_a_unit_without_model_calls_stores_no_serving_entry(tmp_path: Path) -> None:
     run_units([Unit("u0", {"x": 0})], jobs.score_states, out=tmp_path / "out.zst",
-              progress=False)
+              execution=ExecutionOptions(progress=False))
     assert "serving" not in read_units(tmp_path / "out.zst")["u0"].provenance
