@@ -1,10 +1,13 @@
 """Model-client adapters: every model call recorded, cached and replayable.
 
-``agentlog.adapters.openai.wrap(client)`` and ``agentlog.adapters.anthropic.wrap(client)``
-return the same client with its calls recorded as ``LLMCall`` records in the current
-window (through ``agentlog.llm_call``) and, given ``cache=ModelCache(...)``, served through
-the exact-input cache. ``choice_probs(response, labels)`` turns option-token logprobs into
-the candidate vector ``agentlog.select`` takes. ``observe_calls()`` counts a block's
+``transport()``, ``http_client()`` and ``async_http_client()`` record model calls at the
+HTTP seam: pass the client to any SDK or framework that takes an ``httpx2``/``httpx``
+client. ``agentlog.adapters.openai.wrap(client)`` and
+``agentlog.adapters.anthropic.wrap(client)`` return a copy of an SDK client that does so.
+Every call is an ``LLMCall`` record in the current window (through ``agentlog.llm_call``)
+and, given ``cache=ModelCache(...)``, is served through the exact-input cache.
+``choice_probs(response, labels)`` turns option-token logprobs into the candidate vector
+``agentlog.select`` takes. ``observe_calls()`` counts a block's
 model calls by who served them (provider, model, serving fingerprint): replays store that
 with each unit's scores. The SDKs are imported only when used.
 
@@ -31,6 +34,7 @@ from ._request_fields import (
     request_fields,
     request_key,
 )
+from ._transport import async_http_client, http_client, transport
 
 __all__ = [
     "CacheKey",
@@ -46,9 +50,11 @@ __all__ = [
     "RequestFields",
     "ServedBy",
     "StreamClosedError",
+    "async_http_client",
     "call_options",
     "choice_probs",
     "default_cache_path",
+    "http_client",
     "observe_calls",
     "observing",
     "override_cache",
@@ -56,4 +62,5 @@ __all__ = [
     "registered_request_fields",
     "request_fields",
     "request_key",
+    "transport",
 ]

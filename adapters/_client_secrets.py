@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from agentlog.scrubbing import REDACTED, is_credential_name
 
-__all__ = ["client_secrets", "stored_body"]
+__all__ = ["client_secrets", "request_secrets", "stored_body"]
 
 
 # A header whose name says it carries a credential, beyond the credential names themselves
@@ -59,6 +59,23 @@ def client_secrets(client: Any, secret_attrs: Sequence[str] = ()) -> tuple[str, 
                 is_credential_name(name) or _CREDENTIAL_HEADER.search(name)):
             found.extend(_header_forms(value))
     found.extend(_userinfo_forms(str(getattr(client, "base_url", "") or "")))
+    return tuple(dict.fromkeys(v for v in found if v and v != REDACTED))
+
+
+def request_secrets(headers: Any, url: str) -> tuple[str, ...]:
+    """The credentials one HTTP request carries, in each form a server may echo back: the
+    values of its credential headers (``Authorization``, ``X-Api-Key``, ...) and the
+    userinfo of its URL (the forms ``client_secrets`` lists)."""
+    found: list[str] = []
+    try:
+        items = list(headers.items())
+    except Exception:  # headers that cannot be listed: the URL's userinfo still counts
+        items = []
+    for name, value in items:
+        if isinstance(name, str) and isinstance(value, str) and (
+                is_credential_name(name) or _CREDENTIAL_HEADER.search(name)):
+            found.extend(_header_forms(value))
+    found.extend(_userinfo_forms(url))
     return tuple(dict.fromkeys(v for v in found if v and v != REDACTED))
 
 

@@ -484,6 +484,23 @@ ANTHROPIC_MESSAGES_V1 = RequestFields(
     reasons=_COMMON_REASONS,
 )
 
+OPENAI_COMPLETIONS_V1 = RequestFields(
+    provider="openai.completions", version=1,
+    include=("base_url", "model", "prompt", "suffix", "temperature", "top_p", "n",
+             "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty",
+             "logit_bias", "logprobs", "echo", "best_of", "extra_body", "extra_query"),
+    exclude=_OPENAI_EXCLUDE,
+    reasons=_COMMON_REASONS,
+)
+
+OPENAI_EMBEDDINGS_V1 = RequestFields(
+    provider="openai.embeddings", version=1,
+    include=("base_url", "model", "input", "dimensions", "encoding_format", "extra_body",
+             "extra_query"),
+    exclude=_OPENAI_EXCLUDE,
+    reasons=_COMMON_REASONS,
+)
+
 VLLM_GENERATE_V1 = RequestFields(
     provider="vllm.generate", version=1,
     include=("model", "revision", "tokenizer", "dtype", "prompts", "sampling_params",
@@ -502,6 +519,6 @@ VLLM_CHAT_V1 = RequestFields(
     reasons=_COMMON_REASONS,
 )
 
-for _rules in (OPENAI_CHAT_V1, OPENAI_RESPONSES_V1, ANTHROPIC_MESSAGES_V1, VLLM_GENERATE_V1,
-               VLLM_CHAT_V1):
+for _rules in (OPENAI_CHAT_V1, OPENAI_RESPONSES_V1, OPENAI_COMPLETIONS_V1,
+               OPENAI_EMBEDDINGS_V1, ANTHROPIC_MESSAGES_V1, VLLM_GENERATE_V1, VLLM_CHAT_V1):
     register_request_fields(_rules)

@@ -28,6 +28,7 @@ The tree::
     ├── NotRegisteredError        no window, channel, scorer or intervention is registered
     │                             under that name (also a KeyError)
     ├── AdapterError              a model-client adapter failed
+    │   ├── ModelHTTPError        a model endpoint answered with an HTTP error (recorded)
     │   └── NoLogprobsError       a response carries no log-probabilities to read a vector from
     ├── StreamClosedError         recorded, never raised: the caller closed or dropped a model
     │                             stream before its end
@@ -208,6 +209,19 @@ class NotRegisteredError(AgentlogError, KeyError):
 
 class AdapterError(AgentlogError):
     """A model-client adapter could not record or serve a call."""
+
+
+class ModelHTTPError(AdapterError):
+    """Recorded (never raised) when a model endpoint answered with an HTTP error status;
+    the caller's SDK raises its own error from the same response.
+
+    Attributes:
+        status_code: the HTTP status (401, 429, 500, ...).
+    """
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class NoLogprobsError(AdapterError):

@@ -138,7 +138,7 @@ def test_a_401_that_echoes_the_key_leaves_no_trace_of_it(tmp_path: Path) -> None
     assert CANARY not in text
     assert CANARY.encode() not in trace_plaintext(path)
     (call,) = al.read(path).llm_calls()
-    assert (call.status, call.error_type) == (1, "AuthenticationError")
+    assert (call.status, call.error_type) == (1, "ModelHTTPError")
 
 
 def test_async_messages_are_recorded(tmp_path: Path) -> None:

@@ -93,8 +93,7 @@ def test_recorded_with_the_request_and_value_the_sdk_alone_sends_and_gives(
     assert recorded["content"] == [{"type": "text", "text": ANSWER_JSON}]  # no parsed_output
     request = decode(call.request)["request"]
     assert request["max_tokens"] == 64
-    schema = (request["output_format"]["pydantic_schema"] if route == "parse"
-              else request["output_config"]["format"]["schema"])
+    schema = request["output_config"]["format"]["schema"]  # the wire body, as sent
     assert set(schema["properties"]) == {"answer", "confidence"}
     (span,) = spans.by_name("chat claude-opus-4-7")
     assert span.attributes["gen_ai.usage.input_tokens"] == 25

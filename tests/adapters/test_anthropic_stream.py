@@ -57,7 +57,7 @@ def test_the_caller_sees_the_same_events_and_final_message_as_without_agentlog(
 
 def test_a_stream_closed_early_records_what_was_received_marked_closed(
         tmp_path: Path) -> None:
-    client = adapter.wrap(anthropic_client(FakeProvider()))
+    client = adapter.wrap(anthropic_client(FakeProvider(chunked=True)))
 
     @_window
     def ask() -> None:
@@ -68,12 +68,12 @@ def test_a_stream_closed_early_records_what_was_received_marked_closed(
         ask()
     (call,) = al.read(tmp_path / "t.zst").llm_calls()
     assert (call.status, call.error_type) == (1, StreamClosedError.__qualname__)
-    assert "after 1 item(s)" in (call.error_message or "")
+    assert "event(s), before its end" in (call.error_message or "")
     assert decode(call.response)["id"] == message_body()["id"]
 
 
 def test_an_abandoned_stream_is_recorded_by_the_finaliser(tmp_path: Path) -> None:
-    client = adapter.wrap(anthropic_client(FakeProvider()))
+    client = adapter.wrap(anthropic_client(FakeProvider(chunked=True)))
 
     @_window
     def ask() -> None:

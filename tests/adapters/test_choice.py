@@ -130,7 +130,8 @@ def test_the_adapters_public_names_are_fixed() -> None:
     assert adapters.__all__ == sorted(adapters.__all__) == [
         "CacheKey", "CacheMode", "CacheOverride", "CacheResult", "CacheStatus", "CallOptions",
         "ChoiceProbs", "ModelCache", "NoLogprobsError", "ObservedCalls", "RequestFields",
-        "ServedBy", "StreamClosedError", "call_options", "choice_probs", "default_cache_path",
-        "observe_calls", "observing", "override_cache", "register_request_fields",
-        "registered_request_fields", "request_fields", "request_key"]
+        "ServedBy", "StreamClosedError", "async_http_client", "call_options", "choice_probs",
+        "default_cache_path", "http_client", "observe_calls", "observing", "override_cache",
+        "register_request_fields", "registered_request_fields", "request_fields",
+        "request_key", "transport"]
     assert issubclass(adapters.NoLogprobsError, al.AdapterError)

@@ -177,7 +177,7 @@ def test_parse_is_recorded_with_its_wire_body_and_returns_the_parsed_object(
     assert (call.provider, call.status, call.input_tokens) == ("openai.chat", 0, 31)
     message = decode(call.response)["choices"][0]["message"]
     assert "parsed" not in message and message["content"].startswith('{"answer"')
-    schema = decode(call.request)["request"]["response_format"]["pydantic_schema"]
+    schema = decode(call.request)["request"]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["confidence"]["type"] == "number"
 
 

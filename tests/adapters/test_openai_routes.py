@@ -291,7 +291,7 @@ def test_a_failed_call_is_recorded_with_its_error_and_without_the_key(tmp_path: 
     with pytest.raises(openai.AuthenticationError, match="Incorrect API key"):
         _in_run(case, _client(provider, False), False, path)
     (call,) = al.read(path).llm_calls()
-    assert (call.status, call.error_type) == (1, "AuthenticationError")
+    assert (call.status, call.error_type) == (1, "ModelHTTPError")
     assert CANARY.encode() not in trace_plaintext(path)
 
 
@@ -316,7 +316,7 @@ def test_a_streaming_response_left_before_its_end_records_what_was_read(
     assert first.startswith("data: {")
     (call,) = al.read(path).llm_calls()
     assert (call.status, call.error_type) == (1, StreamClosedError.__qualname__)
-    assert "byte(s) of the body, before its end" in (call.error_message or "")
+    assert "event(s), before its end" in (call.error_message or "")
 
 
 def test_a_raw_stream_closed_early_is_recorded_as_closed(tmp_path: Path) -> None:
@@ -328,7 +328,8 @@ def test_a_raw_stream_closed_early_is_recorded_as_closed(tmp_path: Path) -> None
     case = Case("early", "openai.chat", sync, sync, text=str, recorded_text=_chat_text,
                 input_tokens=31)
     path = tmp_path / "t.zst"
-    assert _in_run(case, _client(FakeProvider(), False), False, path) == "chatcmpl-AbC123"
+    provider = FakeProvider(chunked=True)
+    assert _in_run(case, _client(provider, False), False, path) == "chatcmpl-AbC123"
     (call,) = al.read(path).llm_calls()
     assert (call.status, call.error_type) == (1, StreamClosedError.__qualname__)
 

@@ -1,5 +1,6 @@
-"""The real openai client, wrapped by ``agentlog.adapters.openai``, against a real
-OpenAI-compatible server: vLLM serving the tiny model on 127.0.0.1 (see conftest.py).
+"""The real openai client, wrapped by ``agentlog.adapters.openai``, and LangChain's
+``ChatOpenAI`` on ``agentlog.adapters.http_client``, against a real OpenAI-compatible
+server: vLLM serving the tiny model on 127.0.0.1 (see conftest.py).
 
 Chat with ``top_logprobs``, streaming, the Responses API, ``logprob_token_ids``, the cache,
 and a frozen replay served from the recorded trace after the server has been stopped. The
@@ -17,7 +18,7 @@ import msgspec
 import pytest
 
 import agentlog as al
-from agentlog.adapters import call_options, choice_probs
+from agentlog.adapters import call_options, choice_probs, http_client
 from agentlog.replay import ModelCache
 
 from .conftest import VllmServer
@@ -36,6 +37,14 @@ LABELS = ["A", "B", "C", "D"]
 def client_for(server: VllmServer, **wrap_kwargs: Any) -> Any:
     return openai_adapter.wrap(openai.OpenAI(base_url=server.base_url, api_key=CANARY,
                                              max_retries=0, timeout=120), **wrap_kwargs)
+
+
+def chat_model_for(server: VllmServer, cache: Any = None) -> Any:
+    """LangChain's ChatOpenAI on the recording HTTP client (a framework's own call path)."""
+    lc = pytest.importorskip("langchain_openai")
+    return lc.ChatOpenAI(model="tiny", base_url=server.base_url, api_key=CANARY, max_retries=0,
+                         timeout=120, max_tokens=2, temperature=0,
+                         http_client=http_client(cache=cache))
 
 
 def option_ids(server: VllmServer) -> list[int]:
@@ -148,8 +157,8 @@ def test_a_frozen_replay_serves_every_call_from_the_trace_with_the_server_stoppe
         vllm_server: VllmServer, tmp_path: Path) -> None:
     trace = tmp_path / "original.zst"
 
-    @al.window("ask", entry=lambda client: "the same question")  # a client has no seal
-    def ask(client: Any) -> dict[str, Any]:
+    @al.window("ask", entry=lambda client, llm: "the same question")  # a client has no seal
+    def ask(client: Any, llm: Any) -> dict[str, Any]:
         chat = client.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=2,
                                               temperature=0, logprobs=True, top_logprobs=5)
         stream = client.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=2,
@@ -161,21 +170,24 @@ def test_a_frozen_replay_serves_every_call_from_the_trace_with_the_server_stoppe
             model="tiny", messages=QUESTION, max_tokens=1, temperature=0, logprobs=True,
             extra_body={"logprob_token_ids": option_ids(vllm_server)})
         probs = choice_probs(scored, LABELS)
+        framework = llm.invoke(QUESTION[0]["content"]).content
         return {"chat": chat.choices[0].message.content, "stream": streamed,
-                "responses": response.output_text, "probs": [float(p) for p in probs.probs]}
+                "responses": response.output_text, "probs": [float(p) for p in probs.probs],
+                "langchain": framework}
 
     with al.record(trace, seed=3, task="q1"):
-        original = ask(client_for(vllm_server))
+        original = ask(client_for(vllm_server), chat_model_for(vllm_server))
     vllm_server.stop()
     assert not vllm_server.healthy()
 
     frozen = ModelCache.from_traces([trace])
     replay_trace = tmp_path / "replay.zst"
     with al.record(replay_trace, seed=3, task="q1"):
-        replayed = ask(client_for(vllm_server, cache=frozen))
+        replayed = ask(client_for(vllm_server, cache=frozen),
+                       chat_model_for(vllm_server, cache=frozen))
     assert replayed == original
-    assert frozen.stats()["upstream_calls"] == 0 and frozen.stats()["hits"] == 4
-    assert len(calls_of(replay_trace)) == 4
+    assert frozen.stats()["upstream_calls"] == 0 and frozen.stats()["hits"] == 5
+    assert len(calls_of(replay_trace)) == 5
     with pytest.raises(al.CacheMiss, match=r"differs in 1 field\(s\): request.max_tokens: 7 "
                                            r"here, 2 stored"):
         client_for(vllm_server, cache=frozen).chat.completions.create(

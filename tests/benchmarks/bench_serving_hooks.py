@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import openai
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _tempdir import bench_dir
@@ -26,8 +26,7 @@ from _timing import interleaved, row
 
 import agentlog as al
 from agentlog import _tool
-from agentlog.adapters import _recording
-from agentlog.adapters import openai as adapter
+from agentlog.adapters import _recording, transport
 from agentlog.reentry import serving_tools
 
 BODY = {"id": "c1", "object": "chat.completion", "created": 1764547200,
@@ -74,28 +73,28 @@ def tools(folder: str) -> None:
 
 
 def adapters(folder: str) -> None:
-    prebuilt = openai.types.chat.ChatCompletion.model_validate(BODY)
-    stubbed = openai.OpenAI(api_key="sk-bench", base_url="http://bench/v1")
-    stubbed.chat.completions.create = lambda **kwargs: prebuilt  # type: ignore[method-assign]
-    adapter.wrap(stubbed)
+    """The unset cache override against the whole recording transport it sits in."""
     var = _recording._override
     ref, hook = interleaved(lambda: None, lambda: var.get() is None, number=200_000)
     print(row("the unset override: ContextVar.get + compare", hook, ref, "empty"))
     cost = hook[0] - ref[0]
     print(f"{'':<58} hook cost {cost:+8.3f} µs (min)")
+    request = httpx2.Request("POST", "http://bench/v1/chat/completions", json=REQUEST)
+    mock = httpx2.MockTransport(lambda r: httpx2.Response(200, json=BODY))
+    seam = transport(base=mock)
 
-    def stub() -> object:
-        return prebuilt
+    def bare() -> object:
+        return mock.handle_request(request).read()
 
-    def call() -> object:
-        return stubbed.chat.completions.create(**REQUEST)
+    def through() -> object:
+        return seam.handle_request(request).read()
 
-    ref, own = interleaved(stub, call, number=20_000)
-    print(row("wrapped stub, outside any run (the whole wrapper)", own, ref, "bare stub"))
+    ref, own = interleaved(bare, through, number=5_000)
+    print(row("recording transport, outside any run (pass through)", own, ref, "mock"))
     print(f"{'':<58} the unset hook is {100 * cost / own[0]:.2f} % of it")
     with al.record(os.path.join(folder, "llm.zst"), seed=1, mode="w"):
-        ref, own = interleaved(stub, call, number=2_000, before=al.flush)
-    print(row("wrapped stub, inside a run (LLMCall recorded)", own, ref, "bare stub"))
+        ref, own = interleaved(bare, through, number=1_000, before=al.flush)
+    print(row("recording transport, inside a run (LLMCall recorded)", own, ref, "mock"))
     print(f"{'':<58} the unset hook is {100 * cost / own[0]:.3f} % of it")
 
 

@@ -20,6 +20,9 @@ from agentlog import _errors
 _INTERNAL = {
     "agentlog.cli._output.BadInput": "the CLI's signal for exit status 2, caught by every "
                                      "command: no caller of a public function sees it",
+    "agentlog.adapters._transport.CacheMiss": "agentlog.CacheMiss made also an SDK's own error "
+                                              "class at run time, so that the SDK passes a "
+                                              "frozen miss through unwrapped",
 }
 
 

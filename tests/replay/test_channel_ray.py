@@ -29,10 +29,11 @@ def test_ray_and_local_channel_replays_are_identical_on_200_transitions(
 
     paths = run_study(tmp_path / "runs", tasks=task_ids(100), seeds=(0,), evaluate=False)
     kw: dict[str, Any] = {"window": "retrieval", "app": "agentlog.examples.deep_research",
-                          "layouts": 1, "progress": False}
-    local = replay_channels(paths, ["direct", "quote"], out=tmp_path / "local.zst", **kw)
+                          "layouts": 1}
+    local = replay_channels(paths, ["direct", "quote"], out=tmp_path / "local.zst",
+                            execution=ExecutionOptions(progress=False), **kw)
     remote = replay_channels(paths, ["direct", "quote"], out=tmp_path / "ray.zst",
-                             execution=ExecutionOptions(executor="ray"), **kw)
+                             execution=ExecutionOptions(executor="ray", progress=False), **kw)
     assert (local.total, local.done, local.failed) == (400, 400, 0)
     assert (remote.total, remote.done, remote.failed) == (400, 400, 0)
     a, b = _content(tmp_path / "local.zst"), _content(tmp_path / "ray.zst")

@@ -99,5 +99,9 @@ def test_under_a_read_only_override_an_unkeyed_request_is_refused_not_sent(
             override_cache(ModelCache.from_traces([src])), \
             pytest.warns(al.InstrumentationWarning, match="has no cache key"), \
             pytest.raises(al.CacheMiss, match=r"has no cache key .* a frozen replay refuses"):
-        client.chat.completions.create(**{**ASK, "temperature": float("nan")})
+        # JSON the SDK sends, but nested past what a cache key encodes.
+        deep: Any = "x"
+        for _ in range(600):
+            deep = [deep]
+        client.chat.completions.create(**ASK, extra_body={"deep": deep})
     assert provider.count == 0
