@@ -1,7 +1,8 @@
 """What recording costs in a real agent loop: one vLLM call per window on loopback.
 
-Run: ``python tests/benchmarks/bench_vllm_loop.py [--pairs P] [--windows W]`` (prints a
-table; asserts nothing). Needs the vLLM environment (``bash tests/adapters/setup_vllm.sh``);
+Run: ``python tests/benchmarks/bench_vllm_loop.py [--pairs P] [--windows W]
+[--calls-only]`` (prints a table; asserts nothing; ``--calls-only``: each window only its
+model call, recorded in the run without a window: the transport's share). Needs the vLLM environment (``bash tests/adapters/setup_vllm.sh``);
 it writes the tiny random model and starts the OpenAI-compatible server itself, on
 127.0.0.1, and stops it at the end.
 
@@ -98,10 +99,15 @@ def lookup(q: str) -> str:
     return q[::-1]
 
 
+CALLS_ONLY = "--calls-only" in sys.argv  # only the model call: the transport's share
+
+
 def loop_bare(client: Any, windows: int, rng: np.random.Generator) -> None:
     for _ in range(windows):
         reply = client.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=4,
                                                temperature=1.0, logprobs=True, top_logprobs=2)
+        if CALLS_ONLY:
+            continue
         lookup(str(reply.choices[0].message.content))
         p = rng.dirichlet(np.ones(50))
         for _ in range(3):
@@ -124,7 +130,11 @@ def loop_recorded(client: Any, windows: int, path: str, seed: int) -> None:
 
     with al.record(path, mode="a", seed=seed):
         for w in range(windows):
-            step(w)
+            if CALLS_ONLY:
+                client.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=4,
+                                               temperature=1.0, logprobs=True, top_logprobs=2)
+            else:
+                step(w)
 
 
 def main() -> None:
