@@ -61,11 +61,12 @@ if TYPE_CHECKING:
     from ._recorder import flush, record, score
     from ._select import proceed, select
     from ._state import Run, WindowRef, WindowState, current_run, current_window, last_window
-    from ._tool import tool
+    from ._tool import atool_call, tool, tool_call
     from ._trace import Trace
     from ._trace_format import ReadLimits
     from ._verify import VerifyReport, verify
     from ._window import window
+    from ._window.handle import WindowHandle, open_window
 
 # Each public name -> the module defining it, imported on first use (PEP 562).
 _LAZY: dict[str, str] = {
@@ -74,8 +75,10 @@ _LAZY: dict[str, str] = {
     "Secret": "._encoding",
     "Trace": "._trace",
     "VerifyReport": "._verify",
+    "WindowHandle": "._window.handle",
     "WindowRef": "._state",
     "WindowState": "._state",
+    "atool_call": "._tool",
     "channel": "._channels",
     "current_run": "._state",
     "current_window": "._state",
@@ -85,6 +88,7 @@ _LAZY: dict[str, str] = {
     "iter_records": "._frames",
     "last_window": "._state",
     "llm_call": "._llm",
+    "open_window": "._window.handle",
     "proceed": "._select",
     "read": "._reader",
     "read_traces": "._reader",
@@ -94,6 +98,7 @@ _LAZY: dict[str, str] = {
     "select": "._select",
     "settle": "._reader",
     "tool": "._tool",
+    "tool_call": "._tool",
     "verify": "._verify",
     "window": "._window",
 }
@@ -143,10 +148,12 @@ __all__ = [
     "TraceFormatError",
     "TracePathError",
     "VerifyReport",
+    "WindowHandle",
     "WindowNotFoundError",
     "WindowRef",
     "WindowState",
     "__version__",
+    "atool_call",
     "channel",
     "current_run",
     "current_window",
@@ -156,6 +163,7 @@ __all__ = [
     "iter_records",
     "last_window",
     "llm_call",
+    "open_window",
     "proceed",
     "read",
     "read_traces",
@@ -165,6 +173,7 @@ __all__ = [
     "select",
     "settle",
     "tool",
+    "tool_call",
     "verify",
     "window",
 ]

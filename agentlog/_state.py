@@ -235,6 +235,7 @@ class WindowState:
     span: Any = None
     t0_perf = 0
     entry_hash = b""
+    closed = False  # set when its exit is recorded
 
     def __init__(
         self,
@@ -319,6 +320,10 @@ def current_run() -> Run | None:
 def window_in(run: Run) -> WindowState | None:
     """The innermost open window of ``run`` in this context (None outside its windows)."""
     window = current_window_var.get()
+    # A window closed from another context (a framework callback on another thread) stays
+    # current where it was opened: the records made there go to its nearest open parent.
+    while window is not None and window.closed:
+        window = window.parent
     return window if window is not None and window.run is run else None
 
 
@@ -347,4 +352,7 @@ def last_window(name: str) -> WindowRef | None:
 
 def current_window() -> WindowState | None:
     """The innermost open window in this context, or None."""
-    return current_window_var.get()
+    window = current_window_var.get()
+    while window is not None and window.closed:
+        window = window.parent
+    return window

@@ -41,7 +41,7 @@ import inspect
 import itertools
 import time
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast, overload
@@ -59,6 +59,7 @@ from ._state import Run, WindowState, current_run_var, window_in
 from ._window.call import _error_text
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 _perf = time.perf_counter_ns
 
@@ -209,9 +210,13 @@ class _Returns:
 
     __slots__ = ("_adapter", "_annotation", "fn")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any] | None, annotation: Any = None) -> None:
         self.fn = fn
-        self._annotation: Any = None  # resolved on first use (a served call)
+        # resolved on first use (a served call); given for a framework's tool (tool_call)
+        self._annotation: Any = None if fn is not None or annotation is not None \
+            else _NO_ANNOTATION
+        if annotation is not None:
+            self._annotation = _NO_ANNOTATION if annotation is Any else annotation
         self._adapter: Any = None
 
     def annotation(self) -> Any:
@@ -348,8 +353,13 @@ def _tool_enter(
     name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Run, WindowState | None, tuple[bytes, bytes | None] | None]:
     run = cast(Run, current_run_var.get())
+    return _tool_enter_bound(run, name, binder.bind(args, kwargs, run.secrets))
+
+
+def _tool_enter_bound(
+    run: Run, name: str, bound: Any,
+) -> tuple[Run, WindowState | None, tuple[bytes, bytes | None] | None]:
     st = window_in(run)
-    bound = binder.bind(args, kwargs, run.secrets)
     sealed: tuple[bytes, bytes | None] | None
     try:
         sealed = store_artifact(run, bound, what=f"tool {name!r} arguments", strict=run.strict)
@@ -483,3 +493,68 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
         return cast(F, wrapper)
 
     return decorate
+
+
+def _framework_call(name: str, arguments: Any) -> tuple[Run, WindowState | None,
+                                                         tuple[bytes, bytes | None] | None]:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` of tool_call must be a non-empty str; found {name!r}")
+    if not isinstance(arguments, Mapping):
+        raise TypeError(f"tool_call({name!r}): `arguments` must be the tool's arguments as a "
+                        f"mapping of name to value; found {type(arguments).__name__} (wrap "
+                        "a single value: {'input': value})")
+    run = cast(Run, current_run_var.get())
+    # Sealed as @al.tool's arguments are: credentials scrubbed, the run's redact= hook.
+    return _tool_enter_bound(run, name, dict(arguments))
+
+
+def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
+              returns: Any = None) -> T:
+    """Record a tool call that a framework makes, or serve it under a frozen replay.
+
+    ``call()`` runs the tool (the framework's own invocation); its arguments ``arguments``
+    and its result are recorded as a ``ToolCall`` in the current window, as ``@al.tool``
+    records one. Under a frozen replay (and a branch replay before its branch point) the
+    recorded result is returned instead and ``call`` is not run; it is rebuilt as the type
+    the live tool returned (``returns``: the type to rebuild it as, e.g. a pydantic
+    model; plain data comes back as it was). Outside a run it is ``call()``.
+
+    Raises:
+        ValueError, TypeError: a bad ``name`` or ``arguments`` (not a mapping).
+        agentlog.CacheMiss: a frozen replay holds no call with these arguments.
+        agentlog.ReplayError: the recorded result cannot be rebuilt as its type.
+        Whatever ``call`` raises, unchanged (recorded as the call's error).
+    """
+    if not _state.active_runs or current_run_var.get() is None:
+        return call()
+    run, st, sealed = _framework_call(name, arguments)
+    serving = _serving_var.get()
+    if serving is not None and not serving.live:
+        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns)))
+    t0 = _perf()
+    try:
+        result = call()
+    except BaseException as exc:
+        _tool_record(run, st, name, t0, 1, sealed, None, exc)
+        raise
+    _tool_record(run, st, name, t0, 0, sealed, result, None)
+    return result
+
+
+async def atool_call(name: str, arguments: Mapping[str, Any],
+                     call: Callable[[], Awaitable[T]], *, returns: Any = None) -> T:
+    """The async twin of ``tool_call``: ``call()`` returns an awaitable."""
+    if not _state.active_runs or current_run_var.get() is None:
+        return await call()
+    run, st, sealed = _framework_call(name, arguments)
+    serving = _serving_var.get()
+    if serving is not None and not serving.live:
+        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns)))
+    t0 = _perf()
+    try:
+        result = await call()
+    except BaseException as exc:
+        _tool_record(run, st, name, t0, 1, sealed, None, exc)
+        raise
+    _tool_record(run, st, name, t0, 0, sealed, result, None)
+    return result

@@ -266,6 +266,7 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None) -> None:
+    st.closed = True
     wall = _perf() - st.t0_perf
     run = st.run
     name = st.name

@@ -2,7 +2,8 @@
 
 Run: ``python tests/benchmarks/bench_vllm_loop.py [--pairs P] [--windows W]
 [--calls-only]`` (prints a table; asserts nothing; ``--calls-only``: each window only its
-model call, recorded in the run without a window: the transport's share). Needs the vLLM environment (``bash tests/adapters/setup_vllm.sh``);
+model call, recorded in the run without a window: the transport's share). Needs the
+vLLM environment (``bash tests/adapters/setup_vllm.sh``);
 it writes the tiny random model and starts the OpenAI-compatible server itself, on
 127.0.0.1, and stops it at the end.
 

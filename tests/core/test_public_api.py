@@ -13,10 +13,11 @@ EXPECTED = [
     "RegistryCollisionWarning", "ReplayDivergenceError", "ReplayError", "Run",
     "SealedWindowError", "Secret", "SharedNoiseWarning", "StateDecodeError",
     "StreamClosedError", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
-    "WindowNotFoundError", "WindowRef", "WindowState", "__version__", "channel", "current_run",
-    "current_window", "decode_arguments", "flush", "iter_frames", "iter_records", "last_window",
-    "llm_call", "proceed", "read", "read_traces", "record", "score", "scorer", "select",
-    "settle", "tool", "verify", "window",
+    "WindowHandle", "WindowNotFoundError", "WindowRef", "WindowState", "__version__",
+    "atool_call", "channel", "current_run", "current_window", "decode_arguments", "flush",
+    "iter_frames", "iter_records", "last_window", "llm_call", "open_window", "proceed",
+    "read", "read_traces", "record", "score", "scorer", "select", "settle", "tool",
+    "tool_call", "verify", "window",
 ]
 
 
