@@ -59,9 +59,8 @@ def test_windows_opened_by_calls_nest_and_restore_the_previous_window(tmp_path: 
 
 def test_an_exception_in_the_block_is_the_failure_exit_and_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "t.zst"
-    with al.record(path, seed=1), pytest.raises(KeyError):
-        with al.open_window("step", None):
-            raise KeyError("boom")
+    with al.record(path, seed=1), pytest.raises(KeyError), al.open_window("step", None):
+        raise KeyError("boom")
     exit_ = next(r for r in al.iter_records(path) if isinstance(r, WindowExit))
     assert (exit_.status, exit_.error_type) == (1, "KeyError")
 
@@ -71,15 +70,14 @@ def test_a_window_closed_on_another_thread_sends_later_records_to_its_parent(
     """A framework's end hook may run on a worker thread: the window closes there, and the
     context that opened it no longer counts calls into a closed window."""
     path = tmp_path / "t.zst"
-    with al.record(path, seed=1):
-        with al.open_window("agent", None) as agent:
-            step = al.open_window("llm", None)
-            worker = threading.Thread(target=step.close, kwargs={"exit": "done"})
-            worker.start()
-            worker.join(timeout=10)
-            assert step.closed
-            assert al.current_window() is agent.state
-            al.tool_call("after", {}, lambda: 1)
+    with al.record(path, seed=1), al.open_window("agent", None) as agent:
+        step = al.open_window("llm", None)
+        worker = threading.Thread(target=step.close, kwargs={"exit": "done"})
+        worker.start()
+        worker.join(timeout=10)
+        assert step.closed
+        assert al.current_window() is agent.state
+        al.tool_call("after", {}, lambda: 1)
     exits = {r.name: r for r in al.iter_records(path) if isinstance(r, WindowExit)}
     assert exits["llm"].tool_calls == 0 and exits["agent"].tool_calls == 1
     assert al.verify(path).ok
