@@ -1,0 +1,110 @@
+"""LangChain v1 agents (``create_agent``), recorded: a window per model turn and per tool
+call, tools served under a frozen replay.
+
+``AgentlogMiddleware`` is an ``AgentMiddleware`` (``create_agent(..., middleware=[...])``):
+
+* ``wrap_model_call`` / ``awrap_model_call`` run each model turn inside a window
+  ``"langchain.turn"`` (entry: the model, system message and messages; exit: the
+  response's messages). The model's own HTTP calls are recorded when its client is
+  agentlog's (``ChatOpenAI(http_client=agentlog.adapters.http_client())``).
+* ``wrap_tool_call`` / ``awrap_tool_call`` run each tool call inside a window
+  ``"langchain.tool.<name>"`` as ``al.tool_call``: its arguments and ``ToolMessage`` are
+  recorded, and a frozen replay serves the recorded ``ToolMessage`` without running the
+  tool.
+
+LangChain's values that are not plain data (messages, ``TextAccessor``) are sealed as
+their ``model_dump`` or their text.
+
+Example:
+    >>> from agentlog.adapters.langchain import AgentlogMiddleware
+    >>> AgentlogMiddleware().name
+    'AgentlogMiddleware'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import agentlog as al
+
+from ._recording import require
+
+_middleware = require("langchain.agents.middleware", "langchain")
+_messages = require("langchain_core.messages", "langchain")
+
+__all__ = ["AgentlogMiddleware"]
+
+
+def _plain(value: Any) -> Any:
+    """A LangChain value as plain data: models dumped, other objects by their text."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _plain(dump(mode="json"))
+        except Exception:  # a model pydantic cannot dump: its text stands for it
+            return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)  # TextAccessor and other str-like framework values
+
+
+def _turn_entry(request: Any) -> Any:
+    model = request.model
+    return _plain({"model": getattr(model, "model_name", None) or type(model).__name__,
+                   "system": getattr(request.system_message, "content", None),
+                   "messages": request.messages})
+
+
+def _turn_exit(response: Any) -> Any:
+    return _plain(getattr(response, "result", response))
+
+
+def _tool_name(request: Any) -> str:
+    return str(request.tool_call.get("name") or "tool")
+
+
+class AgentlogMiddleware(_middleware.AgentMiddleware):  # type: ignore[misc,name-defined]
+    """Records each model turn and tool call of a ``create_agent`` agent (module docs)."""
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        with al.open_window("langchain.turn", _turn_entry(request)) as turn:
+            response = handler(request)
+            turn.close(exit=_turn_exit(response))
+            return response
+
+    async def awrap_model_call(self, request: Any,
+                               handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        async with al.open_window("langchain.turn", _turn_entry(request)) as turn:
+            response = await handler(request)
+            turn.close(exit=_turn_exit(response))
+            return response
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        name = _tool_name(request)
+        arguments = dict(request.tool_call.get("args") or {})
+        with al.open_window(f"langchain.tool.{name}", _plain(arguments)) as window:
+            result = al.tool_call(name, arguments, lambda: handler(request),
+                                  returns=_returns(request))
+            window.close(exit=_plain(result))
+            return result
+
+    async def awrap_tool_call(self, request: Any,
+                              handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        name = _tool_name(request)
+        arguments = dict(request.tool_call.get("args") or {})
+        async with al.open_window(f"langchain.tool.{name}", _plain(arguments)) as window:
+            result = await al.atool_call(name, arguments, lambda: handler(request),
+                                         returns=_returns(request))
+            window.close(exit=_plain(result))
+            return result
+
+
+def _returns(request: Any) -> Any:
+    """The type a served tool result is rebuilt as: the ``ToolMessage`` a tool call
+    gives (a tool returning a ``Command`` is served only as it was recorded)."""
+    return _messages.ToolMessage
