@@ -36,10 +36,15 @@ __all__ = ["CapturedSpans", "RecordedRun", "capture_spans", "record_in_memory"]
 
 
 class CapturedSpans:
-    """Spans finished inside ``capture_spans()``; ``.spans`` lists them in end order."""
+    """Spans finished inside ``capture_spans()``; ``.spans`` lists them in end order.
 
-    def __init__(self, exporter: Any) -> None:
+    ``.provider`` is the SDK ``TracerProvider`` runs opened in the block use: add a
+    processor to it, or trace a framework's spans to it, to see them beside agentlog's.
+    """
+
+    def __init__(self, exporter: Any, provider: Any = None) -> None:
         self._exporter = exporter
+        self.provider = provider
 
     @property
     def spans(self) -> list[ReadableSpan]:
@@ -71,7 +76,7 @@ def capture_spans() -> Iterator[CapturedSpans]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     previous = _otel.set_provider_override(provider)
     try:
-        yield CapturedSpans(exporter)
+        yield CapturedSpans(exporter, provider)
     finally:
         _otel.set_provider_override(previous)
         provider.shutdown()
