@@ -52,6 +52,8 @@ def test_a_genai_model_span_and_an_openinference_tool_span_become_records(
     assert decode_artifact(tool.args) == {"q": "oslo"}
     assert decode_artifact(tool.result) == "3 hits"
     (window,) = trace.windows("task")
+    assert window.exit is not None
+    assert (window.exit.llm_calls, window.exit.tool_calls) == (1, 1)
     assert al.verify(path).ok
 
 
