@@ -141,6 +141,10 @@ def run_span(start: RunStart) -> tuple[str, dict[str, Any]]:
     """The run's root span: ``invoke_agent {system}`` (INTERNAL: an in-process agent)."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
+        # Required on invoke_agent: the agent runs in process, recorded by agentlog; the
+        # model providers it calls are on the model spans.
+        "gen_ai.provider.name": "agentlog",
+        "openinference.span.kind": "AGENT",
         "gen_ai.agent.name": start.system,
         "gen_ai.conversation.id": start.run_id,
         "agentlog.run_id": start.run_id,
@@ -176,6 +180,8 @@ def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[
     exported from the stored trace carries it (the one attribute a live span lacks).
     """
     attributes: dict[str, Any] = {
+        # A backend that draws OpenInference kinds shows a window as a step of a chain.
+        "openinference.span.kind": "CHAIN",
         "agentlog.window": exit.name,
         "agentlog.run_id": run_id,
         "agentlog.entry_hash": entry_hash.hex(),
@@ -193,8 +199,10 @@ def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[
         for key, value in (
             ("agentlog.tool_calls", exit.tool_calls),
             ("agentlog.llm_calls", exit.llm_calls),
-            ("gen_ai.usage.input_tokens", exit.input_tokens),
-            ("gen_ai.usage.output_tokens", exit.output_tokens),
+            # Not gen_ai.usage.*: a backend that sums tokens over spans would count the
+            # model spans' usage again in every window around them.
+            ("agentlog.input_tokens", exit.input_tokens),
+            ("agentlog.output_tokens", exit.output_tokens),
             ("agentlog.selections", exit.selections),
         ):
             if value:
