@@ -1,0 +1,92 @@
+"""pydantic-ai agents, recorded: a capability that makes each model request and each tool
+call a window, and serves tools under a frozen replay.
+
+``AgentlogCapability`` is a pydantic-ai capability (``Agent(..., capabilities=[...])``):
+
+* ``wrap_model_request`` runs each model request inside a window ``"pydantic_ai.turn"``
+  (entry: the model and the messages sent; exit: the response's parts). The model's HTTP
+  calls are recorded, and served by the cache, when its provider is given agentlog's
+  client (``OpenAIProvider(http_client=agentlog.adapters.async_http_client())``).
+* ``wrap_tool_execute`` runs each tool call inside a window ``"pydantic_ai.tool.<name>"``
+  as ``al.atool_call``: its arguments and result are recorded, and a frozen replay
+  serves the recorded result without running the tool.
+
+pydantic-ai's own OpenTelemetry instrumentation (``Agent(instrument=True)``) nests under
+agentlog's window spans: both trace to the current span of the context.
+
+Example:
+    >>> from agentlog.adapters.pydantic_ai import AgentlogCapability
+    >>> type(AgentlogCapability()).__name__
+    'AgentlogCapability'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import agentlog as al
+
+from ._recording import require
+
+_capabilities = require("pydantic_ai.capabilities", "pydantic-ai")
+
+__all__ = ["AgentlogCapability"]
+
+
+def _plain(value: Any) -> Any:
+    """A pydantic-ai value as plain data: dataclasses and models by their fields."""
+    import dataclasses
+
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _plain(dump(mode="json"))
+        except Exception:  # a model pydantic cannot dump: its text stands for it
+            return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)  # datetimes and other framework values
+
+
+def _turn_entry(request_context: Any) -> Any:
+    model = getattr(request_context, "model", None)
+    return _plain({"model": getattr(model, "model_name", None) or type(model).__name__,
+                   "messages": [_parts(m) for m in request_context.messages]})
+
+
+def _parts(message: Any) -> Any:
+    """A message's parts without their timestamps (a replay sends them anew)."""
+    return [{k: v for k, v in _plain(part).items() if k != "timestamp"}
+            if isinstance(_plain(part), dict) else _plain(part)
+            for part in getattr(message, "parts", ())]
+
+
+@dataclass
+class AgentlogCapability(_capabilities.AbstractCapability):  # type: ignore[misc,name-defined]
+    """Records each model request and tool call of a pydantic-ai agent (module docs)."""
+
+    async def wrap_model_request(self, ctx: Any, *, request_context: Any,
+                                 handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        async with al.open_window("pydantic_ai.turn", _turn_entry(request_context)) as turn:
+            response = await handler(request_context)
+            turn.close(exit=[{k: v for k, v in p.items() if k != "timestamp"}
+                             if isinstance(p, dict) else p
+                             for p in _plain(getattr(response, "parts", ()))])
+            return response
+
+    async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,
+                                handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        name = str(call.tool_name)
+        arguments = _plain(args) if isinstance(args, dict) else {"input": _plain(args)}
+        async with al.open_window(f"pydantic_ai.tool.{name}", arguments) as window:
+            result = await al.atool_call(name, arguments, lambda: handler(args))
+            window.close(exit=_plain(result))
+            return result
