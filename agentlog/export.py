@@ -52,6 +52,7 @@ from ._records import (
 )
 from ._scrub import scrub_text
 from ._spans.builder import (
+    call_key,
     continuation_event,
     model_span,
     run_end_attributes,
@@ -232,11 +233,11 @@ class _SpanMaker:
         if isinstance(rec, ToolCall):
             name, attributes = tool_span(run_id, rec, capture_content=self.capture_content)
             return _Call(name, attributes, rec.window, rec.t_ns - rec.wall_ns, rec.t_ns,
-                         status, self.SpanKind.INTERNAL)
+                         status, self.SpanKind.INTERNAL, call_key(rec))
         name, attributes = model_span(run_id, rec, capture_content=self.capture_content)
         kind = self.SpanKind.INTERNAL if rec.in_process else self.SpanKind.CLIENT
         return _Call(name, attributes, rec.window, rec.t_ns - rec.latency_ns, rec.t_ns,
-                     status, kind)
+                     status, kind, call_key(rec))
 
     def run_spans(self, stream: RunStream, run: RunRecords, last: bool,
                   incomplete: _Lines | None) -> Iterator[ReadableSpan]:
@@ -307,11 +308,10 @@ class _SpanMaker:
                 resource, attributes, events, (), SpanKind.INTERNAL, status=status,
                 start_time=enter.t_ns, end_time=end_t, instrumentation_scope=scope,
             )
-        for key, calls, first in (("t", run.tools, run.first_tool),
-                                  ("m", run.models, run.first_model)):
-            for i, call in enumerate(calls, first):
+        for calls in (run.tools, run.models):
+            for call in calls:
                 yield ReadableSpan(
-                    call.name, ctx(f"{key}{i}"), parent_of(call.window), resource,
+                    call.name, ctx(call.key), parent_of(call.window), resource,
                     call.attributes, (), (), call.kind, status=call.status,
                     start_time=call.start_t, end_time=call.end_t, instrumentation_scope=scope,
                 )
@@ -343,6 +343,7 @@ class _Call(NamedTuple):
     end_t: int
     status: Any
     kind: Any
+    key: str  # its span_id key (builder.call_key): the same live and exported
 
 
 def _sources(traces: TraceLike | Iterable[TraceLike]) -> Iterator[Trace | Path]:

@@ -215,6 +215,15 @@ def window_attributes(run_id: str, entry_hash: bytes, exit: WindowExit) -> dict[
 _TOOL_STATUS = {1: "failed", 2: "refused"}
 
 
+def call_key(call: ToolCall | LLMCall) -> str:
+    """The ``span_id`` key of a tool or model call, read from its record alone (window,
+    name or provider and model, end time, duration): a live span and every export of the
+    stored trace get the same span id, whatever thread recorded the call."""
+    if isinstance(call, ToolCall):
+        return f"t{call.window}\0{call.name}\0{call.t_ns}\0{call.wall_ns}"
+    return f"m{call.window}\0{call.provider}\0{call.model}\0{call.t_ns}\0{call.latency_ns}"
+
+
 def tool_call_id(run_id: str, call: ToolCall) -> str:
     """The deterministic ``gen_ai.tool.call.id`` of a tool call, from its stored record.
 

@@ -22,8 +22,17 @@ from opentelemetry import trace
 
 from agentlog._errors import InstrumentationWarning
 from agentlog._records import LLMCall, RunEnd, RunStart, Score, ToolCall
-from agentlog._spans.builder import model_span, run_end_attributes, run_span, score_event, tool_span
-from agentlog._spans.tracer import run_contexts, run_spans
+from agentlog._spans.builder import (
+    call_key,
+    model_span,
+    run_end_attributes,
+    run_span,
+    score_event,
+    span_id,
+    tool_span,
+    trace_id,
+)
+from agentlog._spans.tracer import run_contexts, run_spans, start_span
 from agentlog._state import Run, WindowState, current_run_var, window_in
 
 _run_spans = run_spans
@@ -48,8 +57,9 @@ def start_run(run: Run, start: RunStart) -> Any:
             _run_spans.get(parent.run_id))
         if span is not None:
             context = trace.set_span_in_context(span)
-    span = run.tracer.start_span(name, context=context, kind=trace.SpanKind.INTERNAL,
-                                 attributes=attributes, start_time=start.t_ns)
+    ids = (trace_id(start.root_run or start.run_id), span_id(start.run_id, "run"))
+    span = start_span(run.tracer, name, ids, context=context, kind=trace.SpanKind.INTERNAL,
+                      attributes=attributes, start_time=start.t_ns)
     context = trace.set_span_in_context(span)
     with _lock:
         _run_spans[run.run_id] = span
@@ -83,9 +93,11 @@ def _parent(run: Run, window: WindowState | None) -> Any:
 
 
 def _child(run: Run, window: WindowState | None, name: str, kind: trace.SpanKind,
-           attributes: dict[str, Any], start_ns: int, end_ns: int, error: str | None) -> None:
-    span = run.tracer.start_span(name, context=_parent(run, window), kind=kind,
-                                 attributes=attributes, start_time=start_ns)
+           attributes: dict[str, Any], start_ns: int, end_ns: int, error: str | None,
+           key: str) -> None:
+    span = start_span(run.tracer, name, (0, span_id(run.run_id, key)),
+                      context=_parent(run, window), kind=kind, attributes=attributes,
+                      start_time=start_ns)
     if error is not None:
         span.set_status(trace.Status(trace.StatusCode.ERROR, error))
     span.end(end_time=end_ns)
@@ -107,7 +119,7 @@ def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
     """The ``execute_tool {name}`` span of a tool call that has just been recorded."""
     name, attributes = tool_span(run.run_id, call, capture_content=capture_tool_content())
     _child(run, window, name, trace.SpanKind.INTERNAL, attributes, call.t_ns - call.wall_ns,
-           call.t_ns, call.error_type if call.status else None)
+           call.t_ns, call.error_type if call.status else None, call_key(call))
 
 
 def model(run: Run, window: WindowState | None, call: LLMCall, *,
@@ -122,7 +134,7 @@ def model(run: Run, window: WindowState | None, call: LLMCall, *,
         _child(run, window, name,
                trace.SpanKind.INTERNAL if call.in_process else trace.SpanKind.CLIENT,
                attributes, call.t_ns - call.latency_ns, call.t_ns,
-               call.error_type if call.status else None)
+               call.error_type if call.status else None, call_key(call))
     except Exception as exc:  # a span is a copy: losing it must not break the host
         warnings.warn(f"could not emit the span of a model call: {exc}",
                       InstrumentationWarning, stacklevel=3)

@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import hashlib
 import math
+import threading
 import weakref
 from collections.abc import Collection
 from typing import Any
@@ -56,9 +57,61 @@ def tracer() -> trace.Tracer | None:
     except (KeyError, TypeError):
         pass
     tracer_ = provider.get_tracer(INSTRUMENTATION, __version__)
+    # The SDK gives each get_tracer call its own Tracer: this one is agentlog's alone, so
+    # its id generator can hand out the ids `agentlog export` gives the same spans.
+    generator = getattr(tracer_, "id_generator", None)
+    if generator is not None and not isinstance(generator, _ChosenIds):
+        with contextlib.suppress(AttributeError):
+            setattr(tracer_, "id_generator", _ChosenIds(generator))  # noqa: B010
     with contextlib.suppress(TypeError):  # a provider that cannot be weakly referenced
         _tracers[provider] = tracer_
     return tracer_
+
+
+class _ChosenIds:
+    """The SDK id generator of agentlog's tracer: the span id (and, for a root span, the
+    trace id) chosen for the span being started (``start_span``), else the provider's."""
+
+    def __init__(self, fallback: Any) -> None:
+        self._fallback = fallback
+        self._chosen = threading.local()
+
+    def choose(self, trace_id: int, span_id: int) -> None:
+        self._chosen.ids = (trace_id, span_id)
+
+    def clear(self) -> None:
+        self._chosen.ids = None
+
+    def generate_span_id(self) -> int:
+        ids = getattr(self._chosen, "ids", None)
+        return ids[1] if ids is not None else int(self._fallback.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        # Asked for a span without a parent only; 0 chosen: the span has none of its own.
+        ids = getattr(self._chosen, "ids", None)
+        return ids[0] if ids is not None and ids[0] else int(
+            self._fallback.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        # A chosen trace id is a hash of the run id, not random (W3C's random flag).
+        if getattr(self._chosen, "ids", None) is not None:
+            return False
+        return bool(getattr(self._fallback, "is_trace_id_random", lambda: True)())
+
+
+def start_span(tracer_: Any, name: str, ids: tuple[int, int], **kwargs: Any) -> Any:
+    """``tracer_.start_span`` with the span id (and root trace id) ``ids`` = (trace id, span
+    id; trace id 0: the parent's): the ids ``agentlog export`` gives the same span, so
+    exporting a run that was traced live adds no span twice. A tracer without agentlog's
+    generator picks its own ids."""
+    generator = getattr(tracer_, "id_generator", None)
+    if not isinstance(generator, _ChosenIds):
+        return tracer_.start_span(name, **kwargs)
+    generator.choose(*ids)
+    try:
+        return tracer_.start_span(name, **kwargs)
+    finally:
+        generator.clear()
 
 
 # The open runs' root spans by run id (bounded by the number of open runs): a window at a
@@ -70,7 +123,8 @@ run_spans: dict[str, Any] = {}
 run_contexts: dict[str, Any] = {}
 
 
-def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -> trace.Span:
+def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any,
+                      ids: tuple[int, int]) -> trace.Span:
     """Start a window's span under its enclosing window's span, else its run's span.
 
     Never the thread's current OpenTelemetry context: a thread that sees the run but not
@@ -80,10 +134,11 @@ def start_window_span(tracer_: trace.Tracer, span_name: str, parent_span: Any) -
     there in one call (``agentlog._window.call._close``); samplers see the window in the span name.
     """
     if parent_span is not None:
-        return tracer_.start_span(span_name, context=trace.set_span_in_context(parent_span))
+        return start_span(tracer_, span_name, ids,  # type: ignore[no-any-return]
+                          context=trace.set_span_in_context(parent_span))
     run = current_run_var.get()
-    return tracer_.start_span(
-        span_name, context=None if run is None else run_contexts.get(run.run_id))
+    return start_span(tracer_, span_name, ids,  # type: ignore[no-any-return]
+                      context=None if run is None else run_contexts.get(run.run_id))
 
 
 def record_exception(span: Any, exc: BaseException, message: str,

@@ -97,6 +97,9 @@ def test_nested_runs_in_separate_files_export_into_one_tree_like_the_live_one(
     assert len(live) == len(exported)
     assert signatures(live) == signatures(exported)
     assert len({s.context.trace_id for s in exported}) == 1
+    # The same spans, ids included: exporting the three files after tracing live adds none.
+    assert sorted((s.context.trace_id, s.context.span_id) for s in live) == sorted(
+        (s.context.trace_id, s.context.span_id) for s in exported)
     helper = _by_name(exported, "invoke_agent helper")
     task = _by_name(exported, "agentlog.window.delegate")
     assert helper.parent.span_id == task.context.span_id

@@ -116,6 +116,13 @@ def test_live_spans_equal_the_spans_exported_from_the_stored_trace(
     assert signatures(live) == signatures(exported)
     # One trace per run: every live span shares the root's trace id.
     assert len({s.context.trace_id for s in live}) == 1
+    # Live and exported spans are the same spans: exporting a run traced live adds none.
+    assert sorted((s.context.trace_id, s.context.span_id) for s in live) == sorted(
+        (s.context.trace_id, s.context.span_id) for s in exported)
+    assert sorted((s.context.span_id, None if s.parent is None else s.parent.span_id)
+                  for s in live) == sorted(
+        (s.context.span_id, None if s.parent is None else s.parent.span_id)
+        for s in exported)
     # Tool and model spans carry their records' own times, live and exported alike.
     live_times = sorted((s.name, s.start_time, s.end_time) for s in live
                         if s.name.startswith(("execute_tool", "chat")))
