@@ -54,6 +54,7 @@ from ._scrub import scrub_text
 from ._spans.builder import (
     call_key,
     continuation_event,
+    id_variant,
     model_span,
     run_end_attributes,
     run_span,
@@ -179,6 +180,10 @@ class _SpanMaker:
         self.service_name = service_name
         self.resource_attributes = dict(resource_attributes or {})
         self.capture_content = capture_content
+        # Ids of their own when the spans differ from the live ones (content, resource):
+        # re-exported with other options, they arrive instead of being dropped as copies.
+        self.variant = id_variant(capture_content=capture_content, service_name=service_name,
+                                  resource_attributes=resource_attributes)
         self._resources: dict[str, Any] = {}
         self._stream: RunStream  # the file being read (its Blobs: selections' pools)
 
@@ -248,18 +253,18 @@ class _SpanMaker:
         scope, flags = self.scope, self.flags
         start = run.start
         rid = start.run_id
-        tid = trace_id(stream.root_of(start))
+        tid = trace_id(stream.root_of(start), self.variant)
         resource = self.resource(start.system)
 
         def ctx(key: str) -> SpanContext:
-            return self.SpanContext(tid, span_id(rid, key), is_remote=False,
+            return self.SpanContext(tid, span_id(rid, key, self.variant), is_remote=False,
                                     trace_flags=flags)
 
         run_ctx = ctx("run")
         if last:
             parent_key = stream.parent_key(start)
             run_parent = None if parent_key is None or start.parent_run is None else (
-                self.SpanContext(tid, span_id(start.parent_run, parent_key),
+                self.SpanContext(tid, span_id(start.parent_run, parent_key, self.variant),
                                  is_remote=False, trace_flags=flags))
             name, attributes = run_span(start)
             status = Status(StatusCode.UNSET)

@@ -100,6 +100,11 @@ def _report(result: ExportResult, where: str) -> int:
                       "(and --header for its credentials), then export again: the span ids "
                       "are deterministic, so spans already sent are not duplicated")
         return EXIT_PROBLEM
+    if result.spans_sent:
+        console.print("  (span ids are deterministic: a backend that already holds these spans, "
+                      "from an earlier export with the same options or, for a plain export, "
+                      "from the run traced live, keeps one copy; --capture-content, "
+                      "--project or --service-name give the spans ids of their own)")
     return EXIT_OK
 
 

@@ -109,14 +109,37 @@ def _hash64(*parts: str) -> bytes:
     return hashlib.sha256("\0".join(parts).encode()).digest()
 
 
-def trace_id(run_id: str) -> int:
-    """The deterministic 128-bit trace id of a run (never 0): exporting twice dedupes."""
-    return int.from_bytes(_hash64("agentlog-trace", run_id)[:16], "big") or 1
+def trace_id(run_id: str, variant: str = "") -> int:
+    """The deterministic 128-bit trace id of a run (never 0): exporting twice dedupes.
+
+    ``variant`` names what else an export puts in its spans (content, resource): the
+    default ``""`` gives the ids of the run's live spans; another variant gives a copy of
+    its own, which a backend keeps beside the first instead of dropping it as a duplicate.
+    """
+    parts = ("agentlog-trace", run_id) if not variant else ("agentlog-trace", run_id, variant)
+    return int.from_bytes(_hash64(*parts)[:16], "big") or 1
 
 
-def span_id(run_id: str, key: str) -> int:
-    """The deterministic 64-bit span id of ``key`` ("run", "w3", "t0", "m2") in a run."""
-    return int.from_bytes(_hash64("agentlog-span", run_id, key)[:8], "big") or 1
+def span_id(run_id: str, key: str, variant: str = "") -> int:
+    """The deterministic 64-bit span id of ``key`` ("run", "w3", a ``call_key``) in a run
+    (``variant``: as for ``trace_id``)."""
+    parts = ("agentlog-span", run_id, key) if not variant else (
+        "agentlog-span", run_id, key, variant)
+    return int.from_bytes(_hash64(*parts)[:8], "big") or 1
+
+
+def id_variant(*, capture_content: bool, service_name: str | None,
+               resource_attributes: Mapping[str, Any] | None) -> str:
+    """The id ``variant`` of an export with these options: ``""`` for the defaults (the
+    ids live spans have), else a canonical text of the options."""
+    if not capture_content and service_name is None and not resource_attributes:
+        return ""
+    import json
+
+    return json.dumps({"content": capture_content, "service": service_name,
+                       "resource": {str(k): str(v) for k, v in
+                                    sorted((resource_attributes or {}).items())}},
+                      sort_keys=True)
 
 
 def _finite(x: float | None) -> float | None:

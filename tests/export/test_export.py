@@ -214,6 +214,8 @@ def test_exporting_twice_gives_the_same_ids_and_different_runs_different_ones(
 
 
 def test_the_otlp_json_file_holds_every_span_with_hex_ids(tmp_path: Path) -> None:
+    """Also: ids depend on what is exported, so a re-export to another project or with
+    content arrives instead of being dropped as a copy of the first."""
     trace = tmp_path / "a.zst"
     _model_run(trace)
     out = tmp_path / "spans.json"
@@ -222,8 +224,12 @@ def test_the_otlp_json_file_holds_every_span_with_hex_ids(tmp_path: Path) -> Non
     spans = [s for rs in document["resourceSpans"] for ss in rs["scopeSpans"]
              for s in ss["spans"]]
     assert result.spans_sent == len(spans) == len(list(to_spans(trace)))
-    expected = {format(s.context.span_id, "016x") for s in to_spans(trace)}
+    same = to_spans(trace, resource_attributes={"openinference.project.name": "p"})
+    expected = {format(s.context.span_id, "016x") for s in same}
     assert {s["spanId"] for s in spans} == expected
+    # Another project: a copy with ids of its own, which a backend keeps beside the first.
+    plain = {format(s.context.span_id, "016x") for s in to_spans(trace)}
+    assert plain.isdisjoint(expected) and len(plain) == len(expected)
     resource = {a["key"]: a["value"] for a in document["resourceSpans"][0]["resource"][
         "attributes"]}
     assert resource["service.name"] == {"stringValue": "planner"}
@@ -498,3 +504,15 @@ def test_the_committed_golden_trace_exports(tmp_path: Path) -> None:
     assert len(set(ids)) == len(ids)
     out = tmp_path / "golden.json"
     assert to_otlp_json([golden], out).spans_sent == len(spans)
+
+
+def test_a_re_export_with_content_gets_new_ids_and_a_plain_one_the_live_ids(
+        trace_path: Path) -> None:
+    with capture_spans() as captured:
+        _model_run(trace_path)
+    live = {(s.context.trace_id, s.context.span_id) for s in captured.spans}
+    plain = {(s.context.trace_id, s.context.span_id) for s in to_spans(trace_path)}
+    content = {(s.context.trace_id, s.context.span_id)
+               for s in to_spans(trace_path, capture_content=True)}
+    assert plain == live  # exporting a live-traced run adds nothing
+    assert content.isdisjoint(live) and len(content) == len(live)

@@ -104,7 +104,9 @@ def test_the_demo_traces_read_back_from_phoenix_as_exported_once(
         result = invoke("export", tmp_path / "runs", "--otlp", url, "--project", "agentlog-t",
                         "--batch", "7")
         assert result.exit_code == 0, result.output
-    expected = {format(s.context.span_id, "016x"): s for p in paths for s in to_spans(p)}
+    project = {"openinference.project.name": "agentlog-t"}  # what --project sets
+    expected = {format(s.context.span_id, "016x"): s for p in paths
+                for s in to_spans(p, resource_attributes=project)}
     got = _read_back(phoenix, "agentlog-t", len(expected))
     assert len(got) == len(expected)  # no duplicate from the second export
     assert {g["span_id"] for g in got} == set(expected)
@@ -126,3 +128,9 @@ def test_the_demo_traces_read_back_from_phoenix_as_exported_once(
     names = {g["name"] for g in got}
     assert {"invoke_agent deep-research", "agentlog.window.retrieval",
             "execute_tool open_document"} <= names
+    # Re-exported with content: spans of their own, which Phoenix keeps (before, it kept
+    # none of them while the CLI said they were sent).
+    result = invoke("export", tmp_path / "runs", "--otlp", url, "--project", "agentlog-t",
+                    "--capture-content")
+    assert result.exit_code == 0, result.output
+    assert len(_read_back(phoenix, "agentlog-t", 2 * len(expected))) == 2 * len(expected)
