@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning, IncompleteFaceError
+from agentlog.deprecation import warn_renamed
 
 from ._bootstrap import (
     IntervalMethod,
@@ -43,7 +44,6 @@ from ._bootstrap import (
     jackknife_acceleration,
 )
 from ._cess import inputs_hash
-from ._deprecation import warn_renamed
 from ._interval import ConfidenceInterval, check_confidence_level
 from ._labels import codes
 

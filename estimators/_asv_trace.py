@@ -45,10 +45,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import Trace
+from agentlog.deprecation import warn_renamed
 from agentlog.records import RunStart, Score, iter_runs
 
 from ._asv import AsvFace, face
-from ._deprecation import warn_renamed
 
 FloatArray = NDArray[np.float64]
 

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from agentlog.deprecation import warn_renamed
+
 from ._bootstrap import BootstrapResult, bootstrap_cluster_means, group_means
 from ._cess import inputs_hash
-from ._deprecation import warn_renamed
 from ._interval import ConfidenceInterval, check_confidence_level
 from ._labels import codes
 

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import DegenerateDataWarning, Trace
+from agentlog.deprecation import warn_renamed
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
 from ._cess import CessResult, estimate
@@ -47,7 +48,6 @@ from ._cess_tables import (
     _Table,
     load_table,
 )
-from ._deprecation import warn_renamed
 from ._shared_noise import SharedNoise
 
 __all__ = ["CessData", "from_traces", "load_table"]

@@ -7,7 +7,8 @@ Example:
     [-0.7, 0.3]
 """
 
-from . import _deprecation
+from agentlog import deprecation as _deprecation
+
 from ._asv import (
     CALIBRATION_NOTE,
     CORNERS,

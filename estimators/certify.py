@@ -17,7 +17,8 @@ Example:
     (('a', 'c'),)
 """
 
-from . import _deprecation
+from agentlog import deprecation as _deprecation
+
 from ._admissibility import (
     Admissibility,
     Entry,

@@ -8,7 +8,8 @@ Example:
     0.2
 """
 
-from . import _deprecation
+from agentlog import deprecation as _deprecation
+
 from ._audit import (
     AuditResult,
     audit,

@@ -29,7 +29,8 @@ Example:
     0.4
 """
 
-from . import _deprecation
+from agentlog import deprecation as _deprecation
+
 from ._cliffs_delta import EXACT_LIMIT, CliffsDeltaResult, cliffs_delta
 from ._degradation import (
     DegradationCurveResult,

@@ -26,6 +26,7 @@ seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
 """
 
 from agentlog import NotRegisteredError, RegistryCollisionWarning
+from agentlog import deprecation as _deprecation
 from agentlog.adapters import (  # the exact-input cache lives below replay: adapters use it
     CacheKey,
     CacheMode,
@@ -164,13 +165,4 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> object:
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module 'agentlog.replay' has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    warnings.warn(f"agentlog.replay.{name} moved to {home}.{name}; import it from there "
-                  "(the old name goes in the next release)", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(home), name)
+__getattr__ = _deprecation.renamed_attributes(__name__, moved=_MOVED)

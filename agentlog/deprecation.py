@@ -1,12 +1,16 @@
-"""Old names kept for one release after a rename: they warn ``DeprecationWarning``, then work.
+"""Old names kept for one release after a rename or a move: they warn
+``DeprecationWarning``, then work. The one mechanism every package uses.
 
 A renamed function or method keeps a thin wrapper under its old name that calls
-``warn_renamed`` and forwards to the new one; a renamed class is served under its old name
-by the public module's ``__getattr__`` (``renamed_attributes``), which warns on access. Old
-names are never listed in ``__all__``.
+``warn_renamed`` and forwards to the new one; a renamed class, and a name that moved to
+another module, are served under the old name by the public module's ``__getattr__``
+(``renamed_attributes``), which warns on access. Old names are never listed in
+``__all__``.
 """
 
 from __future__ import annotations
+
+__all__ = ["renamed_attributes", "warn_renamed"]
 
 import warnings
 from collections.abc import Callable, Mapping
@@ -25,20 +29,31 @@ def warn_renamed(old: str, new: str, *, same: str = "same arguments",
 
 
 def renamed_attributes(module: str, *, classes: Mapping[str, type] | None = None,
-                       functions: Mapping[str, Callable[..., Any]] | None = None
-                       ) -> Callable[[str], Any]:
+                       functions: Mapping[str, Callable[..., Any]] | None = None,
+                       moved: Mapping[str, str] | None = None) -> Callable[[str], Any]:
     """A module ``__getattr__`` that serves old names.
 
     Args:
         module: the public module's ``__name__`` (``agentlog.estimators.cess``).
         classes: ``{old name: class}``; reading the old name warns.
         functions: ``{old name: deprecated wrapper}``; the wrapper warns when called.
+        moved: ``{name: the module it moved to}``; reading it here warns and imports it
+            from there (``agentlog.replay.Registry`` → ``agentlog.registry``).
     """
     short = module.rsplit(".", 1)[-1]
     old_classes = dict(classes or {})
     old_functions = dict(functions or {})
+    old_homes = dict(moved or {})
 
     def __getattr__(name: str) -> Any:
+        home = old_homes.get(name)
+        if home is not None:
+            import importlib
+
+            warnings.warn(f"{module}.{name} moved to {home}.{name}; import it from there "
+                          "(the old name goes in the next release)", DeprecationWarning,
+                          stacklevel=2)
+            return getattr(importlib.import_module(home), name)
         if name in old_classes:
             new = old_classes[name]
             warn_renamed(f"{short}.{name}", f"{short}.{new.__name__}", same="the same class")
