@@ -142,6 +142,7 @@ class Config:
     capture_content: bool = False
     secrets: tuple[str, ...] = ()
     base_url: str | None = None
+    spans: bool = True  # emit agentlog's model span (False: the framework's own is there)
 
     def __post_init__(self) -> None:
         self.cache = model_cache(self.cache)

@@ -157,6 +157,7 @@ class _Call:
             # The key's request already passed the scrubber's rules (its known secret
             # values and the run's redact hook are still applied).
             request_checked=self.key is not None and self.key.clean,
+            span=self.config.spans,
         )
 
 
@@ -627,7 +628,7 @@ def _library(base: Any, lib: str | None) -> ModuleType:
 def transport(*, cache: Any = None, channel: str | None = None, base: Any = None,
               prices: Prices | None = None, capture_content: bool = False,
               secrets: Sequence[str] = (), is_async: bool | None = None,
-              http: str | None = None) -> Any:
+              http: str | None = None, spans: bool = True) -> Any:
     """An HTTP transport that records (and, with ``cache``, serves) model calls.
 
     Args:
@@ -645,6 +646,10 @@ def transport(*, cache: Any = None, channel: str | None = None, base: Any = None
         is_async: an async transport; default: as ``base`` is (sync for a base that does
             both, such as ``MockTransport``, or for none).
         http: ``"httpx2"`` or ``"httpx"``; default: ``base``'s library, else ``httpx2``.
+        spans: emit agentlog's span of each model call (when a TracerProvider is
+            configured); False when the SDK or framework already traces its calls to the
+            same backend (pydantic-ai's ``instrument=True``, an OpenInference
+            instrumentor), so each call is one span there and its tokens count once.
 
     Returns:
         A ``BaseTransport`` (or ``AsyncBaseTransport``) of that library; its
@@ -663,13 +668,13 @@ def transport(*, cache: Any = None, channel: str | None = None, base: Any = None
     if base is None:
         base = module.AsyncHTTPTransport() if is_async else module.HTTPTransport()
     config = Config(cache=cache, channel=channel, prices=prices,
-                    capture_content=capture_content, secrets=tuple(secrets))
+                    capture_content=capture_content, secrets=tuple(secrets), spans=spans)
     return _transport_class(module, is_async)(module, base, config, owns_base)
 
 
 def http_client(*, cache: Any = None, channel: str | None = None, base: Any = None,
                 prices: Prices | None = None, capture_content: bool = False,
-                http: str | None = None, **client_kwargs: Any) -> Any:
+                http: str | None = None, spans: bool = True, **client_kwargs: Any) -> Any:
     """An ``httpx2.Client`` (or ``httpx.Client``) whose transport records model calls:
     pass it to any SDK or framework that takes an HTTP client
     (``openai.OpenAI(http_client=...)``, ``ChatOpenAI(http_client=...)``).
@@ -678,16 +683,17 @@ def http_client(*, cache: Any = None, channel: str | None = None, base: Any = No
     ``headers``, ...).
     """
     t = transport(cache=cache, channel=channel, base=base, prices=prices,
-                  capture_content=capture_content, is_async=False, http=http)
+                  capture_content=capture_content, is_async=False, http=http, spans=spans)
     return t._lib.Client(transport=t, **client_kwargs)
 
 
 def async_http_client(*, cache: Any = None, channel: str | None = None, base: Any = None,
                       prices: Prices | None = None, capture_content: bool = False,
-                      http: str | None = None, **client_kwargs: Any) -> Any:
+                      http: str | None = None, spans: bool = True,
+                      **client_kwargs: Any) -> Any:
     """The async twin of ``http_client``: an ``httpx2.AsyncClient``."""
     t = transport(cache=cache, channel=channel, base=base, prices=prices,
-                  capture_content=capture_content, is_async=True, http=http)
+                  capture_content=capture_content, is_async=True, http=http, spans=spans)
     return t._lib.AsyncClient(transport=t, **client_kwargs)
 
 

@@ -10,6 +10,12 @@ the run and window current where the span ends. agentlog's own spans are skipped
 instrumentation scope is ``agentlog``), so the records agentlog writes, and the spans
 they emit, never come back through the bridge.
 
+One span per call in the backend: by default (``spans="framework"``) the bridged calls
+are recorded without agentlog's own model and tool spans, since the framework's spans are
+already there; ``spans="both"`` emits agentlog's too (two spans per call, and token totals
+counted twice by a backend that sums them). agentlog's window and run spans are emitted
+either way: the framework's spans nest under them.
+
 What a span carries is what is recorded: provider, model, token usage, latency, status,
 the tool's name, arguments and result where the instrumentation put them on the span. A
 bridged call is recorded, not served: a frozen replay of a framework seen only through
@@ -28,7 +34,7 @@ import json
 import threading
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import agentlog as al
 from agentlog import InstrumentationWarning
@@ -79,7 +85,10 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
     ``InstrumentationWarning`` per kind of failure.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, spans: Literal["framework", "both"] = "framework") -> None:
+        if spans not in ("framework", "both"):
+            raise ValueError(f"`spans` must be 'framework' or 'both'; found {spans!r}")
+        self._span = spans == "both"
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -126,6 +135,7 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
             response_model=a.get("gen_ai.response.model"),
             response_id=a.get("gen_ai.response.id"),
             finish_reasons=list(finish) if isinstance(finish, list | tuple) else (),
+            span=self._span,
         )
 
     def _tool(self, span: Any, a: Mapping[str, Any]) -> None:
@@ -143,7 +153,7 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
             return result
 
         try:
-            al.tool_call(name, arguments, outcome)
+            al.tool_call(name, arguments, outcome, span=self._span)
         except _SpanError:
             pass  # recorded as the call's error
         except al.CacheMiss:

@@ -141,6 +141,7 @@ def llm_call(
     capture_content: bool = False,
     kind: Literal["client", "internal"] = "client",
     request_checked: bool = False,
+    span: bool = True,
 ) -> None:
     """Record one model call in the current window (no-op outside a run).
 
@@ -183,6 +184,9 @@ def llm_call(
             (an adapter passes a ``CacheKey``'s canonical request when ``key.clean``):
             without a ``redact`` hook only the known secret values are then searched for.
             Leave it False for any other request.
+        span: emit the call's span (when a TracerProvider is configured); False when
+            another instrumentation already traces the same call (the OTel bridge, a
+            framework's own spans), so a backend shows it once.
 
     Never raises for a recording problem: a payload without a canonical encoding is
     reported as an ``InstrumentationWarning`` and the call is still counted.
@@ -238,5 +242,5 @@ def llm_call(
         finish_reasons=list(map(str, finish_reasons)) or None,
     )
     run.writer.put(rec)
-    if run.tracer is not None:
+    if span and run.tracer is not None:
         _live.model(run, window, rec, capture_content=capture_content)

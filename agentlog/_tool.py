@@ -278,7 +278,8 @@ def _typed(name: str, rec: RecordedTool, returns: _Returns) -> Any:
 
 
 def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
-           sealed: tuple[bytes, bytes | None] | None, returns: _Returns) -> Any:
+           sealed: tuple[bytes, bytes | None] | None, returns: _Returns,
+           span: bool = True) -> Any:
     t0 = _perf()
     serving.served += 1
     if sealed is None:
@@ -286,13 +287,13 @@ def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
         err: BaseException = CacheMiss(
             f"tool {name!r}: its arguments have no canonical encoding, so a frozen replay "
             "cannot look the call up; make them encodable or replay with mode='rerun'")
-        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True, span=span)
         raise err
     try:
         rec = serving.lookup(name, sealed[0])
     except ReplayError as exc:  # the lookup's own miss (a result hashed but not stored)
         serving.misses += 1
-        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True)
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True, span=span)
         raise
     if rec is None:
         serving.misses += 1
@@ -300,26 +301,26 @@ def _serve(serving: ToolServing, run: Run, st: WindowState | None, name: str,
             f"tool {name!r} called with arguments {sealed[0].hex()[:16]}… was never recorded "
             "with these arguments, so a frozen replay cannot serve it (replay with "
             "mode='branch' or 'rerun' to call it live)", key=sealed[0].hex())
-        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True, span=span)
         raise err
     if rec.status != 0:
         err = _served_error(name, rec)
-        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True)
+        _tool_record(run, st, name, t0, 1, sealed, None, err, served=True, span=span)
         raise err
     try:
         result = _typed(name, rec, returns)
     except ReplayError as exc:
         serving.misses += 1
-        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True)
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, served=True, span=span)
         raise
-    _tool_record(run, st, name, t0, 0, sealed, result, None, served=True)
+    _tool_record(run, st, name, t0, 0, sealed, result, None, served=True, span=span)
     return result
 
 
 def _tool_record(
     run: Run, st: WindowState | None, name: str, t0: int, status: int,
     args: tuple[bytes, bytes | None] | None, result: Any, exc: BaseException | None,
-    *, served: bool = False,
+    *, served: bool = False, span: bool = True,
 ) -> None:
     result_hash = result_inline = None
     if status == 0:
@@ -345,7 +346,7 @@ def _tool_record(
             result_type=result_type(result) if status == 0 else None,
         )
     run.writer.put(rec)
-    if run.tracer is not None:
+    if span and run.tracer is not None:
         _live.tool(run, st, rec)
 
 
@@ -509,7 +510,7 @@ def _framework_call(name: str, arguments: Any) -> tuple[Run, WindowState | None,
 
 
 def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
-              returns: Any = None) -> T:
+              returns: Any = None, span: bool = True) -> T:
     """Record a tool call that a framework makes, or serve it under a frozen replay.
 
     ``call()`` runs the tool (the framework's own invocation); its arguments ``arguments``
@@ -517,7 +518,9 @@ def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
     records one. Under a frozen replay (and a branch replay before its branch point) the
     recorded result is returned instead and ``call`` is not run; it is rebuilt as the type
     the live tool returned (``returns``: the type to rebuild it as, e.g. a pydantic
-    model; plain data comes back as it was). Outside a run it is ``call()``.
+    model; plain data comes back as it was). Outside a run it is ``call()``. ``span=False``
+    records it without agentlog's ``execute_tool`` span, for a call the framework's own
+    instrumentation already traces (one span per call in the backend).
 
     Raises:
         ValueError, TypeError: a bad ``name`` or ``arguments`` (not a mapping).
@@ -530,31 +533,32 @@ def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
     run, st, sealed = _framework_call(name, arguments)
     serving = _serving_var.get()
     if serving is not None and not serving.live:
-        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns)))
+        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns), span))
     t0 = _perf()
     try:
         result = call()
     except BaseException as exc:
-        _tool_record(run, st, name, t0, 1, sealed, None, exc)
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
         raise
-    _tool_record(run, st, name, t0, 0, sealed, result, None)
+    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
     return result
 
 
 async def atool_call(name: str, arguments: Mapping[str, Any],
-                     call: Callable[[], Awaitable[T]], *, returns: Any = None) -> T:
+                     call: Callable[[], Awaitable[T]], *, returns: Any = None,
+                     span: bool = True) -> T:
     """The async twin of ``tool_call``: ``call()`` returns an awaitable."""
     if not _state.active_runs or current_run_var.get() is None:
         return await call()
     run, st, sealed = _framework_call(name, arguments)
     serving = _serving_var.get()
     if serving is not None and not serving.live:
-        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns)))
+        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns), span))
     t0 = _perf()
     try:
         result = await call()
     except BaseException as exc:
-        _tool_record(run, st, name, t0, 1, sealed, None, exc)
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
         raise
-    _tool_record(run, st, name, t0, 0, sealed, result, None)
+    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
     return result

@@ -102,3 +102,29 @@ def test_the_bridge_needs_the_otel_sdk_named_in_its_error() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert "MissingDependencyError" in out and "agentlog[otlp]" in out
+
+
+@pytest.mark.parametrize(("spans", "ours"), [("framework", 0), ("both", 1)])
+def test_one_span_per_call_in_the_backend_unless_both_are_asked_for(
+        tmp_path: Path, spans: str, ours: int) -> None:
+    with capture_spans() as captured:
+        captured.provider.add_span_processor(RecordingSpanProcessor(spans=spans))  # type: ignore[arg-type]
+        framework = captured.provider.get_tracer("crewai.telemetry")
+        with al.record(tmp_path / "t.zst", seed=1):
+            with framework.start_as_current_span("chat m") as span:
+                span.set_attributes({"gen_ai.operation.name": "chat",
+                                     "gen_ai.request.model": "m",
+                                     "gen_ai.usage.input_tokens": 5})
+    chat = [s for s in captured.spans if s.name == "chat m"]
+    by_agentlog = [s for s in chat if s.instrumentation_scope.name == "agentlog"]
+    assert len(by_agentlog) == ours and len(chat) == 1 + ours
+    assert len(list(al.read(tmp_path / "t.zst").llm_calls())) == 1  # recorded either way
+    # Token totals a backend sums over the spans: the model's usage, counted once.
+    total = sum(dict(s.attributes or {}).get("gen_ai.usage.input_tokens", 0)
+                for s in captured.spans)
+    assert total == 5 * (1 + ours)
+
+
+def test_a_bad_spans_switch_is_refused() -> None:
+    with pytest.raises(ValueError, match="`spans` must be 'framework' or 'both'"):
+        RecordingSpanProcessor(spans="agentlog")  # type: ignore[arg-type]

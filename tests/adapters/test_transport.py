@@ -290,3 +290,20 @@ def test_a_streamed_legacy_completion_is_recorded_whole_and_a_hit_streams_it_bac
                                                       ("openai.completions", "hit")]
     body = al.records.decode_artifact(calls[0].response)
     assert body["choices"][0]["text"] == " A B" and body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_spans_off_records_the_call_without_agentlogs_model_span(tmp_path: Path) -> None:
+    """For an SDK or framework that traces its own calls to the same backend."""
+    from agentlog.testing import capture_spans
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return _embeddings(request)
+
+    for spans in (True, False):
+        client = openai.OpenAI(api_key=CANARY, max_retries=0, http_client=http_client(
+            base=httpx2.MockTransport(handler), spans=spans))
+        with capture_spans() as captured, al.record(tmp_path / f"{spans}.zst", seed=1):
+            client.embeddings.create(model="e", input=["x"])
+        names = [s.name for s in captured.spans]
+        assert ("embeddings e" in names) is spans
+        assert len(list(al.read(tmp_path / f"{spans}.zst").llm_calls())) == 1
