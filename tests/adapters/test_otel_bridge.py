@@ -108,13 +108,13 @@ def test_the_bridge_needs_the_otel_sdk_named_in_its_error() -> None:
 def test_one_span_per_call_in_the_backend_unless_both_are_asked_for(
         tmp_path: Path, spans: str, ours: int) -> None:
     with capture_spans() as captured:
-        captured.provider.add_span_processor(RecordingSpanProcessor(spans=spans))  # type: ignore[arg-type]
+        bridge = RecordingSpanProcessor(spans=spans)  # type: ignore[arg-type]
+        captured.provider.add_span_processor(bridge)
         framework = captured.provider.get_tracer("crewai.telemetry")
-        with al.record(tmp_path / "t.zst", seed=1):
-            with framework.start_as_current_span("chat m") as span:
-                span.set_attributes({"gen_ai.operation.name": "chat",
-                                     "gen_ai.request.model": "m",
-                                     "gen_ai.usage.input_tokens": 5})
+        with al.record(tmp_path / "t.zst", seed=1), \
+                framework.start_as_current_span("chat m") as span:
+            span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                 "gen_ai.usage.input_tokens": 5})
     chat = [s for s in captured.spans if s.name == "chat m"]
     by_agentlog = [s for s in chat if s.instrumentation_scope.name == "agentlog"]
     assert len(by_agentlog) == ours and len(chat) == 1 + ours
