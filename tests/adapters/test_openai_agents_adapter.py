@@ -121,3 +121,47 @@ def test_hooks_give_a_tool_the_adapter_did_not_make_its_window(tmp_path: Path) -
     assert tool.entry_value()["arguments"] == '{"city": "Tokyo"}'
     assert tool.exit_value() == "Tokyo: Sunny with wind."
     assert al.verify(path).ok
+
+
+class StreamedResponses(ScriptedResponses):
+    """The same server, answering ``stream=True`` requests as a Responses event stream."""
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        import json
+
+        reply = super().__call__(request)
+        if not json.loads(request.content).get("stream"):
+            return reply
+        body = reply.json()
+        events = [("response.created", {"type": "response.created", "sequence_number": 0,
+                                        "response": {**body, "status": "in_progress",
+                                                     "output": []}}),
+                  ("response.completed", {"type": "response.completed", "sequence_number": 1,
+                                          "response": body})]
+        sse = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               content=sse.encode())
+
+
+def test_a_streamed_run_records_each_turn_as_a_window(tmp_path: Path) -> None:
+    server = StreamedResponses()
+    provider = openai_agents.model_provider(openai.AsyncOpenAI(
+        api_key="sk-test", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server))))
+
+    async def run() -> str:
+        result = agents.Runner.run_streamed(
+            agent, input="What's the weather in Tokyo?",
+            run_config=agents.RunConfig(model_provider=provider, tracing_disabled=True))
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    path = tmp_path / "t.zst"
+    with al.record(path, seed=1, mode="w"):
+        assert "Sunny with wind." in asyncio.run(run())
+    turns = al.read(path).windows("agents.turn")
+    assert len(turns) == 2 and all(t.exit is not None and t.exit.status == 0 for t in turns)
+    assert [t.exit.llm_calls for t in turns if t.exit is not None] == [1, 1]
+    assert turns[0].exit_value()[0]["type"] == "function_call"
+    assert al.verify(path).ok
