@@ -35,6 +35,7 @@ from agentlog._records import (
     ToolCall,
     WindowExit,
 )
+from agentlog._spans.messages import input_messages, output_messages
 from agentlog._spans.tracer import continuation_event_attributes, selection_event_attributes
 
 __all__ = [
@@ -317,6 +318,17 @@ def _parameters(request: Any) -> Mapping[str, Any]:
     return params
 
 
+def _content(data: bytes, messages: Any) -> str:
+    """Stored content as the GenAI message list where its shape is known (``messages``
+    reads it), else as the stored JSON."""
+    try:
+        value = decode(data)
+        listed = messages(value)
+        return json.dumps(value if listed is None else listed, sort_keys=True, default=str)
+    except Exception:  # a damaged artifact: no content, never an exception in the host
+        return ""
+
+
 def _json_text(data: bytes) -> str:
     try:
         return json.dumps(decode(data), sort_keys=True, default=str)
@@ -382,8 +394,8 @@ def model_span(run_id: str, call: LLMCall, *, capture_content: bool = False
     if call.status != 0:
         attributes[ERROR_TYPE] = call.error_type or "error"
     if capture_content:
-        attributes[GEN_AI_INPUT_MESSAGES] = _json_text(call.request)
-        attributes[GEN_AI_OUTPUT_MESSAGES] = _json_text(call.response)
+        attributes[GEN_AI_INPUT_MESSAGES] = _content(call.request, input_messages)
+        attributes[GEN_AI_OUTPUT_MESSAGES] = _content(call.response, output_messages)
     return f"{operation} {call.model}", attributes
 
 
