@@ -11,6 +11,11 @@ and, given ``cache=ModelCache(...)``, is served through the exact-input cache.
 model calls by who served them (provider, model, serving fingerprint): replays store that
 with each unit's scores. The SDKs are imported only when used.
 
+Frameworks have a module each, imported only when used (the ``pip install
+'agentlog[<framework>]'`` line on a miss): ``openai_agents``, ``langchain``,
+``pydantic_ai``, ``smolagents``, ``dspy``, and ``otel_bridge`` for any framework traced
+with OpenTelemetry GenAI or OpenInference spans.
+
 Example:
     >>> from agentlog.adapters import ChoiceProbs, choice_probs
     >>> body = {"choices": [{"logprobs": {"content": [{"token": "B", "logprob": -0.1,
