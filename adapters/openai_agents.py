@@ -152,7 +152,8 @@ class _TurnProvider(_sdk.ModelProvider):  # type: ignore[misc,name-defined]
         return _TurnModel(self._inner.get_model(model_name), model_name)
 
 
-def model_provider(client: Any = None, *, cache: Any = None, **wrap_options: Any) -> Any:
+def model_provider(client: Any = None, *, cache: Any = None,
+                   use_responses: bool | None = None, **wrap_options: Any) -> Any:
     """A ``ModelProvider`` for ``RunConfig(model_provider=...)``: the SDK's
     ``OpenAIProvider`` over ``client`` wrapped by ``adapters.openai.wrap``, each model
     turn in a window ``agents.turn``.
@@ -160,6 +161,8 @@ def model_provider(client: Any = None, *, cache: Any = None, **wrap_options: Any
     Args:
         client: an ``openai.AsyncOpenAI`` (default: one made from the environment).
         cache: the model cache (``ModelCache`` or its path) every call goes through.
+        use_responses: the SDK's choice of API: True the Responses API, False Chat
+            Completions (an OpenAI-compatible server such as vLLM); None the SDK's default.
         wrap_options: ``channel``, ``prices``, ``capture_content`` of ``wrap``.
     """
     from . import openai as openai_adapter
@@ -167,7 +170,8 @@ def model_provider(client: Any = None, *, cache: Any = None, **wrap_options: Any
     openai = require("openai", "openai")
     wrapped = openai_adapter.wrap(client if client is not None else openai.AsyncOpenAI(),
                                   cache=cache, **wrap_options)
-    return _TurnProvider(_sdk.OpenAIProvider(openai_client=wrapped))
+    return _TurnProvider(_sdk.OpenAIProvider(openai_client=wrapped,
+                                             use_responses=use_responses))
 
 
 def function_tool(fn: F | None = None, *, name: str | None = None, **options: Any) -> Any:
