@@ -1,5 +1,5 @@
-"""LangChain v1 agents (``create_agent``), recorded: a window per model turn and per tool
-call, tools served under a frozen replay.
+"""LangChain v1 agents (``create_agent``) and LangGraph graphs, recorded: a window per
+model turn, per tool call and per graph node; tools served under a frozen replay.
 
 ``AgentlogMiddleware`` is an ``AgentMiddleware`` (``create_agent(..., middleware=[...])``):
 
@@ -12,6 +12,13 @@ call, tools served under a frozen replay.
   recorded, and a frozen replay serves the recorded ``ToolMessage`` without running the
   tool.
 
+``AgentlogCallbackHandler`` is a LangChain callback handler for LangGraph graphs
+(``graph.invoke(inputs, config={"callbacks": [AgentlogCallbackHandler()]})``): each node
+run is a window ``"langgraph.<node>"`` (entry: the state it received; exit: the update it
+returned, or the failure of its exception). It runs inline (``run_inline``), in the
+node's own context, so the model and tool calls a node makes count into its window, sync
+and async.
+
 LangChain's values that are not plain data (messages, ``TextAccessor``) are sealed as
 their ``model_dump`` or their text.
 
@@ -23,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,8 +40,9 @@ from ._recording import require
 
 _middleware = require("langchain.agents.middleware", "langchain")
 _messages = require("langchain_core.messages", "langchain")
+_callbacks = require("langchain_core.callbacks", "langchain")
 
-__all__ = ["AgentlogMiddleware"]
+__all__ = ["AgentlogCallbackHandler", "AgentlogMiddleware"]
 
 
 def _plain(value: Any) -> Any:
@@ -108,3 +117,35 @@ def _returns(request: Any) -> Any:
     """The type a served tool result is rebuilt as: the ``ToolMessage`` a tool call
     gives (a tool returning a ``Command`` is served only as it was recorded)."""
     return _messages.ToolMessage
+
+
+class AgentlogCallbackHandler(_callbacks.BaseCallbackHandler):  # type: ignore[misc,name-defined]
+    """Records each LangGraph node run as a window (module docs)."""
+
+    run_inline = True  # in the node's context, so what the node does counts into it
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: dict[Any, al.WindowHandle] = {}
+        self._lock = threading.Lock()
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
+                       parent_run_id: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        node = (metadata or {}).get("langgraph_node")
+        if not node or kwargs.get("name") != node:
+            return  # not a node's own run (the graph, a runnable inside a node)
+        handle = al.open_window(f"langgraph.{node}", _plain(inputs))
+        with self._lock:
+            self._open[run_id] = handle
+
+    def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
+        with self._lock:
+            handle = self._open.pop(run_id, None)
+        if handle is not None:
+            handle.close(exit=_plain(outputs))
+
+    def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        with self._lock:
+            handle = self._open.pop(run_id, None)
+        if handle is not None:
+            handle.fail(error)
