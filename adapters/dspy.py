@@ -29,34 +29,12 @@ from typing import Any
 
 import agentlog as al
 
+from ._framework import OpenWindows, plain
 from ._recording import require
 
 _callback = require("dspy.utils.callback", "dspy")
 
 __all__ = ["RecordingCallback"]
-
-
-def _plain(value: Any) -> Any:
-    """A DSPy value as plain data: a ``Prediction`` by its fields, models dumped."""
-    to_dict = getattr(value, "toDict", None)
-    if callable(to_dict):
-        try:
-            return _plain(to_dict())
-        except Exception:  # a value that cannot list itself: its text stands for it
-            return str(value)
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return _plain(dump(mode="json"))
-        except Exception:
-            return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
 
 
 class RecordingCallback(_callback.BaseCallback):  # type: ignore[misc,name-defined]
@@ -65,24 +43,9 @@ class RecordingCallback(_callback.BaseCallback):  # type: ignore[misc,name-defin
 
     def __init__(self) -> None:
         super().__init__()
-        self._open: dict[str, al.WindowHandle] = {}
+        self._windows = OpenWindows()
         self._lm: dict[str, tuple[Any, Any, int]] = {}
         self._lock = threading.Lock()
-
-    def _start(self, call_id: str, name: str, inputs: Any) -> None:
-        handle = al.open_window(name, _plain(inputs))
-        with self._lock:
-            self._open[call_id] = handle
-
-    def _end(self, call_id: str, outputs: Any, exception: BaseException | None) -> None:
-        with self._lock:
-            handle = self._open.pop(call_id, None)
-        if handle is None:
-            return
-        if exception is not None:
-            handle.fail(exception)
-        else:
-            handle.close(exit=_plain(outputs))
 
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         # DSPy hands a module call's arguments as {"args": [...], "kwargs": {...}}: the
@@ -90,15 +53,15 @@ class RecordingCallback(_callback.BaseCallback):  # type: ignore[misc,name-defin
         if set(inputs) == {"args", "kwargs"} and isinstance(inputs["kwargs"], dict):
             args = list(inputs["args"] or ())
             inputs = {**({"args": args} if args else {}), **inputs["kwargs"]}
-        self._start(call_id, f"dspy.module.{type(instance).__name__}", inputs)
+        self._windows.start(call_id, f"dspy.module.{type(instance).__name__}", inputs)
 
     def on_module_end(self, call_id: str, outputs: Any | None,
                       exception: BaseException | None = None) -> None:
-        self._end(call_id, outputs, exception)
+        self._windows.end(call_id, outputs, exception)
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         with self._lock:
-            self._lm[call_id] = (instance, _plain(inputs), time.perf_counter_ns())
+            self._lm[call_id] = (instance, plain(inputs), time.perf_counter_ns())
 
     def on_lm_end(self, call_id: str, outputs: Any | None,
                   exception: BaseException | None = None) -> None:
@@ -110,13 +73,13 @@ class RecordingCallback(_callback.BaseCallback):  # type: ignore[misc,name-defin
         model = str(getattr(instance, "model", None) or type(instance).__name__)
         provider = model.partition("/")[0] if "/" in model else "dspy"
         al.llm_call(f"dspy.{provider}", model, request=inputs,
-                    response=None if exception is not None else {"outputs": _plain(outputs)},
+                    response=None if exception is not None else {"outputs": plain(outputs)},
                     latency_ns=time.perf_counter_ns() - t0, error=exception)
 
     def on_tool_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         name = getattr(instance, "name", None) or type(instance).__name__
-        self._start(call_id, f"dspy.tool.{name}", inputs)
+        self._windows.start(call_id, f"dspy.tool.{name}", inputs)
 
     def on_tool_end(self, call_id: str, outputs: Any | None,
                     exception: BaseException | None = None) -> None:
-        self._end(call_id, outputs, exception)
+        self._windows.end(call_id, outputs, exception)

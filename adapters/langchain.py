@@ -30,12 +30,12 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import agentlog as al
 
+from ._framework import OpenWindows, plain
 from ._recording import require
 
 _middleware = require("langchain.agents.middleware", "langchain")
@@ -45,32 +45,15 @@ _callbacks = require("langchain_core.callbacks", "langchain")
 __all__ = ["AgentlogCallbackHandler", "AgentlogMiddleware"]
 
 
-def _plain(value: Any) -> Any:
-    """A LangChain value as plain data: models dumped, other objects by their text."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return _plain(dump(mode="json"))
-        except Exception:  # a model pydantic cannot dump: its text stands for it
-            return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)  # TextAccessor and other str-like framework values
-
-
 def _turn_entry(request: Any) -> Any:
     model = request.model
-    return _plain({"model": getattr(model, "model_name", None) or type(model).__name__,
+    return plain({"model": getattr(model, "model_name", None) or type(model).__name__,
                    "system": getattr(request.system_message, "content", None),
                    "messages": request.messages})
 
 
 def _turn_exit(response: Any) -> Any:
-    return _plain(getattr(response, "result", response))
+    return plain(getattr(response, "result", response))
 
 
 def _tool_name(request: Any) -> str:
@@ -96,20 +79,20 @@ class AgentlogMiddleware(_middleware.AgentMiddleware):  # type: ignore[misc,name
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         name = _tool_name(request)
         arguments = dict(request.tool_call.get("args") or {})
-        with al.open_window(f"langchain.tool.{name}", _plain(arguments)) as window:
+        with al.open_window(f"langchain.tool.{name}", plain(arguments)) as window:
             result = al.tool_call(name, arguments, lambda: handler(request),
                                   returns=_returns(request))
-            window.close(exit=_plain(result))
+            window.close(exit=plain(result))
             return result
 
     async def awrap_tool_call(self, request: Any,
                               handler: Callable[[Any], Awaitable[Any]]) -> Any:
         name = _tool_name(request)
         arguments = dict(request.tool_call.get("args") or {})
-        async with al.open_window(f"langchain.tool.{name}", _plain(arguments)) as window:
+        async with al.open_window(f"langchain.tool.{name}", plain(arguments)) as window:
             result = await al.atool_call(name, arguments, lambda: handler(request),
                                          returns=_returns(request))
-            window.close(exit=_plain(result))
+            window.close(exit=plain(result))
             return result
 
 
@@ -126,26 +109,17 @@ class AgentlogCallbackHandler(_callbacks.BaseCallbackHandler):  # type: ignore[m
 
     def __init__(self) -> None:
         super().__init__()
-        self._open: dict[Any, al.WindowHandle] = {}
-        self._lock = threading.Lock()
+        self._windows = OpenWindows()
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
                        parent_run_id: Any = None, metadata: Any = None, **kwargs: Any) -> None:
         node = (metadata or {}).get("langgraph_node")
         if not node or kwargs.get("name") != node:
             return  # not a node's own run (the graph, a runnable inside a node)
-        handle = al.open_window(f"langgraph.{node}", _plain(inputs))
-        with self._lock:
-            self._open[run_id] = handle
+        self._windows.start(run_id, f"langgraph.{node}", inputs)
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
-        with self._lock:
-            handle = self._open.pop(run_id, None)
-        if handle is not None:
-            handle.close(exit=_plain(outputs))
+        self._windows.end(run_id, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        with self._lock:
-            handle = self._open.pop(run_id, None)
-        if handle is not None:
-            handle.fail(error)
+        self._windows.end(run_id, exception=error)

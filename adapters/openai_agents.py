@@ -31,12 +31,12 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import agentlog as al
 
+from ._framework import OpenWindows, plain
 from ._recording import require
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,23 +44,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 _sdk = require("agents", "openai-agents")
 
 __all__ = ["RecordingHooks", "function_tool", "model_provider"]
-
-
-def _plain(value: Any) -> Any:
-    """A framework value as plain data: pydantic models dumped, other objects by ``str``."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_unset=True)
-        except Exception:  # a model pydantic cannot dump: its text stands for it
-            return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
 
 
 class RecordingHooks(_sdk.RunHooks):  # type: ignore[misc,name-defined]
@@ -73,30 +56,18 @@ class RecordingHooks(_sdk.RunHooks):  # type: ignore[misc,name-defined]
 
     def __init__(self) -> None:
         super().__init__()
-        self._open: dict[tuple[Any, ...], al.WindowHandle] = {}
-        self._lock = threading.Lock()
-
-    def _start(self, key: tuple[Any, ...], name: str, entry: Any) -> None:
-        handle = al.open_window(name, _plain(entry))
-        with self._lock:
-            self._open[key] = handle
-
-    def _end(self, key: tuple[Any, ...], exit: Any) -> None:
-        with self._lock:
-            handle = self._open.pop(key, None)
-        if handle is not None:
-            handle.close(exit=_plain(exit))
+        self._windows = OpenWindows()
 
     async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
         if getattr(tool, "__agentlog_tool__", False):
             return  # function_tool records it in its own window
         call_id = getattr(context, "tool_call_id", None)
-        self._start(("tool", id(context), call_id, tool.name), f"agents.tool.{tool.name}",
+        self._windows.start(("tool", id(context), call_id, tool.name), f"agents.tool.{tool.name}",
                     {"call_id": call_id, "tool": tool.name,
                      "arguments": getattr(context, "tool_arguments", None)})
 
     async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: object) -> None:
-        self._end(("tool", id(context), getattr(context, "tool_call_id", None), tool.name),
+        self._windows.end(("tool", id(context), getattr(context, "tool_call_id", None), tool.name),
                   result)
 
 
@@ -108,7 +79,7 @@ class _TurnModel(_sdk.Model):  # type: ignore[misc,name-defined]
         self._name = name
 
     def _entry(self, system_instructions: str | None, input: Any) -> Any:
-        return _plain({"model": self._name, "instructions": system_instructions,
+        return plain({"model": self._name, "instructions": system_instructions,
                        "input": input})
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any,
@@ -117,7 +88,7 @@ class _TurnModel(_sdk.Model):  # type: ignore[misc,name-defined]
                                   ) as turn:
             response = await self._inner.get_response(system_instructions, input, *args,
                                                       **kwargs)
-            turn.close(exit=_plain(getattr(response, "output", None)))
+            turn.close(exit=plain(getattr(response, "output", None)))
             return response
 
     async def stream_response(self, system_instructions: Any, input: Any, *args: Any,
@@ -133,7 +104,7 @@ class _TurnModel(_sdk.Model):  # type: ignore[misc,name-defined]
             turn.fail(exc)
             raise
         response = getattr(last, "response", None)
-        turn.close(exit=_plain(getattr(response, "output", None)))
+        turn.close(exit=plain(getattr(response, "output", None)))
 
     async def close(self) -> None:
         closer = getattr(self._inner, "close", None)

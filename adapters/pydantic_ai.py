@@ -28,6 +28,7 @@ from typing import Any
 
 import agentlog as al
 
+from ._framework import plain
 from ._recording import require
 
 _capabilities = require("pydantic_ai.capabilities", "pydantic-ai")
@@ -35,37 +36,16 @@ _capabilities = require("pydantic_ai.capabilities", "pydantic-ai")
 __all__ = ["AgentlogCapability"]
 
 
-def _plain(value: Any) -> Any:
-    """A pydantic-ai value as plain data: dataclasses and models by their fields."""
-    import dataclasses
-
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return _plain(dump(mode="json"))
-        except Exception:  # a model pydantic cannot dump: its text stands for it
-            return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)  # datetimes and other framework values
-
-
 def _turn_entry(request_context: Any) -> Any:
     model = getattr(request_context, "model", None)
-    return _plain({"model": getattr(model, "model_name", None) or type(model).__name__,
+    return plain({"model": getattr(model, "model_name", None) or type(model).__name__,
                    "messages": [_parts(m) for m in request_context.messages]})
 
 
 def _parts(message: Any) -> Any:
     """A message's parts without their timestamps (a replay sends them anew)."""
-    return [{k: v for k, v in _plain(part).items() if k != "timestamp"}
-            if isinstance(_plain(part), dict) else _plain(part)
+    return [{k: v for k, v in plain(part).items() if k != "timestamp"}
+            if isinstance(plain(part), dict) else plain(part)
             for part in getattr(message, "parts", ())]
 
 
@@ -79,14 +59,14 @@ class AgentlogCapability(_capabilities.AbstractCapability):  # type: ignore[misc
             response = await handler(request_context)
             turn.close(exit=[{k: v for k, v in p.items() if k != "timestamp"}
                              if isinstance(p, dict) else p
-                             for p in _plain(getattr(response, "parts", ()))])
+                             for p in plain(getattr(response, "parts", ()))])
             return response
 
     async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,
                                 handler: Callable[[Any], Awaitable[Any]]) -> Any:
         name = str(call.tool_name)
-        arguments = _plain(args) if isinstance(args, dict) else {"input": _plain(args)}
+        arguments = plain(args) if isinstance(args, dict) else {"input": plain(args)}
         async with al.open_window(f"pydantic_ai.tool.{name}", arguments) as window:
             result = await al.atool_call(name, arguments, lambda: handler(args))
-            window.close(exit=_plain(result))
+            window.close(exit=plain(result))
             return result

@@ -31,29 +31,12 @@ from typing import Any
 
 import agentlog as al
 
+from ._framework import plain
 from ._recording import require
 
 require("smolagents", "smolagents")
 
 __all__ = ["instrument", "record_model", "record_tool"]
-
-
-def _plain(value: Any) -> Any:
-    """A smolagents value as plain data (its ``dict()``/``model_dump`` where it has one)."""
-    for method in ("model_dump", "dict"):
-        dump = getattr(value, method, None)
-        if callable(dump) and not isinstance(value, dict):
-            try:
-                return _plain(dump())
-            except Exception:  # a value that cannot dump itself: its text stands for it
-                return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
 
 
 def record_model(model: Any) -> Any:
@@ -65,9 +48,9 @@ def record_model(model: Any) -> Any:
 
     @functools.wraps(generate)
     def recorded(messages: Any, *args: Any, **kwargs: Any) -> Any:
-        with al.open_window("smolagents.turn", {"messages": _plain(messages)}) as turn:
+        with al.open_window("smolagents.turn", {"messages": plain(messages)}) as turn:
             message = generate(messages, *args, **kwargs)
-            turn.close(exit=_plain(message))
+            turn.close(exit=plain(message))
             return message
 
     model.generate = recorded
@@ -75,11 +58,11 @@ def record_model(model: Any) -> Any:
     if stream is not None:
         @functools.wraps(stream)
         def recorded_stream(messages: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            turn = al.open_window("smolagents.turn", {"messages": _plain(messages)})
+            turn = al.open_window("smolagents.turn", {"messages": plain(messages)})
             deltas = []
             try:
                 for delta in stream(messages, *args, **kwargs):
-                    deltas.append(_plain(delta))
+                    deltas.append(plain(delta))
                     yield delta
             except BaseException as exc:
                 turn.fail(exc)
@@ -110,10 +93,10 @@ def record_tool(tool: Any) -> Any:
             arguments = dict(signature.bind(*args, **kwargs).arguments)
         except TypeError:  # the call will fail as the tool fails: record it as given
             arguments = {"args": list(args), **kwargs}
-        plain = _plain(arguments)
-        with al.open_window(f"smolagents.tool.{name}", plain) as window:
-            result = al.tool_call(name, plain, lambda: forward(*args, **kwargs))
-            window.close(exit=_plain(result))
+        sealed = plain(arguments)
+        with al.open_window(f"smolagents.tool.{name}", sealed) as window:
+            result = al.tool_call(name, sealed, lambda: forward(*args, **kwargs))
+            window.close(exit=plain(result))
             return result
 
     tool.forward = recorded
