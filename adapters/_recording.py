@@ -141,7 +141,6 @@ class Config:
     prices: Prices | None = None
     capture_content: bool = False
     secrets: tuple[str, ...] = ()
-    base_url: str | None = None
     spans: bool = True  # emit agentlog's model span (False: the framework's own is there)
 
     def __post_init__(self) -> None:

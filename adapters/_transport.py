@@ -40,6 +40,7 @@ import collections
 import contextlib
 import contextvars
 import json
+import sys
 import threading
 import time
 import warnings
@@ -207,12 +208,9 @@ class _Failed(Exception):
         self.status, self.headers, self.data = status, headers, data
 
 
-class _Unreadable(Exception):
-    """Raised inside a cache fetch: a 200 response whose body is not the endpoint's JSON."""
-
-    def __init__(self, status: int, headers: Any, data: bytes) -> None:
-        super().__init__(status)
-        self.status, self.headers, self.data = status, headers, data
+class _Unreadable(_Failed):
+    """Raised inside a cache fetch: a 200 response whose body is not the endpoint's JSON
+    (not stored either; recorded without a body instead of with an error)."""
 
 
 def _fetched_body(call: _Call, status: int, headers: Any, data: bytes) -> dict[str, Any]:
@@ -298,8 +296,6 @@ _miss_classes: dict[type[BaseException], type[CacheMiss]] = {}
 
 
 def _sdk_error(route: WireRoute) -> type[BaseException] | None:
-    import sys
-
     module = sys.modules.get(route.provider.partition(".")[0])
     error = getattr(module, "AnthropicError", None) if module is not None else None
     return error if isinstance(error, type) and issubclass(error, BaseException) else None
@@ -377,11 +373,11 @@ class _Seam:
         """The response of a fetch the cache did not store (an error, an unreadable body),
         recorded as such; other exceptions are recorded and raised."""
         if isinstance(exc, _Failed):
-            call.record(None, status="miss", error=_http_error(exc.status, exc.data))
-            return self._response(exc.status, _decoded_headers(exc.headers), exc.data, request)
-        if isinstance(exc, _Unreadable):
-            _warn_unreadable(call)
-            call.record(None, status="miss")
+            if isinstance(exc, _Unreadable):
+                _warn_unreadable(call)
+                call.record(None, status="miss")
+            else:
+                call.record(None, status="miss", error=_http_error(exc.status, exc.data))
             return self._response(exc.status, _decoded_headers(exc.headers), exc.data, request)
         call.record(None, status="miss", error=exc)
         if isinstance(exc, CacheMiss):
@@ -721,19 +717,18 @@ def wrap_client(client: Any, *, sync_cls: Any, async_cls: Any, expected: str,
 
     config_cache = Config(cache=cache).cache  # a path is opened once, here
     inner = getattr(client, "_client", None)
-    inner = _recording_of.get(id(inner), (None, inner))[1] if inner is not None else None
+    inner = _recording_of.get(inner, inner) if inner is not None else None
     t = transport(cache=config_cache, channel=channel, base=inner, prices=prices,
                   capture_content=capture_content, is_async=is_async,
                   secrets=client_secrets(client, secret_attrs))
     lib = t._lib
     kwargs = {} if inner is None else {"timeout": inner.timeout}
     http = (lib.AsyncClient if is_async else lib.Client)(transport=t, **kwargs)
-    _recording_of[id(http)] = (weakref.ref(http), inner)
-    weakref.finalize(http, _recording_of.pop, id(http), None)
+    _recording_of[http] = inner
     copy: Any = client
     return copy.with_options(http_client=http, **options)
 
 
-# id(our HTTP client) -> (a reference to it, the client it forwards to): a wrapped client's
-# HTTP client is ours; wrapping it again forwards to the one behind it instead.
-_recording_of: dict[int, tuple[Any, Any]] = {}
+# Our HTTP client -> the client it forwards to: a wrapped client's HTTP client is ours;
+# wrapping it again forwards to the one behind it instead. Weak: gone with our client.
+_recording_of: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

@@ -92,9 +92,6 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        return None
-
     def on_end(self, span: Any) -> None:
         scope = getattr(span, "instrumentation_scope", None)
         if scope is not None and scope.name == "agentlog":
@@ -173,9 +170,3 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
                 return
             self._warned.add(key)
         warnings.warn(message, InstrumentationWarning, stacklevel=2)
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True

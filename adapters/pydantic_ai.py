@@ -43,10 +43,11 @@ def _turn_entry(request_context: Any) -> Any:
 
 
 def _parts(message: Any) -> Any:
-    """A message's parts without their timestamps (a replay sends them anew)."""
-    return [{k: v for k, v in plain(part).items() if k != "timestamp"}
-            if isinstance(plain(part), dict) else plain(part)
-            for part in getattr(message, "parts", ())]
+    """A message's (or a response's) parts without their timestamps (a replay sends them
+    anew)."""
+    parts = [plain(part) for part in getattr(message, "parts", ())]
+    return [{k: v for k, v in p.items() if k != "timestamp"} if isinstance(p, dict) else p
+            for p in parts]
 
 
 @dataclass
@@ -57,9 +58,7 @@ class AgentlogCapability(_capabilities.AbstractCapability):  # type: ignore[misc
                                  handler: Callable[[Any], Awaitable[Any]]) -> Any:
         async with al.open_window("pydantic_ai.turn", _turn_entry(request_context)) as turn:
             response = await handler(request_context)
-            turn.close(exit=[{k: v for k, v in p.items() if k != "timestamp"}
-                             if isinstance(p, dict) else p
-                             for p in plain(getattr(response, "parts", ()))])
+            turn.close(exit=_parts(response))
             return response
 
     async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,

@@ -319,11 +319,7 @@ def current_run() -> Run | None:
 
 def window_in(run: Run) -> WindowState | None:
     """The innermost open window of ``run`` in this context (None outside its windows)."""
-    window = current_window_var.get()
-    # A window closed from another context (a framework callback on another thread) stays
-    # current where it was opened: the records made there go to its nearest open parent.
-    while window is not None and window.closed:
-        window = window.parent
+    window = current_window()
     return window if window is not None and window.run is run else None
 
 
@@ -353,6 +349,8 @@ def last_window(name: str) -> WindowRef | None:
 def current_window() -> WindowState | None:
     """The innermost open window in this context, or None."""
     window = current_window_var.get()
+    # A window closed from another context (a framework callback on another thread) stays
+    # current where it was opened: the records made there go to its nearest open parent.
     while window is not None and window.closed:
         window = window.parent
     return window

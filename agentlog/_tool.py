@@ -350,6 +350,41 @@ def _tool_record(
         _live.tool(run, st, rec)
 
 
+def _run_or_serve(run: Run, st: WindowState | None, name: str,
+                  sealed: tuple[bytes, bytes | None] | None, returns: _Returns,
+                  call: Callable[[], Any], span: bool = True) -> Any:
+    """A tool call entered in ``run``: served under a frozen replay, else ``call()``,
+    recorded with its result or its exception (which goes on to the caller)."""
+    serving = _serving_var.get()
+    if serving is not None and not serving.live:
+        return _serve(serving, run, st, name, sealed, returns, span)
+    t0 = _perf()
+    try:
+        result = call()
+    except BaseException as exc:
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
+        raise
+    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
+    return result
+
+
+async def _arun_or_serve(run: Run, st: WindowState | None, name: str,
+                         sealed: tuple[bytes, bytes | None] | None, returns: _Returns,
+                         call: Callable[[], Awaitable[Any]], span: bool = True) -> Any:
+    """The async twin of ``_run_or_serve``: ``call()`` returns an awaitable."""
+    serving = _serving_var.get()
+    if serving is not None and not serving.live:
+        return _serve(serving, run, st, name, sealed, returns, span)
+    t0 = _perf()
+    try:
+        result = await call()
+    except BaseException as exc:
+        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
+        raise
+    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
+    return result
+
+
 def _tool_enter(
     name: str, binder: ArgumentBinder, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Run, WindowState | None, tuple[bytes, bytes | None] | None]:
@@ -455,17 +490,8 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
                     _state.warn_runless_thread(f"tool {tool_name!r}")
                     return await fn(*args, **kwargs)
                 run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
-                serving = _serving_var.get()
-                if serving is not None and not serving.live:
-                    return _serve(serving, run, st, tool_name, sealed, returns)
-                t0 = _perf()
-                try:
-                    result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    _tool_record(run, st, tool_name, t0, 1, sealed, None, exc)
-                    raise
-                _tool_record(run, st, tool_name, t0, 0, sealed, result, None)
-                return result
+                return await _arun_or_serve(run, st, tool_name, sealed, returns,
+                                            lambda: fn(*args, **kwargs))
 
             awrapper.__agentlog_tool__ = binder  # type: ignore[attr-defined]
             return cast(F, awrapper)
@@ -478,17 +504,8 @@ def tool(name: str | F, *, secret: Iterable[str] = ()) -> Callable[[F], F] | F:
                 _state.warn_runless_thread(f"tool {tool_name!r}")
                 return fn(*args, **kwargs)
             run, st, sealed = _tool_enter(tool_name, binder, args, kwargs)
-            serving = _serving_var.get()
-            if serving is not None and not serving.live:
-                return _serve(serving, run, st, tool_name, sealed, returns)
-            t0 = _perf()
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                _tool_record(run, st, tool_name, t0, 1, sealed, None, exc)
-                raise
-            _tool_record(run, st, tool_name, t0, 0, sealed, result, None)
-            return result
+            return _run_or_serve(run, st, tool_name, sealed, returns,
+                                 lambda: fn(*args, **kwargs))
 
         wrapper.__agentlog_tool__ = binder  # type: ignore[attr-defined]
         return cast(F, wrapper)
@@ -531,17 +548,7 @@ def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
     if not _state.active_runs or current_run_var.get() is None:
         return call()
     run, st, sealed = _framework_call(name, arguments)
-    serving = _serving_var.get()
-    if serving is not None and not serving.live:
-        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns), span))
-    t0 = _perf()
-    try:
-        result = call()
-    except BaseException as exc:
-        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
-        raise
-    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
-    return result
+    return cast(T, _run_or_serve(run, st, name, sealed, _Returns(None, returns), call, span))
 
 
 async def atool_call(name: str, arguments: Mapping[str, Any],
@@ -551,14 +558,5 @@ async def atool_call(name: str, arguments: Mapping[str, Any],
     if not _state.active_runs or current_run_var.get() is None:
         return await call()
     run, st, sealed = _framework_call(name, arguments)
-    serving = _serving_var.get()
-    if serving is not None and not serving.live:
-        return cast(T, _serve(serving, run, st, name, sealed, _Returns(None, returns), span))
-    t0 = _perf()
-    try:
-        result = await call()
-    except BaseException as exc:
-        _tool_record(run, st, name, t0, 1, sealed, None, exc, span=span)
-        raise
-    _tool_record(run, st, name, t0, 0, sealed, result, None, span=span)
-    return result
+    return cast(T, await _arun_or_serve(run, st, name, sealed, _Returns(None, returns), call,
+                                        span))

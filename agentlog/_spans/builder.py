@@ -135,8 +135,6 @@ def id_variant(*, capture_content: bool, service_name: str | None,
     ids live spans have), else a canonical text of the options."""
     if not capture_content and service_name is None and not resource_attributes:
         return ""
-    import json
-
     return json.dumps({"content": capture_content, "service": service_name,
                        "resource": {str(k): str(v) for k, v in
                                     sorted((resource_attributes or {}).items())}},

@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agentlog import _state
-from agentlog._records import EXIT_OK
+from agentlog._records import EXIT_FAILED, EXIT_OK
 from agentlog._state import WindowState, current_run_var, current_window_var
 from agentlog._window.call import _failure_payload, _open, _safe_close, _Spec
 from agentlog._window.registry import function_id
@@ -34,11 +34,9 @@ from agentlog._window.registry import function_id
 __all__ = ["WindowHandle", "open_window"]
 
 
-def _entry(value: Any) -> Any:  # the one argument of a window opened by a call
-    return value
-
-
-def _identity(value: Any) -> Any:
+def _entry(value: Any) -> Any:
+    """The function a window opened by a call stands for: its one argument is the entry,
+    and, as the spec's entry projection, the entry is that argument as it is."""
     return value
 
 
@@ -51,7 +49,7 @@ def _spec(name: str, after: str | None, function: str | None) -> _Spec:
     key = (name, after, function)
     spec = _specs.get(key)
     if spec is None:
-        spec = _Spec(name, _entry, _identity, None, after, frozenset(), ())
+        spec = _Spec(name, _entry, _entry, None, after, frozenset(), ())
         # The function a replay re-enters: the framework's step, when the caller names it;
         # otherwise none (a window opened by a hook has no function of its own).
         spec.function_id = function  # type: ignore[assignment]
@@ -97,8 +95,6 @@ class WindowHandle:
         """Record the window's failure exit ⊥ of ``exc`` (which is not raised here)."""
         if not isinstance(exc, BaseException):
             raise TypeError(f"`exc` must be an exception; found {type(exc).__name__}")
-        from agentlog._records import EXIT_FAILED
-
         self._end(EXIT_FAILED, _failure_payload(exc), exc)
 
     def _end(self, status: int, payload: Any, exc: BaseException | None) -> None:
