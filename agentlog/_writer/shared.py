@@ -44,6 +44,8 @@ __all__ = ["MAX_KEPT", "flush_all", "release_writer", "shared_writer"]
 MAX_KEPT = 8
 # The options a kept writer must share with the run that would reuse it.
 _SAME_OPTS = ("frame_interval", "close_timeout", "max_queue_bytes", "on_full")
+# How long a new run waits for a pool thread finishing the last run's write (see _reusable).
+_IDLE_WAIT = 0.5
 
 _registry_lock = threading.RLock()
 # (device, inode) of the file -> (writer, references; 0 while kept for a next run). An
@@ -93,11 +95,20 @@ def _reusable(writer: TraceWriter, st: os.stat_result, opts: dict[str, Any]) -> 
         return False
     if any(opts.get(k) != writer._opts.get(k) for k in _SAME_OPTS):
         return False
+    # A pool thread may still hold the writer for a moment after the last flush returned
+    # (the flush's marker is released mid-service): wait for it, briefly, so a file cut by
+    # someone else in that moment is still checked. Polled, not acquired: taking ``_busy``
+    # would turn the pool thread away from a service it was asked for.
+    deadline = time.monotonic() + _IDLE_WAIT
+    while writer._busy.locked() and not writer._deque and time.monotonic() < deadline:
+        time.sleep(0.001)
     if writer._deque or writer._busy.locked():
         return True  # the last run's records are still being written: the file is ours
     # Idle: the file must end where the writer left it. Truncated or rewritten by someone
     # else (same inode, e.g. Path.write_bytes): reopen, which checks it again.
-    return st.st_size == writer._end
+    now = _stat(writer.path)
+    return now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) and (
+        now.st_size == writer._end)
 
 
 def shared_writer(path: str | os.PathLike[str], **opts: Any) -> TraceWriter:
