@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -53,9 +54,14 @@ def _base_type(tp: Any) -> Any:
     return tp
 
 
+@functools.cache
+def _fields(cls: type[msgspec.Struct]) -> tuple[msgspec.structs.FieldInfo, ...]:
+    return msgspec.structs.fields(cls)  # resolves annotations: a millisecond a call
+
+
 def _struct_table(pa: Any, records: list[Any], cls: type[msgspec.Struct]) -> Any:
     cols = {}
-    for f in msgspec.structs.fields(cls):
+    for f in _fields(cls):
         cols[f.name] = _column(pa, f.type, [getattr(r, f.name) for r in records])
     return pa.table(cols)
 

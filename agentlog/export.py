@@ -71,6 +71,7 @@ from ._spans.otlp_json import otlp_json as otlp_json  # the request of given spa
 from ._spans.stream import RunRecords, RunStream
 from ._trace import Trace
 from ._version import __version__
+from .dataset import to_parquet as to_parquet  # traces as a Parquet dataset
 from .records import trace_files
 from .retry import RetryPolicy
 
@@ -79,7 +80,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import SpanContext
 
-__all__ = ["ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_spans"]
+__all__ = ["ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_parquet",
+           "to_spans"]
 
 TraceLike = Trace | str | os.PathLike[str]
 

@@ -1,4 +1,5 @@
-"""``agentlog export TRACES... --otlp URL``: stored traces as spans for a tracing backend.
+"""``agentlog export TRACES... --otlp URL``: stored traces as spans for a tracing backend;
+``--format parquet --out DIR``: as a Parquet dataset (``agentlog.dataset``).
 
 Spans keep the records' original timestamps and get deterministic ids, so exporting the
 same trace twice sends the same spans (backends keep one copy). ``--format otlp-json
@@ -26,6 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import agentlog as al
+from agentlog.dataset import to_parquet
 from agentlog.export import ExportResult, endpoint_problem, to_otlp, to_otlp_json
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.scrubbing import scrub_text
@@ -40,6 +42,7 @@ _SPAN_RECORDS = (RunStart, WindowEnter, ToolCall, LLMCall)
 class Format(enum.StrEnum):
     otlp = "otlp"
     otlp_json = "otlp-json"
+    parquet = "parquet"
 
 
 class Protocol(enum.StrEnum):
@@ -84,6 +87,26 @@ def _count_spans(files: Sequence[Path]) -> int:
     return sum(isinstance(r, _SPAN_RECORDS) for f in files for r in al.iter_records(f))
 
 
+def _to_parquet(traces: list[Path], out: Path | None) -> int:
+    if out is None:
+        raise BadInput("--format parquet needs --out DIR (the dataset folder)")
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out}: is a file; pass a folder (the dataset), e.g. "
+                       f"{out.with_suffix('')}-parquet")
+    files = trace_files(traces)
+    with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
+                  console=stderr(), transient=True) as bar, _streaming(files, out):
+        task = bar.add_task("files", total=len(files))
+        result = to_parquet(files, out, progress=lambda n: bar.advance(task, n))
+    rows = ", ".join(f"{n} {kind}" for kind, n in result.rows.items() if n)
+    stdout().print(f"[green]{result.runs_added} runs added to {escape(str(out))}[/] "
+                   f"({rows or 'no rows'}); {result.runs_present} already there")
+    if result.runs_unreadable:
+        stdout().print(f"[yellow]! {result.runs_unreadable} runs had no start record (cut "
+                       "from the front of their file) and were left out[/]")
+    return EXIT_OK
+
+
 def _report(result: ExportResult, where: str) -> int:
     console = stdout()
     for line in result.incomplete:
@@ -116,10 +139,13 @@ def export_command(
                      "http://127.0.0.1:4318/v1/traces.", show_default=False),
     ] = None,
     fmt: Annotated[
-        Format, typer.Option("--format", help="otlp: send to --otlp; otlp-json: write --out.")
+        Format, typer.Option("--format", help="otlp: send to --otlp; otlp-json: write "
+                             "--out FILE; parquet: the runs as a Parquet dataset in --out "
+                             "DIR (only runs not already there are added).")
     ] = Format.otlp,
     out: Annotated[
-        Path | None, out_option("File for --format otlp-json.", show_default=False)
+        Path | None, out_option("File for --format otlp-json; folder for --format parquet.",
+                                show_default=False)
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -159,6 +185,8 @@ def export_command(
     if project is not None:
         resource["openinference.project.name"] = project
     try:
+        if fmt is Format.parquet:
+            raise typer.Exit(_to_parquet(traces, out))
         if fmt is Format.otlp_json:
             if out is None:
                 raise BadInput("--format otlp-json needs --out FILE (where to write the spans)")

@@ -1,0 +1,419 @@
+"""Traces as a Parquet dataset: one table per record kind, for DuckDB, polars, Spark or Ray.
+
+``to_parquet(traces, out)`` (``agentlog export TRACES… --format parquet --out DIR``)
+writes ``DIR/<table>/system=<system>/task=<task>/part-<batch>-<i>.parquet`` for the
+tables in ``TABLES``, Hive-partitioned by the run's system and task, zstd-compressed, the
+float columns and float lists (probability vectors, draws) byte-stream-split. Every
+table has ``run_id`` (the run's globally unique id) to join on; windows join their
+selections, continuations, calls and scores on ``(run_id, window)``.
+
+Schema version 1 (``SCHEMA_VERSION``): each table holds the fields of its record type
+(``agentlog.records``: ``RunStart``/``RunEnd`` for ``runs``, ``WindowEnter``/``WindowExit``
+for ``windows``, and ``Selection``, ``Continuation``, ``LLMCall``, ``ToolCall``, ``Score``),
+as ``Trace.to_arrow`` gives them, plus:
+
+* ``run_id`` (string), and the partition columns ``system`` and ``task`` (string; a
+  reader with Hive partitioning, e.g. DuckDB's ``read_parquet(..., hive_partitioning =
+  true)``, brings them back);
+* in ``runs``: ``source`` (the trace file as named to the export) and
+  ``source_sha256`` (hex of the file's bytes when it was exported).
+
+Integers are int64, hashes binary, timestamps int64 nanoseconds, payloads (``meta``) JSON
+text, vectors ``list<double>``. Each file's Parquet metadata names the schema version
+(``agentlog.dataset_schema``), the agentlog version, the table, and the source traces of
+its batch with their trace-format versions and SHA-256 (``agentlog.sources``, JSON).
+
+Exporting is streaming and incremental: a file is read a run at a time, rows go out in
+batches of ``batch_rows`` (memory holds one batch whatever the number of files), and a
+run already in ``DIR`` (by ``run_id``) is not written again. A batch's ``runs`` rows are
+written last: the parts of a batch whose ``runs`` part is missing (an export that was
+killed) are removed by the next export before it writes. A trace file re-recorded since
+its last export (its earlier runs gone from it) is named in a warning: its old rows stay
+in ``DIR`` until the folder is exported afresh.
+
+Example:
+    >>> import agentlog as al
+    >>> from agentlog.dataset import read_table, to_parquet
+    >>> with al.record("agentlog-dataset-doc.zst", seed=1, system="demo", task="t1",
+    ...                mode="w"):
+    ...     al.score("f1", 0.5)
+    >>> to_parquet("agentlog-dataset-doc.zst", "agentlog-dataset-doc").runs_added
+    1
+    >>> read_table("agentlog-dataset-doc", "scores").to_pydict()["value"]
+    [0.5]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from ._errors import InstrumentationWarning, MissingDependencyError, TracePathError
+from ._reader import TraceSource, _trace_sources, iter_runs
+from ._trace import Trace
+from ._trace_format import FILE_HEADER_SIZE, check_file_header
+from ._version import __version__
+from ._writer.pool import settle
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "read_table", "to_parquet"]
+
+SCHEMA_VERSION = 1
+TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
+          "scores")
+PARTITIONS = ("system", "task")
+# Rows held before a batch is written: about 100 MB at the demo's rows.
+DEFAULT_BATCH_ROWS = 200_000
+_LOCK = ".agentlog-export.lock"
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # a null partition value, as Hive writes it
+
+
+@dataclass(frozen=True)
+class ParquetResult:
+    """What ``to_parquet`` did.
+
+    Attributes:
+        out: the dataset folder.
+        runs_added: runs written by this export.
+        runs_present: runs skipped because ``out`` already held them (an earlier export,
+            or a copy of the same run in another file).
+        runs_unreadable: runs without a ``RunStart`` (cut from the front of a file):
+            they have no id to join on and are not written.
+        rows: rows written per table.
+        files: trace files read.
+        stale: trace files whose runs exported earlier are no longer in them (re-recorded
+            since): ``{file: number of such runs}``.
+    """
+
+    out: Path
+    runs_added: int = 0
+    runs_present: int = 0
+    runs_unreadable: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    files: int = 0
+    stale: dict[str, int] = field(default_factory=dict)
+
+
+def _arrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow
+        import pyarrow.dataset
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "a Parquet dataset needs pyarrow, which is not installed: "
+            "pip install 'agentlog[arrow]'") from exc
+    return pyarrow, pyarrow.dataset
+
+
+def _schemas(pa: Any) -> dict[str, Any]:
+    """Each table's schema: ``Trace.to_arrow``'s columns for no records (every integer
+    int64), then ``run_id``, ``system`` and ``task``; ``runs`` adds its source."""
+    empty = Trace(path="", records=[])
+    out = {}
+    for kind in TABLES:
+        schema = empty.to_arrow(kind).schema  # type: ignore[arg-type]
+        for name in ("run_id", *PARTITIONS):
+            if schema.get_field_index(name) < 0:
+                schema = schema.append(pa.field(name, pa.string()))
+        if kind == "runs":
+            schema = schema.append(pa.field("source", pa.string()))
+            schema = schema.append(pa.field("source_sha256", pa.string()))
+        out[kind] = schema
+    return out
+
+
+def _encodings(pa: Any, schema: Any) -> tuple[list[str], list[str]]:
+    """Columns to byte-stream-split (floats and float lists: the probability vectors
+    shrink by a tenth more under zstd) and columns to dictionary-encode (the others; a
+    dictionary would take precedence over the split)."""
+    floats, others = [], []
+    for f in schema:
+        if pa.types.is_floating(f.type):
+            floats.append(f.name)
+        elif pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type):
+            floats.append(f"{f.name}.list.element")
+        else:
+            others.append(f.name)
+    return floats, others
+
+
+def _identify(path: Path) -> tuple[str, int | None]:
+    """A trace file's SHA-256 (hex) and format version (None: its header was cut)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        head = f.read(FILE_HEADER_SIZE)
+        h.update(head)
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest(), check_file_header(head, path=os.fspath(path))
+
+
+@contextlib.contextmanager
+def _export_lock(out: Path) -> Iterator[None]:
+    """One export into ``out`` at a time (an exclusive lock on a file in it)."""
+    fd = os.open(out / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no lock
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise TracePathError(
+                f"{out}: another export is writing this dataset; wait for it to finish, "
+                "or export into another folder") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _parts(out: Path, kind: str) -> list[Path]:
+    return sorted((out / kind).rglob("part-*.parquet")) if (out / kind).is_dir() else []
+
+
+def _batch_of(part: Path) -> str:
+    return part.name.split("-")[1]
+
+
+def _remove_unfinished(out: Path) -> None:
+    """Remove the parts of batches whose ``runs`` part was never written (a killed export)."""
+    finished = {_batch_of(p) for p in _parts(out, "runs")}
+    for kind in TABLES:
+        for part in _parts(out, kind):
+            if _batch_of(part) not in finished:
+                part.unlink()
+
+
+def _exported(out: Path, ds: Any) -> dict[str, set[str]]:
+    """``source -> run ids`` already in ``out``'s ``runs`` table."""
+    if not _parts(out, "runs"):
+        return {}
+    table = ds.dataset(out / "runs", format="parquet", partitioning="hive",
+                       ).to_table(columns=["run_id", "source"])
+    by_source: dict[str, set[str]] = {}
+    for run_id, source in zip(table.column("run_id").to_pylist(),
+                              table.column("source").to_pylist(), strict=True):
+        by_source.setdefault(source, set()).add(run_id)
+    return by_source
+
+
+class _Batch:
+    """Rows waiting to be written: per table, arrow tables of runs of one or more files."""
+
+    def __init__(self, pa: Any, out: Path, schemas: dict[str, Any]) -> None:
+        self.pa, self.out, self.schemas = pa, out, schemas
+        self.tables: dict[str, list[Any]] = {k: [] for k in TABLES}
+        self.sources: dict[str, dict[str, Any]] = {}
+        self.source_of: dict[str, str] = {}  # run id -> its trace file
+        self.held = 0
+        self.rows = dict.fromkeys(TABLES, 0)
+
+    def add(self, records: list[Any], source: str, sha256: str,
+            format_version: int | None) -> None:
+        """The rows of the runs whose ``records`` are given (one file's, in file order)."""
+        pa = self.pa
+        trace = Trace(path=source, records=records, format_version=format_version)
+        who = {r.run: (r.start.run_id, r.start.system, r.start.task) for r in trace.runs
+               if r.start is not None}
+        for kind in TABLES:
+            table = trace.to_arrow(kind)  # type: ignore[arg-type]
+            if not table.num_rows:
+                continue
+            runs = table.column("run").to_pylist()
+            for i, name in enumerate(("run_id", *PARTITIONS)):
+                column = pa.array([who[r][i] for r in runs], pa.string())
+                at = table.schema.get_field_index(name)
+                table = (table.set_column(at, name, column) if at >= 0
+                         else table.append_column(name, column))
+            if kind == "runs":
+                table = table.append_column("source", pa.array([source] * len(runs),
+                                                                pa.string()))
+                table = table.append_column("source_sha256", pa.array(
+                    [sha256] * len(runs), pa.string()))
+            self.tables[kind].append(self._cast(table, kind, source))
+            self.held += table.num_rows
+        self.source_of.update((run_id, source) for run_id, _, _ in who.values())
+        self.sources[source] = {"path": source, "sha256": sha256,
+                                "format_version": format_version}
+
+    def _cast(self, table: Any, kind: str, source: str) -> Any:
+        schema = self.schemas[kind]
+        try:
+            return table.select(schema.names).cast(schema)
+        except (self.pa.ArrowInvalid, OverflowError) as exc:
+            raise ValueError(
+                f"{source}: a {kind} row does not fit the dataset schema (version "
+                f"{SCHEMA_VERSION}): {exc}. Its integers must fit int64; "
+                "read this file with agentlog.read() instead") from None
+
+    def write(self) -> None:
+        """Write what is held: every table's part of this batch, ``runs`` last."""
+        if not self.held:
+            return
+        pa = self.pa
+        batch = uuid.uuid4().hex
+        for kind in (*TABLES[1:], TABLES[0]):
+            if not self.tables[kind]:
+                continue
+            table = pa.concat_tables(self.tables[kind]).combine_chunks()  # one take per part
+            keys = list(zip(*(table.column(p).to_pylist() for p in PARTITIONS), strict=True))
+            rows: dict[tuple[Any, ...], list[int]] = {}
+            for i, key in enumerate(keys):
+                rows.setdefault(key, []).append(i)
+            sources = table.column("run_id").to_pylist()
+            for key, taken in rows.items():
+                part = table.take(pa.array(taken, pa.int64())).drop_columns(list(PARTITIONS))
+                from_files = sorted({self.source_of[sources[i]] for i in taken})
+                self._write_part(part, kind, key, batch, from_files)
+            self.rows[kind] += table.num_rows
+        self.tables = {k: [] for k in TABLES}
+        self.sources, self.source_of = {}, {}
+        self.held = 0
+
+    def _write_part(self, part: Any, kind: str, key: tuple[Any, ...], batch: str,
+                    from_files: list[str]) -> None:
+        """One file: the rows of one (system, task) partition, with their sources named in
+        the file's metadata (only theirs: a batch's whole list would outweigh small files)."""
+        import pyarrow.parquet as pq
+
+        folder = self.out / kind
+        for name, value in zip(PARTITIONS, key, strict=True):
+            folder /= f"{name}={_HIVE_NULL if value is None else quote(value, safe='')}"
+        folder.mkdir(parents=True, exist_ok=True)
+        part = part.replace_schema_metadata({
+            "agentlog.dataset_schema": str(SCHEMA_VERSION),
+            "agentlog.version": __version__,
+            "agentlog.table": kind,
+            "agentlog.sources": json.dumps([self.sources[f] for f in from_files]),
+        })
+        floats, others = _encodings(self.pa, part.schema)
+        pq.write_table(part, folder / f"part-{batch}-0.parquet", compression="zstd",
+                       use_dictionary=others, use_byte_stream_split=floats)
+
+
+def to_parquet(
+    traces: TraceSource | Iterable[TraceSource],
+    out: str | os.PathLike[str],
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress: Callable[[int], None] | None = None,
+) -> ParquetResult:
+    """Write the runs of ``traces`` into the Parquet dataset ``out`` (module docs).
+
+    Args:
+        traces: trace files, folders (every ``*.zst`` below), glob patterns, or a list.
+        out: the dataset folder (created); runs it already holds are skipped.
+        batch_rows: rows held in memory before they are written (all tables together).
+        progress: called with 1 after each trace file is read (a progress bar's step).
+
+    Returns:
+        An ``ParquetResult``.
+
+    Raises:
+        MissingDependencyError: pyarrow is not installed.
+        TracePathError: another export is writing ``out``.
+        ValueError, TraceFormatError, OSError: as ``agentlog.read`` on a bad source.
+    """
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"`batch_rows` must be a positive int; found {batch_rows!r}")
+    pa, ds = _arrow()
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise TracePathError(f"{root}: `out` must be a folder (the dataset); it is a file")
+    root.mkdir(parents=True, exist_ok=True)
+    with _export_lock(root):
+        _remove_unfinished(root)
+        exported = _exported(root, ds)
+        present = set().union(*exported.values()) if exported else set()
+        batch = _Batch(pa, root, _schemas(pa))
+        added = skipped = unreadable = files = 0
+        stale: dict[str, int] = {}
+        for item in _trace_sources(traces, "traces"):
+            if isinstance(item, Trace):
+                raise ValueError(
+                    "`traces` must name trace files or folders (a dataset records each "
+                    f"run's source file); found a Trace of {item.path!r}: pass its path")
+            source = os.fspath(item)
+            settle(item)  # this process's queued records first: the hash is of the runs read
+            sha256, version = _identify(item)
+            seen: set[str] = set()
+            held: list[Any] = []
+            for trace_run in iter_runs(item):
+                run = trace_run.run
+                if run.start is None:
+                    unreadable += 1
+                    continue
+                seen.add(run.start.run_id)
+                if run.start.run_id in present:
+                    skipped += 1
+                    continue
+                present.add(run.start.run_id)
+                held.extend(run.records)
+                added += 1
+                if batch.held + len(held) >= batch_rows:
+                    batch.add(held, source, sha256, version)
+                    held = []
+                    batch.write()
+            if held:
+                batch.add(held, source, sha256, version)
+            if batch.held >= batch_rows:
+                batch.write()
+            gone = exported.get(source, set()) - seen
+            if gone:
+                stale[source] = len(gone)
+            files += 1
+            if progress is not None:
+                progress(1)
+        batch.write()
+    for source, n in stale.items():
+        warnings.warn(
+            f"{source}: {n} run(s) exported from this file earlier are no longer in it (was "
+            f"it re-recorded?); their rows stay in {root}, where estimators would count them. "
+            "Export into a fresh folder (or delete this one) to drop them",
+            InstrumentationWarning, stacklevel=2)
+    return ParquetResult(out=root, runs_added=added, runs_present=skipped,
+                        runs_unreadable=unreadable, rows=batch.rows, files=files,
+                        stale=stale)
+
+
+def read_table(dataset: str | os.PathLike[str], table: str,
+               columns: list[str] | None = None) -> pa.Table:
+    """One table of a dataset written by ``to_parquet``, its partition columns included.
+
+    Args:
+        dataset: the dataset folder.
+        table: one of ``TABLES``.
+        columns: the columns to read (default all).
+
+    Raises:
+        ValueError: an unknown table, or a folder that is not such a dataset.
+        MissingDependencyError: pyarrow is not installed.
+    """
+    pa, ds = _arrow()
+    if table not in TABLES:
+        raise ValueError(f"`table` must be one of {', '.join(TABLES)}; found {table!r}")
+    root = Path(dataset)
+    if not (root / "runs").is_dir():
+        raise ValueError(
+            f"{root}: not an agentlog Parquet dataset (no runs/ folder in it); write one "
+            "with agentlog export TRACES --format parquet --out DIR")
+    schema = _schemas(pa)[table]
+    if not _parts(root, table):
+        return schema.empty_table() if columns is None else schema.empty_table().select(columns)
+    hive = ds.HivePartitioning.discover(
+        infer_dictionary=False, schema=pa.schema([(p, pa.string()) for p in PARTITIONS]))
+    data = ds.dataset(root / table, format="parquet", partitioning=hive, schema=schema)
+    return data.to_table(columns=columns)
