@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from agentlog.dataset import read_table
 from agentlog.records import Score, iter_runs
 
 from ._admissibility import (
@@ -27,6 +31,7 @@ from ._shared_noise import SharedNoise
 
 __all__ = [
     "CertifyData",
+    "from_dataset",
     "from_traces",
 ]
 
@@ -95,22 +100,143 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     if not isinstance(plan, Plan):
         raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
     win = window if window is not None else plan.window
-    readouts = plan.readout_names
     files = _trace_files(paths)
     hashes = {p: _file_sha256(p) for p, _ in files}
+    entries: list[Entry] = []
+
+    def runs() -> Iterator[_Run]:
+        # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run.
+        for trace, run in iter_runs([f for _, f in files], name="paths"):
+            path = str(trace.path)
+            if win is not None and (entry := _run_entry(path, run, win, plan.select)):
+                entries.append(entry)
+            if run.start is None:
+                continue
+            failed = (not run.complete or run.failed
+                      or (win is not None and any(w.failed for w in run.windows
+                                                  if w.name == win)))
+            yield _Run(path, run.start, failed,
+                       [(r.name, r.channel, r.value) for r in run.records if type(r) is Score])
+
+    data = _arrange(runs(), plan, win, hashes, f"{len(files)} trace file(s)")
+    table = (EntryTable(window=win, entries=tuple(entries), input_hashes=dict(hashes))
+             if win is not None else None)
+    return dataclasses.replace(data, entries=table)
+
+
+def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *, plan: Plan,
+                 window: str | None = None, entries: EntryTable | None = None) -> CertifyData:
+    """Build ``certify``'s inputs from a Parquet dataset (``agentlog export --format
+    parquet``): the same ``CertifyData`` as ``from_traces`` of the traces it was exported
+    from, computed from its ``runs``, ``scores`` and ``windows`` tables. Runs are taken
+    in the order of their source paths (as ``from_traces`` reads a folder), so a task's
+    mean over runs is the same to the last bit.
+
+    Args:
+        dataset: the dataset folder, or its tables already selected (e.g. filtered in
+            SQL): ``{"runs": ..., "scores": ..., "windows": ...}`` as pyarrow tables or
+            DuckDB relations (``windows`` only with a window).
+        plan: the plan, as for ``from_traces``.
+        window: the comparison window (default ``plan.window``).
+        entries: the window's sealed entries (``EntryTable.from_traces(traces,
+            window=...)``). A dataset keeps entry hashes, not entries, and admissibility
+            reads the entries: with a window they must be given.
+
+    Raises:
+        ValueError: as ``from_traces``; or a window without ``entries``.
+    """
+    if not isinstance(plan, Plan):
+        raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
+    win = window if window is not None else plan.window
+    if win is not None and entries is None:
+        raise ValueError(
+            f"the comparison window {win!r} makes admissibility read each run's sealed "
+            "entry, which a Parquet dataset does not hold; pass entries=certify.EntryTable."
+            f"from_traces(traces, window={win!r}), or certify from the traces")
+    runs = _table(dataset, "runs", ["run_id", "system", "task", "seed", "generator", "meta",
+                                    "complete", "status", "source", "source_sha256", "run"])
+    # The order from_traces reads them in (file by file, each file's runs in order): a
+    # task's mean over runs adds them in that order, so both give the same bits.
+    runs = runs.sort_by([("source", "ascending"), ("run", "ascending")])
+    scores = _table(dataset, "scores", ["run_id", "name", "channel", "value"])
+    failed_window: set[str] = set()
+    if win is not None:
+        windows = _table(dataset, "windows", ["run_id", "name", "failed"])
+        failed_window = {r for r, n, f in zip(*(windows.column(c).to_pylist() for c in
+                                                 ("run_id", "name", "failed")), strict=True)
+                         if n == win and f}
+    by_run: dict[str, list[tuple[str, str | None, float]]] = {}
+    for run_id, name, channel, value in zip(
+            *(scores.column(c).to_pylist() for c in ("run_id", "name", "channel", "value")),
+            strict=True):
+        by_run.setdefault(run_id, []).append((name, channel, value))
+    cols = {c: runs.column(c).to_pylist() for c in runs.column_names}
+    hashes = dict(zip(cols["source"], cols["source_sha256"], strict=True))
+
+    def rows() -> Iterator[_Run]:
+        for i, run_id in enumerate(cols["run_id"]):
+            start = _Start(run_id, cols["system"][i], cols["task"][i], cols["seed"][i],
+                           cols["generator"][i], json.loads(cols["meta"][i] or "{}"))
+            failed = (not cols["complete"][i] or cols["status"][i] != 0
+                      or run_id in failed_window)
+            yield _Run(cols["source"][i], start, failed, by_run.get(run_id, []))
+
+    data = _arrange(rows(), plan, win, hashes, f"the dataset ({len(hashes)} trace file(s))")
+    return dataclasses.replace(data, entries=entries)
+
+
+class _Start(NamedTuple):
+    """A dataset row's ``RunStart`` fields that ``_arrange`` reads."""
+
+    run_id: str
+    system: str
+    task: str | None
+    seed: int
+    generator: str
+    meta: dict[str, Any]
+
+
+def _table(dataset: str | os.PathLike[str] | Mapping[str, Any], name: str,
+           columns: list[str]) -> Any:
+    """Table ``name`` of a dataset folder, or of a mapping of tables or DuckDB relations."""
+    if isinstance(dataset, str | os.PathLike):
+        return read_table(dataset, name, columns)
+    if not isinstance(dataset, Mapping) or name not in dataset:
+        raise ValueError(f"`dataset` must be a dataset folder or a mapping with a {name!r} "
+                         f"table; found {type(dataset).__name__}")
+    table = dataset[name]
+    for convert in ("to_arrow_table", "arrow"):  # a DuckDB relation
+        if not hasattr(table, "column_names") and hasattr(table, convert):
+            table = getattr(table, convert)()
+            table = table.read_all() if hasattr(table, "read_all") else table
+    missing = [c for c in columns if c not in getattr(table, "column_names", ())]
+    if missing:
+        raise ValueError(f"`dataset[{name!r}]` lacks the column(s) {missing}; select them "
+                         f"from the dataset's {name} table")
+    return table.select(columns)
+
+
+class _Run(NamedTuple):
+    """What ``certify``'s inputs take from one run, from a trace or a dataset."""
+
+    path: str  # its trace file
+    start: Any  # the RunStart (or a dataset row with its fields)
+    failed: bool  # did not end, raised, or its comparison window failed
+    scores: list[tuple[str, str | None, float]]  # (name, channel, value), in file order
+
+
+def _arrange(runs: Iterable[_Run], plan: Plan, win: str | None, hashes: dict[str, str],
+             where: str) -> CertifyData:
+    """The per-cluster arrangement of per-run readouts (``from_traces`` documents it);
+    ``entries`` is left None."""
+    readouts = plan.readout_names
     # (system, task) -> list of per-run readout vectors (None = failed run)
     cells: dict[tuple[str, str], list[FloatArray | None]] = {}
     cluster_of: dict[str, str] = {}
-    entries: list[Entry] = []
     n_runs = n_failed = 0
     shared = SharedNoise()
-    # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run, not a file.
-    for trace, run in iter_runs([f for _, f in files], name="paths"):
-        path = str(trace.path)
-        if win is not None and (entry := _run_entry(path, run, win, plan.select)) is not None:
-            entries.append(entry)
-        start = run.start
-        if start is None or not plan.matches(start.meta):
+    for path, start, failed, run_scores in runs:
+        if not plan.matches(start.meta):
             continue
         task = _task_of(start.task, path, start.run_id)
         cluster = str(start.meta.get("cluster", task))
@@ -118,21 +244,16 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
             raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
                              f"{cluster_of[task]!r} in another run; a task has one cluster")
         n_runs += 1
-        failed = (not run.complete or run.failed
-                  or (win is not None and any(w.failed for w in run.windows
-                                              if w.name == win)))
         if failed:
             n_failed += 1
             vec: FloatArray | None = None
         else:
             got: dict[str, list[float]] = {}
-            for rec in run.records:
-                if type(rec) is not Score:
+            for name, channel, value in run_scores:
+                ro = plan.readouts.get(name)
+                if ro is None or (ro.channel is not None and channel != ro.channel):
                     continue
-                ro = plan.readouts.get(rec.name)
-                if ro is None or (ro.channel is not None and rec.channel != ro.channel):
-                    continue
-                got.setdefault(rec.name, []).append(float(rec.value))
+                got.setdefault(name, []).append(float(value))
             missing = [n for n in readouts if n not in got]
             if missing:
                 raise ValueError(
@@ -147,8 +268,8 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
         shared.add(start, task)
     if not cells:
         sel = f" matching select = {dict(plan.select)}" if plan.select else ""
-        raise ValueError(f"no run{sel} in {len(files)} trace file(s)")
-    shared.warn(stacklevel=2)
+        raise ValueError(f"no run{sel} in {where}")
+    shared.warn(stacklevel=3)  # the caller of from_traces / from_dataset
     systems = tuple(sorted({s for s, _ in cells}))
     tasks = tuple(sorted({t for _, t in cells}))
     tindex = {t: i for i, t in enumerate(tasks)}
@@ -157,21 +278,19 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     scores = {s: np.full((len(tasks), len(readouts)), np.nan) for s in systems}
     present = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
     failed_mask = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
-    for (s, t), runs in cells.items():
+    for (s, t), vecs in cells.items():
         i = tindex[t]
         present[s][i] = True
-        ok = [v for v in runs if v is not None]
+        ok = [v for v in vecs if v is not None]
         if bottom is not None:
-            scores[s][i] = np.mean([v if v is not None else bottom for v in runs], axis=0)
+            scores[s][i] = np.mean([v if v is not None else bottom for v in vecs], axis=0)
         elif ok:
             scores[s][i] = np.mean(ok, axis=0)
         else:
             failed_mask[s][i] = True
-    table = (EntryTable(window=win, entries=tuple(entries), input_hashes=dict(hashes))
-             if win is not None else None)
     return CertifyData(systems=systems, tasks=tasks,
                        clusters=tuple(cluster_of[t] for t in tasks), readouts=readouts,
-                       scores=scores, present=present, failed=failed_mask, entries=table,
+                       scores=scores, present=present, failed=failed_mask, entries=None,
                        input_hashes=hashes, n_runs=n_runs, n_failed_runs=n_failed)
 
 

@@ -29,7 +29,7 @@ from ._admissibility import (
 )
 from ._board import BoardResult, CalibrationResult, LadderRung, LeaveOneOut, PairDecision
 from ._certify import certify
-from ._inputs import CertifyData, from_traces
+from ._inputs import CertifyData, from_dataset, from_traces
 from ._plan import (
     Calibration,
     Conditions,
@@ -67,6 +67,7 @@ __all__ = [
     "WindowConstants",
     "admissibility",
     "certify",
+    "from_dataset",
     "from_traces",
     "rank_intervals",
     "sampling_radius",

@@ -29,7 +29,8 @@ EXPORTS = [
     "Conditions", "Constants", "Entry", "EntryTable", "FailurePolicy", "LadderRung", "LeaveOneOut",
     "PairAdmissibility", "PairDecision", "Plan", "RankIntervalsResult", "Readout",
     "SamplingRadiusResult", "SystemConstants", "TargetRadius", "WindowConstants",
-    "admissibility", "certify", "from_traces", "rank_intervals", "sampling_radius",
+    "admissibility", "certify", "from_dataset", "from_traces", "rank_intervals",
+    "sampling_radius",
 ]
 
 
@@ -858,3 +859,66 @@ def test_the_example_plan_certifies_variants_of_the_example_agent(tmp_path: Path
     assert board.target == "abs_error" and board.pairs[0].n_tasks == 10
     assert board.pairs[0].decision in ("certified", "undecided-sampling")
     assert json.loads(json.dumps(board.to_dict(), allow_nan=False))["plan_hash"] == plan.hash()
+
+
+def _same_data(a: certify.CertifyData, b: certify.CertifyData) -> None:
+    assert (a.systems, a.tasks, a.clusters, a.readouts) == (b.systems, b.tasks, b.clusters,
+                                                            b.readouts)
+    assert (a.n_runs, a.n_failed_runs, a.input_hashes) == (b.n_runs, b.n_failed_runs,
+                                                           b.input_hashes)
+    for s in a.systems:  # bit for bit: the same means in the same order
+        np.testing.assert_array_equal(a.scores[s], b.scores[s])
+        np.testing.assert_array_equal(a.present[s], b.present[s])
+        np.testing.assert_array_equal(a.failed[s], b.failed[s])
+
+
+def test_from_dataset_gives_what_from_traces_gives_and_the_same_board(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from agentlog.dataset import read_table, to_parquet
+
+    plan = make_plan('[conditions]\nbackbone = "fixed"\n', head='window = "work"',
+                     readouts='[readouts.f1]\ntolerance = 0.05\nchannel = "direct"\n')
+    rng = np.random.default_rng(11)
+    traces = tmp_path / "traces"
+    for t in range(10):
+        base = rng.normal(0, 0.05)
+        for s, mu in {"a": 0.8, "b": 0.5, "c": 0.45}.items():
+            for _rep in range(3):
+                record(traces, s, f"q{t:02d}", mu + base + rng.normal(0, 0.03),
+                       cluster=f"field{t // 2}", backbone="qwen",
+                       fail=(s == "c" and t == 3))
+    files = sorted(str(p) for p in traces.glob("*.zst"))
+    to_parquet(files, tmp_path / "ds", batch_rows=40)
+    want = certify.from_traces(files, plan=plan)
+    with pytest.raises(ValueError, match=r"pass entries=certify\.EntryTable\.from_traces"):
+        certify.from_dataset(tmp_path / "ds", plan=plan)
+    got = certify.from_dataset(tmp_path / "ds", plan=plan, entries=want.entries)
+    _same_data(got, want)
+    assert (certify.certify(got, plan=plan).to_dict()
+            == certify.certify(want, plan=plan).to_dict())
+    # Tables selected first (here with pyarrow; a DuckDB relation works the same way).
+    tables = {k: read_table(tmp_path / "ds", k) for k in ("runs", "scores", "windows")}
+    _same_data(certify.from_dataset(tables, plan=plan, entries=want.entries), want)
+    with pytest.raises(ValueError, match="lacks the column"):
+        certify.from_dataset({**tables, "runs": tables["runs"].drop_columns(["meta"])},
+                             plan=plan, entries=want.entries)
+
+
+def test_from_dataset_takes_duckdb_relations_filtered_in_sql(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    from agentlog.dataset import to_parquet
+
+    plan = make_plan(readouts='[readouts.f1]\ntolerance = 0.05\nchannel = "direct"\n')
+    for t in range(4):
+        for s, v in (("a", 0.9), ("b", 0.2), ("z", 0.5)):
+            record(tmp_path / "traces", s, f"t{t}", v + t / 100)
+    to_parquet(tmp_path / "traces", tmp_path / "ds")
+    con = duckdb.connect()
+    runs = con.sql(f"select * from read_parquet('{tmp_path}/ds/runs/**/*.parquet', "
+                   "hive_partitioning = true) where system <> 'z'")
+    scores = con.sql(f"select * from read_parquet('{tmp_path}/ds/scores/**/*.parquet', "
+                     "hive_partitioning = true)")
+    data = certify.from_dataset({"runs": runs, "scores": scores}, plan=plan)
+    assert data.systems == ("a", "b") and data.n_runs == 8
+    np.testing.assert_allclose(data.scores["a"][:, 0], [0.9, 0.91, 0.92, 0.93], rtol=0,
+                               atol=1e-15)
