@@ -67,7 +67,8 @@ from ._writer.pool import settle
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "read_table", "to_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "is_dataset", "read_table",
+           "to_parquet"]
 
 SCHEMA_VERSION = 1
 TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
@@ -387,6 +388,12 @@ def to_parquet(
     return ParquetResult(out=root, runs_added=added, runs_present=skipped,
                         runs_unreadable=unreadable, rows=batch.rows, files=files,
                         stale=stale)
+
+
+def is_dataset(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder written by ``to_parquet`` (it has ``runs/`` parts)."""
+    root = Path(path)
+    return root.is_dir() and (root / "runs").is_dir() and bool(_parts(root, "runs"))
 
 
 def read_table(dataset: str | os.PathLike[str], table: str,

@@ -18,6 +18,9 @@ Grouping keys (``--by``, comma-separated):
 on the negated score and reported in the score's own units, so "worst" is the largest value,
 CVaR@α the mean of the largest α-fraction and Reliability@τ the share of runs ``≤ τ``.
 
+TRACES may also be one Parquet dataset folder (``agentlog export --format parquet``): its
+``runs`` and ``scores`` tables give the same runs in the same order, and the same numbers.
+
 ``collect_scores`` reads the runs, ``summarize_reliability`` builds the JSON-ready dict (the
 ``--json`` output; ``agentlog demo`` reuses it), ``render_reliability`` draws it and
 ``plot_reliability`` draws [DMC] Figure 2's box plot with worst-case and CVaR ticks.
@@ -31,10 +34,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,6 +49,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.dataset import is_dataset, read_table
 from agentlog.records import Score, iter_runs
 
 from ._inspect import table
@@ -155,6 +160,56 @@ def collect_scores(traces: Sequence[al.Trace | Path], score: str) -> list[RunSco
             meta=dict(start.meta) if start is not None else {},
             value=value, n_records=count))
     return out
+
+
+def dataset_scores(dataset: Path) -> tuple[dict[str, int], Callable[[str], list[RunScore]]]:
+    """``terminal_score_names`` and ``collect_scores`` over a Parquet dataset's ``runs`` and
+    ``scores`` tables (columns read, no trace opened): the same runs in the same order."""
+    runs = read_table(dataset, "runs", ["run_id", "run", "system", "task", "seed", "meta",
+                                        "source"]).sort_by([("source", "ascending"),
+                                                            ("run", "ascending")])
+    scores = read_table(dataset, "scores", ["run_id", "name", "value", "transition"])
+    terminal = [(r, n, v) for r, n, v, t in zip(
+        *(scores.column(c).to_pylist() for c in ("run_id", "name", "value", "transition")),
+        strict=True) if t is None]
+    names: dict[str, set[str]] = {}
+    for run_id, name, _ in terminal:
+        names.setdefault(name, set()).add(run_id)
+
+    def collect(score: str) -> list[RunScore]:
+        last: dict[str, tuple[float, int]] = {}
+        for run_id, name, value in terminal:
+            if name == score:  # rows keep each run's file order: the last one wins
+                last[run_id] = (value, last.get(run_id, (0.0, 0))[1] + 1)
+        cols = {c: runs.column(c).to_pylist() for c in runs.column_names}
+        out = []
+        for i, run_id in enumerate(cols["run_id"]):
+            value, count = last.get(run_id, (None, 0))
+            if value is not None and not math.isfinite(value):
+                raise BadInput(f"{cols['source'][i]}: run {cols['run'][i]} records {score} = "
+                               f"{value}; scores must be finite (score a failed run, e.g. as "
+                               "0, or leave the score out and pass --missing-as)")
+            out.append(RunScore(path=cols["source"][i], run=cols["run"][i], run_id=run_id,
+                                system=cols["system"][i], task=cols["task"][i],
+                                seed=cols["seed"][i], meta=json.loads(cols["meta"][i] or "{}"),
+                                value=value, n_records=count))
+        return out
+
+    return {n: len(r) for n, r in sorted(names.items())}, collect
+
+
+@contextlib.contextmanager
+def dataset_errors() -> Iterator[None]:
+    """A dataset that pyarrow cannot read (or no pyarrow) is ``BadInput``."""
+    try:
+        yield
+    except al.MissingDependencyError as exc:
+        raise BadInput(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, BadInput):
+            raise
+        raise BadInput(f"the Parquet dataset cannot be read ({exc}); export it again with "
+                       "agentlog export TRACES --format parquet --out DIR") from None
 
 
 def parse_by(text: str) -> list[str]:
@@ -455,10 +510,17 @@ def reliability_command(
     try:
         _check_alpha_tau(alpha, tau)
         keys = parse_by(by)
-        files = trace_files(traces)
-        with trace_errors():  # the files stream: a bad one is found while reading it
-            name, source = choose_score(terminal_score_names(files), score, len(files))
-            runs = collect_scores(files, name)
+        if len(traces) == 1 and is_dataset(traces[0]):  # agentlog export --format parquet
+            files = [traces[0]]
+            with dataset_errors():
+                names, runs_of = dataset_scores(traces[0])
+                name, source = choose_score(names, score, 1)
+                runs = runs_of(name)
+        else:
+            files = trace_files(traces)
+            with trace_errors():  # the files stream: a bad one is found while reading it
+                name, source = choose_score(terminal_score_names(files), score, len(files))
+                runs = collect_scores(files, name)
         out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
                                     n_resamples=resamples, seed=seed,
                                     lower_is_better=lower_is_better, missing_as=missing_as,

@@ -218,3 +218,18 @@ def test_the_cli_exports_and_reports_what_it_added(tmp_path: Path) -> None:
                     tmp_path / "f")
     assert a_file.exit_code == 2 and "is a file" in a_file.output
     assert "Traceback" not in a_file.output
+
+
+def test_estimate_reliability_gives_the_same_numbers_from_the_dataset(
+        demo_run: DemoRun, tmp_path: Path) -> None:
+    to_parquet(demo_run.out, tmp_path / "ds")
+    scores = read_table(tmp_path / "ds", "scores")
+    score = sorted(set(scores.column("name").to_pylist()))[0]
+    args = ["--score", score, "--by", "system,task", "--resamples", "300", "--json"]
+    from_traces = invoke("estimate", "reliability", demo_run.out, *args)
+    from_dataset = invoke("estimate", "reliability", tmp_path / "ds", *args)
+    assert from_traces.exit_code == 0, from_traces.output
+    assert from_dataset.exit_code == 0, from_dataset.output
+    a, b = json.loads(from_traces.output), json.loads(from_dataset.output)
+    a.pop("settings"), b.pop("settings")
+    assert a == b and len(a["groups"]) > 1
