@@ -470,7 +470,8 @@ def test_a_gateways_own_traces_path_is_kept() -> None:
 
 def test_public_names_of_the_export_module() -> None:
     assert export.__all__ == sorted(export.__all__) == [
-        "ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_spans"]
+        "ExportResult", "endpoint_problem", "to_otlp", "to_otlp_json", "to_parquet",
+        "to_spans"]
 
 
 def test_meta_keys_that_name_credentials_never_reach_the_run_span(trace_path: Path) -> None:
