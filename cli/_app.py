@@ -7,7 +7,7 @@ lists come from the tables below (a test checks that each equals the command's o
 docstring summary, so they cannot drift).
 
 **Adding a command** is one line in ``COMMANDS`` (or ``ESTIMATE_COMMANDS`` for
-``agentlog estimate NAME``)::
+``agentlog estimate NAME``, ``IMPORT_COMMANDS`` for ``agentlog import NAME``)::
 
     "replay": ("._replay_cmd", "replay_command", "Re-execute recorded runs ..."),
 
@@ -77,6 +77,13 @@ ESTIMATE_COMMANDS: dict[str, tuple[str, str, str]] = {
     "effects": ("._estimate_effects", "effects_command",
                 "Policy effects Δsel, Δstop, Δint and total of a paired 2×2 ([SSC] eq. "
                 "3–4), with task-clustered intervals and ICC(1,k) across seeds."),
+}
+
+#: ``name -> (module, command function, one-line help)`` of ``agentlog import NAME``.
+IMPORT_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "inspect": ("._import_cmd", "import_inspect_command",
+                "Import Inspect AI eval logs as agentlog traces: one trace per log, one run "
+                "per sample and epoch with its model calls, tool calls and scores."),
 }
 
 # Output cites the papers behind each estimator by short keys; --help says which.
@@ -219,6 +226,16 @@ estimate_app = typer.Typer(
     rich_markup_mode=None,
 )
 
+import_app = typer.Typer(
+    name="import",
+    cls=_lazy_group(IMPORT_COMMANDS),
+    help="Other tools' logs as agentlog traces (inspect: Inspect AI eval logs).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
 
 def _print_version(value: bool) -> None:
     if value:
@@ -236,6 +253,7 @@ def _root(
 
 
 app.add_typer(estimate_app, name="estimate")
+app.add_typer(import_app, name="import")
 
 
 def main() -> None:
