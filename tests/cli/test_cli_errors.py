@@ -36,6 +36,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     "estimate effects": (),
     "estimate reliability": (),
     "export": ("--format", "otlp-json", "--out", "{tmp}/spans.json"),
+    "import inspect": ("--out", "{tmp}/imported"),
     "inspect": (),
     "replay": ("--channel", "direct", "--window", "retrieval", "--app", DEMO_APP, "--out",
                "{tmp}/out.zst"),
