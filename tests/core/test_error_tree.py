@@ -23,6 +23,9 @@ _INTERNAL = {
     "agentlog.adapters._transport.CacheMiss": "agentlog.CacheMiss made also an SDK's own error "
                                               "class at run time, so that the SDK passes a "
                                               "frozen miss through unwrapped",
+    "agentlog.adapters.inspect_ai.InspectLoggedError": "the stand-in an import records for an "
+                                                       "error Inspect logged (its type name "
+                                                       "in the trace): never raised to a caller",
 }
 
 
