@@ -46,7 +46,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import uuid
@@ -58,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ._errors import InstrumentationWarning, MissingDependencyError, TracePathError
+from ._frames import trace_sha256
 from ._reader import TraceSource, _trace_sources, iter_runs
 from ._trace import Trace
 from ._trace_format import FILE_HEADER_SIZE, check_file_header
@@ -150,14 +150,11 @@ def _encodings(pa: Any, schema: Any) -> tuple[list[str], list[str]]:
 
 
 def _identify(path: Path) -> tuple[str, int | None]:
-    """A trace file's SHA-256 (hex) and format version (None: its header was cut)."""
-    h = hashlib.sha256()
+    """A trace file's SHA-256 (hex, as ``agentlog.records.trace_sha256``) and format
+    version (None: its header was cut)."""
     with open(path, "rb") as f:
         head = f.read(FILE_HEADER_SIZE)
-        h.update(head)
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest(), check_file_header(head, path=os.fspath(path))
+    return trace_sha256(path), check_file_header(head, path=os.fspath(path))
 
 
 @contextlib.contextmanager
@@ -198,12 +195,9 @@ def _remove_unfinished(out: Path) -> None:
                 part.unlink()
 
 
-def _exported(out: Path, ds: Any) -> dict[str, set[str]]:
+def _exported(out: Path) -> dict[str, set[str]]:
     """``source -> run ids`` already in ``out``'s ``runs`` table."""
-    if not _parts(out, "runs"):
-        return {}
-    table = ds.dataset(out / "runs", format="parquet", partitioning="hive",
-                       ).to_table(columns=["run_id", "source"])
+    table = read_table(out, "runs", ["run_id", "source"])
     by_source: dict[str, set[str]] = {}
     for run_id, source in zip(table.column("run_id").to_pylist(),
                               table.column("source").to_pylist(), strict=True):
@@ -274,10 +268,10 @@ class _Batch:
             rows: dict[tuple[Any, ...], list[int]] = {}
             for i, key in enumerate(keys):
                 rows.setdefault(key, []).append(i)
-            sources = table.column("run_id").to_pylist()
+            run_ids = table.column("run_id").to_pylist()
             for key, taken in rows.items():
                 part = table.take(pa.array(taken, pa.int64())).drop_columns(list(PARTITIONS))
-                from_files = sorted({self.source_of[sources[i]] for i in taken})
+                from_files = sorted({self.source_of[run_ids[i]] for i in taken})
                 self._write_part(part, kind, key, batch, from_files)
             self.rows[kind] += table.num_rows
         self.tables = {k: [] for k in TABLES}
@@ -330,14 +324,14 @@ def to_parquet(
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"`batch_rows` must be a positive int; found {batch_rows!r}")
-    pa, ds = _arrow()
+    pa, _ = _arrow()
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise TracePathError(f"{root}: `out` must be a folder (the dataset); it is a file")
     root.mkdir(parents=True, exist_ok=True)
     with _export_lock(root):
         _remove_unfinished(root)
-        exported = _exported(root, ds)
+        exported = _exported(root) if is_dataset(root) else {}
         present = set().union(*exported.values()) if exported else set()
         batch = _Batch(pa, root, _schemas(pa))
         added = skipped = unreadable = files = 0
