@@ -371,7 +371,7 @@ def _number(value: Any) -> float | None:
         return None
     try:
         number = float(_to_float(value))
-    except (OverflowError, ValueError):  # an int too large for a float
+    except OverflowError:  # an int too large for a float
         return None
     return number if math.isfinite(number) else None
 

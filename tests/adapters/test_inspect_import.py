@@ -460,6 +460,15 @@ def test_the_cli_refuses_bad_input_with_exit_2(logs: Path, tmp_path: Path) -> No
                   "--overwrite").exit_code == 0
 
 
+def test_without_inspect_ai_the_cli_names_the_pip_line(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "agentlog.adapters.inspect_ai")
+    result = invoke("import", "inspect", tmp_path, "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "pip install 'agentlog[inspect]'" in result.stderr
+
+
 def test_the_import_groups_help_line_is_the_commands_docstring_summary() -> None:
     for name, (module, attribute, line) in _app.IMPORT_COMMANDS.items():
         command = _app.load_command(name, module, attribute)
@@ -488,11 +497,51 @@ def test_reliability_runs_on_the_imported_traces(imported: ImportResult, logs: P
 # ----------------------------------------------------------------------------- memory
 
 
-def _peak_import_bytes(log_dir: Path, out: Path) -> tuple[int, ImportResult]:
+def _streaming_peak(log_dir: Path, out: Path) -> tuple[int, ImportResult]:
+    """The traced peak of an import from its first sample on, and its result."""
+    def progress(done: int, total: int) -> None:
+        if done == 1:
+            tracemalloc.reset_peak()
+
     gc.collect()
     tracemalloc.start()
     try:
-        result = import_logs(log_dir, out)
+        result = import_logs(log_dir, out, progress=progress)
         return tracemalloc.get_traced_memory()[1], result
     finally:
         tracemalloc.stop()
+
+
+def _held_bytes(log_dir: Path) -> int:
+    """What holding every sample of the log in ``log_dir`` takes."""
+    (log,) = log_dir.glob("*.eval")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        held = list(read_eval_log_samples(str(log), resolve_attachments="core"))
+        assert held
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.slow
+def test_a_large_log_is_imported_in_memory_that_does_not_grow_with_its_samples(
+        tmp_path: Path) -> None:
+    """Samples stream one at a time: 4x the samples do not take ~4x the memory, and
+    importing them holds less than a quarter of the small log's samples take.
+
+    Traced from the first sample on: before it inspect_ai reads the log's header, with the
+    per-sample score reductions it always loads (its cost, the same for any reader). Each
+    sample read parses the log's zip directory, so the per-read peak grows a little with
+    the log's size: the 2x bound leaves it room, materialising would not fit it.
+    """
+    small = _write_in_child(tmp_path / "small", "large:300")
+    large = _write_in_child(tmp_path / "large", "large:1200")
+    import_logs(small, tmp_path / "warm-up")  # one-time costs (lazy imports, schemas) first
+    peak_small, result_small = _streaming_peak(small, tmp_path / "out-small")
+    peak_large, result_large = _streaming_peak(large, tmp_path / "out-large")
+    assert (result_small.runs, result_large.runs) == (300, 1200)
+    held_small = _held_bytes(small)
+    assert peak_large < 2 * peak_small, (peak_small, peak_large)
+    assert peak_large < held_small / 4, (peak_large, held_small)
