@@ -497,7 +497,10 @@ class Trace:
 
     def to_arrow(self, kind: ArrowKind = "windows") -> pa.Table:
         """One table of the trace: ``"windows"``, ``"selections"``, ``"continuations"``,
-        ``"scores"``, ``"runs"``, ``"llm_calls"`` or ``"tool_calls"``.
+        ``"scores"``, ``"runs"``, ``"llm_calls"`` or ``"tool_calls"``: a column per field
+        of the record type, and (but in ``runs``) ``seq``, the record's
+        position among its run's records (a window's: its entry's), which puts a run's
+        rows of every table back in file order.
 
         Raises:
             MissingDependencyError: pyarrow is not installed.
@@ -507,11 +510,10 @@ class Trace:
             "windows": _windows_table,
             "selections": _selections_table,
             "runs": _runs_table,
-            "continuations": lambda pa, t: _struct_table(pa, t._index.of(Continuation),
-                                                         Continuation),
-            "scores": lambda pa, t: _struct_table(pa, t._index.of(Score), Score),
-            "llm_calls": lambda pa, t: _struct_table(pa, t._index.of(LLMCall), LLMCall),
-            "tool_calls": lambda pa, t: _struct_table(pa, t._index.of(ToolCall), ToolCall),
+            "continuations": lambda pa, t: _struct_table(pa, t, Continuation),
+            "scores": lambda pa, t: _struct_table(pa, t, Score),
+            "llm_calls": lambda pa, t: _struct_table(pa, t, LLMCall),
+            "tool_calls": lambda pa, t: _struct_table(pa, t, ToolCall),
         }
         if kind not in builders:
             raise ValueError(

@@ -59,11 +59,20 @@ def _fields(cls: type[msgspec.Struct]) -> tuple[msgspec.structs.FieldInfo, ...]:
     return msgspec.structs.fields(cls)  # resolves annotations: a millisecond a call
 
 
-def _struct_table(pa: Any, records: list[Any], cls: type[msgspec.Struct]) -> Any:
+def _struct_table(pa: Any, trace: Trace, cls: type[msgspec.Struct]) -> Any:
+    records = trace._index.of(cls)
     cols = {}
     for f in _fields(cls):
         cols[f.name] = _column(pa, f.type, [getattr(r, f.name) for r in records])
+    cols["seq"] = _seq_column(pa, trace, records)
     return pa.table(cols)
+
+
+def _seq_column(pa: Any, trace: Trace, records: list[Any]) -> Any:
+    """Each record's position among its run's records (file order): how a reader of the
+    tables puts a run's selections, continuations, scores and windows back in order."""
+    position = {id(r): i for run in trace._index.runs for i, r in enumerate(run.records)}
+    return _int_array(pa, [position[id(r)] for r in records])
 
 
 def _windows_table(pa: Any, trace: Trace) -> Any:
@@ -88,6 +97,7 @@ def _windows_table(pa: Any, trace: Trace) -> Any:
         "t_exit_ns": _int_array(pa, ex("t_ns")),
         "wall_ns": _int_array(pa, ex("wall_ns")),
         "entry_hash": pa.array([w.enter.entry_hash for w in ws], pa.binary()),
+        "seq": _seq_column(pa, trace, [w.enter for w in ws]),
         "exit_hash": pa.array(ex("exit_hash"), pa.binary()),
         "receipt": pa.array(ex("receipt"), pa.binary()),
         "error_type": pa.array(ex("error_type"), pa.string()),
@@ -144,6 +154,10 @@ def _selections_table(pa: Any, trace: Trace) -> Any:
         "probs": _list_column(pa, sels, "probs"),
         "draws": _list_column(pa, sels, "draws"),
         "raw_probs": _list_column(pa, sels, "raw_probs"),
+        "policy_probs": _list_column(pa, sels, "policy_probs"),
+        "steer": pa.array([s.steer for s in sels], pa.string()),
+        "forced": pa.array([s.forced for s in sels], pa.bool_()),
+        "seq": _seq_column(pa, trace, sels),
     })
 
 

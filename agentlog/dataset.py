@@ -7,16 +7,23 @@ float columns and float lists (probability vectors, draws) byte-stream-split. Ev
 table has ``run_id`` (the run's globally unique id) to join on; windows join their
 selections, continuations, calls and scores on ``(run_id, window)``.
 
-Schema version 1 (``SCHEMA_VERSION``): each table holds the fields of its record type
+Schema version 2 (``SCHEMA_VERSION``): each table holds the fields of its record type
 (``agentlog.records``: ``RunStart``/``RunEnd`` for ``runs``, ``WindowEnter``/``WindowExit``
 for ``windows``, and ``Selection``, ``Continuation``, ``LLMCall``, ``ToolCall``, ``Score``),
-as ``Trace.to_arrow`` gives them, plus:
+as ``Trace.to_arrow`` gives them (with ``seq``, a record's position in its run), plus:
 
 * ``run_id`` (string), and the partition columns ``system`` and ``task`` (string; a
   reader with Hive partitioning, e.g. DuckDB's ``read_parquet(..., hive_partitioning =
   true)``, brings them back);
 * in ``runs``: ``source`` (the trace file as named to the export) and
-  ``source_sha256`` (hex of the file's bytes when it was exported).
+  ``source_sha256`` (hex of the file's bytes when it was exported);
+* the ``pools`` table: the candidate pools the partition's selections name (``pool``,
+  the hash in ``selections.pool``; ``ids``, the candidate ids as the trace stores them:
+  a canonical msgpack list).
+
+Version 2 added ``seq``, the selections' ``policy_probs``, ``steer`` and ``forced``, and
+``pools``: what the estimators' per-run stage reads (``iter_runs``). A folder written by
+another version is refused (by the export and the readers) with the fix: export afresh.
 
 Integers are int64, hashes binary, timestamps int64 nanoseconds, payloads (``meta``) JSON
 text, vectors ``list<double>``. Each file's Parquet metadata names the schema version
@@ -58,8 +65,19 @@ from urllib.parse import quote
 
 from ._errors import InstrumentationWarning, MissingDependencyError, TracePathError
 from ._frames import trace_sha256
-from ._reader import TraceSource, _trace_sources, iter_runs
-from ._trace import Trace
+from ._reader import TraceRun, TraceSource, _StreamedTrace, _trace_sources
+from ._reader import iter_runs as _iter_trace_runs
+from ._records import (
+    Blob,
+    Continuation,
+    RunEnd,
+    RunStart,
+    Score,
+    Selection,
+    WindowEnter,
+    WindowExit,
+)
+from ._trace import RunView, Trace, WindowView
 from ._trace_format import FILE_HEADER_SIZE, check_file_header
 from ._version import __version__
 from ._writer.pool import settle
@@ -67,12 +85,12 @@ from ._writer.pool import settle
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "is_dataset", "read_table",
-           "to_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "is_dataset", "iter_runs",
+           "read_table", "run_order", "to_parquet"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
-          "scores")
+          "scores", "pools")
 PARTITIONS = ("system", "task")
 # Rows held before a batch is written: about 100 MB at the demo's rows.
 DEFAULT_BATCH_ROWS = 200_000
@@ -121,8 +139,9 @@ def _schemas(pa: Any) -> dict[str, Any]:
     """Each table's schema: ``Trace.to_arrow``'s columns for no records (every integer
     int64), then ``run_id``, ``system`` and ``task``; ``runs`` adds its source."""
     empty = Trace(path="", records=[])
-    out = {}
-    for kind in TABLES:
+    out = {"pools": pa.schema([("pool", pa.binary()), ("ids", pa.binary()),
+                               *((p, pa.string()) for p in PARTITIONS)])}
+    for kind in TABLES[:-1]:
         schema = empty.to_arrow(kind).schema  # type: ignore[arg-type]
         for name in ("run_id", *PARTITIONS):
             if schema.get_field_index(name) < 0:
@@ -215,15 +234,31 @@ class _Batch:
         self.source_of: dict[str, str] = {}  # run id -> its trace file
         self.held = 0
         self.rows = dict.fromkeys(TABLES, 0)
+        self.pool_keys: set[tuple[bytes, str, str | None]] = set()  # (pool, system, task)
 
-    def add(self, records: list[Any], source: str, sha256: str,
+    def add(self, records: list[Any], pools: dict[bytes, bytes], source: str, sha256: str,
             format_version: int | None) -> None:
-        """The rows of the runs whose ``records`` are given (one file's, in file order)."""
+        """The rows of the runs whose ``records`` are given (one file's, in file order),
+        and of the candidate pools (``hash -> ids``) their selections name."""
         pa = self.pa
         trace = Trace(path=source, records=records, format_version=format_version)
         who = {r.run: (r.start.run_id, r.start.system, r.start.task) for r in trace.runs
                if r.start is not None}
-        for kind in TABLES:
+        rows: dict[tuple[bytes, str, str | None], None] = {}
+        for sel in trace._index.of(Selection):
+            key = (sel.pool, who[sel.run][1], who[sel.run][2])
+            if sel.pool in pools and key not in self.pool_keys:
+                rows[key] = None
+        if rows:
+            self.pool_keys.update(rows)
+            hashes, systems, tasks = zip(*rows, strict=True)
+            self.tables["pools"].append(pa.table({
+                "pool": pa.array(hashes, pa.binary()),
+                "ids": pa.array([pools[h] for h in hashes], pa.binary()),
+                "system": pa.array(systems, pa.string()),
+                "task": pa.array(tasks, pa.string())}))
+            self.held += len(rows)
+        for kind in TABLES[:-1]:
             table = trace.to_arrow(kind)  # type: ignore[arg-type]
             if not table.num_rows:
                 continue
@@ -268,14 +303,18 @@ class _Batch:
             rows: dict[tuple[Any, ...], list[int]] = {}
             for i, key in enumerate(keys):
                 rows.setdefault(key, []).append(i)
-            run_ids = table.column("run_id").to_pylist()
+            # A pool is named by runs, not one: its part names no source file.
+            run_ids: list[str] = (table.column("run_id").to_pylist() if kind != "pools"
+                                  else [])
             for key, taken in rows.items():
                 part = table.take(pa.array(taken, pa.int64())).drop_columns(list(PARTITIONS))
-                from_files = sorted({self.source_of[run_ids[i]] for i in taken})
+                from_files = sorted({self.source_of[run_ids[i]] for i in taken} if run_ids
+                                    else set())
                 self._write_part(part, kind, key, batch, from_files)
             self.rows[kind] += table.num_rows
         self.tables = {k: [] for k in TABLES}
         self.sources, self.source_of = {}, {}
+        self.pool_keys = set()
         self.held = 0
 
     def _write_part(self, part: Any, kind: str, key: tuple[Any, ...], batch: str,
@@ -331,6 +370,8 @@ def to_parquet(
     root.mkdir(parents=True, exist_ok=True)
     with _export_lock(root):
         _remove_unfinished(root)
+        if is_dataset(root):
+            _check_version(root, "export into")
         exported = _exported(root) if is_dataset(root) else {}
         present = set().union(*exported.values()) if exported else set()
         batch = _Batch(pa, root, _schemas(pa))
@@ -346,7 +387,8 @@ def to_parquet(
             sha256, version = _identify(item)
             seen: set[str] = set()
             held: list[Any] = []
-            for trace_run in iter_runs(item):
+            pools: dict[bytes, bytes] = {}
+            for trace_run in _iter_trace_runs(item):
                 run = trace_run.run
                 if run.start is None:
                     unreadable += 1
@@ -357,13 +399,16 @@ def to_parquet(
                     continue
                 present.add(run.start.run_id)
                 held.extend(run.records)
+                for rec in run.records:
+                    if type(rec) is Selection and trace_run.trace.has_blob(rec.pool):
+                        pools[rec.pool] = trace_run.trace.blob(rec.pool)
                 added += 1
                 if batch.held + len(held) >= batch_rows:
-                    batch.add(held, source, sha256, version)
-                    held = []
+                    batch.add(held, pools, source, sha256, version)
+                    held, pools = [], {}
                     batch.write()
             if held:
-                batch.add(held, source, sha256, version)
+                batch.add(held, pools, source, sha256, version)
             if batch.held >= batch_rows:
                 batch.write()
             gone = exported.get(source, set()) - seen
@@ -411,6 +456,7 @@ def read_table(dataset: str | os.PathLike[str], table: str,
         raise ValueError(
             f"{root}: not an agentlog Parquet dataset (no runs/ folder in it); write one "
             "with agentlog export TRACES --format parquet --out DIR")
+    _check_version(root, "read")
     schema = _schemas(pa)[table]
     if not _parts(root, table):
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
@@ -418,3 +464,186 @@ def read_table(dataset: str | os.PathLike[str], table: str,
         infer_dictionary=False, schema=pa.schema([(p, pa.string()) for p in PARTITIONS]))
     data = ds.dataset(root / table, format="parquet", partitioning=hive, schema=schema)
     return data.to_table(columns=columns)
+
+
+def _check_version(root: Path, doing: str) -> None:
+    """Refuse a dataset of another schema version: its tables lack columns (or hold others)
+    that would read as nulls."""
+    import pyarrow.parquet as pq
+
+    parts = _parts(root, "runs")
+    if not parts:
+        return
+    meta = pq.read_schema(parts[0]).metadata or {}
+    found = meta.get(b"agentlog.dataset_schema", b"?").decode()
+    if found != str(SCHEMA_VERSION):
+        raise ValueError(
+            f"{root}: a dataset of schema version {found}; this agentlog reads and writes "
+            f"version {SCHEMA_VERSION}, so it cannot {doing} it. Export the traces afresh "
+            "into a new folder (agentlog export TRACES --format parquet --out NEW)")
+
+
+def run_order(source: str, run: int) -> tuple[Path, int]:
+    """The place of a run in the order ``agentlog.read_traces`` reads a folder: its source
+    file's path (sorted as paths are), then its index in the file. Estimators put a
+    dataset's per-run rows in this order, so their sums add in the same order, to the bit."""
+    return (Path(source), run)
+
+
+def iter_runs(dataset: str | os.PathLike[str],
+              tables: Iterable[str] = ("windows", "selections", "continuations", "scores"),
+              ) -> Iterator[TraceRun]:
+    """The runs of a dataset rebuilt as records, one (system, task) partition at a time.
+
+    What ``agentlog.records.iter_runs`` gives for the trace files the dataset was exported
+    from, for the estimators' per-run stage: per run its ``RunStart`` and ``RunEnd`` (when
+    the run ended), then the records of ``tables`` in the order the file held them
+    (``seq``): ``WindowEnter`` (``windows``; the exits are on ``run.windows``),
+    ``Selection`` (with its candidate pool readable through ``trace.blob``),
+    ``Continuation``, ``Score``. ``trace.path`` is the run's source file. What a dataset
+    does not keep is not rebuilt: window entries and exits (their hashes are), ``meta``
+    values JSON cannot hold exactly (bytes, tuples).
+
+    Memory holds one partition's rows of ``tables``. Runs come partition by partition,
+    not in file order: put per-run results in ``run_order(trace.path, run.run)`` before
+    adding them up.
+
+    Raises:
+        ValueError: an unknown table; a folder that is not a dataset (or of another
+            schema version).
+        MissingDependencyError: pyarrow is not installed.
+    """
+    import pyarrow.parquet as pq
+
+    pa, _ = _arrow()
+    wanted = tuple(tables)
+    rebuilt = ("windows", "selections", "continuations", "scores")
+    bad = [t for t in wanted if t not in rebuilt]
+    if bad:
+        raise ValueError(f"`tables` must name some of {', '.join(rebuilt)}; found {bad}")
+    root = Path(dataset)
+    if not is_dataset(root):
+        raise ValueError(
+            f"{root}: not an agentlog Parquet dataset (no runs/ parts in it); write one "
+            "with agentlog export TRACES --format parquet --out DIR")
+    _check_version(root, "read")
+    schemas = _schemas(pa)
+    partitions = sorted({p.parent.relative_to(root / "runs") for p in _parts(root, "runs")})
+    for partition in partitions:
+        system, task = (_hive_value(part.split("=", 1)[1]) for part in partition.parts)
+
+        def read(kind: str, partition: Path = partition) -> dict[str, list[Any]]:
+            files = sorted((root / kind / partition).glob("part-*.parquet"))
+            if not files:
+                return {name: [] for name in schemas[kind].names}
+            columns: dict[str, list[Any]] = pa.concat_tables(
+                [pq.read_table(f) for f in files]).to_pydict()
+            return columns
+
+        yield from _partition_runs(read, system, task, wanted)
+
+
+def _hive_value(segment: str) -> str | None:
+    from urllib.parse import unquote
+
+    return None if segment == _HIVE_NULL else unquote(segment)
+
+
+def _partition_runs(read: Callable[[str], dict[str, list[Any]]], system: str | None,
+                    task: str | None, tables: tuple[str, ...]) -> Iterator[TraceRun]:
+    """The runs of one partition (``read(table)``: its rows of a table, as columns)."""
+    runs = read("runs")
+    traces: dict[str, _StreamedTrace] = {}
+    if "selections" in tables:
+        pools = read("pools")
+        blobs = {h: Blob(hash=h, data=ids, kind="pool")
+                 for h, ids in zip(pools["pool"], pools["ids"], strict=True)}
+    placed: dict[str, list[tuple[int, Any]]] = {run_id: [] for run_id in runs["run_id"]}
+    for kind in tables:
+        rows = read(kind)
+        for i, run_id in enumerate(rows["run_id"]):
+            if run_id in placed:
+                placed[run_id].append((rows["seq"][i], (kind, rows, i)))
+    for i, run_id in enumerate(runs["run_id"]):
+        source = runs["source"][i]
+        trace = traces.get(source)
+        if trace is None:
+            trace = traces[source] = _StreamedTrace(path=source, records=[])
+            if "selections" in tables:
+                trace._index.blobs.update(blobs)
+        view = RunView(runs["run"][i])
+        meta = runs["meta"][i]
+        view.start = RunStart(
+            run=runs["run"][i], run_id=run_id, system=system or "", seed=runs["seed"][i],
+            task=task, meta={} if meta is None else json.loads(meta),
+            t_ns=runs["t_start_ns"][i], generator=runs["generator"][i],
+            agentlog_version=runs["agentlog_version"][i], parent_run=runs["parent_run"][i],
+            pid=runs["pid"][i] or 0)
+        view.records.append(view.start)
+        for _, (kind, rows, j) in sorted(placed.pop(run_id), key=lambda item: item[0]):
+            if kind == "windows":
+                window = _window(rows, j, trace)
+                view.windows.append(window)
+                view.records.append(window.enter)
+            else:
+                view.records.append(_record(kind, rows, j))
+        if runs["complete"][i]:
+            view.end = RunEnd(
+                run=runs["run"][i], t_ns=runs["t_end_ns"][i], status=runs["status"][i],
+                receipt=runs["receipt"][i] or b"", n_windows=runs["n_windows"][i],
+                n_selections=runs["n_selections"][i],
+                n_continuations=runs["n_continuations"][i], dropped=runs["dropped"][i] or 0,
+                error_type=runs["error_type"][i])
+            view.records.append(view.end)
+        yield TraceRun(trace, view)
+
+
+_RECORDS: dict[str, type[Any]] = {"continuations": Continuation, "scores": Score}
+
+
+def _record(kind: str, rows: dict[str, list[Any]], i: int) -> Any:
+    """The ``Selection``, ``Continuation`` or ``Score`` of row ``i``."""
+    import msgspec
+
+    if kind == "selections":
+        return Selection(
+            run=rows["run"][i], window=rows["window"][i], name=rows["name"][i],
+            step=rows["step"][i], owner=rows["owner"][i], pool=rows["pool"][i],
+            n=rows["n"][i], probs=_vector(rows["probs"][i]) or b"",
+            draws=_vector(rows["draws"][i]) or b"", choice=rows["choice"][i],
+            n_zero=rows["n_zero"][i], generator=rows["generator"][i],
+            top_k=rows["top_k"][i], top_p=rows["top_p"][i],
+            raw_probs=_vector(rows["raw_probs"][i]), t_ns=rows["t_ns"][i],
+            policy_probs=_vector(rows["policy_probs"][i]), steer=rows["steer"][i],
+            forced=bool(rows["forced"][i]))
+    cls = _RECORDS[kind]
+    return cls(**{f.name: rows[f.name][i] for f in msgspec.structs.fields(cls)})
+
+
+def _vector(values: list[float] | None) -> bytes | None:
+    """A list column's value as the trace stores a vector (little-endian float64)."""
+    import numpy as np
+
+    return None if values is None else np.asarray(values, dtype="<f8").tobytes()
+
+
+def _window(rows: dict[str, list[Any]], i: int, trace: Trace) -> WindowView:
+    """The ``WindowView`` of row ``i``: its entry and, when it closed, its exit (their
+    hashes and counts; the states themselves are not in the dataset)."""
+    view = WindowView(WindowEnter(
+        run=rows["run"][i], window=rows["window"][i], name=rows["name"][i],
+        parent=rows["parent"][i], t_ns=rows["t_enter_ns"][i],
+        entry_hash=rows["entry_hash"][i], entry=None, after=rows["after"][i],
+        thread=rows["thread"][i] or 0), trace)
+    if rows["complete"][i]:
+        view.exit = WindowExit(
+            run=rows["run"][i], window=rows["window"][i], name=rows["name"][i],
+            t_ns=rows["t_exit_ns"][i], status=rows["status"][i],
+            exit_hash=rows["exit_hash"][i] or b"", exit=None,
+            receipt=rows["receipt"][i] or b"", wall_ns=rows["wall_ns"][i] or 0,
+            error_type=rows["error_type"][i], error_message=rows["error_message"][i],
+            tool_calls=rows["tool_calls"][i] or 0, llm_calls=rows["llm_calls"][i] or 0,
+            input_tokens=rows["input_tokens"][i] or 0,
+            output_tokens=rows["output_tokens"][i] or 0, cost=rows["cost"][i],
+            selections=rows["selections"][i] or 0)
+    return view

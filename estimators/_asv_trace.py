@@ -36,7 +36,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,8 +195,12 @@ def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any]
     """
     if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
         source = list(source)
+    return _channel_scores(iter_runs(source, name="source"))
+
+
+def _channel_scores(runs: Iterable[Any]) -> dict[str, dict[str, set[str]]]:
     out: dict[str, dict[str, set[str]]] = {}
-    for trace, run in iter_runs(source, name="source"):
+    for trace, run in runs:
         names = {w.window: w.name for w in run.windows}
         rep = None if run.start is None else _replayed(run.start, trace.path)
         for rec in run.records:
@@ -210,14 +214,14 @@ def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any]
     return out
 
 
-def _default_window(source: Any, channels: tuple[str, str]) -> str | None:
+def _default_window(runs: Iterable[Any], channels: tuple[str, str]) -> str | None:
     """The one window whose transitions carry scores on both channels.
 
     Taking every window instead would mix transitions that only one channel (or no
     channel) scored into the face, which is then incomplete. None when no window is
     scored on both: the caller's own checks then say what is missing.
     """
-    cells = channel_scores(source)
+    cells = _channel_scores(runs)
     both = sorted((set(cells.get(channels[0], {})) & set(cells.get(channels[1], {})))
                   - {"?"})
     if len(both) > 1:
@@ -275,6 +279,54 @@ def from_traces(
             state that is neither end of its window, a cell is scored twice, or a run lacks
             the ``trajectory_key`` meta key.
     """
+    if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
+        source = list(source)  # read twice when the window is found first
+    # Runs stream one at a time (a second pass finds the default window first): memory
+    # holds a run and the per-transition arrays, whatever the size of the files.
+    return _from_runs(lambda: iter_runs(source, name="source"), channels=channels,
+                      window=window, score=score, target_key=target_key,
+                      trajectory_key=trajectory_key)
+
+
+def from_dataset(
+    dataset: str | os.PathLike[str],
+    *,
+    channels: tuple[str, str],
+    window: str | None = None,
+    score: str | tuple[str, str] | None = None,
+    target_key: str = "target",
+    trajectory_key: str | None = None,
+) -> AsvData:
+    """``from_traces`` of the traces a Parquet dataset was exported from (``agentlog
+    export --format parquet``), read from its ``runs``, ``windows`` and ``scores``
+    tables: the same ``AsvData``, transitions in the same order, to the bit.
+
+    The runs' windows and scores are rebuilt (``agentlog.dataset.iter_runs``) and put in
+    the order ``from_traces`` reads the source files in before the same collection runs
+    over them: memory holds the dataset's windows and scores (not its vectors or calls).
+
+    Args:
+        dataset: the dataset folder.
+        channels, window, score, target_key, trajectory_key: as ``from_traces``.
+
+    Raises:
+        ValueError: as ``from_traces``; a folder that is not a dataset of this version.
+    """
+    from agentlog.dataset import iter_runs as dataset_runs
+    from agentlog.dataset import run_order
+
+    runs = sorted(dataset_runs(dataset, ("windows", "scores")),
+                  key=lambda r: run_order(r.trace.path, r.run.run))
+    return _from_runs(lambda: iter(runs), channels=channels, window=window, score=score,
+                      target_key=target_key, trajectory_key=trajectory_key)
+
+
+def _from_runs(
+    read_runs: Callable[[], Iterator[Any]], *, channels: tuple[str, str], window: str | None,
+    score: str | tuple[str, str] | None, target_key: str, trajectory_key: str | None,
+) -> AsvData:
+    """The collection over the ``TraceRun``s that ``read_runs()`` gives (called twice when the
+    window is found first)."""
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
     wanted = _score_iv(score, channels)
@@ -286,12 +338,8 @@ def from_traces(
     layouts: dict[str, set[int]] = {c: set() for c in channels}
     runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
     seen_channels: set[str] = set()
-    if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
-        source = list(source)  # read twice when the window is found first
-    # Runs stream one at a time (a second pass finds the default window first): memory
-    # holds a run and the per-transition arrays, whatever the size of the files.
     if window is None:
-        window = _default_window(source, channels)
+        window = _default_window(read_runs(), channels)
     index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
     hashes: dict[int, tuple[bytes, bytes | None]] = {}
     replayed_order: dict[int, tuple[str, int, str]] = {}  # transitions first seen replayed
@@ -307,7 +355,7 @@ def from_traces(
         target.append("" if label is None else str(label))
         return t
 
-    for trace, run in iter_runs(source, name="source"):
+    for trace, run in read_runs():
         if run.start is None:
             continue
         rep = _replayed(run.start, trace.path)

@@ -30,6 +30,7 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -37,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import DegenerateDataWarning, Trace
+from agentlog.dataset import run_order
 from agentlog.deprecation import warn_renamed
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
@@ -50,7 +52,7 @@ from ._cess_tables import (
 )
 from ._shared_noise import SharedNoise
 
-__all__ = ["CessData", "from_traces", "load_table"]
+__all__ = ["CessData", "from_dataset", "from_traces", "load_table"]
 
 FloatArray = NDArray[np.float64]
 TraceInput = Trace | str | os.PathLike[str]
@@ -160,6 +162,15 @@ class _Rows:
     # (where, design) of the runs a warning is about only: memory stays flat on clean runs
     troubled: list[tuple[str, SamplingDesign]] = field(default_factory=list)
     labels: list[tuple[Any, ...]] = field(default_factory=list)
+    order: list[tuple[Path, int]] = field(default_factory=list)  # run_order of each row
+
+    def sort(self) -> None:
+        """Put the rows in ``run_order``."""
+        perm = sorted(range(len(self.order)), key=self.order.__getitem__)
+        for name in ("y", "p", "s", "m", "m_bar", "n_pool", "rho", "theta", "in_support",
+                     "forms", "labels", "order"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in perm])
 
 
 def from_traces(
@@ -227,6 +238,56 @@ def from_traces(
             survival probability that is not positive; a pool candidate without a
             prediction. Each message names the file, run, round and candidate.
     """
+    return _from_runs(iter_runs(source, name="source"), outcomes=outcomes,
+                      predictions=predictions, stream=stream, stop_stream=stop_stream,
+                      budget=budget, pool=pool, unfinished=unfinished,
+                      replacement=replacement, in_file_order=False)
+
+
+def from_dataset(
+    dataset: str | os.PathLike[str],
+    *,
+    outcomes: Any,
+    predictions: Any,
+    stream: str = "doc",
+    stop_stream: str | None = "stop",
+    budget: int,
+    pool: Mapping[str, Sequence[Any]] | None = None,
+    unfinished: str = "drop",
+    replacement: str = "auto",
+) -> CessData:
+    """``from_traces`` of the traces a Parquet dataset was exported from (``agentlog
+    export --format parquet``), read from its ``runs``, ``selections``, ``continuations``
+    and ``pools`` tables: the same ``CessData``, rows in the same order, to the bit.
+
+    The runs are rebuilt one (system, task) partition at a time
+    (``agentlog.dataset.iter_runs``) and go through the per-run stage of ``from_traces``;
+    the rows are then put in the order ``from_traces`` reads the source files in. Memory
+    holds one partition's selections and the per-run rows.
+
+    Args:
+        dataset: the dataset folder.
+        outcomes, predictions, stream, stop_stream, budget, pool, unfinished, replacement:
+            as ``from_traces``.
+
+    Raises:
+        ValueError: as ``from_traces``; a folder that is not a dataset of this version.
+    """
+    from agentlog.dataset import iter_runs as dataset_runs
+
+    return _from_runs(dataset_runs(dataset, ("selections", "continuations")),
+                      outcomes=outcomes, predictions=predictions, stream=stream,
+                      stop_stream=stop_stream, budget=budget, pool=pool,
+                      unfinished=unfinished, replacement=replacement, in_file_order=True)
+
+
+def _from_runs(
+    runs: Iterable[Any], *, outcomes: Any, predictions: Any, stream: str,
+    stop_stream: str | None, budget: int, pool: Mapping[str, Sequence[Any]] | None,
+    unfinished: str, replacement: str, in_file_order: bool,
+) -> CessData:
+    """The per-run stage over ``runs`` (``TraceRun``s), then the arrays. ``in_file_order``:
+    sort the rows by ``run_order`` (runs that came partition by partition)."""
     if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
         raise ValueError(f"`budget` must be a positive int (K in [SSC] eq. 6); "
                          f"found {budget!r}")
@@ -253,7 +314,7 @@ def from_traces(
     current: Trace | None = None
     ids_cache: dict[bytes, tuple[Any, ...]] = {}
     shared = SharedNoise()
-    for trace, run in iter_runs(source, name="source"):
+    for trace, run in runs:
         if trace is not current:
             current, ids_cache = trace, {}
             paths.append(trace.path)
@@ -276,6 +337,7 @@ def from_traces(
             _add_run(rows, trace, run, ids_cache, y_table, m_table, pool, stream,
                      stop_stream, budget, summary_cache, replacement)
             shared.add(start)
+            rows.order.append(run_order(trace.path, run.run))
         except _NoSelections as exc:
             pending.append((exc.run_id, exc))
         except ValueError as exc:
@@ -294,13 +356,15 @@ def from_traces(
             f"{len(dropped)} run(s) crashed or raised before they ended (first: {dropped[0]}) "
             "and were left out: their early end is not a stop drawn from the logged design. "
             "Pass unfinished='keep' to include them",
-            DegenerateDataWarning, stacklevel=2,
+            DegenerateDataWarning, stacklevel=3,
         )
     n = len(rows.labels)
     if n == 0:
         raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
-    shared.warn(stacklevel=2)
-    _warn_designs(rows.troubled, replacement)
+    shared.warn(stacklevel=3)
+    _warn_designs(rows.troubled, replacement, stacklevel=4)
+    if in_file_order:
+        rows.sort()
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)
@@ -331,7 +395,8 @@ def from_trace(trace_or_paths: TraceInput | Iterable[TraceInput], **kwargs: Any)
     return from_traces(trace_or_paths, **kwargs)
 
 
-def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -> None:
+def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str, *,
+                  stacklevel: int = 3) -> None:
     """One ``DegenerateDataWarning`` per kind of design problem, naming the first run."""
     changed = [(w, d) for w, d in designs if d.dropped]
     if changed:
@@ -347,7 +412,7 @@ def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -
             "θ+ over D+ (exactly only when the same candidates drop whatever the run opens). "
             "To estimate θ*, keep every unopened candidate's probability positive at every "
             "round (log the whole pool in each vector)",
-            DegenerateDataWarning, stacklevel=3,
+            DegenerateDataWarning, stacklevel=stacklevel,
         )
     mixed = [(w, d) for w, d in designs if d.conflicts]
     if mixed:
@@ -362,7 +427,7 @@ def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -
             "and the opened candidates that contradict it are left out of D+ (ρ > 0, eq. 10 "
             "interval). Record one rule (zero every opened candidate, or none), or pass "
             "replacement='without' if the controller never reopens a document",
-            DegenerateDataWarning, stacklevel=3,
+            DegenerateDataWarning, stacklevel=stacklevel,
         )
     renormalised = [(w, d) for w, d in designs if d.renormalised > 0]
     if renormalised:
@@ -373,7 +438,7 @@ def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str) -
             f"{d.renormalised:.3g}): their chosen probabilities were renormalised over the "
             "unopened candidates, the propensity only of a controller that redraws when it "
             "picks an opened document. If it could reopen one, pass replacement='auto'",
-            DegenerateDataWarning, stacklevel=3,
+            DegenerateDataWarning, stacklevel=stacklevel,
         )
 
 

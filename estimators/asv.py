@@ -26,7 +26,7 @@ from ._asv import (
     retry_disagreement,
     summarize,
 )
-from ._asv_trace import AsvData, channel_scores, from_traces
+from ._asv_trace import AsvData, channel_scores, from_dataset, from_traces
 from ._asv_trace import from_trace as _from_trace
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "channel_scores",
     "cyclic_layouts",
     "face",
+    "from_dataset",
     "from_traces",
     "reduce_layouts",
     "retry_disagreement",

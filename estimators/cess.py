@@ -22,7 +22,7 @@ from ._audit import (
 from ._bootstrap import BootstrapResult, cluster_bootstrap
 from ._cess import THEOREM_2_NOTE, CessResult, estimate, support_interval
 from ._cess_design import SamplingDesign, Support, sampling_design, support_from_vectors
-from ._cess_trace import CessData, from_traces, load_table
+from ._cess_trace import CessData, from_dataset, from_traces, load_table
 from ._cess_trace import from_trace as _from_trace
 from ._effects import PolicyEffectsResult, icc_1k, policy_effects
 from ._effects_trace import TraceEffectsResult, effects_from_traces
@@ -46,6 +46,7 @@ __all__ = [
     "effects_from_traces",
     "estimate",
     "fit_taskwise_prior",
+    "from_dataset",
     "from_traces",
     "icc_1k",
     "load_table",

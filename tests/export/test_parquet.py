@@ -65,6 +65,8 @@ def test_every_table_holds_the_rows_to_arrow_gives_bit_for_bit(demo_run: DemoRun
     assert result.files == len(paths) and result.runs_present == 0
     assert result.runs_added == sum(len(al.read(p).runs) for p in paths)
     for kind in TABLES:
+        if kind == "pools":  # not a to_arrow table: test_pools_hold_...
+            continue
         got = read_table(tmp_path / "ds", kind).to_pydict()
         want = _expected(paths, kind)
         if kind == "runs":
@@ -82,7 +84,9 @@ def test_small_batches_give_the_same_dataset_in_more_files(demo_run: DemoRun,
     folder = sorted(p for p in demo_run.out.iterdir() if p.is_dir())[0]
     whole = to_parquet(folder, tmp_path / "whole")
     small = to_parquet(folder, tmp_path / "small", batch_rows=50)
-    assert small.rows == whole.rows
+    # Each batch writes the pools its runs name: a pool shared by batches repeats.
+    assert {k: v for k, v in small.rows.items() if k != "pools"} == {
+        k: v for k, v in whole.rows.items() if k != "pools"}
     batches = {p.name.split("-")[1] for p in (tmp_path / "small" / "runs").rglob("*.parquet")}
     assert len(batches) > 1  # memory held one batch at a time
     for kind in TABLES:
@@ -90,6 +94,10 @@ def test_small_batches_give_the_same_dataset_in_more_files(demo_run: DemoRun,
             ["source"] if kind == "runs" else [])
         b = read_table(tmp_path / "small", kind).drop_columns(
             ["source"] if kind == "runs" else [])
+        if kind == "pools":  # each batch writes the pools its runs name
+            assert b.num_rows >= a.num_rows
+            assert set(zip(*b.to_pydict().values())) == set(zip(*a.to_pydict().values()))
+            continue
         keys = [("run_id", "ascending")] + ([("window", "ascending")]
                                             if "window" in a.column_names else [])
         assert a.sort_by(keys).equals(b.sort_by(keys)), kind
