@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "is_dataset", "iter_runs",
-           "read_table", "run_order", "to_parquet"]
+           "partitioned_by", "read_table", "run_order", "to_parquet"]
 
 SCHEMA_VERSION = 2
 TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
@@ -227,8 +227,10 @@ def _exported(out: Path) -> dict[str, set[str]]:
 class _Batch:
     """Rows waiting to be written: per table, arrow tables of runs of one or more files."""
 
-    def __init__(self, pa: Any, out: Path, schemas: dict[str, Any]) -> None:
+    def __init__(self, pa: Any, out: Path, schemas: dict[str, Any],
+                 partition_by: tuple[str, ...]) -> None:
         self.pa, self.out, self.schemas = pa, out, schemas
+        self.partition_by = partition_by
         self.tables: dict[str, list[Any]] = {k: [] for k in TABLES}
         self.sources: dict[str, dict[str, Any]] = {}
         self.source_of: dict[str, str] = {}  # run id -> its trace file
@@ -299,7 +301,8 @@ class _Batch:
             if not self.tables[kind]:
                 continue
             table = pa.concat_tables(self.tables[kind]).combine_chunks()  # one take per part
-            keys = list(zip(*(table.column(p).to_pylist() for p in PARTITIONS), strict=True))
+            keys = (list(zip(*(table.column(p).to_pylist() for p in self.partition_by),
+                             strict=True)) if self.partition_by else [()] * table.num_rows)
             rows: dict[tuple[Any, ...], list[int]] = {}
             for i, key in enumerate(keys):
                 rows.setdefault(key, []).append(i)
@@ -307,7 +310,8 @@ class _Batch:
             run_ids: list[str] = (table.column("run_id").to_pylist() if kind != "pools"
                                   else [])
             for key, taken in rows.items():
-                part = table.take(pa.array(taken, pa.int64())).drop_columns(list(PARTITIONS))
+                part = table.take(pa.array(taken, pa.int64())).drop_columns(
+                    list(self.partition_by))
                 from_files = sorted({self.source_of[run_ids[i]] for i in taken} if run_ids
                                     else set())
                 self._write_part(part, kind, key, batch, from_files)
@@ -324,13 +328,14 @@ class _Batch:
         import pyarrow.parquet as pq
 
         folder = self.out / kind
-        for name, value in zip(PARTITIONS, key, strict=True):
+        for name, value in zip(self.partition_by, key, strict=True):
             folder /= f"{name}={_HIVE_NULL if value is None else quote(value, safe='')}"
         folder.mkdir(parents=True, exist_ok=True)
         part = part.replace_schema_metadata({
             "agentlog.dataset_schema": str(SCHEMA_VERSION),
             "agentlog.version": __version__,
             "agentlog.table": kind,
+            "agentlog.partition_by": ",".join(self.partition_by),
             "agentlog.sources": json.dumps([self.sources[f] for f in from_files]),
         })
         floats, others = _encodings(self.pa, part.schema)
@@ -343,6 +348,7 @@ def to_parquet(
     out: str | os.PathLike[str],
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    partition_by: Iterable[str] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ParquetResult:
     """Write the runs of ``traces`` into the Parquet dataset ``out`` (module docs).
@@ -351,6 +357,12 @@ def to_parquet(
         traces: trace files, folders (every ``*.zst`` below), glob patterns, or a list.
         out: the dataset folder (created); runs it already holds are skipped.
         batch_rows: rows held in memory before they are written (all tables together).
+        partition_by: the Hive partition columns: ``("system", "task")`` (the default
+            for a new dataset), ``("system",)`` or ``()``. A batch writes a file per
+            table and partition, so runs of many tasks (a benchmark whose tasks are its
+            samples) write many small files, slowly: partition by system alone then, and
+            filter tasks in the query (the column stays in every table). An existing
+            dataset keeps the partitioning it was written with.
         progress: called with 1 after each trace file is read (a progress bar's step).
 
     Returns:
@@ -363,6 +375,7 @@ def to_parquet(
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"`batch_rows` must be a positive int; found {batch_rows!r}")
+    wanted = None if partition_by is None else _partitioning(partition_by)
     pa, _ = _arrow()
     root = Path(out)
     if root.exists() and not root.is_dir():
@@ -370,11 +383,20 @@ def to_parquet(
     root.mkdir(parents=True, exist_ok=True)
     with _export_lock(root):
         _remove_unfinished(root)
+        layout: tuple[str, ...] = PARTITIONS
         if is_dataset(root):
             _check_version(root, "export into")
+            layout = partitioned_by(root)
+            if wanted is not None and wanted != layout:
+                raise ValueError(
+                    f"{root} is partitioned by {list(layout)}; `partition_by` "
+                    f"{list(wanted)} would mix two layouts in one dataset. Export into a "
+                    "new folder, or leave `partition_by` out")
+        elif wanted is not None:
+            layout = wanted
         exported = _exported(root) if is_dataset(root) else {}
         present = set().union(*exported.values()) if exported else set()
-        batch = _Batch(pa, root, _schemas(pa))
+        batch = _Batch(pa, root, _schemas(pa), layout)
         added = skipped = unreadable = files = 0
         stale: dict[str, int] = {}
         for item in _trace_sources(traces, "traces"):
@@ -460,8 +482,8 @@ def read_table(dataset: str | os.PathLike[str], table: str,
     schema = _schemas(pa)[table]
     if not _parts(root, table):
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
-    hive = ds.HivePartitioning.discover(
-        infer_dictionary=False, schema=pa.schema([(p, pa.string()) for p in PARTITIONS]))
+    hive = ds.HivePartitioning(pa.schema([(p, pa.string()) for p in partitioned_by(root)]),
+                               null_fallback=_HIVE_NULL)
     data = ds.dataset(root / table, format="parquet", partitioning=hive, schema=schema)
     return data.to_table(columns=columns)
 
@@ -481,6 +503,30 @@ def _check_version(root: Path, doing: str) -> None:
             f"{root}: a dataset of schema version {found}; this agentlog reads and writes "
             f"version {SCHEMA_VERSION}, so it cannot {doing} it. Export the traces afresh "
             "into a new folder (agentlog export TRACES --format parquet --out NEW)")
+
+
+def _partitioning(partition_by: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(partition_by, str):
+        partition_by = (partition_by,)
+    got = tuple(partition_by)
+    allowed = (PARTITIONS, PARTITIONS[:1], ())
+    if got not in allowed:
+        raise ValueError(f"`partition_by` must be one of {[list(a) for a in allowed]}; "
+                         f"found {list(got)}")
+    return got
+
+
+def partitioned_by(dataset: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The Hive partition columns of a dataset: ``("system", "task")``, ``("system",)``
+    or ``()`` (``to_parquet(partition_by=...)``), as its files record it."""
+    import pyarrow.parquet as pq
+
+    parts = _parts(Path(dataset), "runs")
+    if not parts:
+        return PARTITIONS
+    meta = pq.read_schema(parts[0]).metadata or {}
+    text = meta.get(b"agentlog.partition_by", b"system,task").decode()
+    return _partitioning(text.split(",") if text else ())
 
 
 def run_order(source: str, run: int) -> tuple[Path, int]:
@@ -528,9 +574,11 @@ def iter_runs(dataset: str | os.PathLike[str],
             "with agentlog export TRACES --format parquet --out DIR")
     _check_version(root, "read")
     schemas = _schemas(pa)
+    layout = partitioned_by(root)
     partitions = sorted({p.parent.relative_to(root / "runs") for p in _parts(root, "runs")})
     for partition in partitions:
-        system, task = (_hive_value(part.split("=", 1)[1]) for part in partition.parts)
+        values = dict(zip(layout, (_hive_value(part.split("=", 1)[1])
+                                   for part in partition.parts), strict=True))
 
         def read(kind: str, partition: Path = partition) -> dict[str, list[Any]]:
             files = sorted((root / kind / partition).glob("part-*.parquet"))
@@ -540,7 +588,7 @@ def iter_runs(dataset: str | os.PathLike[str],
                 [pq.read_table(f) for f in files]).to_pydict()
             return columns
 
-        yield from _partition_runs(read, system, task, wanted)
+        yield from _partition_runs(read, values, wanted)
 
 
 def _hive_value(segment: str) -> str | None:
@@ -549,10 +597,14 @@ def _hive_value(segment: str) -> str | None:
     return None if segment == _HIVE_NULL else unquote(segment)
 
 
-def _partition_runs(read: Callable[[str], dict[str, list[Any]]], system: str | None,
-                    task: str | None, tables: tuple[str, ...]) -> Iterator[TraceRun]:
-    """The runs of one partition (``read(table)``: its rows of a table, as columns)."""
+def _partition_runs(read: Callable[[str], dict[str, list[Any]]], values: dict[str, Any],
+                    tables: tuple[str, ...]) -> Iterator[TraceRun]:
+    """The runs of one partition (``read(table)``: its rows of a table, as columns;
+    ``values``: the partition's own, absent from its files)."""
     runs = read("runs")
+    n = len(runs["run_id"])
+    for name, value in values.items():
+        runs[name] = [value] * n
     traces: dict[str, _StreamedTrace] = {}
     if "selections" in tables:
         pools = read("pools")
@@ -574,8 +626,9 @@ def _partition_runs(read: Callable[[str], dict[str, list[Any]]], system: str | N
         view = RunView(runs["run"][i])
         meta = runs["meta"][i]
         view.start = RunStart(
-            run=runs["run"][i], run_id=run_id, system=system or "", seed=runs["seed"][i],
-            task=task, meta={} if meta is None else json.loads(meta),
+            run=runs["run"][i], run_id=run_id, system=runs["system"][i] or "",
+            seed=runs["seed"][i], task=runs["task"][i],
+            meta={} if meta is None else json.loads(meta),
             t_ns=runs["t_start_ns"][i], generator=runs["generator"][i],
             agentlog_version=runs["agentlog_version"][i], parent_run=runs["parent_run"][i],
             pid=runs["pid"][i] or 0)

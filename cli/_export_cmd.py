@@ -87,17 +87,30 @@ def _count_spans(files: Sequence[Path]) -> int:
     return sum(isinstance(r, _SPAN_RECORDS) for f in files for r in al.iter_records(f))
 
 
-def _to_parquet(traces: list[Path], out: Path | None) -> int:
+def _to_parquet(traces: list[Path], out: Path | None, partition_by: str | None) -> int:
     if out is None:
         raise BadInput("--format parquet needs --out DIR (the dataset folder)")
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; pass a folder (the dataset), e.g. "
                        f"{out.with_suffix('')}-parquet")
+    layout = None
+    if partition_by is not None:
+        layout = {"system,task": ("system", "task"), "system": ("system",), "none": ()}.get(
+            partition_by.replace(" ", ""))
+        if layout is None:
+            raise BadInput(f"--partition-by must be system,task, system or none; found "
+                           f"{partition_by!r}")
     files = trace_files(traces)
     with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
                   console=stderr(), transient=True) as bar, _streaming(files, out):
         task = bar.add_task("files", total=len(files))
-        result = to_parquet(files, out, progress=lambda n: bar.advance(task, n))
+        try:
+            result = to_parquet(files, out, partition_by=layout,
+                                progress=lambda n: bar.advance(task, n))
+        except ValueError as exc:
+            if "partitioned by" not in str(exc):
+                raise
+            raise BadInput(str(exc).replace("`partition_by`", "--partition-by")) from None
     rows = ", ".join(f"{n} {kind}" for kind, n in result.rows.items() if n)
     stdout().print(f"[green]{result.runs_added} runs added to {escape(str(out))}[/] "
                    f"({rows or 'no rows'}); {result.runs_present} already there")
@@ -173,6 +186,12 @@ def export_command(
         float, typer.Option("--timeout", help="Seconds one attempt may take (the exporter "
                             "retries a refused connection within it).", min=0.1)
     ] = 10.0,
+    partition_by: Annotated[
+        str | None, typer.Option(
+            "--partition-by", help="--format parquet: the Hive partitions, system,task "
+            "(default for a new dataset), system (for many tasks: a file per task and "
+            "table is slow) or none.", show_default=False)
+    ] = None,
     capture_content: Annotated[
         bool, typer.Option("--capture-content", help="Put each model call's stored "
                            "(scrubbed) messages and each tool call's arguments and result "
@@ -186,7 +205,7 @@ def export_command(
         resource["openinference.project.name"] = project
     try:
         if fmt is Format.parquet:
-            raise typer.Exit(_to_parquet(traces, out))
+            raise typer.Exit(_to_parquet(traces, out, partition_by))
         if fmt is Format.otlp_json:
             if out is None:
                 raise BadInput("--format otlp-json needs --out FILE (where to write the spans)")

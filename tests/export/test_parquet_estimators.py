@@ -16,10 +16,17 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import agentlog as al  # noqa: E402
 from agentlog._steering import Steer, steering  # noqa: E402
-from agentlog.dataset import iter_runs, read_table, run_order, to_parquet  # noqa: E402
+from agentlog.dataset import (  # noqa: E402
+    iter_runs,
+    partitioned_by,
+    read_table,
+    run_order,
+    to_parquet,
+)
 from agentlog.estimators import asv, cess  # noqa: E402
 from agentlog.records import Continuation, Score, Selection, WindowEnter  # noqa: E402
 from agentlog.records import iter_runs as trace_runs  # noqa: E402
+from tests.cli._cli import invoke  # noqa: E402
 from tests.conftest import DemoRun  # noqa: E402
 
 REBUILT = (Selection, Continuation, Score, WindowEnter)
@@ -39,6 +46,11 @@ def demo_dataset(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) ->
     to_parquet(demo_run.out, out, batch_rows=500)
     return out
 
+
+
+def _distinct(table: object) -> set[tuple[object, ...]]:
+    """A table's distinct rows (a pool a batch repeats counts once)."""
+    return {tuple(row.values()) for row in table.to_pylist()}  # type: ignore[attr-defined]
 
 def test_every_run_is_rebuilt_with_its_records_in_file_order(demo_run: DemoRun,
                                                             demo_dataset: Path) -> None:
@@ -165,7 +177,7 @@ def test_a_dataset_of_another_schema_version_is_refused_with_the_fix(tmp_path: P
     for call in (lambda: read_table(tmp_path / "ds", "runs"),
                  lambda: list(iter_runs(tmp_path / "ds")),
                  lambda: to_parquet(path, tmp_path / "ds")):
-        with pytest.raises(ValueError, match="schema version 1.*Export the traces afresh"):
+        with pytest.raises(ValueError, match=r"schema version 1.*Export the traces afresh"):
             call()
 
 
@@ -178,8 +190,57 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
     to_parquet(path, tmp_path / "ds")
     with pytest.raises(ValueError, match="`tables` must name some of"):
         list(iter_runs(tmp_path / "ds", ("llm_calls",)))
-    with pytest.raises(ValueError, match="no runs with selections|unknown stream"):
+    with pytest.raises(ValueError, match=r"no runs with selections|unknown stream"):
         cess.from_dataset(tmp_path / "ds", outcomes={}, predictions={}, budget=1)
     shutil.rmtree(tmp_path / "ds" / "runs")
     with warnings.catch_warnings(), pytest.raises(ValueError, match="not an agentlog"):
         asv.from_dataset(tmp_path / "ds", channels=("a", "b"))
+
+
+@pytest.mark.parametrize("layout", [("system",), ()])
+def test_fewer_partitions_hold_the_same_tables_and_runs(demo_run: DemoRun, tmp_path: Path,
+                                                        layout: tuple[str, ...]) -> None:
+    paths, dataset = _top_level(demo_run, tmp_path)
+    to_parquet(paths, tmp_path / "flat", batch_rows=300, partition_by=layout)
+    assert partitioned_by(tmp_path / "flat") == layout
+    parts = {p.parent.relative_to(tmp_path / "flat" / "runs")
+             for p in (tmp_path / "flat" / "runs").rglob("*.parquet")}
+    assert all(len(p.parts) == len(layout) for p in parts)
+    for kind in ("runs", "selections", "scores", "pools"):
+        a, b = read_table(dataset, kind), read_table(tmp_path / "flat", kind)
+        if kind == "pools":
+            assert _distinct(a) == _distinct(b)
+            continue
+        keys = [("run_id", "ascending")] + ([("seq", "ascending")]
+                                            if "seq" in a.column_names else [])
+        assert a.sort_by(keys).equals(b.sort_by(keys).select(a.column_names)), kind
+    tables = {"outcomes": demo_run.out / "outcomes.csv",
+              "predictions": demo_run.out / "predictions.csv", "budget": 5}
+    x = cess.from_dataset(dataset, **tables)
+    y = cess.from_dataset(tmp_path / "flat", **tables)
+    assert np.array_equal(x.y, y.y, equal_nan=True) and x.run_id == y.run_id
+    assert x.task == y.task and x.system == y.system
+
+
+def test_an_export_keeps_the_datasets_partitioning(tmp_path: Path) -> None:
+    path = tmp_path / "a.zst"
+    with al.record(path, system="s", task="t", seed=1):
+        al.score("f1", 0.5)
+    to_parquet(path, tmp_path / "ds", partition_by=("system",))
+    with pytest.raises(ValueError, match=r"partitioned by \['system'\].*new folder"):
+        to_parquet(path, tmp_path / "ds", partition_by=("system", "task"))
+    with pytest.raises(ValueError, match="`partition_by` must be one of"):
+        to_parquet(path, tmp_path / "other", partition_by=("task",))
+    with al.record(path, system="s", task="t2", seed=2, mode="a"):
+        al.score("f1", 0.25)
+    assert to_parquet(path, tmp_path / "ds").runs_added == 1  # its own layout, kept
+    assert partitioned_by(tmp_path / "ds") == ("system",)
+    assert sorted(read_table(tmp_path / "ds", "runs").column("task").to_pylist()) == [
+        "t", "t2"]
+    result = invoke("export", path, "--format", "parquet", "--out", tmp_path / "cli",
+                    "--partition-by", "task")
+    assert result.exit_code == 2 and "--partition-by must be" in result.stderr
+    result = invoke("export", path, "--format", "parquet", "--out", tmp_path / "ds",
+                    "--partition-by", "none")
+    assert result.exit_code == 2 and "--partition-by" in result.stderr
+    assert "Traceback" not in result.output
