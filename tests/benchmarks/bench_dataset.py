@@ -166,7 +166,7 @@ EXPORT = """
 import sys, time
 from agentlog.dataset import to_parquet
 t0 = time.perf_counter()
-to_parquet(sys.argv[1], sys.argv[2])
+to_parquet(sys.argv[1], sys.argv[2], partition_by=sys.argv[3].split(",") if sys.argv[3] else ())
 print(time.perf_counter() - t0, _peak_kb())
 """
 
@@ -242,17 +242,21 @@ def main(argv: list[str] | None = None) -> int:
         traces.mkdir()
         write_traces(traces, args.export_runs)
         read_s, read_mb, _ = child(READ_ONLY, str(traces))
-        export_s, export_mb, _ = child(EXPORT, str(traces), str(folder / "exported"))
         n = args.export_runs
-        print(f"export {n:,} runs: {export_s:.1f} s ({n / export_s:,.0f} runs/s), peak "
-              f"{export_mb:.0f} MB; reading them only: {read_s:.1f} s, {read_mb:.0f} MB")
-        rows.append((f"export {n:,} runs (12 records each)",
-                     f"{export_s:.1f} s = {n / export_s:,.0f} runs/s",
-                     f"{export_mb:.0f} MB",
-                     f"reading the traces only: {read_s:.1f} s, {read_mb:.0f} MB"))
+        for layout in ("system,task", "system"):
+            out = folder / f"exported-{layout}"
+            export_s, export_mb, _ = child(EXPORT, str(traces), str(out), layout)
+            files = sum(1 for _ in out.rglob("*.parquet"))
+            print(f"export {n:,} runs by {layout}: {export_s:.1f} s ({n / export_s:,.0f} "
+                  f"runs/s, {files} files), peak {export_mb:.0f} MB; reading them only: "
+                  f"{read_s:.1f} s, {read_mb:.0f} MB")
+            rows.append((f"export {n:,} runs (12 records each), partitions {layout} "
+                         f"({files:,} files)", f"{export_s:.1f} s = {n / export_s:,.0f} runs/s",
+                         f"{export_mb:.0f} MB",
+                         f"reading the traces only: {read_s:.1f} s, {read_mb:.0f} MB"))
         from agentlog.dataset import read_table
 
-        schemas = {kind: read_table(folder / "exported", kind).schema
+        schemas = {kind: read_table(folder / "exported-system,task", kind).schema
                    for kind in ("runs", "scores")}
         for size in args.sizes:
             ds = folder / f"gen-{size}"
