@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -75,6 +74,7 @@ import agentlog as al
 from agentlog.scrubbing import scrub_value
 
 from ._framework import plain
+from ._import_files import file_sha256, out_folder, trace_targets, written_whole
 from ._recording import require
 
 _log = require("inspect_ai.log", "inspect")
@@ -171,11 +171,8 @@ def import_logs(
         agentlog.MissingDependencyError: inspect_ai is not installed (at import).
     """
     files = _log_files([logs] if isinstance(logs, str | os.PathLike) else list(logs))
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder}: is a file; `out` must be a folder for the traces "
-                         "(created when missing)")
-    targets = _targets(files, folder, overwrite)
+    folder = out_folder(out)
+    targets = trace_targets(files, folder, overwrite=overwrite, command="inspect")
     headers = [_header(f) for f in files]  # every log checked before anything is written
     total = sum(len(h.spec.dataset.sample_ids) * h.epochs for h in headers)
     folder.mkdir(parents=True, exist_ok=True)
@@ -209,22 +206,6 @@ def _log_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
         for p in below:
             found.setdefault(p.resolve(), p)
     return list(found.values())
-
-
-def _targets(files: list[Path], folder: Path, overwrite: bool) -> list[Path]:
-    targets: dict[Path, Path] = {}
-    for src in files:
-        dst = folder / f"{src.stem}.zst"
-        if dst in targets:
-            raise ValueError(f"{targets[dst]} and {src} would both be written to {dst}; "
-                             "import them into different output folders")
-        targets[dst] = src
-        if dst.is_dir() or (dst.exists() and not overwrite):
-            raise al.TracePathError(
-                f"{dst}: exists; an import never replaces a trace silently: pass "
-                "overwrite=True (agentlog import inspect --overwrite) to replace it, or "
-                "write to another folder")
-    return list(targets)
 
 
 class _Header(NamedTuple):
@@ -276,11 +257,6 @@ def _read(path: Path, read: Callable[[], Any]) -> Any:
                          f"{str(exc)[:200]}); check that the log is complete") from exc
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int,
                 progress: Callable[[int, int], None] | None) -> None:
     spec = header.spec
@@ -289,7 +265,7 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
                            "the samples it holds")
     known: set[str] = set()  # secret values the scrubber found by name: removed everywhere
     provenance = {
-        "source": "inspect_ai", "inspect_log": src.name, "inspect_log_sha256": _sha256(src),
+        "source": "inspect_ai", "inspect_log": src.name, "inspect_log_sha256": file_sha256(src),
         "inspect_version": spec.packages.get("inspect_ai"), "eval_id": spec.eval_id,
         "run_id": spec.run_id, "task": spec.task, "model": spec.model,
         "model_args": scrub_value(plain(spec.model_args), known),
@@ -297,10 +273,8 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
         "model_base_url": scrub_value(spec.model_base_url, known),
     }
     redact = partial(scrub_value, known=known) if known else None
-    partial_path = dst.with_name(f".{dst.name}.partial")
-    partial_path.unlink(missing_ok=True)  # left by an import that was stopped
     last_id: Any = object()
-    try:
+    with written_whole(dst) as partial_path:
         for sample in _samples(src, header):
             meta = {**provenance, "sample_id": sample.id, "epoch": sample.epoch}
             if sample.limit is not None:
@@ -315,15 +289,6 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
                 last_id = sample.id
             if progress is not None:
                 progress(tally.runs, total)
-        if not al.flush():
-            raise TimeoutError(f"{partial_path}: the trace was not written within 10 s; "
-                               "check that its folder is writable and has room, then import "
-                               "again")
-    except BaseException:
-        al.flush()
-        partial_path.unlink(missing_ok=True)
-        raise
-    os.replace(partial_path, dst)
 
 
 def _import_sample(sample: Any, model: str, log: str, tally: _Tally) -> None:

@@ -84,6 +84,9 @@ IMPORT_COMMANDS: dict[str, tuple[str, str, str]] = {
     "inspect": ("._import_cmd", "import_inspect_command",
                 "Import Inspect AI eval logs as agentlog traces: one trace per log, one run "
                 "per sample and epoch with its model calls, tool calls and scores."),
+    "otlp": ("._import_cmd", "import_otlp_command",
+             "Import OpenTelemetry spans (OTLP JSON) as agentlog traces: one trace per file, "
+             "one run per trace id with its model calls, tool calls and evaluation scores."),
 }
 
 # Output cites the papers behind each estimator by short keys; --help says which.
@@ -229,7 +232,8 @@ estimate_app = typer.Typer(
 import_app = typer.Typer(
     name="import",
     cls=_lazy_group(IMPORT_COMMANDS),
-    help="Other tools' logs as agentlog traces (inspect: Inspect AI eval logs).",
+    help="Other tools' logs as agentlog traces (inspect: Inspect AI eval logs; otlp: "
+         "OpenTelemetry spans as OTLP JSON).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -37,6 +37,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     "estimate reliability": (),
     "export": ("--format", "otlp-json", "--out", "{tmp}/spans.json"),
     "import inspect": ("--out", "{tmp}/imported"),
+    "import otlp": ("--out", "{tmp}/imported"),
     "inspect": (),
     "replay": ("--channel", "direct", "--window", "retrieval", "--app", DEMO_APP, "--out",
                "{tmp}/out.zst"),

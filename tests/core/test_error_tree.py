@@ -26,6 +26,9 @@ _INTERNAL = {
     "agentlog.adapters.inspect_ai.InspectLoggedError": "the stand-in an import records for an "
                                                        "error Inspect logged (its type name "
                                                        "in the trace): never raised to a caller",
+    "agentlog.adapters.otlp.OtlpSpanError": "the stand-in an import records for a span's "
+                                            "error status (its type name in the trace): "
+                                            "never raised to a caller",
 }
 
 
