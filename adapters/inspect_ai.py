@@ -52,7 +52,7 @@ wherever else it occurs.
 Imported runs can be estimated on (``agentlog estimate reliability``, ``agentlog
 certify``), not replayed: no function is registered for their windows, so nothing
 re-enters them, and their model calls never went through agentlog's cache. Record times
-are the import's; latencies are Inspect's. A ``.eval`` log is read one sample at a time
+are the import's; latencies are Inspect's. A ``.eval`` log is read 64 samples at a time
 (memory does not grow with its samples); a ``.json`` log is one JSON document, read whole.
 A trace appears under its name only complete (it is written as ``.NAME.partial`` first);
 an existing trace is replaced only with ``overwrite=True``.
@@ -208,6 +208,9 @@ def _log_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
     return list(found.values())
 
 
+_CHUNK = 64  # .eval samples read together: one parse of the log's zip directory each
+
+
 class _Header(NamedTuple):
     """What an import keeps of a log's header (not its per-sample reductions)."""
 
@@ -231,18 +234,28 @@ def _header(path: Path) -> _Header:
 
 def _samples(path: Path, header: _Header) -> Iterator[Any]:
     """The samples by id, then epoch (those a log that did not finish lacks left out); a
-    ``.eval`` log's one at a time (``read_eval_log_samples`` holds the whole header)."""
-    held: dict[tuple[str, int], Any] = {}
+    ``.eval`` log's ``_CHUNK`` at a time (``read_eval_log_samples`` holds the whole header,
+    and ``read_eval_log_sample`` parses the zip's directory at each call: quadratic)."""
+    keys = [(sample_id, epoch) for sample_id in header.spec.dataset.sample_ids
+            for epoch in range(1, header.epochs + 1)]
     if path.suffix == ".json":  # one JSON document, which inspect_ai reads whole
         log = _read(path, partial(_log.read_eval_log, str(path), resolve_attachments="core"))
         held = {(str(s.id), s.epoch): s for s in log.samples or ()}
-    for sample_id in header.spec.dataset.sample_ids:
-        for epoch in range(1, header.epochs + 1):
-            sample = held.pop((str(sample_id), epoch), None) if path.suffix == ".json" else (
-                _read(path, partial(_log.read_eval_log_sample, str(path), id=sample_id,
-                                    epoch=epoch, resolve_attachments="core")))
+        for sample_id, epoch in keys:
+            sample = held.pop((str(sample_id), epoch), None)
             if sample is not None:
                 yield sample
+        return
+    for at in range(0, len(keys), _CHUNK):
+        chunk = keys[at:at + _CHUNK]
+        samples = _read(path, partial(_log.read_eval_log_samples_by_id, str(path), chunk,
+                                      concurrency=1, resolve_attachments="core"))
+        if samples is None:  # a sample of the chunk is missing: read them one by one
+            samples = [_read(path, partial(_log.read_eval_log_sample, str(path), id=i,
+                                           epoch=e, resolve_attachments="core"))
+                       for i, e in chunk]
+        yield from (s for s in samples if s is not None)
+        del samples
 
 
 def _read(path: Path, read: Callable[[], Any]) -> Any:

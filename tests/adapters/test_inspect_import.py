@@ -377,6 +377,23 @@ def test_a_log_without_events_gives_one_call_from_the_sample_output(
     assert al.verify(result.files[0]).ok
 
 
+def test_a_log_missing_some_samples_imports_the_others_in_order(
+        logs: Path, tmp_path: Path) -> None:
+    """An eval that stopped early lists samples its log does not hold: the chunk that
+    cannot be read whole is read sample by sample, and the missing one is left out."""
+    (source,) = sorted(logs.glob("*_qa_*.eval"))[:1]
+    log = read_eval_log(str(source))
+    assert log.samples is not None and len(log.samples) == 6
+    gone = log.samples.pop(2)
+    write_eval_log(log, str(tmp_path / "cut.eval"))
+    result = import_logs([tmp_path / "cut.eval"], tmp_path / "out")
+    got = [(run.start.task, run.start.seed) for _, run in iter_runs(result.files[0])]
+    want = [(str(s.id), s.epoch) for s in log.samples]
+    assert got == sorted(want, key=lambda k: (
+        [str(i) for i in log.eval.dataset.sample_ids].index(k[0]), k[1]))
+    assert (str(gone.id), gone.epoch) not in got and result.runs == 5
+
+
 def test_an_import_inside_a_recorded_run_writes_runs_of_their_own(
         logs: Path, tmp_path: Path) -> None:
     with al.record(tmp_path / "outer.zst", task="outer"):
@@ -528,13 +545,13 @@ def _held_bytes(log_dir: Path) -> int:
 @pytest.mark.slow
 def test_a_large_log_is_imported_in_memory_that_does_not_grow_with_its_samples(
         tmp_path: Path) -> None:
-    """Samples stream one at a time: 4x the samples do not take ~4x the memory, and
-    importing them holds less than a quarter of the small log's samples take.
+    """Samples stream a chunk at a time: 4x the samples do not take ~4x the memory, and
+    importing them holds less than a quarter of what the large log's samples take.
 
     Traced from the first sample on: before it inspect_ai reads the log's header, with the
     per-sample score reductions it always loads (its cost, the same for any reader). Each
-    sample read parses the log's zip directory, so the per-read peak grows a little with
-    the log's size: the 2x bound leaves it room, materialising would not fit it.
+    chunk's read parses the log's zip directory, so the peak grows a little with the log's
+    size: the 2x bound leaves it room, materialising would not fit it.
     """
     small = _write_in_child(tmp_path / "small", "large:300")
     large = _write_in_child(tmp_path / "large", "large:1200")
@@ -542,6 +559,6 @@ def test_a_large_log_is_imported_in_memory_that_does_not_grow_with_its_samples(
     peak_small, result_small = _streaming_peak(small, tmp_path / "out-small")
     peak_large, result_large = _streaming_peak(large, tmp_path / "out-large")
     assert (result_small.runs, result_large.runs) == (300, 1200)
-    held_small = _held_bytes(small)
+    held_large = _held_bytes(large)
     assert peak_large < 2 * peak_small, (peak_small, peak_large)
-    assert peak_large < held_small / 4, (peak_large, held_small)
+    assert peak_large < held_large / 4, (peak_large, held_large)
