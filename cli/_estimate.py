@@ -24,8 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
+from agentlog.dataset import iter_runs as dataset_runs
 from agentlog.records import Selection, iter_runs
 
+from ._dataset_input import dataset_errors, single_dataset
 from ._inspect import table
 from ._options import JsonOutput, Traces, plot_option
 from ._output import (
@@ -108,10 +110,13 @@ def _table(path: Path, what: str) -> dict[Any, float]:
 
 def default_budget(traces: Sequence[al.Trace | Path], stream: str) -> tuple[int, str]:
     """``K`` when none is given: the budget every run recorded in its meta, else the longest
-    run. The files stream one run at a time."""
+    run. The files stream one run at a time (a dataset's runs, a partition at a time)."""
     recorded = set()
     longest = 0
-    for _, run in iter_runs(list(traces), name="traces"):
+    dataset = single_dataset(traces)
+    runs = (dataset_runs(dataset, ("selections",)) if dataset is not None
+            else iter_runs(list(traces), name="traces"))
+    for _, run in runs:
         if run.start is not None:
             recorded.add(run.start.meta.get("budget"))
         longest = max(longest, sum(1 for r in run.records
@@ -338,8 +343,9 @@ def cess_command(
     # The traces stream (one run at a time) through every pass below: memory does not grow
     # with the files' size.
     try:
-        loaded = trace_files(traces)
-        with trace_errors():
+        dataset = single_dataset(traces)  # agentlog export --format parquet
+        loaded = [dataset] if dataset is not None else trace_files(traces)
+        with trace_errors(), dataset_errors():
             k, source = ((budget, "--budget") if budget is not None
                          else default_budget(loaded, stream))
         y = _table(outcomes, "outcomes")
@@ -349,9 +355,10 @@ def cess_command(
     stop = stop_stream or None
 
     def build(kk: int) -> CessData:
-        data: CessData = cess.from_traces(loaded, outcomes=y, predictions=m, stream=stream,
-                                          stop_stream=stop, budget=kk,
-                                          replacement=replacement)
+        read = (cess.from_traces if dataset is None else
+                lambda _, **kw: cess.from_dataset(dataset, **kw))
+        data: CessData = read(loaded, outcomes=y, predictions=m, stream=stream,
+                              stop_stream=stop, budget=kk, replacement=replacement)
         return data
 
     kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}

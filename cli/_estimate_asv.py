@@ -27,6 +27,7 @@ from rich.markup import escape
 
 import agentlog as al
 
+from ._dataset_input import dataset_errors, single_dataset
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
@@ -83,7 +84,8 @@ def parse_channels(text: str) -> tuple[str, str]:
 def scored_cells(traces: Sequence[al.Trace | Path]) -> dict[str, dict[str, set[str]]]:
     """``{channel: {window name: {score names}}}`` of the Score records tied to a transition
     (``asv.channel_scores``: recorded traces and channel replays' outputs alike)."""
-    return asv_module().channel_scores(list(traces))  # type: ignore[no-any-return]
+    source = traces[0] if len(traces) == 1 else list(traces)  # a dataset folder alone
+    return asv_module().channel_scores(source)  # type: ignore[no-any-return]
 
 
 def parse_score(text: str | None) -> str | tuple[str, str] | None:
@@ -398,8 +400,10 @@ def asv_command(
              f"found {ci_method!r}")
     try:
         pair = parse_channels(channels)
-        loaded = trace_files(traces)  # streamed, one run at a time, by each pass below
-        with trace_errors():
+        dataset = single_dataset(traces)  # agentlog export --format parquet
+        # Streamed, one run at a time, by each pass below (a dataset: a partition at a time).
+        loaded = [dataset] if dataset is not None else trace_files(traces)
+        with trace_errors(), dataset_errors():
             cells = scored_cells(loaded)
         win, win_source, name, name_source = choose_cells(
             cells, pair, window, parse_score(score), len(loaded))
@@ -409,8 +413,10 @@ def asv_command(
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            data = asv.from_traces(loaded, channels=pair, window=win, score=name,
-                                   target_key=target_key, trajectory_key=trajectory_key)
+            read = (asv.from_traces if dataset is None else
+                    lambda _, **kw: asv.from_dataset(dataset, **kw))
+            data = read(loaded, channels=pair, window=win, score=name,
+                        target_key=target_key, trajectory_key=trajectory_key)
             face = data.face(complete_only=complete_only)
         except al.IncompleteFaceError as exc:
             fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")

@@ -190,9 +190,16 @@ def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any]
     """``{channel: {window name: {score names}}}`` of the Score records tied to a transition.
 
     Reads recorded traces and channel replays' outputs alike (a replayed unit's scores
-    belong to its source window); the files stream one run at a time. A score whose
+    belong to its source window); the files stream one run at a time. A Parquet dataset
+    folder (``agentlog export --format parquet``) is read from its tables. A score whose
     transition is no window of its run is listed under the window name ``"?"``.
     """
+    if isinstance(source, str | os.PathLike):
+        from agentlog.dataset import is_dataset
+        from agentlog.dataset import iter_runs as dataset_runs
+
+        if is_dataset(source):
+            return _channel_scores(dataset_runs(source, ("windows", "scores")))
     if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
         source = list(source)
     return _channel_scores(iter_runs(source, name="source"))

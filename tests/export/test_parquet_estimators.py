@@ -4,6 +4,7 @@ the traces the dataset was exported from, bit for bit."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -244,3 +245,29 @@ def test_an_export_keeps_the_datasets_partitioning(tmp_path: Path) -> None:
                     "--partition-by", "none")
     assert result.exit_code == 2 and "--partition-by" in result.stderr
     assert "Traceback" not in result.output
+
+
+def _without_inputs(output: str) -> dict[str, object]:
+    out = json.loads(output)
+    out["settings"].pop("traces")
+    return out
+
+
+def test_estimate_cess_and_asv_take_a_dataset_and_print_the_same(demo_run: DemoRun,
+                                                                 tmp_path: Path) -> None:
+    paths, dataset = _top_level(demo_run, tmp_path)
+    tables = ["--outcomes", demo_run.out / "outcomes.csv",
+              "--predictions", demo_run.out / "predictions.csv", "--json"]
+    a = invoke("estimate", "cess", *paths, *tables)
+    b = invoke("estimate", "cess", dataset, *tables)
+    assert a.exit_code == 0 and b.exit_code == 0, b.output
+    assert _without_inputs(a.output) == _without_inputs(b.output)
+    replay = demo_run.out / "replay" / "asv.zst"
+    to_parquet(replay, dataset)  # the channel replay's output joins its sources
+    args = ["--channels", "direct,quote", "--resamples", "300", "--json"]
+    a = invoke("estimate", "asv", *paths, replay, *args)
+    b = invoke("estimate", "asv", dataset, *args)
+    assert a.exit_code == 0 and b.exit_code == 0, b.output
+    assert _without_inputs(a.output) == _without_inputs(b.output)
+    bad = invoke("estimate", "cess", dataset, *tables[:4], "--stream", "nope")
+    assert bad.exit_code == 2 and "unknown stream 'nope'" in bad.stderr
