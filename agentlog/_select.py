@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _noise, _pools, _state
 from ._records import Continuation, Selection
+from ._spans import events as _events
 from ._spans import tracer as _otel
 from ._state import current_run_var, window_in
 from ._steering import current_steer_var
@@ -278,8 +279,8 @@ def select(
         if window.span is not None:
             # The entropy comes from the function export runs on the stored copy of ``p``
             # (``vector_entropy``): the live event and the exported one agree bit for bit.
-            window.span.add_event(
-                "agentlog.select",
+            _events.emit(
+                run.event_logger, window.span, "agentlog.select",
                 _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
                                                  pool.ids[choice], n_zero),
             )
@@ -344,9 +345,8 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
         )
     )
     if window is not None and window.span is not None:
-        window.span.add_event(
-            "agentlog.proceed", _otel.continuation_event_attributes(name, step, p, u, decision)
-        )
+        _events.emit(run.event_logger, window.span, "agentlog.proceed",
+                     _otel.continuation_event_attributes(name, step, p, u, decision))
     return decision
 
 

@@ -69,6 +69,7 @@ class Run:
         "_window_ids",
         "closed",
         "durability",
+        "event_logger",
         "generator",
         "index",
         "last_exit",
@@ -109,6 +110,7 @@ class Run:
         parent_run: str | None,
         strict: bool = False,
         generator: str = GENERATOR_ID,
+        event_logger: Any = None,
     ) -> None:
         self.run_id = run_id
         self.generator = generator  # the noise generator keying this run's draws
@@ -143,6 +145,7 @@ class Run:
         self.redact = redact
         self.durability = durability
         self.tracer = tracer
+        self.event_logger = event_logger  # log-based events (_spans.events), with the tracer
         self.t0_ns = time.time_ns()
         self.t0_perf = time.perf_counter_ns()
         self.closed = False

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._recorder import record
+from ._spans import events as _events
 from ._spans import tracer as _otel
 
 if TYPE_CHECKING:
@@ -40,11 +41,21 @@ class CapturedSpans:
 
     ``.provider`` is the SDK ``TracerProvider`` runs opened in the block use: add a
     processor to it, or trace a framework's spans to it, to see them beside agentlog's.
+    ``.events`` lists the log-based events (OpenTelemetry Logs API records with an event
+    name: selections, stop decisions, evaluation results) of those runs.
     """
 
-    def __init__(self, exporter: Any, provider: Any = None) -> None:
+    def __init__(self, exporter: Any, provider: Any = None, log_exporter: Any = None) -> None:
         self._exporter = exporter
+        self._log_exporter = log_exporter
         self.provider = provider
+
+    @property
+    def events(self) -> list[Any]:
+        """The log-based events emitted in the block (SDK ``ReadableLogRecord``s)."""
+        if self._log_exporter is None:
+            return []
+        return list(self._log_exporter.get_finished_logs())
 
     @property
     def spans(self) -> list[ReadableSpan]:
@@ -67,6 +78,8 @@ def capture_spans() -> Iterator[CapturedSpans]:
     same time, neither sees these spans nor sends its own here (a run keeps the provider
     it started with, so its windows in worker threads still land here).
     """
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -74,12 +87,18 @@ def capture_spans() -> Iterator[CapturedSpans]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    log_exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    logs = LoggerProvider()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
     previous = _otel.set_provider_override(provider)
+    previous_logs = _events.set_provider_override(logs)
     try:
-        yield CapturedSpans(exporter, provider)
+        yield CapturedSpans(exporter, provider, log_exporter)
     finally:
         _otel.set_provider_override(previous)
+        _events.set_provider_override(previous_logs)
         provider.shutdown()
+        logs.shutdown()
 
 
 class RecordedRun:

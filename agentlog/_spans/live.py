@@ -32,6 +32,7 @@ from agentlog._spans.builder import (
     tool_span,
     trace_id,
 )
+from agentlog._spans.events import emit
 from agentlog._spans.tracer import run_contexts, run_spans, start_span
 from agentlog._state import Run, WindowState, current_run_var, window_in
 
@@ -147,4 +148,4 @@ def score(run: Run, window: WindowState | None, rec: Score) -> None:
         span = _run_spans.get(run.run_id)
     if span is not None:
         name, attributes = score_event(rec)
-        span.add_event(name, attributes, timestamp=rec.t_ns)
+        emit(run.event_logger, span, name, attributes, rec.t_ns)
