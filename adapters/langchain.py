@@ -19,6 +19,14 @@ returned, or the failure of its exception). It runs inline (``run_inline``), in 
 node's own context, so the model and tool calls a node makes count into its window, sync
 and async.
 
+``graph_config(config)`` adds the handler and the current run's id to a graph's config;
+LangGraph copies that id into every checkpoint it writes. A run resumed or forked from a
+checkpoint (time travel: ``graph.invoke(None, {"configurable": {"thread_id": ...,
+"checkpoint_id": ...}})``, or after ``graph.update_state``) is then a branch of the run
+that wrote it: ``al.record(..., meta=fork_meta(graph, config))`` links the two
+(``meta["langgraph.fork"]``: the parent run, the thread, the checkpoint, its step, and
+whether the state was edited since).
+
 LangChain's values that are not plain data (messages, ``TextAccessor``) are sealed as
 their ``model_dump`` or their text.
 
@@ -30,7 +38,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import agentlog as al
@@ -42,7 +50,11 @@ _middleware = require("langchain.agents.middleware", "langchain")
 _messages = require("langchain_core.messages", "langchain")
 _callbacks = require("langchain_core.callbacks", "langchain")
 
-__all__ = ["AgentlogCallbackHandler", "AgentlogMiddleware"]
+__all__ = ["FORK_META", "RUN_ID_KEY", "AgentlogCallbackHandler", "AgentlogMiddleware",
+           "afork_meta", "fork_meta", "graph_config"]
+
+RUN_ID_KEY = "agentlog_run_id"  # in a graph config's metadata, hence in its checkpoints
+FORK_META = "langgraph.fork"  # the run meta key fork_meta() fills
 
 
 def _turn_entry(request: Any) -> Any:
@@ -123,3 +135,78 @@ class AgentlogCallbackHandler(_callbacks.BaseCallbackHandler):  # type: ignore[m
 
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._windows.end(run_id, exception=error)
+
+
+def graph_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``config`` for ``graph.invoke``/``stream`` (and their async forms) with an
+    ``AgentlogCallbackHandler`` added to its callbacks and the current run's id in its
+    metadata (``RUN_ID_KEY``), which LangGraph writes into each checkpoint of the run.
+    Outside a run the config only gains the handler."""
+    out = dict(config or {})
+    callbacks = out.get("callbacks")
+    if callbacks is None:
+        out["callbacks"] = [AgentlogCallbackHandler()]
+    elif isinstance(callbacks, list):
+        out["callbacks"] = [*callbacks, AgentlogCallbackHandler()]
+    else:  # a callback manager: LangChain adds handlers to it
+        callbacks.add_handler(AgentlogCallbackHandler(), inherit=True)
+    run = al.current_run()
+    if run is not None:
+        out["metadata"] = {**(out.get("metadata") or {}), RUN_ID_KEY: run.run_id}
+    return out
+
+
+def fork_meta(graph: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The run meta linking a run resumed or forked from the checkpoint ``config`` names
+    (its ``thread_id``, and ``checkpoint_id``; without one, the thread's latest) to the
+    run that wrote that checkpoint: ``{FORK_META: {"parent_run", "thread_id",
+    "checkpoint_id", "from_checkpoint", "step", "edited"}}``. ``from_checkpoint`` is the
+    checkpoint the parent run wrote; ``edited`` is true when ``update_state`` checkpoints
+    lie between it and ``checkpoint_id`` (the branch starts from an edited state).
+
+    Raises:
+        ValueError: the thread has no such checkpoint, or no checkpoint on its way back
+            was written by a run recorded with ``graph_config``.
+    """
+    snapshot = graph.get_state(config)
+    return _fork(config, snapshot, lambda parent: graph.get_state(parent))
+
+
+async def afork_meta(graph: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``fork_meta`` for a graph whose checkpointer is async (``aget_state``)."""
+    chain = []
+    snapshot = await graph.aget_state(config)
+    while snapshot is not None and snapshot.metadata is not None:
+        chain.append(snapshot)
+        if RUN_ID_KEY in snapshot.metadata or snapshot.parent_config is None:
+            break
+        snapshot = await graph.aget_state(snapshot.parent_config)
+    rest = iter(chain[1:])  # the parents, already read: _fork walks the same way back
+    return _fork(config, chain[0] if chain else None, lambda _: next(rest, None))
+
+
+def _fork(config: Mapping[str, Any], snapshot: Any,
+          parent_of: Callable[[Any], Any]) -> dict[str, Any]:
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    if snapshot is None or not snapshot.metadata:
+        raise ValueError(f"no checkpoint of thread {thread!r} at {config!r}: pass the config "
+                         "of a checkpoint the graph's checkpointer holds "
+                         "(graph.get_state_history(config))")
+    start = snapshot.config["configurable"]
+    edited = False
+    while RUN_ID_KEY not in snapshot.metadata:
+        edited = edited or snapshot.metadata.get("source") in ("update", "fork")
+        parent = snapshot.parent_config
+        snapshot = None if parent is None else parent_of(parent)
+        if snapshot is None or not snapshot.metadata:
+            raise ValueError(
+                f"checkpoint {start.get('checkpoint_id')!r} of thread {thread!r} was not "
+                "written by a recorded run: invoke the graph with "
+                "config=agentlog.adapters.langchain.graph_config(...) inside al.record so "
+                "its checkpoints name their run")
+    return {FORK_META: {
+        "parent_run": snapshot.metadata[RUN_ID_KEY], "thread_id": thread,
+        "checkpoint_id": start.get("checkpoint_id"),
+        "from_checkpoint": snapshot.config["configurable"].get("checkpoint_id"),
+        "step": snapshot.metadata.get("step"), "edited": edited}}
