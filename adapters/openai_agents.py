@@ -18,9 +18,19 @@ Three pieces, each usable alone:
   tasks of their own, so a hook's window records the tool's identity and timing, not
   the calls the tool makes (those count into the turn around it).
 
-The SDK traces to OpenAI's uploader by default; offline, turn it off
-(``RunConfig(tracing_disabled=True)``) or replace the processors
-(``agents.set_trace_processors([...])``; ``add_trace_processor`` keeps OpenAI's).
+* ``TracingProcessor``: the SDK's own tracing (``agents.add_trace_processor`` or
+  ``agents.set_trace_processors``) as the run's framework identity: each agent span a
+  window ``"agents.agent.<name>"`` around its turns (exit: the tools and handoffs it
+  had), each handoff a window ``"agents.handoff"`` (entry: the agent handing off; exit:
+  the agent it handed to), each guardrail a window ``"agents.guardrail.<name>"`` (exit:
+  whether it tripped); a span that ended with an error fails its window. Model and tool
+  calls stay with ``model_provider``, ``function_tool`` and ``RecordingHooks`` (the
+  processor records none: no call twice).
+
+The SDK traces to OpenAI's uploader by default; offline, replace the processors
+(``agents.set_trace_processors([openai_agents.TracingProcessor()])``;
+``add_trace_processor`` keeps OpenAI's) or turn tracing off
+(``RunConfig(tracing_disabled=True)``, which also stops ``TracingProcessor``).
 
 Example:
     >>> from agentlog.adapters import openai_agents
@@ -43,7 +53,65 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _sdk = require("agents", "openai-agents")
 
-__all__ = ["RecordingHooks", "function_tool", "model_provider"]
+__all__ = ["RecordingHooks", "TracingProcessor", "function_tool", "model_provider"]
+
+
+class _SpanError(Exception):
+    """The error an SDK span ended with (its message), failing the span's window."""
+
+
+class TracingProcessor(_sdk.TracingProcessor):  # type: ignore[misc,name-defined]
+    """The SDK's agent, handoff and guardrail spans as windows (module docs).
+
+    The SDK calls a processor where a span starts and ends, in the agent loop's own
+    context, so an agent window holds the turns and tools of that agent; windows are
+    keyed by span id (parallel runs interleave safely).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._windows = OpenWindows()
+
+    def on_trace_start(self, trace: Any) -> None:
+        pass
+
+    def on_trace_end(self, trace: Any) -> None:
+        pass
+
+    def on_span_start(self, span: Any) -> None:
+        data = span.span_data
+        kind = getattr(data, "type", None)
+        if kind == "agent":
+            self._windows.start(span.span_id, f"agents.agent.{data.name}",
+                                {"agent": data.name, "output_type": data.output_type})
+        elif kind == "handoff":
+            self._windows.start(span.span_id, "agents.handoff",
+                                {"from_agent": data.from_agent})
+        elif kind == "guardrail":
+            self._windows.start(span.span_id, f"agents.guardrail.{data.name}",
+                                {"guardrail": data.name})
+
+    def on_span_end(self, span: Any) -> None:
+        data = span.span_data
+        kind = getattr(data, "type", None)
+        if kind not in ("agent", "handoff", "guardrail"):
+            return
+        error = getattr(span, "error", None)
+        if error:
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            self._windows.end(span.span_id, exception=_SpanError(str(message)))
+        elif kind == "agent":
+            self._windows.end(span.span_id, {"tools": data.tools, "handoffs": data.handoffs})
+        elif kind == "handoff":
+            self._windows.end(span.span_id, {"to_agent": data.to_agent})
+        else:
+            self._windows.end(span.span_id, {"triggered": data.triggered})
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
 
 
 class RecordingHooks(_sdk.RunHooks):  # type: ignore[misc,name-defined]
