@@ -64,6 +64,10 @@ def record_model(model: Any) -> Any:
                 for delta in stream(messages, *args, **kwargs):
                     deltas.append(plain(delta))
                     yield delta
+            except GeneratorExit:  # the agent stopped reading (it raised, or broke off)
+                turn.fail(al.StreamClosedError(
+                    f"the agent closed the model's stream after {len(deltas)} deltas"))
+                raise
             except BaseException as exc:
                 turn.fail(exc)
                 raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from smolagents import tool
@@ -43,3 +44,25 @@ class ScriptedModel(Model):
             ChatMessageToolCall(id=f"call_{self.turns}", type="function",
                                 function=ChatMessageToolCallFunction(name=name,
                                                                      arguments=arguments))])
+
+
+class StreamingModel(ScriptedModel):
+    """ScriptedModel's turns, streamed: the tool call arrives as two deltas (its name,
+    then its arguments), as a provider streams it."""
+
+    def generate_stream(self, messages: Any, stop_sequences: Any = None,
+                        response_format: Any = None, tools_to_call_from: Any = None,
+                        **kwargs: Any) -> Any:
+        from smolagents.models import ChatMessageStreamDelta, ChatMessageToolCallStreamDelta
+        from smolagents.monitoring import TokenUsage
+
+        whole = ScriptedModel.generate(self, messages)  # not the recorded wrapper
+        (call,) = whole.tool_calls
+        yield ChatMessageStreamDelta(tool_calls=[ChatMessageToolCallStreamDelta(
+            index=0, id=call.id, type="function",
+            function=ChatMessageToolCallFunction(name=call.function.name, arguments=""))])
+        yield ChatMessageStreamDelta(
+            tool_calls=[ChatMessageToolCallStreamDelta(
+                index=0, function=ChatMessageToolCallFunction(
+                    name="", arguments=json.dumps(call.function.arguments)))],
+            token_usage=TokenUsage(input_tokens=3, output_tokens=2))

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from agentlog.examples import inspect_leaderboard as example  # noqa: E402
-from tests.cli._cli import invoke  # noqa: E402
+from agentlog.examples import inspect_leaderboard as example
+from tests.cli._cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "examples" / "plans" / "inspect_arith.toml"

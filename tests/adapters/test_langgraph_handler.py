@@ -140,7 +140,7 @@ def test_a_checkpoint_no_recorded_run_wrote_is_refused_with_the_fix(tmp_path: Pa
     graph = _checkpointed()
     thread = {"configurable": {"thread_id": "t2"}}
     graph.invoke({"x": 1}, thread)  # no graph_config: its checkpoints name no run
-    with pytest.raises(ValueError, match="not written by a recorded run.*graph_config"):
+    with pytest.raises(ValueError, match=r"not written by a recorded run.*graph_config"):
         fork_meta(graph, thread)
     with pytest.raises(ValueError, match="no checkpoint of thread 'nope'"):
         fork_meta(graph, {"configurable": {"thread_id": "nope"}})
