@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests._phoenix import phoenix  # noqa: F401  (the session's Phoenix server, on demand)
+
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,8 +26,11 @@ import httpx2  # noqa: E402
 
 import agentlog as al  # noqa: E402
 from agentlog.adapters import openai_agents  # noqa: E402
+from agentlog.export import to_spans  # noqa: E402
 from agentlog.replay import Design, ExecutionOptions, ModelCache, intervene  # noqa: E402
 from agentlog.testing import capture_spans  # noqa: E402
+from tests._phoenix import read_back  # noqa: E402
+from tests.cli._cli import invoke  # noqa: E402
 
 from .conftest import VllmServer  # noqa: E402
 
@@ -117,7 +120,7 @@ async def ask(question: str) -> str:
 
 
 def test_ten_runs_recorded_verified_and_re_entered_frozen_with_no_live_call(
-        vllm_server: VllmServer, tmp_path: Path) -> None:
+        vllm_server: VllmServer, phoenix: str, tmp_path: Path) -> None:
     SERVER["base_url"] = vllm_server.base_url
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -147,3 +150,20 @@ def test_ten_runs_recorded_verified_and_re_entered_frozen_with_no_live_call(
         arm = al.read(arm_file)
         assert all(c.cache == "hit" for c in arm.llm_calls())
         assert all(t.served for t in arm.tool_calls())
+
+    # Exported to Phoenix: every span once, one per model call, and the backend's token
+    # total is the model's usage (no window span carries gen_ai.usage.*).
+    project = "vllm-e2e"
+    result = invoke("export", runs, "--otlp", f"{phoenix}/v1/traces", "--project", project)
+    assert result.exit_code == 0, result.output
+    expected = [s for p in paths for s in to_spans(
+        p, resource_attributes={"openinference.project.name": project})]
+    got = read_back(phoenix, project, len(expected))
+    assert len(got) == len(expected) and len({g["span_id"] for g in got}) == len(got)
+    assert len([g for g in got if g["name"] == "chat tiny"]) == 20
+    stored = [g["gen_ai"].get("usage", {}) for g in got]
+    assert sum(int(u.get("input_tokens", 0)) for u in stored) == sum(
+        c.input_tokens for c in calls)
+    assert sum(int(u.get("output_tokens", 0)) for u in stored) == sum(
+        c.output_tokens for c in calls)
+
