@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._encoding import Secret, decode_arguments
     from ._frames import iter_frames, iter_records
     from ._llm import llm_call
+    from ._posterior import posterior_draws
     from ._reader import read, read_traces, settle
     from ._recorder import flush, record, score
     from ._select import proceed, select
@@ -89,6 +90,7 @@ _LAZY: dict[str, str] = {
     "last_window": "._state",
     "llm_call": "._llm",
     "open_window": "._window.handle",
+    "posterior_draws": "._posterior",
     "proceed": "._select",
     "read": "._reader",
     "read_traces": "._reader",
@@ -164,6 +166,7 @@ __all__ = [
     "last_window",
     "llm_call",
     "open_window",
+    "posterior_draws",
     "proceed",
     "read",
     "read_traces",

@@ -36,6 +36,25 @@ def first_draw_disagreement(recorded: NDArray[np.float64],
     return int(np.flatnonzero(bad)[0])
 
 
+def first_posterior_disagreement(recorded: NDArray[np.float64],
+                                 regenerated: NDArray[np.float64],
+                                 probs: NDArray[np.float64]) -> int | None:
+    """``first_draw_disagreement`` for posterior draws (``select(..., observed=)``): they
+    also go through ``log p`` and a ``logaddexp`` with the maximum, whose rounding scales
+    with ``|log p|``, so the bound does too (an edited draw is still far outside it)."""
+    if np.array_equal(recorded, regenerated):
+        return None
+    with np.errstate(divide="ignore"):
+        scale = np.abs(np.log(probs))
+    scale[~np.isfinite(scale)] = 0.0
+    bound = 4 * DRAW_TOLERANCE * (1.0 + np.abs(recorded) + scale)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(recorded - regenerated) <= bound)
+    if not bad.any():
+        return None
+    return int(np.flatnonzero(bad)[0])
+
+
 def choice_agrees(log_p: NDArray[np.float64], draws: NDArray[np.float64], choice: int) -> bool:
     """Whether ``choice`` maximises ``log_p + draws`` up to the logs' cross-CPU rounding.
 

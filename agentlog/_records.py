@@ -135,6 +135,16 @@ class Selection(msgspec.Struct, tag=4, **_OPTS):
     policy_probs: bytes | None = None  # the agent's own vector when a steer replaced it
     steer: str | None = None  # the steer (intervention) that acted on this draw
     forced: bool = False  # the choice was forced by the steer, not drawn
+    # The choice made outside agentlog (a served model's sampled answer) that this record
+    # observed: its draws are then the posterior Gumbel noise given (agent's vector,
+    # observed), keyed as every draw (agentlog._posterior), not the prior's.
+    observed: int | None = None
+
+    @property
+    def drawn(self) -> str:
+        """``"posterior"`` when the draws were sampled given an observed choice
+        (``select(..., observed=)``), else ``"prior"``."""
+        return "prior" if self.observed is None else "posterior"
 
 
 class Continuation(msgspec.Struct, tag=5, **_OPTS):

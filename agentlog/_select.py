@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from math import isfinite as _isfinite
 from time import perf_counter_ns as _perf_ns
 from typing import Any, Literal
@@ -26,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _noise, _pools, _state
+from ._posterior import posterior_keyed
 from ._records import Continuation, Selection
 from ._spans import events as _events
 from ._spans import tracer as _otel
@@ -163,6 +165,33 @@ def _truncate(
     return out
 
 
+# The observed choice of the select now consulting a steer (replay's steers regenerate the
+# draw select is about to make: the posterior one when a choice was observed).
+_observing: ContextVar[int | None] = ContextVar("agentlog_observing", default=None)
+
+
+def observing() -> int | None:
+    """The observed choice of the ``select(..., observed=)`` whose steer is running, else
+    None (``agentlog.reentry``: what a steer needs to regenerate that select's draws)."""
+    return _observing.get()
+
+
+def _observed_iv(observed: Any, p: NDArray[np.float64], name: str) -> int:
+    if isinstance(observed, bool) or not isinstance(observed, int | np.integer):
+        raise TypeError(f"`observed` of select {name!r} must be an int index; found "
+                        f"{type(observed).__name__}")
+    k = int(observed)
+    if not 0 <= k < p.shape[0]:
+        raise ValueError(f"`observed` {k} of select {name!r} lies outside its "
+                         f"{p.shape[0]} candidates")
+    if not p[k] > 0:
+        raise ValueError(
+            f"`observed` {k} of select {name!r} has probability 0 under the vector given "
+            "(after top_k/top_p): no draw from it gives that choice; pass the vector the "
+            "choice was drawn from")
+    return k
+
+
 def select(
     probs: ArrayLike,
     candidates: Sequence[Any] | NDArray[Any] | None = None,
@@ -172,6 +201,7 @@ def select(
     normalize: bool = False,
     top_k: int | None = None,
     top_p: float | None = None,
+    observed: int | None = None,
 ) -> int:
     """Draw one candidate from ``probs`` and record the draw. Returns its index.
 
@@ -187,9 +217,17 @@ def select(
         normalize: renormalise ``probs`` instead of requiring a sum of 1.
         top_k, top_p: truncate the vector before drawing; the untruncated vector is logged
             beside it.
+        observed: the index of a choice made outside agentlog from ``probs`` (a served
+            model's sampled answer, its vector read from the logprobs): it is recorded,
+            and returned, as the choice, with the posterior Gumbel noise given it
+            (``agentlog.posterior_draws``, keyed by the run's seed, the stream, the step
+            and the candidates, so a replay regenerates it) instead of fresh draws. Under
+            an intervention that replaces the vector, the choice is the counterfactual
+            ``argmax (log q + g)`` on that noise: paired with the observed one. Its
+            probability must be positive.
 
     With no active recorder the draw still happens (from a process-local generator) and
-    nothing is recorded.
+    nothing is recorded; an ``observed`` choice is returned as it is.
     """
     p, lo = _select_iv(probs, normalize, name)
     if owner not in ("model", "scaffold"):
@@ -206,6 +244,10 @@ def select(
             f"`candidates` of select {name!r} has {len(candidates)} ids but `probs` has {n} "
             "entries; pass one id per probability"
         )
+    if observed is not None:
+        observed = _observed_iv(observed, p, name)
+        if run is None:
+            return observed
     if run is None:
         if _state.active_runs:
             _state.warn_runless_thread(f"select {name!r}")
@@ -219,7 +261,12 @@ def select(
     steer_name: str | None = None
     forced_choice = -1
     if steer is not None:
-        override = steer.select(name, step, p, pool.ids)
+        token = None if observed is None else _observing.set(observed)
+        try:
+            override = steer.select(name, step, p, pool.ids)
+        finally:
+            if token is not None:
+                _observing.reset(token)
         if override is not None:
             steer_name = steer.name
             if isinstance(override, int | np.integer):
@@ -238,7 +285,12 @@ def select(
                         f"select {name!r} with {n} candidates"
                     )
     generator = run.generator
-    if generator is _GENERATOR_ID or generator is _GENERATOR_V2:  # the pool's own keys
+    if observed is not None:  # the noise given the agent's vector and the observed choice
+        keys = (pool.keys if generator is _GENERATOR_ID or generator is _GENERATOR_V2
+                else _pools.keys_for(pool, generator))
+        draws = posterior_keyed(p if policy is None else policy, observed, keys,
+                                run.noise_seed, name, step)
+    elif generator is _GENERATOR_ID or generator is _GENERATOR_V2:  # the pool's own keys
         draws = (_gumbel_small(pool.packed, n, run.noise_seed, name, step)
                  if n <= _SMALL_POOL else _gumbel_at(pool.keys, run.noise_seed, name, step))
     else:
@@ -250,6 +302,8 @@ def select(
     window = window_in(run)
     if forced:
         choice = forced_choice
+    elif observed is not None and policy is None:
+        choice = observed  # its own noise makes it the argmax: no rounding may move it
     elif n_zero:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
             choice = int((_log(p) + draws).argmax())
@@ -270,7 +324,7 @@ def select(
             probs_bytes, draws.data, choice, n_zero, generator,  # type: ignore[arg-type]
             top_k, top_p, None if raw is None else raw.tobytes(),
             run.t0_ns + (_perf_ns() - run.t0_perf),
-            None if policy is None else policy.tobytes(), steer_name, forced,
+            None if policy is None else policy.tobytes(), steer_name, forced, observed,
         )
     )
     if window is not None:

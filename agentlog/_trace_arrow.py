@@ -157,6 +157,7 @@ def _selections_table(pa: Any, trace: Trace) -> Any:
         "policy_probs": _list_column(pa, sels, "policy_probs"),
         "steer": pa.array([s.steer for s in sels], pa.string()),
         "forced": pa.array([s.forced for s in sels], pa.bool_()),
+        "observed": _int_array(pa, [s.observed for s in sels]),
         "seq": _seq_column(pa, trace, sels),
     })
 

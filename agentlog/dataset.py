@@ -21,7 +21,8 @@ as ``Trace.to_arrow`` gives them (with ``seq``, a record's position in its run),
   the hash in ``selections.pool``; ``ids``, the candidate ids as the trace stores them:
   a canonical msgpack list).
 
-Version 2 added ``seq``, the selections' ``policy_probs``, ``steer`` and ``forced``, and
+Version 2 added ``seq``, the selections' ``policy_probs``, ``steer``, ``forced`` and
+``observed``, and
 ``pools``: what the estimators' per-run stage reads (``iter_runs``). A folder written by
 another version is refused (by the export and the readers) with the fix: export afresh.
 
@@ -668,7 +669,7 @@ def _record(kind: str, rows: dict[str, list[Any]], i: int) -> Any:
             top_k=rows["top_k"][i], top_p=rows["top_p"][i],
             raw_probs=_vector(rows["raw_probs"][i]), t_ns=rows["t_ns"][i],
             policy_probs=_vector(rows["policy_probs"][i]), steer=rows["steer"][i],
-            forced=bool(rows["forced"][i]))
+            forced=bool(rows["forced"][i]), observed=rows["observed"][i])
     cls = _RECORDS[kind]
     return cls(**{f.name: rows[f.name][i] for f in msgspec.structs.fields(cls)})
 

@@ -35,11 +35,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _noise, _pools
-from ._draw_match import DRAW_TOLERANCE, choice_agrees, first_draw_disagreement
+from ._draw_match import (
+    DRAW_TOLERANCE,
+    choice_agrees,
+    first_draw_disagreement,
+    first_posterior_disagreement,
+)
 from ._encoding import decode as _decode
 from ._encoding import secret_env_name
 from ._errors import CacheMiss
+from ._posterior import posterior_keyed
 from ._records import ToolCall
+from ._select import observing as _observing
 from ._state import current_run_var
 from ._steering import Steer, current_steer_var, steering
 from ._tool import RecordedTool, ToolLookup, ToolServing, tool_args_hash
@@ -57,9 +64,12 @@ __all__ = [
     "continuation_uniform",
     "current_steer",
     "first_draw_disagreement",
+    "first_posterior_disagreement",
     "function_id",
     "gumbel_draws",
     "noise_seed",
+    "observing",
+    "posterior_gumbel_draws",
     "recorded_tools",
     "registered_window",
     "secret_env_name",
@@ -161,6 +171,27 @@ def gumbel_draws(candidates: Sequence[Any], seed: int, stream: str, step: int,
                                              _noise.noise_seed(seed, task, generator),
                                              stream, step)
     return out
+
+
+def posterior_gumbel_draws(candidates: Sequence[Any], probs: NDArray[np.float64],
+                           observed: int, seed: int, stream: str, step: int,
+                           generator: str | None = None, *, task: str | None = None
+                           ) -> NDArray[np.float64]:
+    """The draws ``al.select(probs, candidates, observed=observed)`` makes at (seed,
+    stream, step): the posterior Gumbel noise given the agent's vector ``probs`` and the
+    observed choice, keyed as ``gumbel_draws`` (same arguments). Compare them with
+    recorded ones through ``first_posterior_disagreement``."""
+    generator = _generator_now(generator)
+    pool = _pools.pool(list(candidates), len(candidates))
+    return posterior_keyed(np.asarray(probs, dtype=np.float64), observed,
+                           _pools.keys_for(pool, generator),
+                           _noise.noise_seed(seed, task, generator), stream, step)
+
+
+def observing() -> int | None:
+    """Inside a steer's ``select``: the observed choice of the ``al.select(...,
+    observed=)`` consulting it (its draws are posterior draws), else None."""
+    return _observing()
 
 
 def continuation_uniform(seed: int, stream: str, step: int, generator: str | None = None,

@@ -38,6 +38,8 @@ from agentlog.reentry import (
     Steer,
     continuation_uniform,
     gumbel_draws,
+    observing,
+    posterior_gumbel_draws,
     recorded_tools,
     serving_tools,
 )
@@ -164,11 +166,16 @@ class BranchSteer(Steer):
                 choice = int(out)
             elif run is None:
                 return out
+            elif out is None and (observed := observing()) is not None:
+                choice = observed  # an observed choice is kept under no steer
             else:  # the draw select will make: argmax(log p + g), [SSC] eq. 6
                 p = probs if out is None else np.asarray(out, dtype=np.float64)
+                observed = observing()
+                g = (gumbel_draws(ids, run.seed, stream, step, task=run.task)
+                     if observed is None else posterior_gumbel_draws(
+                         ids, probs, observed, run.seed, stream, step, task=run.task))
                 with np.errstate(divide="ignore"):
-                    choice = int(np.argmax(np.log(p) + gumbel_draws(
-                        ids, run.seed, stream, step, task=run.task)))
+                    choice = int(np.argmax(np.log(p) + g))
             self._outcome(("select", stream, step),
                           ids[choice] if 0 <= choice < len(ids) else None)
         return out

@@ -68,8 +68,11 @@ from agentlog.reentry import (
     choice_agrees,
     continuation_uniform,
     first_draw_disagreement,
+    first_posterior_disagreement,
     gumbel_draws,
     noise_seed,
+    observing,
+    posterior_gumbel_draws,
     stream_origin,
 )
 from agentlog.registry import Registered, Registry
@@ -452,9 +455,18 @@ class ForceRecorded(Steer):
                                  f"{run.generator} (open the replay's run with "
                                  f"al.record(..., generator={rec.generator!r}))")
         seed, task = self._noise_key("select", stream, step, i)
-        live = gumbel_draws(ids, seed, stream, step, rec.generator, task=task)
+        now = observing()
+        if now != rec.observed:
+            raise self._diverged("select", stream, step, i, "observed choice",
+                                 rec.observed, now)
         draws = trace.draws(rec)
-        bad = first_draw_disagreement(draws, live)  # within the CPUs' rounding of log
+        if rec.observed is None:
+            live = gumbel_draws(ids, seed, stream, step, rec.generator, task=task)
+            bad = first_draw_disagreement(draws, live)  # within the CPUs' rounding of log
+        else:  # the posterior noise given the agent's vector and what was observed
+            live = posterior_gumbel_draws(ids, agent, rec.observed, seed, stream, step,
+                                          rec.generator, task=task)
+            bad = first_posterior_disagreement(draws, live, agent)
         if bad is not None:
             raise self._diverged("select", stream, step, i, f"Gumbel draw of {ids[bad]!r}",
                                  float(draws[bad]), float(live[bad]))

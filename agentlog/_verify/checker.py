@@ -16,8 +16,9 @@ from numpy.typing import NDArray
 
 from agentlog import _noise
 from agentlog._digest import KeyedChain, RunDigest, chain_link, run_end_tail
-from agentlog._draw_match import first_draw_disagreement
+from agentlog._draw_match import first_draw_disagreement, first_posterior_disagreement
 from agentlog._frames import RECORD_VIEWS
+from agentlog._posterior import posterior_keyed
 from agentlog._records import (
     Blob,
     Continuation,
@@ -526,7 +527,7 @@ class _Verifier:
         # unusual, and every selection the batch finds a problem in, one by one (_check).
         generator = rec.generator
         if (0 < n <= CHUNK and 0 <= rec.choice < n and generator in _noise.GENERATORS
-                and (not rec.forced or rec.steer is not None)):
+                and (not rec.forced or rec.steer is not None) and rec.observed is None):
             keys = self.pools.usable(rec.pool, generator, self.blob_hashes)
             if keys is not None and keys.shape[0] == n:
                 batch.add(i, rec, st.noise_seed(generator), keys, held)
@@ -552,7 +553,9 @@ class _Verifier:
                          rec.run, i)
             return
         pool = bytes(rec.pool)
-        if pool in self.blob_hashes:
+        if rec.observed is not None:
+            self._posterior(i, rec, pool, seed_of, g)
+        elif pool in self.blob_hashes:
             self._draws(i, rec.run, rec.name, rec.step, rec.generator, pool,
                         lambda: seed_of(rec.generator), g)
         else:  # its Blob may come later in the file: keep what the check needs
@@ -570,6 +573,39 @@ class _Verifier:
         elif rec.steer is None:
             self.problem("choice", f"{where}: forced choice without a declared steer", rec.run,
                          i)
+
+    def _posterior(self, i: int, rec: Selection, pool: bytes,
+                   seed_of: Callable[[str], int], g: NDArray[np.float64]) -> None:
+        """The draws of ``select(..., observed=)``: the posterior noise regenerated from the
+        agent's vector and the observed choice; with no steer, the choice is the observed."""
+        where = f"select {rec.name!r} step {rec.step}"
+        agent = np.frombuffer(rec.policy_probs if rec.policy_probs is not None
+                              else rec.probs, dtype="<f8")
+        k = rec.observed
+        if k is None or not 0 <= k < rec.n or agent.shape[0] != rec.n or not agent[k] > 0:
+            self.problem("choice", f"{where}: observed choice {k} is not a candidate of "
+                         "positive probability under the agent's vector", rec.run, i)
+            return
+        if rec.policy_probs is None and not rec.forced and rec.choice != k:
+            self.problem("choice", f"{where}: recorded choice {rec.choice}, but the observed "
+                         f"choice is {k} and no steer acted", rec.run, i)
+        if rec.generator not in _noise.GENERATORS:
+            self.problem("generator", f"{where}: noise generator {rec.generator!r} is not "
+                         "one this agentlog regenerates: upgrade agentlog", rec.run, i)
+            return
+        keys = (self.pools.keys_of(pool, rec.generator) if pool in self.blob_hashes
+                else "its candidate pool comes after it in the file (agentlog writes a pool "
+                     "before the first selection of it), so its draws were not checked")
+        if isinstance(keys, str):
+            self.problem("pool", f"{where}: {keys}", rec.run, i)
+            return
+        regenerated = posterior_keyed(agent, k, keys, seed_of(rec.generator), rec.name,
+                                      rec.step)
+        bad = first_posterior_disagreement(g, regenerated, agent)
+        if bad is not None:
+            self.problem("draws", f"{where}: draw {bad} is {g[bad]!r}, the posterior noise "
+                         f"given the observed choice {k}, regenerated from (seed, task, "
+                         f"stream, step, id), is {regenerated[bad]!r}", rec.run, i)
 
     def _late_pool(self, h: bytes, i: int, run: int, name: str, step: int, generator: str,
                    seed: int, draws: bytes | None) -> None:

@@ -15,9 +15,9 @@ EXPECTED = [
     "StreamClosedError", "Trace", "TraceFormatError", "TracePathError", "VerifyReport",
     "WindowHandle", "WindowNotFoundError", "WindowRef", "WindowState", "__version__",
     "atool_call", "channel", "current_run", "current_window", "decode_arguments", "flush",
-    "iter_frames", "iter_records", "last_window", "llm_call", "open_window", "proceed",
-    "read", "read_traces", "record", "score", "scorer", "select", "settle", "tool",
-    "tool_call", "verify", "window",
+    "iter_frames", "iter_records", "last_window", "llm_call", "open_window",
+    "posterior_draws", "proceed", "read", "read_traces", "record", "score", "scorer",
+    "select", "settle", "tool", "tool_call", "verify", "window",
 ]
 
 

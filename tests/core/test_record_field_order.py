@@ -21,7 +21,7 @@ def test_the_selection_fields_keep_the_order_select_builds_them_in() -> None:
     assert Selection.__struct_fields__ == (
         "run", "window", "name", "step", "owner", "pool", "n", "probs", "draws", "choice",
         "n_zero", "generator", "top_k", "top_p", "raw_probs", "t_ns", "policy_probs",
-        "steer", "forced",
+        "steer", "forced", "observed",
     )
 
 

@@ -239,7 +239,8 @@ def test_the_reentry_modules_export_sorted_fixed_lists() -> None:
     assert reentry.__all__ == sorted(reentry.__all__) == [
         "DRAW_TOLERANCE", "RecordedTool", "Steer", "ToolLookup", "ToolServing",
         "choice_agrees", "continuation_uniform", "current_steer", "first_draw_disagreement",
-        "function_id", "gumbel_draws", "noise_seed", "recorded_tools", "registered_window",
+        "first_posterior_disagreement", "function_id", "gumbel_draws", "noise_seed",
+        "observing", "posterior_gumbel_draws", "recorded_tools", "registered_window",
         "secret_env_name", "serving_tools", "start_streams", "steering", "stream_origin",
         "tool_args_hash",
     ]
