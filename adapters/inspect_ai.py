@@ -52,7 +52,7 @@ wherever else it occurs.
 Imported runs can be estimated on (``agentlog estimate reliability``, ``agentlog
 certify``), not replayed: no function is registered for their windows, so nothing
 re-enters them, and their model calls never went through agentlog's cache. Record times
-are the import's; latencies are Inspect's. A ``.eval`` log is read 64 samples at a time
+are the import's; latencies are Inspect's. A ``.eval`` log is read 512 samples at a time
 (memory does not grow with its samples); a ``.json`` log is one JSON document, read whole.
 A trace appears under its name only complete (it is written as ``.NAME.partial`` first);
 an existing trace is replaced only with ``overwrite=True``.
@@ -208,7 +208,7 @@ def _log_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
     return list(found.values())
 
 
-_CHUNK = 64  # .eval samples read together: one parse of the log's zip directory each
+_CHUNK = 512  # .eval samples read together: a few parses of the zip directory each
 
 
 class _Header(NamedTuple):
