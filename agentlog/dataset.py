@@ -86,8 +86,9 @@ from ._writer.pool import settle
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "ParquetResult", "is_dataset", "iter_runs",
-           "partitioned_by", "read_table", "run_order", "to_parquet"]
+__all__ = ["HIVE_NULL", "SCHEMA_VERSION", "TABLES", "ParquetResult", "check_version",
+           "is_dataset", "iter_runs", "partitioned_by", "read_table", "run_order",
+           "to_parquet"]
 
 SCHEMA_VERSION = 2
 TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
@@ -96,7 +97,7 @@ PARTITIONS = ("system", "task")
 # Rows held before a batch is written: about 100 MB at the demo's rows.
 DEFAULT_BATCH_ROWS = 200_000
 _LOCK = ".agentlog-export.lock"
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # a null partition value, as Hive writes it
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # a null partition value, as Hive writes it
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ class _Batch:
 
         folder = self.out / kind
         for name, value in zip(self.partition_by, key, strict=True):
-            folder /= f"{name}={_HIVE_NULL if value is None else quote(value, safe='')}"
+            folder /= f"{name}={HIVE_NULL if value is None else quote(value, safe='')}"
         folder.mkdir(parents=True, exist_ok=True)
         part = part.replace_schema_metadata({
             "agentlog.dataset_schema": str(SCHEMA_VERSION),
@@ -386,7 +387,7 @@ def to_parquet(
         _remove_unfinished(root)
         layout: tuple[str, ...] = PARTITIONS
         if is_dataset(root):
-            _check_version(root, "export into")
+            check_version(root, "export into")
             layout = partitioned_by(root)
             if wanted is not None and wanted != layout:
                 raise ValueError(
@@ -479,21 +480,23 @@ def read_table(dataset: str | os.PathLike[str], table: str,
         raise ValueError(
             f"{root}: not an agentlog Parquet dataset (no runs/ folder in it); write one "
             "with agentlog export TRACES --format parquet --out DIR")
-    _check_version(root, "read")
+    check_version(root, "read")
     schema = _schemas(pa)[table]
     if not _parts(root, table):
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
     hive = ds.HivePartitioning(pa.schema([(p, pa.string()) for p in partitioned_by(root)]),
-                               null_fallback=_HIVE_NULL)
+                               null_fallback=HIVE_NULL)
     data = ds.dataset(root / table, format="parquet", partitioning=hive, schema=schema)
     return data.to_table(columns=columns)
 
 
-def _check_version(root: Path, doing: str) -> None:
-    """Refuse a dataset of another schema version: its tables lack columns (or hold others)
-    that would read as nulls."""
+def check_version(dataset: str | os.PathLike[str], doing: str = "read") -> None:
+    """Refuse a dataset of another schema version (``ValueError`` naming the fix: export
+    afresh): its tables lack columns (or hold others) that would read as nulls. A folder
+    without ``runs`` parts passes (there is nothing to read yet)."""
     import pyarrow.parquet as pq
 
+    root = Path(dataset)
     parts = _parts(root, "runs")
     if not parts:
         return
@@ -573,7 +576,7 @@ def iter_runs(dataset: str | os.PathLike[str],
         raise ValueError(
             f"{root}: not an agentlog Parquet dataset (no runs/ parts in it); write one "
             "with agentlog export TRACES --format parquet --out DIR")
-    _check_version(root, "read")
+    check_version(root, "read")
     schemas = _schemas(pa)
     layout = partitioned_by(root)
     partitions = sorted({p.parent.relative_to(root / "runs") for p in _parts(root, "runs")})
@@ -595,7 +598,7 @@ def iter_runs(dataset: str | os.PathLike[str],
 def _hive_value(segment: str) -> str | None:
     from urllib.parse import unquote
 
-    return None if segment == _HIVE_NULL else unquote(segment)
+    return None if segment == HIVE_NULL else unquote(segment)
 
 
 def _partition_runs(read: Callable[[str], dict[str, list[Any]]], values: dict[str, Any],

@@ -61,6 +61,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Export traces as OpenTelemetry spans."),
     "replay": ("._replay_cmd", "replay_command",
                "Replay recorded states under evaluation channels."),
+    "rewards": ("._rewards_cmd", "rewards_command",
+                "Certified stage rewards: each exit of a window scored by one readout, with "
+                "its group-relative advantage, for training."),
 }
 
 #: ``name -> (module, command function, one-line help)`` of ``agentlog estimate NAME``.

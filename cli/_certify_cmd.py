@@ -36,13 +36,16 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
-from agentlog.records import iter_runs
+from agentlog.dataset import is_dataset, read_table
+from agentlog.records import iter_runs, trace_sha256
 
+from ._executor import Executor, RayAddress, executing, executor_option
 from ._inspect import table
 from ._options import Traces, json_option, plot_option, window_option
 from ._output import (
     EXIT_OK,
     BadInput,
+    dataset_errors,
     fail,
     print_json,
     pyplot,
@@ -56,6 +59,11 @@ if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts
     from agentlog.estimators.certify import BoardResult, CertifyData, Plan
 
 PLAN_HINT = "see examples/plans/deep_research.toml for a complete plan"
+# What `input_hashes` holds, read as "sha256 of ..." (the --json `inputs.hashed`).
+TRACES_HASHED = "each trace file as this command read it"
+DATASET_HASHED = "each trace file as the export recorded it in runs.source_sha256"
+DATASET_ENTRIES = ("; the comparison window's entries were read from those files, each "
+                   "checked against it first")
 DECISIONS = {  # decision -> (label, colour)
     "certified": ("certified", "green"),
     "undecided-sampling": ("undecided (sampling)", "yellow"),
@@ -130,12 +138,12 @@ def _windows_present(traces: Sequence[al.Trace | Path]) -> list[str]:
 
 
 def certify_traces(traces: Sequence[al.Trace | Path], plan: Plan, *,
-                   window: str | None = None, calibrate: bool = True
-                   ) -> tuple[BoardResult, CertifyData]:
+                   window: str | None = None, calibrate: bool = True,
+                   executor: str = "local") -> tuple[BoardResult, CertifyData]:
     """``from_traces`` → ``admissibility`` (before any score is read) → ``certify``.
 
     Files stream one run at a time; wrap the call in ``trace_errors()`` to turn an
-    unreadable one into ``BadInput``.
+    unreadable one into ``BadInput``. The calibration's draws run on ``executor``.
 
     Raises:
         BadInput: the library refused the input (its message names the file and what to
@@ -147,27 +155,110 @@ def certify_traces(traces: Sequence[al.Trace | Path], plan: Plan, *,
         data = certify.from_traces(traces, plan=plan, window=win)
     except ValueError as exc:
         raise BadInput(str(exc)) from exc
+    where = f"the {len(traces)} trace file(s)"
+    if data.entries is not None and not data.entries.entries:
+        present = ", ".join(_windows_present(traces)) or "none"
+        raise BadInput(_no_entries(win, window, f"{len(traces)} trace file(s)", present))
+    return certify_data(data, plan, where, window=win, calibrate=calibrate,
+                        executor=executor), data
+
+
+def certify_dataset(dataset: Path, plan: Plan, *, window: str | None = None,
+                    calibrate: bool = True, executor: str = "local"
+                    ) -> tuple[BoardResult, CertifyData]:
+    """``certify.from_dataset`` → ``admissibility`` → ``certify`` over a Parquet dataset.
+
+    With a comparison window, admissibility reads the runs' sealed entries, which the
+    dataset does not hold: they are read from the trace files it was exported from (its
+    ``runs`` table's ``source``), which must still exist with the SHA-256 the export
+    recorded (``source_sha256``). Wrap the call in ``dataset_errors()``.
+
+    Raises:
+        BadInput: as ``certify_traces``; or a window whose source traces are gone or
+            changed since the export.
+    """
+    certify = certify_module()
+    win = window if window is not None else plan.window
+    entries = None
+    if win is not None:
+        entries = dataset_entries(dataset, plan, win, flag=window is not None)
+        if not entries.entries:
+            present = sorted({w for w in read_table(dataset, "windows", ["name"])
+                              .column("name").to_pylist()})
+            raise BadInput(_no_entries(win, window, f"the dataset {dataset}",
+                                       ", ".join(present) or "none"))
+    try:
+        data = certify.from_dataset(dataset, plan=plan, window=win, entries=entries,
+                                    executor=executor)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    return certify_data(data, plan, f"the dataset {dataset}", window=win,
+                        calibrate=calibrate, executor=executor), data
+
+
+def dataset_entries(dataset: Path, plan: Plan, window: str, *, flag: bool) -> Any:
+    """The sealed entries of ``window`` from the traces ``dataset`` was exported from
+    (``certify.EntryTable.from_traces``), after checking each still has the SHA-256 its
+    export recorded; ``BadInput`` naming the fix otherwise."""
+    runs = read_table(dataset, "runs", ["source", "source_sha256"])
+    recorded = dict(zip(runs.column("source").to_pylist(),
+                        runs.column("source_sha256").to_pylist(), strict=True))
+    where = "--window" if flag else "the plan's `window`"
+    need = (f"the comparison window `{window}` ({where}) decides admissibility from each "
+            f"run's sealed entry, which the dataset {dataset} does not hold; they are read "
+            f"from the {len(recorded)} trace file(s) it was exported from")
+    fix = ("pass those traces instead of the dataset (agentlog certify TRACES --plan ...), "
+           "or a plan without a comparison window")
+    gone = [p for p in recorded if not Path(p).is_file()]
+    if gone:
+        raise BadInput(f"{need}, but {len(gone)} of them are gone (e.g. {gone[0]}, named as "
+                       f"the export was given it, relative to where it ran); {fix}")
+    changed = []
+    with trace_errors():
+        for path, digest in recorded.items():
+            if trace_sha256(path) != digest:
+                changed.append(path)
+    if changed:
+        raise BadInput(f"{need}, but {len(changed)} of them changed since the export (their "
+                       f"SHA-256 differs from the one it recorded, e.g. {changed[0]}); export "
+                       f"them again into a fresh folder, or {fix}")
+    with trace_errors():
+        return certify_module().EntryTable.from_traces(list(recorded), window=window,
+                                                       select=plan.select)
+
+
+def _no_entries(win: str | None, window: str | None, where: str, present: str) -> str:
+    flag = "--window" if window is not None else "the plan's `window`"
+    return (f"no run enters window `{win}` ({flag}) in {where}; windows present: {present}. "
+            "Pass --window with the comparison window whose sealed entries decide "
+            "admissibility")
+
+
+def certify_data(data: CertifyData, plan: Plan, where: str, *, window: str | None,
+                 calibrate: bool, executor: str) -> BoardResult:
+    """``admissibility`` (from the plan and the entries, before any score is read) →
+    ``certify``, on ``from_traces``'s or ``from_dataset``'s data.
+
+    Raises:
+        BadInput: fewer than two systems ran, or the library refused the input.
+    """
+    certify = certify_module()
     if len(data.systems) < 2:
-        raise BadInput(f"the {len(traces)} trace file(s) hold runs of one system "
+        raise BadInput(f"{where} hold runs of one system "
                        f"({', '.join(map(repr, data.systems))})"
                        + (f" matching the plan's select = {dict(plan.select)}" if plan.select
                           else "")
                        + "; a leaderboard compares at least two: record each system's runs "
                        "with al.record(..., system=NAME)")
-    if data.entries is not None and not data.entries.entries:
-        present = ", ".join(_windows_present(traces)) or "none"
-        where = "--window" if window is not None else "the plan's `window`"
-        raise BadInput(f"no run enters window `{win}` ({where}) in {len(traces)} trace "
-                       f"file(s); windows present: {present}. Pass --window with the "
-                       "comparison window whose sealed entries decide admissibility")
     try:
         # Decided from the plan and the sealed entries only: the scores are not passed.
-        adm = certify.admissibility(data.entries, plan=plan, window=win,
+        adm = certify.admissibility(data.entries, plan=plan, window=window,
                                     systems=data.systems)
-        board = certify.certify(data, plan=plan, admissibility=adm, calibrate=calibrate)
+        board: BoardResult = certify.certify(data, plan=plan, admissibility=adm,
+                                             calibrate=calibrate, executor=executor)
     except ValueError as exc:
         raise BadInput(str(exc)) from exc
-    return board, data
+    return board
 
 
 def backbones_of(data: CertifyData) -> dict[str, list[str]]:
@@ -339,8 +430,14 @@ def _render_calibration(board: Mapping[str, Any], console: Console) -> None:
 def _render_hashes(board: Mapping[str, Any], console: Console) -> None:
     inputs = board["input_hashes"]
     console.print(f"plan sha256 {board['plan_hash']}  ·  scores sha256 {board['scores_hash']}")
-    console.print(f"inputs: {len(inputs)} trace file(s)"
-                  + (":" if len(inputs) <= SHOWN_HASHES else " (sha256 of each in --json)"))
+    read = board.get("inputs", {})
+    if "dataset" in read:  # the hashes are the export's, not of files read now
+        console.print(f"inputs: {len(inputs)} trace file(s) exported into the Parquet dataset "
+                      f"{escape(str(read['dataset']))} (sha256 of {escape(read['hashed'])}"
+                      + ("):" if len(inputs) <= SHOWN_HASHES else "; each in --json)"))
+    else:
+        console.print(f"inputs: {len(inputs)} trace file(s)"
+                      + (":" if len(inputs) <= SHOWN_HASHES else " (sha256 of each in --json)"))
     if len(inputs) <= SHOWN_HASHES:
         for path, digest in inputs.items():
             console.print(f"  {digest}  {escape(short_path(path))}")
@@ -412,21 +509,38 @@ def certify_command(
     window: Annotated[str | None, window_option(
         "The comparison window whose sealed entries decide admissibility (default: the "
         "plan's `window`).")] = None,
+    executor: Annotated[Executor, executor_option(
+        "the calibration's sign-flip draws and a Parquet dataset's per-run stage")
+    ] = Executor.local,
+    ray_address: RayAddress = None,
     json_output: Annotated[bool, json_option(
-        "Print the board as JSON (BoardResult.to_dict()).")] = False,
+        "Print the board as JSON (BoardResult.to_dict(), and `inputs`: what was read and "
+        "hashed).")] = False,
     plot: Annotated[Path | None, plot_option(
         "the certified rank intervals ([LBC] Figure 1)")] = None,
 ) -> None:
     """Certify a leaderboard: admissibility from the sealed entries before any score, eq. 4 per
-    pair, rank intervals, the R0–R5 ladder ([LBC]). Exit 0 board computed, 2 bad input."""
+    pair, rank intervals, the R0–R5 ladder ([LBC]). TRACES may be one Parquet dataset folder
+    (agentlog export --format parquet). Exit 0 board computed, 2 bad input."""
     try:
         plan = load_plan(plan_path)
-        files = trace_files(traces)
-        with trace_errors():  # the files stream: a bad one is found while reading it
-            board, data = certify_traces(files, plan, window=window)
+        dataset = len(traces) == 1 and is_dataset(traces[0])
+        with executing(executor, ray_address) as how:
+            if dataset:
+                with dataset_errors():
+                    board, data = certify_dataset(traces[0], plan, window=window,
+                                                  executor=how)
+                hashed = DATASET_HASHED + (DATASET_ENTRIES if data.entries is not None
+                                           else "")
+                inputs: dict[str, Any] = {"dataset": str(traces[0]), "hashed": hashed}
+            else:
+                files = trace_files(traces)
+                with trace_errors():  # the files stream: a bad one is found while reading it
+                    board, data = certify_traces(files, plan, window=window, executor=how)
+                inputs = {"traces": [str(p) for p in traces], "hashed": TRACES_HASHED}
     except BadInput as exc:
         fail(f"agentlog certify: {exc}")
-    out = board.to_dict()
+    out = {**board.to_dict(), "inputs": {**inputs, "executor": how}}
     if plot is not None:
         try:
             plot_rank_intervals(out, plot)

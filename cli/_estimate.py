@@ -27,12 +27,13 @@ import agentlog as al
 from agentlog.dataset import iter_runs as dataset_runs
 from agentlog.records import Selection, iter_runs
 
-from ._dataset_input import dataset_errors, single_dataset
+from ._dataset_input import single_dataset
 from ._inspect import table
 from ._options import JsonOutput, Traces, plot_option
 from ._output import (
     EXIT_OK,
     BadInput,
+    dataset_errors,
     fail,
     fmt_num,
     print_json,

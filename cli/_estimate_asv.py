@@ -27,7 +27,7 @@ from rich.markup import escape
 
 import agentlog as al
 
-from ._dataset_input import dataset_errors, single_dataset
+from ._dataset_input import single_dataset
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
@@ -39,7 +39,16 @@ from ._options import (
     score_option,
     window_option,
 )
-from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
+from ._output import (
+    EXIT_OK,
+    BadInput,
+    dataset_errors,
+    fail,
+    print_json,
+    pyplot,
+    stdout,
+    trace_errors,
+)
 from ._verify_cmd import trace_files
 
 if TYPE_CHECKING:  # the estimators load on first use, not when the CLI starts

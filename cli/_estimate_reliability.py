@@ -34,11 +34,10 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,9 +48,10 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
-from agentlog.dataset import is_dataset, read_table
+from agentlog.dataset import is_dataset
 from agentlog.records import Score, iter_runs
 
+from ._executor import Executor, RayAddress, executing, executor_option
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
@@ -62,7 +62,16 @@ from ._options import (
     resamples_option,
     score_option,
 )
-from ._output import EXIT_OK, BadInput, fail, print_json, pyplot, stdout, trace_errors
+from ._output import (
+    EXIT_OK,
+    BadInput,
+    dataset_errors,
+    fail,
+    print_json,
+    pyplot,
+    stdout,
+    trace_errors,
+)
 from ._verify_cmd import trace_files
 
 RUN_FIELDS = ("system", "task", "seed")
@@ -162,54 +171,31 @@ def collect_scores(traces: Sequence[al.Trace | Path], score: str) -> list[RunSco
     return out
 
 
-def dataset_scores(dataset: Path) -> tuple[dict[str, int], Callable[[str], list[RunScore]]]:
+def dataset_scores(dataset: Path, executor: str = "local"
+                   ) -> tuple[dict[str, int], Callable[[str], list[RunScore]]]:
     """``terminal_score_names`` and ``collect_scores`` over a Parquet dataset's ``runs`` and
-    ``scores`` tables (columns read, no trace opened): the same runs in the same order."""
-    runs = read_table(dataset, "runs", ["run_id", "run", "system", "task", "seed", "meta",
-                                        "source"]).sort_by([("source", "ascending"),
-                                                            ("run", "ascending")])
-    scores = read_table(dataset, "scores", ["run_id", "name", "value", "transition"])
-    terminal = [(r, n, v) for r, n, v, t in zip(
-        *(scores.column(c).to_pylist() for c in ("run_id", "name", "value", "transition")),
-        strict=True) if t is None]
-    names: dict[str, set[str]] = {}
-    for run_id, name, _ in terminal:
-        names.setdefault(name, set()).add(run_id)
+    ``scores`` tables (``reliability.from_dataset``: columns read, no trace opened, its
+    per-run stage on Ray Data with ``executor="ray"``): the same runs in the same order."""
+    runs = reliability_module().from_dataset(dataset, executor=executor)
+    names: dict[str, int] = {}
+    for r in runs:
+        for name in r.values:
+            names[name] = names.get(name, 0) + 1
 
     def collect(score: str) -> list[RunScore]:
-        last: dict[str, tuple[float, int]] = {}
-        for run_id, name, value in terminal:
-            if name == score:  # rows keep each run's file order: the last one wins
-                last[run_id] = (value, last.get(run_id, (0.0, 0))[1] + 1)
-        cols = {c: runs.column(c).to_pylist() for c in runs.column_names}
         out = []
-        for i, run_id in enumerate(cols["run_id"]):
-            value, count = last.get(run_id, (None, 0))
+        for r in runs:
+            value = r.values.get(score)
             if value is not None and not math.isfinite(value):
-                raise BadInput(f"{cols['source'][i]}: run {cols['run'][i]} records {score} = "
-                               f"{value}; scores must be finite (score a failed run, e.g. as "
-                               "0, or leave the score out and pass --missing-as)")
-            out.append(RunScore(path=cols["source"][i], run=cols["run"][i], run_id=run_id,
-                                system=cols["system"][i], task=cols["task"][i],
-                                seed=cols["seed"][i], meta=json.loads(cols["meta"][i] or "{}"),
-                                value=value, n_records=count))
+                raise BadInput(f"{r.path}: run {r.run} records {score} = {value}; scores must "
+                               "be finite (score a failed run, e.g. as 0, or leave the score "
+                               "out and pass --missing-as)")
+            out.append(RunScore(path=r.path, run=r.run, run_id=r.run_id, system=r.system,
+                                task=r.task, seed=r.seed, meta=r.meta, value=value,
+                                n_records=r.counts.get(score, 0)))
         return out
 
-    return {n: len(r) for n, r in sorted(names.items())}, collect
-
-
-@contextlib.contextmanager
-def dataset_errors() -> Iterator[None]:
-    """A dataset that pyarrow cannot read (or no pyarrow) is ``BadInput``."""
-    try:
-        yield
-    except al.MissingDependencyError as exc:
-        raise BadInput(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, BadInput):
-            raise
-        raise BadInput(f"the Parquet dataset cannot be read ({exc}); export it again with "
-                       "agentlog export TRACES --format parquet --out DIR") from None
+    return dict(sorted(names.items())), collect
 
 
 def parse_by(text: str) -> list[str]:
@@ -294,11 +280,13 @@ def summarize_reliability(
     lower_is_better: bool = False,
     missing_as: float | None = None,
     ci_method: str = "BCa",
+    executor: str = "local",
 ) -> dict[str, Any]:
     """Reliability per group of ``runs`` (JSON-ready): ``groups``, ``runs``, ``counts``, ...
 
-    Runs without the score are left out (counted) unless ``missing_as`` scores them.
-    Warnings of the estimator (a single-run group) are collected under ``"warnings"``.
+    Runs without the score are left out (counted) unless ``missing_as`` scores them. The
+    bootstrap draws run on ``executor`` (``"ray"``: as Ray tasks, the same draws). Warnings
+    of the estimator (a single-run group) are collected under ``"warnings"``.
 
     Raises:
         BadInput: no run has the score, an unknown ``--by`` key, or a bad α/τ.
@@ -318,7 +306,7 @@ def summarize_reliability(
         try:
             res = rel.summary(sign * values, groups={k: columns[k] for k in keys},
                               alpha=alpha, tau=sign * tau, n_resamples=n_resamples,
-                              seed=seed, method=ci_method)
+                              seed=seed, method=ci_method, executor=executor)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
     groups = []
@@ -498,6 +486,9 @@ def reliability_command(
     ci_method: Annotated[str, ci_method_option(
         "Bootstrap interval of the mean: BCa (best coverage in the README's study), "
         "percentile ([DMC]'s) or basic.")] = "BCa",
+    executor: Annotated[Executor, executor_option(
+        "the bootstrap draws and a Parquet dataset's per-run stage")] = Executor.local,
+    ray_address: RayAddress = None,
     json_output: JsonOutput = False,
     plot: Annotated[Path | None, plot_option(
         "a box plot per group with worst-case and CVaR ticks ([DMC] Figure 2)")] = None,
@@ -510,24 +501,28 @@ def reliability_command(
     try:
         _check_alpha_tau(alpha, tau)
         keys = parse_by(by)
-        if len(traces) == 1 and is_dataset(traces[0]):  # agentlog export --format parquet
-            files = [traces[0]]
-            with dataset_errors():
-                names, runs_of = dataset_scores(traces[0])
-                name, source = choose_score(names, score, 1)
-                runs = runs_of(name)
-        else:
-            files = trace_files(traces)
-            with trace_errors():  # the files stream: a bad one is found while reading it
-                name, source = choose_score(terminal_score_names(files), score, len(files))
-                runs = collect_scores(files, name)
-        out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
-                                    n_resamples=resamples, seed=seed,
-                                    lower_is_better=lower_is_better, missing_as=missing_as,
-                                    ci_method=ci_method)
+        dataset = len(traces) == 1 and is_dataset(traces[0])  # agentlog export --format parquet
+        files = [traces[0]] if dataset else trace_files(traces)
+        with executing(executor, ray_address) as how:
+            if dataset:
+                with dataset_errors():
+                    names, runs_of = dataset_scores(traces[0], how)
+                    name, source = choose_score(names, score, 1)
+                    runs = runs_of(name)
+            else:
+                with trace_errors():  # the files stream: a bad one is found while reading it
+                    name, source = choose_score(terminal_score_names(files), score,
+                                                len(files))
+                    runs = collect_scores(files, name)
+            out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
+                                        n_resamples=resamples, seed=seed,
+                                        lower_is_better=lower_is_better,
+                                        missing_as=missing_as, ci_method=ci_method,
+                                        executor=how)
     except BadInput as exc:
         fail(f"agentlog estimate reliability: {exc}")
-    out["settings"] = {"traces": [str(p) for p in files], "score_source": source}
+    out["settings"] = {"traces": [str(p) for p in files], "score_source": source,
+                       "executor": how}
     out["plot"] = str(plot) if plot is not None else None
     if plot is not None:
         try:

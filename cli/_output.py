@@ -100,6 +100,20 @@ def trace_errors(path: Path | None = None) -> Iterator[None]:
                        "permissions") from exc
 
 
+@contextlib.contextmanager
+def dataset_errors() -> Iterator[None]:
+    """A dataset that pyarrow cannot read (or no pyarrow) is ``BadInput``."""
+    try:
+        yield
+    except al.MissingDependencyError as exc:
+        raise BadInput(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, BadInput):
+            raise
+        raise BadInput(f"the Parquet dataset cannot be read ({exc}); export it again with "
+                       "agentlog export TRACES --format parquet --out DIR") from None
+
+
 def open_cache(path: Path, *, read_only: bool, missing: str) -> Any:
     """``ModelCache(path)`` for a command, opened now: a cache it cannot use (a folder, a
     file that is not a cache, no file where ``read_only`` needs one: ``missing`` says

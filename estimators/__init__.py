@@ -1,12 +1,18 @@
 """Estimators over recorded traces (see the README's References: [LBC], [DMC], [SSC], [ASV]).
 
-``from agentlog.estimators import asv, bounds, certify, cess, distance, reliability``, or
+``from agentlog.estimators import asv, bounds, certify, cess, distance, reliability,
+rewards``, or
 ``import agentlog.estimators`` and then ``agentlog.estimators.cess``. Importing this
 package stays cheap: the submodules load on first use (module ``__getattr__``), and
 scipy, POT and statsmodels only inside the functions that need them.
 
 Every result's ``confidence_interval(...)`` returns a ``ConfidenceInterval`` ``(low, high)``,
 also importable from here: ``from agentlog.estimators import ConfidenceInterval``.
+
+``executor="ray"`` (``certify.from_dataset``, ``certify.certify``, ``reliability.from_dataset``,
+``reliability.summary``) runs a dataset's per-run stage on Ray Data and bootstrap or
+calibration draws as Ray tasks, with the same results as the local executor;
+``with use_ray(address): ...`` runs several such calls on one Ray runtime.
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ConfidenceInterval", "asv", "bounds", "certify", "cess", "distance", "reliability"]
+__all__ = ["ConfidenceInterval", "asv", "bounds", "certify", "cess", "distance", "reliability",
+           "rewards", "use_ray"]
 
 # name -> the private module that defines it (loaded on first use, like the submodules)
-_NAMES = {"ConfidenceInterval": "_interval"}
+_NAMES = {"ConfidenceInterval": "_interval", "use_ray": "_ray_executor"}
 
 
 def __getattr__(name: str) -> Any:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._board import CalibrationResult, LeaveOneOut, PairDecision
 from ._decisions import _Cells
+from ._executor import BLOCK_DRAWS, Executor, block_rng, map_blocks
 from ._inputs import _Inputs
 from ._plan import Plan
 from ._radius import (
@@ -21,12 +24,76 @@ from ._radius import (
 )
 from ._ranks import RankIntervalsResult, rank_intervals
 
-_CHUNK = 1 << 21  # elements per block of a (draws × cells) matrix: bounds memory only
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class _SkewTerms:
+    """What ``"cr2-bm-cf"`` adds to a flipped draw: its cells' skewness terms."""
+
+    E3: FloatArray
+    E2N: FloatArray
+    EN2: FloatArray
+    N3: FloatArray
+    adjust: FloatArray
+    first: float
+    second: float
+
+
+@dataclass(frozen=True)
+class _SignFlipNull:
+    """The centred per-cluster sums of the decidable cells: all a block of draws reads."""
+
+    seed: int
+    n_resamples: int
+    n_clusters: int
+    n_targets: int
+    columns: tuple[NDArray[np.intp], ...]  # per target, its cells (columns of E)
+    E: FloatArray
+    EN: FloatArray
+    A: FloatArray
+    C: FloatArray
+    n: FloatArray
+    factor: FloatArray
+    rad: FloatArray
+    tq: FloatArray
+    skew: _SkewTerms | None
+
+
+def _null_blocks(null: _SignFlipNull, lo: int, hi: int) -> FloatArray:
+    """``max over a target's pairs of |Δ*| / radius`` for draw blocks ``lo`` to ``hi``,
+    shape ``(draws, targets)``; block ``j`` draws its signs from ``block_rng(seed, j)``."""
+    out = []
+    for j in range(lo, hi):
+        size = min(BLOCK_DRAWS, null.n_resamples - j * BLOCK_DRAWS)
+        rng = block_rng(null.seed, j)
+        S = rng.integers(0, 2, size=(size, null.n_clusters)).astype(np.float64) * 2.0 - 1.0
+        mean = (S @ null.E.T) / null.n
+        mean2 = mean * mean
+        ss = np.maximum(null.A - 2.0 * mean * (S @ null.EN.T) + mean2 * null.C, 0.0)
+        root = np.sqrt(ss)
+        crit = null.tq
+        if (k := null.skew) is not None:
+            cube = (S @ k.E3.T) - 3.0 * mean * k.E2N + mean2 * (3.0 * (S @ k.EN2.T)
+                                                                 - mean * k.N3)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                skew = np.abs(np.where(ss > 0, cube / (ss * root), 0.0) * k.adjust)
+            crit = null.tq + skew * (k.first + skew * k.second)  # _cornish_fisher, inlined
+        denom = crit * root * np.sqrt(null.factor) + null.rad
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(denom > 0, np.abs(mean) / denom,
+                             np.where(np.abs(mean) > 0, np.inf, 0.0))
+        block = np.zeros((size, null.n_targets))
+        for t, cols in enumerate(null.columns):
+            if len(cols):
+                block[:, t] = ratio[:, cols].max(axis=1)
+        out.append(block)
+    return np.concatenate(out, axis=0) if out else np.zeros((0, null.n_targets))
 
 
 def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
-               decisions: dict[str, tuple[PairDecision, ...]], ranks: RankIntervalsResult
-               ) -> CalibrationResult:
+               decisions: dict[str, tuple[PairDecision, ...]], ranks: RankIntervalsResult,
+               executor: Executor = "local") -> CalibrationResult:
     """Appendix F.5: the sign-flip null, ``c*`` and leave-one-cluster-out stability.
 
     Every decidable cell's differences are centred (the null: no system differs) and their
@@ -43,6 +110,10 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
     zero-variance cell is never certified by the rule, so it is left out of the null as
     well. What the null can and cannot detect is written in ``CalibrationResult``'s
     docstring: it cannot see skew, since a sign flip makes any null symmetric.
+
+    The draws come in blocks of ``BLOCK_DRAWS``, block ``j`` from the ``j``-th child of
+    ``SeedSequence(plan.calibration.seed)`` (``_null_blocks``): ``executor="ray"`` computes
+    ranges of blocks as Ray tasks, with the same result.
     """
     B = plan.calibration.n_resamples
     G = len(inp.clusters)
@@ -60,41 +131,25 @@ def _calibrate(plan: Plan, inp: _Inputs, c: _Cells,
     skewed = plan.sampling == "cr2-bm-cf"
     # The t part of the rule's multiplier; its skewness terms change with every draw.
     tq = _t_quantiles(level, c.mo.df[keep]) if skewed else c.tq[keep]
+    skew: _SkewTerms | None = None
     if skewed:
         w3 = w**1.5
-        E3, E2N, EN2 = w3 * E**3, (w3 * E**2 * counts).sum(axis=1), w3 * E * counts**2
-        N3 = (w3 * counts**3).sum(axis=1)
         g = c.mo.g[keep]
         with np.errstate(invalid="ignore", divide="ignore"):
             adjust = np.where(g >= 3, np.sqrt(g * (g - 1.0)) / (g - 2.0), 0.0)
         first, second = _cf_coefficients(level)
+        skew = _SkewTerms(E3=w3 * E**3, E2N=(w3 * E**2 * counts).sum(axis=1),
+                          EN2=w3 * E * counts**2, N3=(w3 * counts**3).sum(axis=1),
+                          adjust=adjust, first=first, second=second)
     target_of = keep % T
-    columns = [np.flatnonzero(target_of == t) for t in range(T)]
-    rng = np.random.default_rng(plan.calibration.seed)
-    ratio_max = np.zeros((B, T))
-    chunk = max(1, _CHUNK // max(len(keep), 1))
-    for lo in range(0, B, chunk):
-        size = min(chunk, B - lo)
-        S = rng.integers(0, 2, size=(size, G)).astype(np.float64) * 2.0 - 1.0
-        if not len(keep):
-            continue  # the draws are still taken, so a seed means the same signs
-        mean = (S @ E.T) / n
-        mean2 = mean * mean
-        ss = np.maximum(A - 2.0 * mean * (S @ EN.T) + mean2 * C, 0.0)
-        root = np.sqrt(ss)
-        crit = tq
-        if skewed:
-            cube = (S @ E3.T) - 3.0 * mean * E2N + mean2 * (3.0 * (S @ EN2.T) - mean * N3)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                skew = np.abs(np.where(ss > 0, cube / (ss * root), 0.0) * adjust)
-            crit = tq + skew * (first + skew * second)  # _cornish_fisher, inlined per draw
-        denom = crit * root * np.sqrt(factor) + rad
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(denom > 0, np.abs(mean) / denom,
-                             np.where(np.abs(mean) > 0, np.inf, 0.0))
-        for t, cols in enumerate(columns):
-            if len(cols):
-                ratio_max[lo : lo + size, t] = ratio[:, cols].max(axis=1)
+    null = _SignFlipNull(
+        seed=plan.calibration.seed, n_resamples=B, n_clusters=G, n_targets=T,
+        columns=tuple(np.flatnonzero(target_of == t) for t in range(T)), E=E, EN=EN, A=A,
+        C=C, n=n, factor=factor, rad=rad, tq=tq, skew=skew)
+    n_blocks = -(-B // BLOCK_DRAWS) if len(keep) else 0
+    (parts,) = map_blocks(_null_blocks, [(null, n_blocks)], executor)
+    ratio_max = np.concatenate(parts, axis=0) if parts else np.zeros((B, T))
+    columns = null.columns
     allowed = math.floor(plan.delta_prime * B)
     rates: dict[str, float] = {}
     stars: dict[str, float] = {}

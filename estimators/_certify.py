@@ -78,6 +78,7 @@ from ._admissibility import admissibility as _decide_admissibility
 from ._board import BoardResult
 from ._calibration import _calibrate
 from ._decisions import _cells, _decisions, _ladder, _values, _warn_shape
+from ._executor import Executor, check_executor, executing
 from ._inputs import CertifyData, _certify_iv, _scores_hash
 from ._plan import COMPOSITE, Plan
 from ._ranks import rank_intervals
@@ -97,6 +98,7 @@ def certify(
     failed: Mapping[str, ArrayLike] | None = None,
     input_hashes: Mapping[str, str] | None = None,
     calibrate: bool = True,
+    executor: Executor = "local",
 ) -> BoardResult:
     """Certify a leaderboard ([LBC] eq. 4, Def. 7, §6.1; Table 2; Appendix F.5).
 
@@ -116,11 +118,15 @@ def certify(
             NaN anywhere else is an error.
         input_hashes: ``path -> SHA-256`` of the inputs, stored on the board.
         calibrate: compute Appendix F.5 (``plan.calibration``); False skips it.
+        executor: where the calibration's sign-flip draws are computed: ``"local"``, or
+            ``"ray"`` (blocks of draws as Ray tasks; ``agentlog.estimators.use_ray``). The
+            same draws either way, so the same board, bit for bit.
 
     Returns:
         ``BoardResult``.
     """
     inp = _certify_iv(scores, clusters, plan, tasks, present, failed, input_hashes)
+    how = check_executor(executor)
     if admissibility is None:
         # Decided from entries and declarations only; the scores are not passed.
         admissibility = _decide_admissibility(
@@ -146,8 +152,10 @@ def certify(
                                              if p.better is not None and p.worse is not None])
              for t in plan.targets}
     ladder = _ladder(plan, inp, cells, values, used, decisions[plan.target], adm)
-    calib = (_calibrate(plan, inp, cells, decisions, ranks[plan.target])
-             if calibrate and plan.calibration.n_resamples > 0 else None)
+    calib = None
+    if calibrate and plan.calibration.n_resamples > 0:
+        with executing(how):
+            calib = _calibrate(plan, inp, cells, decisions, ranks[plan.target], how)
     with np.errstate(invalid="ignore", divide="ignore"):
         n_used = used.sum(axis=1)
         means = (values * used[:, :, None]).sum(axis=1) / n_used[:, None]  # (S, T)

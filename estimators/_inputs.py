@@ -6,14 +6,14 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog.dataset import read_table
+from agentlog.dataset import run_order
 from agentlog.records import Score, iter_runs
 
 from ._admissibility import (
@@ -22,9 +22,11 @@ from ._admissibility import (
     TraceInput,
     _file_sha256,
     _run_entry,
+    _selected,
     _task_of,
     _trace_files,
 )
+from ._executor import Executor, check_dataset, check_executor, executing, scan
 from ._plan import Plan
 from ._radius import _cluster_codes
 from ._shared_noise import SharedNoise
@@ -104,33 +106,46 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     hashes = {p: _file_sha256(p) for p, _ in files}
     entries: list[Entry] = []
 
-    def runs() -> Iterator[_Run]:
+    channels = _channels(plan)
+
+    def runs() -> Iterator[_Selected]:
         # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run.
         for trace, run in iter_runs([f for _, f in files], name="paths"):
             path = str(trace.path)
             if win is not None and (entry := _run_entry(path, run, win, plan.select)):
                 entries.append(entry)
-            if run.start is None:
+            start = run.start
+            if start is None or not plan.matches(start.meta):
                 continue
+            task, cluster = _task_cluster(start.task, start.meta, path, start.run_id)
             failed = (not run.complete or run.failed
                       or (win is not None and any(w.failed for w in run.windows
                                                   if w.name == win)))
-            yield _Run(path, run.start, failed,
-                       [(r.name, r.channel, r.value) for r in run.records if type(r) is Score])
+            got: dict[str, list[float]] = {}
+            for r in run.records:
+                if type(r) is Score and _kept(channels, r.name, r.channel):
+                    got.setdefault(r.name, []).append(float(r.value))
+            yield _Selected(path, start, task, cluster, failed, got)
 
-    data = _arrange(runs(), plan, win, hashes, f"{len(files)} trace file(s)")
+    data = _arrange(runs(), plan, hashes, f"{len(files)} trace file(s)")
     table = (EntryTable(window=win, entries=tuple(entries), input_hashes=dict(hashes))
              if win is not None else None)
     return dataclasses.replace(data, entries=table)
 
 
 def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *, plan: Plan,
-                 window: str | None = None, entries: EntryTable | None = None) -> CertifyData:
+                 window: str | None = None, entries: EntryTable | None = None,
+                 executor: Executor = "local") -> CertifyData:
     """Build ``certify``'s inputs from a Parquet dataset (``agentlog export --format
     parquet``): the same ``CertifyData`` as ``from_traces`` of the traces it was exported
     from, computed from its ``runs``, ``scores`` and ``windows`` tables. Runs are taken
     in the order of their source paths (as ``from_traces`` reads a folder), so a task's
     mean over runs is the same to the last bit.
+
+    The per-run stage (each run's selection, task and cluster from ``runs``; its readout
+    values from ``scores``; its failed comparison window from ``windows``) runs over
+    batches of rows, the whole table at once locally or each block under Ray; the driver
+    merges the runs in order and arranges them per cluster as ``from_traces`` does.
 
     Args:
         dataset: the dataset folder, or its tables already selected (e.g. filtered in
@@ -141,48 +156,148 @@ def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *, plan: P
         entries: the window's sealed entries (``EntryTable.from_traces(traces,
             window=...)``). A dataset keeps entry hashes, not entries, and admissibility
             reads the entries: with a window they must be given.
+        executor: ``"local"``, or ``"ray"`` to run the per-run stage with Ray Data
+            (``ray.data.read_parquet`` of each table; ``dataset`` must then be a folder
+            every node reads, or an ``s3://`` URI). Same result, bit for bit.
 
     Raises:
         ValueError: as ``from_traces``; or a window without ``entries``.
+        MissingDependencyError: ``executor="ray"`` without Ray (``pip install
+            'agentlog[ray]'``).
     """
     if not isinstance(plan, Plan):
         raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
+    how = check_executor(executor)
+    check_dataset(dataset, how)
     win = window if window is not None else plan.window
     if win is not None and entries is None:
         raise ValueError(
             f"the comparison window {win!r} makes admissibility read each run's sealed "
             "entry, which a Parquet dataset does not hold; pass entries=certify.EntryTable."
             f"from_traces(traces, window={win!r}), or certify from the traces")
-    runs = _table(dataset, "runs", ["run_id", "system", "task", "seed", "generator", "meta",
-                                    "complete", "status", "source", "source_sha256", "run"])
-    # The order from_traces reads them in (file by file, each file's runs in order): a
-    # task's mean over runs adds them in that order, so both give the same bits.
-    runs = runs.sort_by([("source", "ascending"), ("run", "ascending")])
-    scores = _table(dataset, "scores", ["run_id", "name", "channel", "value"])
-    failed_window: set[str] = set()
-    if win is not None:
-        windows = _table(dataset, "windows", ["run_id", "name", "failed"])
-        failed_window = {r for r, n, f in zip(*(windows.column(c).to_pylist() for c in
-                                                 ("run_id", "name", "failed")), strict=True)
-                         if n == win and f}
-    by_run: dict[str, list[tuple[str, str | None, float]]] = {}
-    for run_id, name, channel, value in zip(
-            *(scores.column(c).to_pylist() for c in ("run_id", "name", "channel", "value")),
-            strict=True):
-        by_run.setdefault(run_id, []).append((name, channel, value))
+    with executing(how):
+        runs = _concat(scan(dataset, "runs", _RUN_COLUMNS, _selected_runs,
+                            {"select": dict(plan.select)}, how), _selected_schema)
+        # run -> readout -> (seq, value): a run's rows may come in several batches, in any
+        # order; seq (a record's place in its run) puts them back in file order.
+        values: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        for part in scan(dataset, "scores", ["run_id", "seq", "name", "channel", "value"],
+                         _readout_values, {"channels": _channels(plan)}, how):
+            for run_id, name, seqs, got in zip(*(part.column(c).to_pylist() for c in
+                                                 ("run_id", "name", "seqs", "values")),
+                                               strict=True):
+                values.setdefault(run_id, {}).setdefault(name, []).extend(zip(seqs, got,
+                                                                              strict=True))
+        failed_window: set[str] = set()
+        if win is not None:
+            for part in scan(dataset, "windows", ["run_id", "name", "failed"],
+                             _failed_runs, {"window": win}, how):
+                failed_window.update(part.column("run_id").to_pylist())
     cols = {c: runs.column(c).to_pylist() for c in runs.column_names}
     hashes = dict(zip(cols["source"], cols["source_sha256"], strict=True))
+    # The order from_traces reads them in (file by file, each file's runs in order): a
+    # task's mean over runs adds them in that order, so both give the same bits.
+    order = sorted(range(len(cols["run_id"])),
+                   key=lambda i: run_order(cols["source"][i], cols["run"][i]))
 
-    def rows() -> Iterator[_Run]:
-        for i, run_id in enumerate(cols["run_id"]):
+    def rows() -> Iterator[_Selected]:
+        for i in order:
+            if not cols["selected"][i]:
+                continue
+            if cols["error"][i] is not None:
+                raise ValueError(cols["error"][i])
+            run_id = cols["run_id"][i]
             start = _Start(run_id, cols["system"][i], cols["task"][i], cols["seed"][i],
-                           cols["generator"][i], json.loads(cols["meta"][i] or "{}"))
-            failed = (not cols["complete"][i] or cols["status"][i] != 0
-                      or run_id in failed_window)
-            yield _Run(cols["source"][i], start, failed, by_run.get(run_id, []))
+                           cols["generator"][i])
+            got = {name: [v for _, v in sorted(pairs)]
+                   for name, pairs in values.get(run_id, {}).items()}
+            yield _Selected(cols["source"][i], start, cols["task"][i], cols["cluster"][i],
+                            cols["failed"][i] or run_id in failed_window, got)
 
-    data = _arrange(rows(), plan, win, hashes, f"the dataset ({len(hashes)} trace file(s))")
+    data = _arrange(rows(), plan, hashes, f"the dataset ({len(hashes)} trace file(s))")
     return dataclasses.replace(data, entries=entries)
+
+
+# --------------------------------------------------------------- the per-run stage of a dataset
+
+_RUN_COLUMNS = ["run_id", "system", "task", "seed", "generator", "meta", "complete", "status",
+                "source", "source_sha256", "run"]
+
+
+def _selected_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("source", pa.string()), ("run", pa.int64()), ("run_id", pa.string()),
+                      ("system", pa.string()), ("task", pa.string()), ("seed", pa.int64()),
+                      ("generator", pa.string()), ("cluster", pa.string()),
+                      ("failed", pa.bool_()), ("selected", pa.bool_()),
+                      ("source_sha256", pa.string()), ("error", pa.string())])
+
+
+def _selected_runs(batch: Any, *, select: dict[str, Any]) -> Any:
+    """A batch of the ``runs`` table: whether the plan selects each run, and for those it
+    selects their task and cluster and whether they failed (did not end, or raised). A
+    selected run without a task keeps its message in ``error`` (the driver raises it in
+    run order). Every run stays, for its source file's hash."""
+    import pyarrow as pa
+
+    cols = {c: batch.column(c).to_pylist() for c in _RUN_COLUMNS}
+    rows: dict[str, list[Any]] = {f: [] for f in _selected_schema().names}
+    for i, run_id in enumerate(cols["run_id"]):
+        meta = json.loads(cols["meta"][i] or "{}")
+        selected = _selected(meta, select)
+        error = task = cluster = None
+        if selected:
+            try:
+                task, cluster = _task_cluster(cols["task"][i], meta, cols["source"][i],
+                                              run_id)
+            except ValueError as exc:
+                error = str(exc)
+        for name, value in (("source", cols["source"][i]), ("run", cols["run"][i]),
+                            ("run_id", run_id), ("system", cols["system"][i]),
+                            ("task", task), ("seed", cols["seed"][i]),
+                            ("generator", cols["generator"][i]), ("cluster", cluster),
+                            ("failed", not cols["complete"][i] or cols["status"][i] != 0),
+                            ("selected", selected),
+                            ("source_sha256", cols["source_sha256"][i]), ("error", error)):
+            rows[name].append(value)
+    return pa.table(rows, schema=_selected_schema())
+
+
+def _readout_values(batch: Any, *, channels: dict[str, str | None]) -> Any:
+    """Each run's values of each readout in a batch of the ``scores`` table, with their
+    ``seq`` (``run_id``, ``name``, ``seqs``, ``values``)."""
+    import pyarrow as pa
+
+    got: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    for run_id, seq, name, channel, value in zip(
+            *(batch.column(c).to_pylist() for c in ("run_id", "seq", "name", "channel",
+                                                     "value")), strict=True):
+        if _kept(channels, name, channel):
+            seqs, values = got.setdefault((run_id, name), ([], []))
+            seqs.append(seq)
+            values.append(float(value))
+    return pa.table({"run_id": pa.array([k[0] for k in got], pa.string()),
+                     "name": pa.array([k[1] for k in got], pa.string()),
+                     "seqs": pa.array([v[0] for v in got.values()], pa.list_(pa.int64())),
+                     "values": pa.array([v[1] for v in got.values()],
+                                        pa.list_(pa.float64()))})
+
+
+def _failed_runs(batch: Any, *, window: str) -> Any:
+    """The runs whose comparison window failed, in a batch of the ``windows`` table."""
+    import pyarrow as pa
+
+    ids = [r for r, n, f in zip(*(batch.column(c).to_pylist()
+                                  for c in ("run_id", "name", "failed")), strict=True)
+           if n == window and f]
+    return pa.table({"run_id": pa.array(ids, pa.string())})
+
+
+def _concat(parts: Iterable[Any], schema: Callable[[], Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.concat_tables([schema().empty_table(), *parts])
 
 
 class _Start(NamedTuple):
@@ -193,39 +308,40 @@ class _Start(NamedTuple):
     task: str | None
     seed: int
     generator: str
-    meta: dict[str, Any]
 
 
-def _table(dataset: str | os.PathLike[str] | Mapping[str, Any], name: str,
-           columns: list[str]) -> Any:
-    """Table ``name`` of a dataset folder, or of a mapping of tables or DuckDB relations."""
-    if isinstance(dataset, str | os.PathLike):
-        return read_table(dataset, name, columns)
-    if not isinstance(dataset, Mapping) or name not in dataset:
-        raise ValueError(f"`dataset` must be a dataset folder or a mapping with a {name!r} "
-                         f"table; found {type(dataset).__name__}")
-    table = dataset[name]
-    for convert in ("to_arrow_table", "arrow"):  # a DuckDB relation
-        if not hasattr(table, "column_names") and hasattr(table, convert):
-            table = getattr(table, convert)()
-            table = table.read_all() if hasattr(table, "read_all") else table
-    missing = [c for c in columns if c not in getattr(table, "column_names", ())]
-    if missing:
-        raise ValueError(f"`dataset[{name!r}]` lacks the column(s) {missing}; select them "
-                         f"from the dataset's {name} table")
-    return table.select(columns)
-
-
-class _Run(NamedTuple):
-    """What ``certify``'s inputs take from one run, from a trace or a dataset."""
+class _Selected(NamedTuple):
+    """A run the plan selects, after the per-run stage (from a trace or a dataset)."""
 
     path: str  # its trace file
-    start: Any  # the RunStart (or a dataset row with its fields)
+    start: Any  # the RunStart (or a dataset row with the fields _Start names)
+    task: str
+    cluster: str  # meta["cluster"], default the task
     failed: bool  # did not end, raised, or its comparison window failed
-    scores: list[tuple[str, str | None, float]]  # (name, channel, value), in file order
+    got: dict[str, list[float]]  # readout -> its values in the run, in file order
 
 
-def _arrange(runs: Iterable[_Run], plan: Plan, win: str | None, hashes: dict[str, str],
+def _channels(plan: Plan) -> dict[str, str | None]:
+    """``readout -> the channel its scores must carry`` (None: any)."""
+    return {name: ro.channel for name, ro in plan.readouts.items()}
+
+
+def _kept(channels: Mapping[str, str | None], name: str, channel: str | None) -> bool:
+    """Whether a Score of ``name`` on ``channel`` is a value of one of the plan's readouts."""
+    if name not in channels:
+        return False
+    wanted = channels[name]
+    return wanted is None or channel == wanted
+
+
+def _task_cluster(task: str | None, meta: Mapping[str, Any], path: str, run_id: str
+                  ) -> tuple[str, str]:
+    """A selected run's task (required) and cluster (``meta["cluster"]``, default the task)."""
+    label = _task_of(task, path, run_id)
+    return label, str(meta.get("cluster", label))
+
+
+def _arrange(runs: Iterable[_Selected], plan: Plan, hashes: dict[str, str],
              where: str) -> CertifyData:
     """The per-cluster arrangement of per-run readouts (``from_traces`` documents it);
     ``entries`` is left None."""
@@ -235,11 +351,7 @@ def _arrange(runs: Iterable[_Run], plan: Plan, win: str | None, hashes: dict[str
     cluster_of: dict[str, str] = {}
     n_runs = n_failed = 0
     shared = SharedNoise()
-    for path, start, failed, run_scores in runs:
-        if not plan.matches(start.meta):
-            continue
-        task = _task_of(start.task, path, start.run_id)
-        cluster = str(start.meta.get("cluster", task))
+    for path, start, task, cluster, failed, got in runs:
         if cluster_of.setdefault(task, cluster) != cluster:
             raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
                              f"{cluster_of[task]!r} in another run; a task has one cluster")
@@ -248,12 +360,6 @@ def _arrange(runs: Iterable[_Run], plan: Plan, win: str | None, hashes: dict[str
             n_failed += 1
             vec: FloatArray | None = None
         else:
-            got: dict[str, list[float]] = {}
-            for name, channel, value in run_scores:
-                ro = plan.readouts.get(name)
-                if ro is None or (ro.channel is not None and channel != ro.channel):
-                    continue
-                got.setdefault(name, []).append(float(value))
             missing = [n for n in readouts if n not in got]
             if missing:
                 raise ValueError(

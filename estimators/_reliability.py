@@ -33,8 +33,9 @@ not reach cannot be seen: heavy-tailed samples that were not flagged covered les
 those that were.
 
 Resampling is vectorised: one draw matrix per group size, shared by every group of that
-size and seeded by ``(seed, n)``, so a group's interval depends only on its own scores, its
-size and the seed. Adding or removing other groups never changes it.
+size and seeded by ``(seed, n)`` (block by block, so that Ray tasks can draw the blocks),
+so a group's interval depends only on its own scores, its size and the seed. Adding or
+removing other groups never changes it.
 
 The other statistics of [DMC] sit beside this module, one concern each: the degradation
 curve and reliability gap (``_degradation``), Cliff's δ (``_cliffs_delta``), pass^k
@@ -64,6 +65,7 @@ from agentlog import DegenerateDataWarning
 
 from ._bootstrap import IntervalMethod, check_method
 from ._cell_bootstrap import _bootstrap_means, _interval, _mean_acceleration
+from ._executor import Executor, check_executor, executing
 from ._interval import ConfidenceInterval
 from ._scores import (
     FloatArray,
@@ -332,14 +334,14 @@ def _warn_doubtful_intervals(c: _Cells, keys: Sequence[Any] | None, method: str)
 
 @overload
 def summary(scores: ArrayLike, *, groups: None = None, alpha: float = 0.2, tau: float = 0.9,
-            n_resamples: int = 2000, seed: int = 0,
-            method: IntervalMethod = DEFAULT_METHOD) -> ReliabilitySummaryResult: ...
+            n_resamples: int = 2000, seed: int = 0, method: IntervalMethod = DEFAULT_METHOD,
+            executor: Executor = "local") -> ReliabilitySummaryResult: ...
 
 
 @overload
 def summary(scores: ArrayLike, *, groups: GroupLabels, alpha: float = 0.2, tau: float = 0.9,
-            n_resamples: int = 2000, seed: int = 0,
-            method: IntervalMethod = DEFAULT_METHOD) -> GroupedReliabilityResult: ...
+            n_resamples: int = 2000, seed: int = 0, method: IntervalMethod = DEFAULT_METHOD,
+            executor: Executor = "local") -> GroupedReliabilityResult: ...
 
 
 def summary(
@@ -351,6 +353,7 @@ def summary(
     n_resamples: int = 2000,
     seed: int = 0,
     method: IntervalMethod = DEFAULT_METHOD,
+    executor: Executor = "local",
 ) -> ReliabilitySummaryResult | GroupedReliabilityResult:
     """Mean, worst case, CVaR@α, Reliability@τ and a bootstrap CI ([DMC] §4.4).
 
@@ -362,11 +365,14 @@ def summary(
             mean of the worst ``αn`` runs with fractional weight on the boundary value.
         tau: Reliability@τ threshold; a run counts when its score is ``≥ tau``.
         n_resamples: bootstrap draws of the mean ([DMC] uses 2,000).
-        seed: seeds the draws, ``numpy.random.default_rng((seed, n))`` per group size ``n``;
-            the same scores and seed give bit-identical intervals.
+        seed: seeds the draws per group size ``n``: blocks of draws, block ``j`` from the
+            ``j``-th child of ``numpy.random.SeedSequence((seed, n))``; the same scores and
+            seed give bit-identical intervals.
         method: the interval of the mean, scipy.stats.bootstrap's names: ``"BCa"`` (the
             default: it covers best in the seeded coverage study of the README), or
             ``"percentile"`` ([DMC]'s) or ``"basic"``.
+        executor: where the bootstrap draws are computed: ``"local"``, or ``"ray"`` (blocks
+            of draws as Ray tasks; ``use_ray``). The same draws either way, bit for bit.
 
     Returns:
         A ``ReliabilitySummaryResult``, or with ``groups`` a ``GroupedReliabilityResult``
@@ -380,12 +386,14 @@ def summary(
     """
     x, alpha, tau, n_resamples, seed = _summary_iv(scores, alpha, tau, n_resamples, seed)
     method = check_method(method)
+    how = check_executor(executor)
     if groups is None:
         cells = _Cells.build(x, np.zeros(x.shape[0], dtype=np.intp), 1)
         _warn_single_runs(cells.counts, None)
         _warn_doubtful_intervals(cells, None, method)
         mean, worst, cvar, rel = _tail_statistics(cells, alpha, tau)
-        boot = _readonly(_bootstrap_means(cells, n_resamples, seed)[0])
+        with executing(how):
+            boot = _readonly(_bootstrap_means(cells, n_resamples, seed, how)[0])
         return ReliabilitySummaryResult(
             mean=float(mean[0]), worst=float(worst[0]), cvar=float(cvar[0]),
             reliability=float(rel[0]), n=int(x.shape[0]), alpha=alpha, tau=tau,
@@ -397,7 +405,8 @@ def summary(
     _warn_single_runs(cells.counts, keys)
     _warn_doubtful_intervals(cells, keys, method)
     mean, worst, cvar, rel = _tail_statistics(cells, alpha, tau)
-    boot = _bootstrap_means(cells, n_resamples, seed)
+    with executing(how):
+        boot = _bootstrap_means(cells, n_resamples, seed, how)
     return GroupedReliabilityResult(
         groups=keys, names=names, mean=_readonly(mean), worst=_readonly(worst),
         cvar=_readonly(cvar), reliability=_readonly(rel), n=_readonly(cells.counts.copy()),

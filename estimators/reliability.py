@@ -5,6 +5,9 @@ value), Reliability@τ and a seeded bootstrap CI of the mean (BCa by default), p
 table; Cliff's δ with a bootstrap CI and a sign-flip p-value; pass^k; the ground-truth record
 F1; the degradation curve and reliability gap across difficulty levels; and the validity
 card (scorer probe battery, decision-ownership map, non-degeneracy, licensed claim).
+``from_dataset`` reads each run's terminal scores from a Parquet dataset (its per-run stage
+on Ray Data with ``executor="ray"``; ``summary(..., executor="ray")`` draws the bootstrap as
+Ray tasks).
 
 Example:
     >>> import warnings
@@ -55,6 +58,7 @@ from ._reliability import (
     ReliabilitySummaryResult,
     summary,
 )
+from ._terminal_scores import TerminalScores, from_dataset
 from ._validity import (
     ValidityCard,
     licensed_claim,
@@ -85,10 +89,12 @@ __all__ = [
     "ReliabilityGapResult",
     "ReliabilitySummaryResult",
     "Submission",
+    "TerminalScores",
     "ValidityCard",
     "cliffs_delta",
     "decision_outcomes",
     "degradation_curve",
+    "from_dataset",
     "licensed_claim",
     "non_degeneracy",
     "ownership_map",

@@ -21,6 +21,7 @@ MODULES = [
     "agentlog.replay._design",
     "agentlog.estimators.cess", "agentlog.estimators._asv", "agentlog.estimators._asv_trace",
     "agentlog.estimators.asv", "agentlog.estimators._cess_trace",
+    "agentlog.estimators._terminal_scores",
     "agentlog.estimators.reliability", "agentlog.estimators.bounds",
     "agentlog.estimators.distance", "agentlog.examples.deep_research.agent",
     "agentlog._registry", "agentlog.registry", "agentlog.replay._app", "agentlog._channels",

@@ -17,6 +17,7 @@ from agentlog.cli._certify_cmd import plot_rank_intervals, render_board
 from agentlog.estimators import certify
 from agentlog.examples.deep_research import Policy, run_study, task_ids
 from tests.cli._cli import invoke as cli_invoke
+from tests.conftest import DemoRun
 
 PLAN = Path(__file__).resolve().parents[2] / "examples" / "plans" / "deep_research.toml"
 SYSTEMS = {
@@ -110,11 +111,14 @@ def test_the_table_shows_scores_ranks_decisions_the_ladder_and_hashes(study: Pat
             and f"{counts['refused']} refused of 10 pairs" in out)
 
 
-def test_json_is_the_librarys_board(study: Path) -> None:
+def test_json_is_the_librarys_board_and_says_what_was_hashed(study: Path) -> None:
     result = invoke("certify", study, "--plan", PLAN, "--json")
     assert result.exit_code == 0, result.output
     expected = json.loads(json.dumps(library_board(study).to_dict(), allow_nan=False))
-    assert json.loads(result.stdout) == expected
+    out = json.loads(result.stdout)
+    assert out.pop("inputs") == {"traces": [str(study)], "executor": "local",
+                                 "hashed": "each trace file as this command read it"}
+    assert out == expected
 
 
 def test_a_pinned_rank_is_marked_in_the_table_and_the_json(two_systems: Path) -> None:
@@ -316,3 +320,91 @@ def test_an_unwritable_plot_exits_2(study: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the plot extra
     err = bad("certify", study, "--plan", PLAN, "--plot", tmp_path / "no" / "such" / "r.png")
     assert "r.png: cannot write the plot" in err
+
+
+# ----------------------------------------------------------------------------- a Parquet dataset
+
+
+@pytest.fixture(scope="module")
+def demo_dataset(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default demo's variants exported as a Parquet dataset (sources named absolute,
+    as the traces are when certified)."""
+    pytest.importorskip("pyarrow")
+    from agentlog.dataset import to_parquet
+
+    out = tmp_path_factory.mktemp("parquet") / "variants"
+    to_parquet(demo_run.out / "variants", out)
+    return out
+
+
+def test_a_parquet_dataset_certifies_to_the_board_of_its_traces(
+        demo_run: DemoRun, demo_dataset: Path) -> None:
+    """The demo's variants, as traces and as the dataset exported from them: the same board;
+    only `inputs` differs, and says which files the hashes are of."""
+    plan = demo_run.out / "plan.toml"
+    traces = invoke("certify", demo_run.out / "variants", "--plan", plan, "--json")
+    dataset = invoke("certify", demo_dataset, "--plan", plan, "--json")
+    assert traces.exit_code == 0, traces.output
+    assert dataset.exit_code == 0, dataset.output
+    a, b = json.loads(traces.stdout), json.loads(dataset.stdout)
+    assert a.pop("inputs") == {"traces": [str(demo_run.out / "variants")], "executor": "local",
+                               "hashed": "each trace file as this command read it"}
+    assert b.pop("inputs") == {
+        "dataset": str(demo_dataset), "executor": "local",
+        "hashed": "each trace file as the export recorded it in runs.source_sha256; the "
+                  "comparison window's entries were read from those files, each checked "
+                  "against it first"}
+    assert a == b and a["admissibility"]["source"] == "entries"
+    assert len(a["input_hashes"]) == 360 and a["counts"]["certified"] > 0
+    text = invoke("certify", demo_dataset, "--plan", plan).stdout
+    assert (f"inputs: 360 trace file(s) exported into the Parquet dataset {demo_dataset} "
+            "(sha256 of each trace file as the export recorded it") in " ".join(text.split())
+
+
+def _small_dataset(demo_run: DemoRun, tmp_path: Path) -> tuple[Path, Path]:
+    """A dataset exported from a copy of some of the demo's variants: (its traces, it)."""
+    from agentlog.dataset import to_parquet
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for path in sorted((demo_run.out / "variants").glob("*_s0.zst")):
+        (traces / path.name).write_bytes(path.read_bytes())
+    to_parquet(traces, tmp_path / "ds")
+    return traces, tmp_path / "ds"
+
+
+def test_a_dataset_whose_traces_are_gone_needs_them_or_a_plan_without_a_window(
+        demo_run: DemoRun, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    traces, ds = _small_dataset(demo_run, tmp_path)
+    gone = sorted(traces.glob("*.zst"))[0]
+    gone.unlink()
+    plan = demo_run.out / "plan.toml"
+    assert ("the comparison window `retrieval` (the plan's `window`) decides admissibility "
+            f"from each run's sealed entry, which the dataset {ds} does not hold; they are "
+            "read from the 120 trace file(s) it was exported from, but 1 of them are gone "
+            f"(e.g. {gone}, named as the export was given it, relative to where it ran); pass "
+            "those traces instead of the dataset (agentlog certify TRACES --plan ...), or a "
+            "plan without a comparison window") in bad("certify", ds, "--plan", plan)
+    no_window = write_plan(tmp_path, "".join(
+        line for line in plan.read_text().splitlines(keepends=True)
+        if not line.startswith("window = ")))
+    result = invoke("certify", ds, "--plan", no_window, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["admissibility"]["source"] == "declared"
+    assert out["inputs"]["hashed"] == "each trace file as the export recorded it in " \
+                                      "runs.source_sha256"
+
+
+def test_a_dataset_whose_traces_changed_since_the_export_exits_2(
+        demo_run: DemoRun, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    traces, ds = _small_dataset(demo_run, tmp_path)
+    changed = sorted(traces.glob("*.zst"))[3]
+    changed.write_bytes(changed.read_bytes() + b"\0")
+    err = bad("certify", ds, "--plan", demo_run.out / "plan.toml", "--window", "retrieval")
+    assert ("the comparison window `retrieval` (--window) decides admissibility" in err
+            and f"but 1 of them changed since the export (their SHA-256 differs from the one "
+                f"it recorded, e.g. {changed}); export them again into a fresh folder, or pass "
+                "those traces instead of the dataset" in err)

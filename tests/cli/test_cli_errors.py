@@ -41,6 +41,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     "inspect": (),
     "replay": ("--channel", "direct", "--window", "retrieval", "--app", DEMO_APP, "--out",
                "{tmp}/out.zst"),
+    "rewards": ("--window", "retrieval", "--readout", "margin", "--out", "{tmp}/r.jsonl"),
     "validity-card": (),
     "verify": (),
 }
@@ -189,3 +190,60 @@ def test_the_console_script_prints_no_traceback_nor_source_line(
     assert done.returncode == code, done.stderr
     assert line in done.stderr
     assert "Traceback" not in done.stderr and not SOURCE_LINE.search(done.stderr), done.stderr
+
+
+# ---------------------------------------------------------------- --executor and --ray-address
+
+EXECUTOR_COMMANDS = ["certify", "estimate reliability"]
+
+
+@pytest.fixture
+def one_trace(tmp_path: Path) -> Path:
+    with al.record(tmp_path / "t.zst", system="a", task="t0", seed=0,
+                   meta={"ranking": "agent"}):
+        al.score("abs_error", 0.1, channel="direct")
+    return tmp_path / "t.zst"
+
+
+@pytest.mark.parametrize("command", EXECUTOR_COMMANDS)
+def test_an_unknown_executor_is_one_error_exit_2(command: str, one_trace: Path) -> None:
+    result = invoke(*command.split(), one_trace, *EXTRA[command], "--executor", "spark",
+                    columns=1000)
+    assert_clean(result)
+    assert result.exit_code == 2
+    assert "Invalid value for '--executor'" in result.stderr
+    assert "'spark' is not one of 'local', 'ray'" in result.stderr
+
+
+@pytest.mark.parametrize("command", EXECUTOR_COMMANDS)
+def test_a_ray_address_without_executor_ray_is_one_error_exit_2(command: str,
+                                                                one_trace: Path) -> None:
+    result = invoke(*command.split(), one_trace, *EXTRA[command], "--ray-address", "auto",
+                    columns=1000)
+    assert_clean(result)
+    assert result.exit_code == 2
+    assert (f"error: agentlog {command}: --ray-address names the cluster of --executor ray; "
+            "pass --executor ray too, or leave --ray-address out") in result.stderr
+
+
+@pytest.mark.parametrize("command", EXECUTOR_COMMANDS)
+def test_executor_ray_without_ray_names_the_install_line_exit_2(
+        command: str, one_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    result = invoke(*command.split(), one_trace, *EXTRA[command], "--executor", "ray",
+                    columns=1000)
+    assert_clean(result)
+    assert result.exit_code == 2
+    assert (f"error: agentlog {command}: --executor ray: executor='ray' needs Ray, which "
+            "cannot be imported") in result.stderr
+    assert "pip install 'agentlog[ray]'" in result.stderr
+
+
+@pytest.mark.parametrize("command", EXECUTOR_COMMANDS)
+def test_an_empty_ray_address_is_one_error_exit_2(command: str, one_trace: Path) -> None:
+    pytest.importorskip("ray")
+    result = invoke(*command.split(), one_trace, *EXTRA[command], "--executor", "ray",
+                    "--ray-address", " ", columns=1000)
+    assert_clean(result)
+    assert result.exit_code == 2
+    assert "`address` must name a Ray cluster" in result.stderr

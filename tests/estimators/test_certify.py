@@ -237,7 +237,11 @@ def test_the_sign_flip_rate_equals_a_draw_by_draw_recomputation() -> None:
     d = np.stack([scores[names[a]] - scores[names[b]] for a, b in zip(ia, ib, strict=True)])
     d = d - d.mean(axis=1, keepdims=True)
     G = len(set(clusters.tolist()))
-    signs = np.random.default_rng(5).integers(0, 2, size=(300, G)) * 2.0 - 1.0
+    # Blocks of 256 draws, block j from the j-th child of SeedSequence(seed) (a Ray task
+    # draws a block alone, with the same signs).
+    children = np.random.SeedSequence(5).spawn(2)
+    signs = np.concatenate([np.random.default_rng(children[j]).integers(0, 2, size=(rows, G))
+                            for j, rows in enumerate((256, 44))]) * 2.0 - 1.0
     # One sign per cluster label, labels in the board's order (sorted as text).
     order = sorted({str(c) for c in clusters})
     codes = np.array([order.index(str(c)) for c in clusters])

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-MODULES = ["asv", "bounds", "certify", "cess", "distance", "reliability"]
+MODULES = ["asv", "bounds", "certify", "cess", "distance", "reliability", "rewards"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -24,11 +24,12 @@ def test_all_names_exist_and_are_unique(name: str) -> None:
     assert public <= set(module.__all__), public - set(module.__all__)
 
 
-def test_the_package_lists_its_modules_and_the_interval_type() -> None:
+def test_the_package_lists_its_modules_the_interval_type_and_use_ray() -> None:
     import agentlog.estimators as est
 
-    assert sorted(est.__all__) == sorted([*MODULES, "ConfidenceInterval"])
+    assert sorted(est.__all__) == sorted([*MODULES, "ConfidenceInterval", "use_ray"])
     assert est.ConfidenceInterval.__name__ == "ConfidenceInterval"
+    assert est.use_ray.__name__ == "use_ray"
 
 
 def _loaded_by(statement: str, heavy: tuple[str, ...]) -> list[str]:
@@ -38,6 +39,11 @@ def _loaded_by(statement: str, heavy: tuple[str, ...]) -> list[str]:
                          check=True)
     loaded: list[str] = ast.literal_eval(out.stdout.strip())
     return loaded
+
+
+def test_use_ray_loads_without_ray() -> None:
+    """Ray is imported when a Ray runtime is asked for, not when the name is."""
+    assert _loaded_by("from agentlog.estimators import use_ray", ("ray", "scipy")) == []
 
 
 def test_the_interval_type_loads_without_numpy_scipy_or_pot() -> None:

@@ -566,8 +566,9 @@ def test_public_names_are_fixed_and_sorted() -> None:
         "ConfidenceInterval", "DecisionOutcomes", "DecisionOwnership", "DegradationCurveResult",
         "GroupedReliabilityResult", "NonDegeneracyResult", "OwnershipMap", "PassHatKResult",
         "ProbeReport", "ProbeTask", "RecordF1Result", "ReliabilityGapResult",
-        "ReliabilitySummaryResult", "Submission", "ValidityCard", "cliffs_delta",
-        "decision_outcomes", "degradation_curve", "licensed_claim", "non_degeneracy",
+        "ReliabilitySummaryResult", "Submission", "TerminalScores", "ValidityCard",
+        "cliffs_delta", "decision_outcomes", "degradation_curve", "from_dataset",
+        "licensed_claim", "non_degeneracy",
         "ownership_map", "pass_hat_k", "probe_scorer", "probe_variants", "record_f1",
         "reliability_gap", "replay_cell", "replay_check", "summary", "validity_card",
     }

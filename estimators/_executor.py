@@ -1,0 +1,139 @@
+"""Where an estimator's parallel work runs: ``executor="local"`` (this process) or ``"ray"``.
+
+Two kinds of work can leave the process, and each runs the same function either way:
+
+* **the per-run stage of a Parquet dataset** (``scan``): a function of one batch of a table's
+  rows (``certify.from_dataset``'s reduction of each run's scores to its readouts, say). The
+  local executor applies it to the whole table at once; Ray applies it to each block of
+  ``ray.data.read_parquet(DIR/<table>)`` (``map_batches``). The caller merges the outputs by
+  run, putting a run's rows back in file order by ``seq`` (a block boundary may split a
+  run, and blocks come back in any order) and the runs in ``agentlog.dataset.run_order``;
+* **replicates** (``map_blocks``): bootstrap or calibration draws in blocks of at most
+  ``BLOCK_DRAWS``, block ``j`` drawn from its own generator, the ``j``-th child of the
+  seed's ``numpy.random.SeedSequence`` (``block_rng``). The local executor computes every
+  block in a loop; Ray computes ranges of blocks as tasks. A block's draws depend on the
+  seed and ``j`` only, so both give the same bits.
+
+Everything else (merging the runs, the per-cluster algebra, intervals) stays on the driver.
+The Ray side lives in ``_ray_executor`` and loads only when ``executor="ray"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from agentlog.dataset import read_table
+
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+#: Draws per seeded block of replicates: the unit a Ray task computes, and of the memory a
+#: block holds (a block of a bootstrap of large groups is shorter, by ``rows_per_block``).
+BLOCK_DRAWS = 256
+
+S = TypeVar("S")
+R = TypeVar("R")
+DatasetInput = str | os.PathLike[str] | Mapping[str, Any]
+
+
+def check_executor(executor: Any) -> Executor:
+    """``executor`` if it names one, else ``ValueError`` naming the choices."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"`executor` must be one of {', '.join(map(repr, EXECUTORS))}; found "
+                         f"{executor!r}")
+    out: Executor = executor
+    return out
+
+
+def check_dataset(dataset: Any, executor: Executor) -> None:
+    """Under Ray, ``dataset`` must be a path the workers can read (before a runtime starts)."""
+    if executor == "ray" and not isinstance(dataset, str | os.PathLike):
+        raise ValueError(
+            "executor='ray' reads the dataset in Ray's workers: pass the dataset folder (on "
+            "storage every node reads, or an s3:// URI), not tables; found "
+            f"{type(dataset).__name__}")
+
+
+def executing(executor: Executor) -> contextlib.AbstractContextManager[None]:
+    """The Ray runtime for the work of one call (``use_ray``), or nothing for ``"local"``."""
+    if executor == "ray":
+        from ._ray_executor import use_ray
+
+        return use_ray()
+    return contextlib.nullcontext()
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def read_columns(dataset: DatasetInput, name: str, columns: list[str]) -> Any:
+    """Table ``name`` of a dataset folder, or of a mapping of tables or DuckDB relations."""
+    if isinstance(dataset, str | os.PathLike):
+        return read_table(dataset, name, columns)
+    if not isinstance(dataset, Mapping) or name not in dataset:
+        raise ValueError(f"`dataset` must be a dataset folder or a mapping with a {name!r} "
+                         f"table; found {type(dataset).__name__}")
+    table = dataset[name]
+    for convert in ("to_arrow_table", "arrow"):  # a DuckDB relation
+        if not hasattr(table, "column_names") and hasattr(table, convert):
+            table = getattr(table, convert)()
+            table = table.read_all() if hasattr(table, "read_all") else table
+    missing = [c for c in columns if c not in getattr(table, "column_names", ())]
+    if missing:
+        raise ValueError(f"`dataset[{name!r}]` lacks the column(s) {missing}; select them "
+                         f"from the dataset's {name} table")
+    return table.select(columns)
+
+
+def scan(dataset: DatasetInput, name: str, columns: list[str], fn: Callable[..., Any],
+         kwargs: Mapping[str, Any], executor: Executor) -> Iterator[Any]:
+    """``fn(batch, **kwargs)`` over the rows of table ``name`` (``columns`` of it): one batch
+    (the whole table) locally, one per Ray Data block under Ray, in any order.
+
+    ``fn`` takes and returns pyarrow tables; it must be a module-level function (Ray's
+    workers import it by name) and must not raise on bad data (return the message in a
+    column, and let the caller raise it in run order, the same under both executors).
+    """
+    if executor == "ray":
+        check_dataset(dataset, executor)
+        from ._ray_executor import map_table
+
+        assert isinstance(dataset, str | os.PathLike)  # check_dataset's promise, for mypy
+        yield from map_table(os.fspath(dataset), name, columns, fn, kwargs)
+        return
+    yield fn(read_columns(dataset, name, columns), **kwargs)
+
+
+# ----------------------------------------------------------------------------- replicates
+
+
+def rows_per_block(width: int) -> int:
+    """Draws per block when each draw holds ``width`` numbers: ``BLOCK_DRAWS``, fewer for
+    wide draws (a block then holds about four million numbers)."""
+    return max(1, min(BLOCK_DRAWS, (1 << 22) // max(width, 1)))
+
+
+def block_rng(entropy: int | Sequence[int], block: int) -> np.random.Generator:
+    """The generator of replicate block ``block``: the ``block``-th child of
+    ``SeedSequence(entropy).spawn(...)`` (built directly, whatever the number of blocks)."""
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(block,)))
+
+
+def map_blocks(fn: Callable[[S, int, int], R], work: Sequence[tuple[S, int]],
+               executor: Executor) -> list[list[R]]:
+    """For each ``(shared, n_blocks)`` of ``work``: ``fn(shared, lo, hi)`` over ranges of
+    blocks that cover ``[0, n_blocks)`` in order (one range locally, several Ray tasks).
+
+    ``fn`` must compute each block of its range on its own (its own ``block_rng``) and join
+    them in order, so that any split of the range gives the same result; it must be a
+    module-level function (Ray's workers import it by name).
+    """
+    if executor == "ray":
+        from ._ray_executor import map_blocks as ray_map_blocks
+
+        return ray_map_blocks(fn, work)
+    return [[fn(shared, 0, n)] if n else [] for shared, n in work]

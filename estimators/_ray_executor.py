@@ -1,0 +1,171 @@
+"""The estimators' Ray executor: a dataset's per-run stage on Ray Data, replicates as Ray tasks.
+
+``_executor`` says what runs where; this module holds only what touches Ray. Workers
+receive plain data and module-level functions of agentlog (Ray imports them by name on
+each node, so every node needs agentlog installed); agentlog pickles nothing of its own.
+
+Example (a small local runtime, started and shut down by ``use_ray``)::
+
+    from agentlog.estimators import certify, use_ray
+
+    with use_ray():  # or use_ray("ray://head:10001"), or RAY_ADDRESS in the environment
+        data = certify.from_dataset("agentlog-parquet", plan=plan, executor="ray")
+        board = certify.certify(data, plan=plan, executor="ray")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from agentlog import MissingDependencyError
+from agentlog.dataset import HIVE_NULL, PARTITIONS, check_version
+
+__all__ = ["use_ray"]
+
+S = TypeVar("S")
+R = TypeVar("R")
+# How Hive writes a null partition value (agentlog.dataset follows it): pyarrow reads it
+# back as null, Ray Data as this string.
+_TASKS_PER_CPU = 2  # replicate tasks in flight per CPU of the cluster: a slow node is shared
+
+
+def import_ray(module: str = "ray") -> Any:
+    """``ray`` (or ``ray.data``), or ``MissingDependencyError`` with the install line."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # Ray, or Ray Data's own dependencies (pandas, pyarrow)
+        raise MissingDependencyError(
+            f"executor='ray' needs {'Ray Data' if module != 'ray' else 'Ray'}, which cannot "
+            f"be imported ({exc}): pip install 'agentlog[ray]'") from exc
+
+
+@contextlib.contextmanager
+def _quiet_ray_data() -> Iterator[None]:
+    # Ray Data 2.60's DataContext sets its own deprecated fields when it is created, which
+    # warns (DeprecationWarning from ray.data.context): nothing an agentlog user can act on.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.")
+        yield
+
+
+@contextlib.contextmanager
+def use_ray(address: str | None = None) -> Iterator[None]:
+    """Run the estimators' ``executor="ray"`` work inside this block on one Ray runtime.
+
+    A runtime this process already has (``ray.init()`` called by you) is used as it is and
+    left running. Otherwise the block joins ``address`` (``"ray://head:10001"`` for Ray
+    Client, ``"auto"`` or ``"HOST:6379"`` from a node of a cluster started with ``ray start
+    --head``), else the ``RAY_ADDRESS`` environment variable's cluster, else starts a new
+    local runtime; what it joined or started, it leaves or shuts down when the block ends.
+    An estimator called with ``executor="ray"`` outside such a block opens one for its own
+    call.
+
+    Raises:
+        MissingDependencyError: Ray is not installed (``pip install 'agentlog[ray]'``).
+        ValueError: ``address`` is empty.
+    """
+    if address is not None and not address.strip():
+        raise ValueError("`address` must name a Ray cluster (e.g. 'ray://head:10001' or "
+                         "'auto'), or be None; found an empty string")
+    ray = import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # Workers' and Ray's own output stays in Ray's session logs: printed here it would mix
+    # into the caller's (a command's --json on stdout). Their errors still come back.
+    if address is None:
+        # "local": a new runtime, never a cluster another process left in /tmp/ray (which
+        # a bare ray.init() would join).
+        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _apply(batch: Any, *, fn: Callable[..., Any], columns: list[str],
+           kwargs: Mapping[str, Any]) -> Any:
+    """The body of ``map_batches`` in a worker: the batch as ``read_table`` gives it (null
+    partitions as null, ``columns`` in order), then ``fn``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name in PARTITIONS:
+        if name in batch.column_names:
+            column = batch.column(name)
+            batch = batch.set_column(batch.schema.get_field_index(name), name, pc.if_else(
+                pc.equal(column, HIVE_NULL), pa.scalar(None, pa.string()), column))
+    return fn(batch.select(columns), **kwargs)
+
+
+def _exists(path: str) -> bool:
+    from pyarrow import fs
+
+    try:
+        filesystem, inner = fs.FileSystem.from_uri(path)
+    except (ValueError, OSError):
+        return False
+    return bool(filesystem.get_file_info(inner).type == fs.FileType.Directory)
+
+
+def map_table(dataset: str, name: str, columns: list[str], fn: Callable[..., Any],
+              kwargs: Mapping[str, Any]) -> list[Any]:
+    """``fn`` over the blocks of ``ray.data.read_parquet(dataset/name)``: its outputs, in the
+    order Ray finishes them (nothing when the dataset has no such table)."""
+    data = import_ray("ray.data")
+    # Workers run in their own folders: a local path is made absolute (it must name the
+    # same folder on every node, e.g. a shared filesystem's mount).
+    if "://" not in dataset:
+        check_version(dataset)  # another schema version: the fix, not a Ray Data error
+    root = dataset if "://" in dataset else os.path.abspath(dataset)
+    path = f"{root.rstrip('/')}/{name}"
+    if not _exists(path):
+        if name == "runs":
+            raise ValueError(
+                f"{dataset}: not an agentlog Parquet dataset (no runs/ folder in it); write "
+                "one with agentlog export TRACES --format parquet --out DIR")
+        return []
+    with use_ray(), _quiet_ray_data():
+        read = data.read_parquet(path)  # Hive partitions (system, task) become columns
+        out = read.select_columns(columns).map_batches(
+            _apply, batch_format="pyarrow", batch_size=None,
+            fn_kwargs={"fn": fn, "columns": columns, "kwargs": dict(kwargs)})
+        return list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
+
+
+# ----------------------------------------------------------------------------- replicates
+
+
+def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    parts = max(1, min(n, parts))
+    cuts = [n * i // parts for i in range(parts + 1)]
+    return list(itertools.pairwise(cuts))
+
+
+def map_blocks(fn: Callable[[S, int, int], R], work: Sequence[tuple[S, int]]
+               ) -> list[list[R]]:
+    """``_executor.map_blocks`` on Ray: every job's blocks split into ranges, one task each,
+    all jobs' tasks in flight together; results in order."""
+    ray = import_ray()
+    with use_ray():
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        total = sum(n for _, n in work)
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        refs = []
+        for shared, n in work:
+            ref = ray.put(shared)
+            share = max(1, round(_TASKS_PER_CPU * slots * n / max(total, 1)))
+            refs.append([remote.remote(ref, lo, hi) for lo, hi in _ranges(n, share)])
+        return [list(ray.get(job)) if job else [] for job in refs]
