@@ -182,7 +182,9 @@ QUERY = """
 import sys, time, duckdb
 t0 = time.perf_counter()
 d = sys.argv[1]
-rows = duckdb.sql(f\"\"\"
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # it would print on stdout
+rows = con.sql(f\"\"\"
     select r.system, avg(s.value), count(*)
     from read_parquet('{d}/runs/**/*.parquet', hive_partitioning = true) r
     join read_parquet('{d}/scores/**/*.parquet', hive_partitioning = true) s using (run_id)
@@ -232,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
                                                                  10_000_000])
     parser.add_argument("--export-runs", type=int, default=100_000)
     parser.add_argument("--ray", action="store_true", help="also --executor ray")
+    parser.add_argument("--reliability-up-to", type=int, default=1_000_000,
+                        help="largest size estimate reliability runs at (a Python object "
+                        "per run: ~3.7 GB per 10^6 runs)")
+    parser.add_argument("--certify-up-to", type=int, default=10_000_000,
+                        help="largest size certify.from_dataset runs at (~1.5 GB per 10^6)")
     args = parser.parse_args(argv)
     rows: list[tuple[str, str, str, str]] = []
     with bench_dir("agentlog-bench-dataset-") as tmp:
@@ -266,13 +273,20 @@ def main(argv: list[str] | None = None) -> int:
             q_s, q_mb, _ = child(QUERY, str(ds))
             rows.append((f"{size:,} runs: DuckDB mean per system", f"{q_s:.1f} s "
                          f"({q_s * per:.1f} s/M)", f"{q_mb:.0f} MB", ""))
-            r_s, r_mb, _ = child(RELIABILITY, str(ds))
-            rows.append((f"{size:,} runs: estimate reliability", f"{r_s:.1f} s "
-                         f"({r_s * per:.1f} s/M)", f"{r_mb:.0f} MB", ""))
-            c_s, c_mb, rest = child(CERTIFY, str(ds))
-            rows.append((f"{size:,} runs: certify.from_dataset (+ certify)",
-                         f"{c_s:.1f} s ({c_s * per:.1f} s/M) + {float(rest[0]):.1f} s",
-                         f"{c_mb:.0f} MB", ""))
+            measured = 3
+            if size <= args.reliability_up_to:
+                r_s, r_mb, _ = child(RELIABILITY, str(ds))
+                rows.append((f"{size:,} runs: estimate reliability", f"{r_s:.1f} s "
+                             f"({r_s * per:.1f} s/M)", f"{r_mb:.0f} MB", ""))
+            else:
+                measured -= 1
+            if size <= args.certify_up_to:
+                c_s, c_mb, rest = child(CERTIFY, str(ds))
+                rows.append((f"{size:,} runs: certify.from_dataset (+ certify)",
+                             f"{c_s:.1f} s ({c_s * per:.1f} s/M) + {float(rest[0]):.1f} s",
+                             f"{c_mb:.0f} MB", ""))
+            else:
+                measured -= 1
             if args.ray:
                 r_s, r_mb, _ = child(RELIABILITY, str(ds), "--executor", "ray")
                 rows.append((f"{size:,} runs: estimate reliability, Ray", f"{r_s:.1f} s",
@@ -280,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                 c_s, c_mb, rest = child(CERTIFY, str(ds), "ray")
                 rows.append((f"{size:,} runs: certify.from_dataset, Ray", f"{c_s:.1f} s",
                              f"{c_mb:.0f} MB (driver)", ""))
-            for row in rows[-(5 if args.ray else 3):]:
+            for row in rows[-(measured + 2 if args.ray else measured):]:
                 print(" | ".join(row))
             import shutil
 
