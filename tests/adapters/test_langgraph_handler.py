@@ -26,7 +26,7 @@ def double(x: int) -> int:
     return 2 * x
 
 
-def _graph(fail: bool = False) -> Any:
+def _graph(fail: bool = False, checkpointer: Any = None) -> Any:
     def a(state: State) -> dict[str, int]:
         return {"x": double(state["x"])}
 
@@ -41,7 +41,7 @@ def _graph(fail: bool = False) -> Any:
     graph.add_edge(START, "a")
     graph.add_edge("a", "b")
     graph.add_edge("b", END)
-    return graph.compile()
+    return graph.compile(checkpointer=checkpointer)
 
 
 def _windows(path: Path) -> list[tuple[str, Any, Any, int]]:
@@ -85,19 +85,7 @@ def test_a_node_that_raises_is_a_failed_window(tmp_path: Path) -> None:
 def _checkpointed() -> Any:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    def a(state: State) -> dict[str, int]:
-        return {"x": double(state["x"])}
-
-    def b(state: State) -> dict[str, int]:
-        return {"x": state["x"] + 1}
-
-    graph = StateGraph(State)
-    graph.add_node("a", a)
-    graph.add_node("b", b)
-    graph.add_edge(START, "a")
-    graph.add_edge("a", "b")
-    graph.add_edge("b", END)
-    return graph.compile(checkpointer=InMemorySaver())
+    return _graph(checkpointer=InMemorySaver())
 
 
 def test_a_run_forked_from_a_checkpoint_is_a_branch_of_the_run_that_wrote_it(
