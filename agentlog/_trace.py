@@ -284,6 +284,7 @@ class _Index:
         windows: dict[tuple[int, int], WindowView] = {}
         self.windows: list[WindowView] = []
         self.orphan_exits: list[WindowExit] = []
+        self._positions: dict[int, int] | None = None
         by_type = self.by_type
         for r in trace.records:
             t = type(r)
@@ -320,6 +321,14 @@ class _Index:
 
     def of(self, t: type) -> list[Any]:
         return self.by_type.get(t, [])
+
+    def positions(self) -> dict[int, int]:
+        """``id(record) -> its place among its run's records`` (file order), built once:
+        every table of ``to_arrow`` reads it (its ``seq`` column)."""
+        if self._positions is None:
+            self._positions = {id(r): i for run in self.runs
+                               for i, r in enumerate(run.records)}
+        return self._positions
 
 
 class Trace:

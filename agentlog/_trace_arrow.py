@@ -71,7 +71,7 @@ def _struct_table(pa: Any, trace: Trace, cls: type[msgspec.Struct]) -> Any:
 def _seq_column(pa: Any, trace: Trace, records: list[Any]) -> Any:
     """Each record's position among its run's records (file order): how a reader of the
     tables puts a run's selections, continuations, scores and windows back in order."""
-    position = {id(r): i for run in trace._index.runs for i, r in enumerate(run.records)}
+    position = trace._index.positions()
     return _int_array(pa, [position[id(r)] for r in records])
 
 
