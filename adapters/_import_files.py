@@ -16,7 +16,13 @@ from pathlib import Path
 
 import agentlog as al
 
-__all__ = ["file_sha256", "out_folder", "trace_targets", "written_whole"]
+__all__ = ["QUEUE_BYTES", "file_sha256", "out_folder", "trace_targets", "written_whole"]
+
+#: How many bytes of records an import lets wait for the writer (``al.record``'s
+#: ``max_queue_bytes``). An import is not a host to protect: it waits for the writer
+#: rather than hold up to the recorder's default 64 MiB, so its memory stays flat
+#: whatever the machine's speed.
+QUEUE_BYTES = 4 << 20
 
 
 def out_folder(out: str | os.PathLike[str]) -> Path:

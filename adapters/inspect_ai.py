@@ -74,7 +74,13 @@ import agentlog as al
 from agentlog.scrubbing import scrub_value
 
 from ._framework import plain
-from ._import_files import file_sha256, out_folder, trace_targets, written_whole
+from ._import_files import (
+    QUEUE_BYTES,
+    file_sha256,
+    out_folder,
+    trace_targets,
+    written_whole,
+)
 from ._recording import require
 
 _log = require("inspect_ai.log", "inspect")
@@ -294,7 +300,7 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
                 meta["limit"] = sample.limit.type
             with al.record(partial_path, system=f"{spec.task}/{spec.model}",
                            task=str(sample.id), seed=sample.epoch, mode="a", meta=meta,
-                           redact=redact):
+                           redact=redact, max_queue_bytes=QUEUE_BYTES):
                 _import_sample(sample, spec.model, src.name, tally)
             tally.runs += 1
             if sample.id != last_id:  # ids come in order, each with all its epochs

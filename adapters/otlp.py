@@ -115,7 +115,7 @@ from typing import Any, NamedTuple
 import agentlog as al
 from agentlog.scrubbing import scrub_value
 
-from ._import_files import out_folder, trace_targets, written_whole
+from ._import_files import QUEUE_BYTES, out_folder, trace_targets, written_whole
 from ._otlp_json import (
     Source,
     SpanHead,
@@ -403,7 +403,7 @@ def _import_trace(spans: list[_Span], source: Source, path: Path, system: str | 
     if task in (None, ""):
         task = root.head.trace_id
     with al.record(path, system=system or str(service or "unknown_service"), task=str(task),
-                   seed=0, mode="a", meta=meta,
+                   seed=0, mode="a", meta=meta, max_queue_bytes=QUEUE_BYTES,
                    redact=partial(scrub_value, known=known) if known else None):
         for span, kind in zip(walked, kinds, strict=True):
             if kind == "llm":

@@ -665,7 +665,7 @@ def test_the_modules_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def many_traces(path: Path, n: int) -> Path:
     """``n`` traces of fat model spans, a trace a line, ids as the SDK draws them."""
     tracer, exporter = sdk_tracer("bulk")
-    text = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "x" * 4000}]}])
+    text = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "x" * 12000}]}])
     with path.open("w") as f:
         for i in range(n):
             with tracer.start_as_current_span("invoke_agent bulk"):
@@ -701,8 +701,9 @@ def test_json_lines_are_imported_in_memory_that_does_not_grow_with_the_file(
     """A run is written once its trace's last line is read: 4x the traces do not take ~4x
     the memory, and importing holds far less than the file's bytes.
 
-    Both files are past what the recorder itself holds before it writes (a few MB of
-    encoded records, the same for any producer): 100 such traces stay below it.
+    Both files are past what an import lets wait for the writer (``QUEUE_BYTES`` of
+    encoded records, however fast the machine): 100 such traces stay below it. The large
+    file is ~20x that bound, so a quarter of it is far above the bound whatever the timing.
     """
     small = many_traces(tmp_path / "small.jsonl", 500)
     large = many_traces(tmp_path / "large.jsonl", 2000)
