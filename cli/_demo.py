@@ -334,8 +334,8 @@ def summarize_reliability_demo(paths: Sequence[Path]) -> dict[str, Any]:
     out = summarize_reliability(
         collect_scores([read_trace(p) for p in paths], RELIABILITY_SCORE), RELIABILITY_BY,
         score=RELIABILITY_SCORE, alpha=RELIABILITY_ALPHA, tau=RELIABILITY_TAU,
-        n_resamples=RELIABILITY_RESAMPLES, seed=0, lower_is_better=True)
-    del out["runs"]  # the per-run errors are already under "trajectories"
+        n_resamples=RELIABILITY_RESAMPLES, seed=0, lower_is_better=True,
+        per_run=False)  # the per-run errors are already under "trajectories"
     return out
 
 

@@ -91,7 +91,7 @@ def reliability_module() -> Any:
 # ----------------------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunScore:
     """One run and its terminal score (``None`` when it records none of that name)."""
 
@@ -174,28 +174,50 @@ def collect_scores(traces: Sequence[al.Trace | Path], score: str) -> list[RunSco
 def dataset_scores(dataset: Path, executor: str = "local"
                    ) -> tuple[dict[str, int], Callable[[str], list[RunScore]]]:
     """``terminal_score_names`` and ``collect_scores`` over a Parquet dataset's ``runs`` and
-    ``scores`` tables (``reliability.from_dataset``: columns read, no trace opened, its
-    per-run stage on Ray Data with ``executor="ray"``): the same runs in the same order."""
-    runs = reliability_module().from_dataset(dataset, executor=executor)
-    names: dict[str, int] = {}
-    for r in runs:
-        for name in r.values:
-            names[name] = names.get(name, 0) + 1
+    ``scores`` tables (``reliability.terminal_table``: columns read, no trace opened, its
+    per-run stage on Ray Data with ``executor="ray"``): the same runs in the same order.
+
+    A dataset may hold 10⁷ runs: each run's strings and meta come from one Python object
+    per distinct value (Arrow's dictionary encoding), so a run costs its ``RunScore``."""
+    table = reliability_module().terminal_table(dataset, executor=executor)
 
     def collect(score: str) -> list[RunScore]:
-        out = []
-        for r in runs:
-            value = r.values.get(score)
-            if value is not None and not math.isfinite(value):
-                raise BadInput(f"{r.path}: run {r.run} records {score} = {value}; scores must "
-                               "be finite (score a failed run, e.g. as 0, or leave the score "
-                               "out and pass --missing-as)")
-            out.append(RunScore(path=r.path, run=r.run, run_id=r.run_id, system=r.system,
-                                task=r.task, seed=r.seed, meta=r.meta, value=value,
-                                n_records=r.counts.get(score, 0)))
-        return out
+        value, count = table.values(score)
+        bad = np.flatnonzero((count > 0) & ~np.isfinite(value))
+        if bad.size:
+            i = int(bad[0])
+            raise BadInput(f"{table.runs.column('source')[i]}: run "
+                           f"{table.runs.column('run')[i]} records {score} = {value[i]}; "
+                           "scores must be finite (score a failed run, e.g. as 0, or leave "
+                           "the score out and pass --missing-as)")
+        source, system, task, meta = (_shared(table.runs.column(c))
+                                      for c in ("source", "system", "task", "meta"))
+        metas = [json.loads(m or "{}") for m in meta.categories]
+        return [RunScore(path=source.categories[p], run=r, run_id=run_id,
+                         system=system.categories[s], task=task.categories[t], seed=sd,
+                         meta=metas[m], value=None if n == 0 else v, n_records=n)
+                for p, r, run_id, s, t, sd, m, v, n in zip(
+                    source.codes, table.runs.column("run").to_pylist(),
+                    table.runs.column("run_id").to_pylist(), system.codes, task.codes,
+                    table.runs.column("seed").to_pylist(), meta.codes, value.tolist(),
+                    count.tolist(), strict=True)]
 
-    return dict(sorted(names.items())), collect
+    return table.names(), collect
+
+
+@dataclass(frozen=True)
+class _Coded:
+    categories: list[Any]  # each distinct value once (None for a null)
+    codes: list[int]
+
+
+def _shared(column: Any) -> _Coded:
+    """A string column as codes into its distinct values: one Python string per value,
+    shared by every run that has it, instead of one per run."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
+    return _Coded(encoded.dictionary.to_pylist(), encoded.indices.to_pylist())
 
 
 def parse_by(text: str) -> list[str]:
@@ -281,9 +303,12 @@ def summarize_reliability(
     missing_as: float | None = None,
     ci_method: str = "BCa",
     executor: str = "local",
+    per_run: bool = True,
 ) -> dict[str, Any]:
     """Reliability per group of ``runs`` (JSON-ready): ``groups``, ``runs``, ``counts``, ...
 
+    ``runs`` (each run's labels and value) only with ``per_run``: the table and the notes
+    need only the groups, and a dataset of 10⁷ runs would hold a dict per run.
     Runs without the score are left out (counted) unless ``missing_as`` scores them. The
     bootstrap draws run on ``executor`` (``"ray"``: as Ray tasks, the same draws). Warnings
     of the estimator (a single-run group) are collected under ``"warnings"``.
@@ -333,7 +358,7 @@ def summarize_reliability(
         if n_missing and k not in RUN_FIELDS:
             notes.append(f"{n_missing} run(s) have no {k!r} in their meta; grouped under "
                          f"{MISSING_LABEL!r}")
-    return {
+    out = {
         "score": score,
         "by": list(keys),
         "by_sources": {k: [s for s in v if s != "missing"] for k, v in sources.items()},
@@ -341,15 +366,17 @@ def summarize_reliability(
         "alpha": alpha, "tau": tau, "confidence_level": CONFIDENCE_LEVEL,
         "ci_method": ci_method, "n_resamples": n_resamples, "seed": seed, "missing_as": missing_as,
         "groups": groups,
-        "runs": [{"path": r.path, "run": r.run, "run_id": r.run_id,
-                  "labels": {k: columns[k][i] for k in keys},
-                  "value": float(values[i]), "scored": r.value is not None}
-                 for i, r in enumerate(scored)],
         "counts": {"runs": len(runs), "scored": len(scored),
                    "without_score": len(missing), "groups": len(groups)},
         "notes": notes,
         "warnings": list(dict.fromkeys(str(w.message) for w in caught)),
     }
+    if per_run:
+        out["runs"] = [{"path": r.path, "run": r.run, "run_id": r.run_id,
+                        "labels": {k: columns[k][i] for k in keys},
+                        "value": float(values[i]), "scored": r.value is not None}
+                       for i, r in enumerate(scored)]
+    return out
 
 
 # ----------------------------------------------------------------------------- output
@@ -518,7 +545,8 @@ def reliability_command(
                                         n_resamples=resamples, seed=seed,
                                         lower_is_better=lower_is_better,
                                         missing_as=missing_as, ci_method=ci_method,
-                                        executor=how)
+                                        executor=how,
+                                        per_run=json_output or plot is not None)
     except BadInput as exc:
         fail(f"agentlog estimate reliability: {exc}")
     out["settings"] = {"traces": [str(p) for p in files], "score_source": source,

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from agentlog.dataset import read_table
+from agentlog.dataset import read_table, run_order
 
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")
@@ -68,6 +68,30 @@ def executing(executor: Executor) -> contextlib.AbstractContextManager[None]:
 
 
 # ----------------------------------------------------------------------------- tables
+
+
+def plain(table: Any) -> Any:
+    """``table`` with dictionary-encoded columns (Hive partition keys) decoded, so batches
+    of one table concatenate whatever their encoding."""
+    import pyarrow as pa
+
+    return pa.table({name: (col.cast(col.type.value_type)
+                            if pa.types.is_dictionary(col.type) else col)
+                     for name, col in zip(table.column_names, table.columns, strict=True)})
+
+
+def in_run_order(runs: Any) -> Any:
+    """The permutation that puts the rows of ``runs`` (``source``, ``run`` columns) in
+    ``agentlog.dataset.run_order``: source files sorted as paths are (each distinct file
+    ranked once), then each file's runs by index. No Python object per run."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sources = pc.unique(runs.column("source")).to_pylist()
+    ranked = sorted(sources, key=lambda s: run_order(s, 0))
+    rank = pc.index_in(runs.column("source"), value_set=pa.array(ranked, pa.string()))
+    keyed = pa.table({"rank": rank, "run": runs.column("run")})
+    return pc.sort_indices(keyed, [("rank", "ascending"), ("run", "ascending")])
 
 
 def read_columns(dataset: DatasetInput, name: str, columns: list[str]) -> Any:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agentlog.dataset import run_order
-from agentlog.records import Score, iter_runs
+from agentlog.records import RunStart, Score, iter_runs
 
 from ._admissibility import (
     Entry,
@@ -26,7 +26,15 @@ from ._admissibility import (
     _task_of,
     _trace_files,
 )
-from ._executor import Executor, check_dataset, check_executor, executing, scan
+from ._executor import (
+    Executor,
+    check_dataset,
+    check_executor,
+    executing,
+    in_run_order,
+    plain,
+    scan,
+)
 from ._plan import Plan
 from ._radius import _cluster_codes
 from ._shared_noise import SharedNoise
@@ -107,27 +115,31 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     entries: list[Entry] = []
 
     channels = _channels(plan)
-
-    def runs() -> Iterator[_Selected]:
-        # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run.
-        for trace, run in iter_runs([f for _, f in files], name="paths"):
-            path = str(trace.path)
-            if win is not None and (entry := _run_entry(path, run, win, plan.select)):
-                entries.append(entry)
-            start = run.start
-            if start is None or not plan.matches(start.meta):
-                continue
-            task, cluster = _task_cluster(start.task, start.meta, path, start.run_id)
-            failed = (not run.complete or run.failed
-                      or (win is not None and any(w.failed for w in run.windows
-                                                  if w.name == win)))
-            got: dict[str, list[float]] = {}
-            for r in run.records:
-                if type(r) is Score and _kept(channels, r.name, r.channel):
-                    got.setdefault(r.name, []).append(float(r.value))
-            yield _Selected(path, start, task, cluster, failed, got)
-
-    data = _arrange(runs(), plan, hashes, f"{len(files)} trace file(s)")
+    readouts = plan.readout_names
+    cols = _Builder(len(readouts))
+    shared = SharedNoise()
+    # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run, and
+    # a selected run's columns (its readouts as floats, its labels as codes).
+    for trace, run in iter_runs([f for _, f in files], name="paths"):
+        path = str(trace.path)
+        if win is not None and (entry := _run_entry(path, run, win, plan.select)):
+            entries.append(entry)
+        start = run.start
+        if start is None or not plan.matches(start.meta):
+            continue
+        task, cluster = _task_cluster(start.task, start.meta, path, start.run_id)
+        failed = (not run.complete or run.failed
+                  or (win is not None and any(w.failed for w in run.windows
+                                              if w.name == win)))
+        got: dict[str, list[float]] = {}
+        for r in run.records:
+            if type(r) is Score and _kept(channels, r.name, r.channel):
+                got.setdefault(r.name, []).append(float(r.value))
+        cols.add(path, start.run_id, start.system, task, cluster, failed,
+                 [float(np.mean(got[n])) if n in got else math.nan for n in readouts],
+                 [n in got for n in readouts])
+        shared.add(start, task)
+    data = _arrange(cols.columns(), plan, hashes, f"{len(files)} trace file(s)", shared)
     table = (EntryTable(window=win, entries=tuple(entries), input_hashes=dict(hashes))
              if win is not None else None)
     return dataclasses.replace(data, entries=table)
@@ -175,46 +187,52 @@ def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *, plan: P
             f"the comparison window {win!r} makes admissibility read each run's sealed "
             "entry, which a Parquet dataset does not hold; pass entries=certify.EntryTable."
             f"from_traces(traces, window={win!r}), or certify from the traces")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     with executing(how):
-        runs = _concat(scan(dataset, "runs", _RUN_COLUMNS, _selected_runs,
-                            {"select": dict(plan.select)}, how), _selected_schema)
-        # run -> readout -> (seq, value): a run's rows may come in several batches, in any
-        # order; seq (a record's place in its run) puts them back in file order.
-        values: dict[str, dict[str, list[tuple[int, float]]]] = {}
-        for part in scan(dataset, "scores", ["run_id", "seq", "name", "channel", "value"],
-                         _readout_values, {"channels": _channels(plan)}, how):
-            for run_id, name, seqs, got in zip(*(part.column(c).to_pylist() for c in
-                                                 ("run_id", "name", "seqs", "values")),
-                                               strict=True):
-                values.setdefault(run_id, {}).setdefault(name, []).extend(zip(seqs, got,
-                                                                              strict=True))
-        failed_window: set[str] = set()
-        if win is not None:
-            for part in scan(dataset, "windows", ["run_id", "name", "failed"],
-                             _failed_runs, {"window": win}, how):
-                failed_window.update(part.column("run_id").to_pylist())
-    cols = {c: runs.column(c).to_pylist() for c in runs.column_names}
-    hashes = dict(zip(cols["source"], cols["source_sha256"], strict=True))
+        runs = pa.concat_tables([_selected_schema().empty_table(), *(plain(p) for p in scan(
+            dataset, "runs", _RUN_COLUMNS, _selected_runs, {"select": dict(plan.select)},
+            how))])
+        values = pa.concat_tables([_values_schema().empty_table(), *(plain(p) for p in scan(
+            dataset, "scores", ["run_id", "seq", "name", "channel", "value"],
+            _readout_values, {"channels": _channels(plan)}, how))])
+        failed_window = pa.concat_tables([pa.schema([("run_id", pa.string())]).empty_table(),
+                                          *(plain(p) for p in scan(
+                                              dataset, "windows", ["run_id", "name", "failed"],
+                                              _failed_runs, {"window": win}, how))]
+                                         ) if win is not None else None
+    pairs = runs.group_by(["source", "source_sha256"], use_threads=False).aggregate([])
+    hashes = dict(zip(pairs.column("source").to_pylist(),
+                      pairs.column("source_sha256").to_pylist(), strict=True))
     # The order from_traces reads them in (file by file, each file's runs in order): a
     # task's mean over runs adds them in that order, so both give the same bits.
-    order = sorted(range(len(cols["run_id"])),
-                   key=lambda i: run_order(cols["source"][i], cols["run"][i]))
-
-    def rows() -> Iterator[_Selected]:
-        for i in order:
-            if not cols["selected"][i]:
-                continue
-            if cols["error"][i] is not None:
-                raise ValueError(cols["error"][i])
-            run_id = cols["run_id"][i]
-            start = _Start(run_id, cols["system"][i], cols["task"][i], cols["seed"][i],
-                           cols["generator"][i])
-            got = {name: [v for _, v in sorted(pairs)]
-                   for name, pairs in values.get(run_id, {}).items()}
-            yield _Selected(cols["source"][i], start, cols["task"][i], cols["cluster"][i],
-                            cols["failed"][i] or run_id in failed_window, got)
-
-    data = _arrange(rows(), plan, hashes, f"the dataset ({len(hashes)} trace file(s))")
+    runs = runs.take(in_run_order(runs))
+    runs = runs.filter(runs.column("selected"))
+    failed = runs.column("failed").to_numpy(zero_copy_only=False)
+    if failed_window is not None:
+        failed = failed | pc.is_in(runs.column("run_id"),
+                                   value_set=failed_window.column("run_id")).to_numpy(
+                                       zero_copy_only=False)
+    y, has = _readouts(runs, values, plan.readout_names)
+    shared = SharedNoise()
+    seeds = runs.select(["seed", "generator", "task"]).append_column(
+        "i", pa.array(np.arange(runs.num_rows, dtype=np.int64)))
+    firsts = seeds.group_by(["seed", "generator", "task"], use_threads=False).aggregate(
+        [("i", "min")])
+    firsts = firsts.take(pc.sort_indices(firsts, [("i_min", "ascending")]))
+    for seed, generator, task in zip(*(firsts.column(c).to_pylist()
+                                       for c in ("seed", "generator", "task")), strict=True):
+        if task is not None:  # a run without one is an error below
+            shared.add(cast(RunStart, _Start("", "", task, seed, generator)), task)
+    errors = pc.indices_nonzero(pc.is_valid(runs.column("error"))).to_numpy()
+    columns = _Columns(
+        paths=runs.column("source"), run_ids=runs.column("run_id"),
+        system=_coded(runs.column("system")), task=_coded(runs.column("task")),
+        cluster=_coded(runs.column("cluster")), failed=failed, y=y, has=has,
+        error_rows=errors, errors=runs.column("error"))
+    data = _arrange(columns, plan, hashes, f"the dataset ({len(hashes)} trace file(s))",
+                    shared)
     return dataclasses.replace(data, entries=entries)
 
 
@@ -234,91 +252,113 @@ def _selected_schema() -> Any:
                       ("source_sha256", pa.string()), ("error", pa.string())])
 
 
-def _selected_runs(batch: Any, *, select: dict[str, Any]) -> Any:
-    """A batch of the ``runs`` table: whether the plan selects each run, and for those it
-    selects their task and cluster and whether they failed (did not end, or raised). A
-    selected run without a task keeps its message in ``error`` (the driver raises it in
-    run order). Every run stays, for its source file's hash."""
+def _values_schema() -> Any:
     import pyarrow as pa
 
-    cols = {c: batch.column(c).to_pylist() for c in _RUN_COLUMNS}
-    rows: dict[str, list[Any]] = {f: [] for f in _selected_schema().names}
-    for i, run_id in enumerate(cols["run_id"]):
-        meta = json.loads(cols["meta"][i] or "{}")
-        selected = _selected(meta, select)
-        error = task = cluster = None
-        if selected:
+    return pa.schema([("run_id", pa.string()), ("seq", pa.int64()), ("name", pa.string()),
+                      ("value", pa.float64())])
+
+
+def _selected_runs(batch: Any, *, select: dict[str, Any]) -> Any:
+    """A batch of the ``runs`` table: whether the plan selects each run, and for those it
+    selects their cluster (``meta["cluster"]``, default the task) and whether they failed
+    (did not end, or raised). A selected run without a task keeps its message in ``error``
+    (the driver raises it in run order). Every run stays, for its source file's hash.
+
+    Columns, not rows: each distinct ``meta`` text is parsed once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    batch = plain(batch)
+    meta = pc.dictionary_encode(pc.fill_null(batch.column("meta"), "{}")).combine_chunks()
+    parsed = [json.loads(m or "{}") for m in meta.dictionary.to_pylist()]
+    codes = meta.indices
+    selected = pa.array([_selected(m, select) for m in parsed], pa.bool_()).take(codes)
+    named = pa.array([str(m["cluster"]) if "cluster" in m else None for m in parsed],
+                     pa.string()).take(codes)
+    task = batch.column("task")
+    error = pa.nulls(batch.num_rows, pa.string())
+    no_task = pc.and_(selected, pc.is_null(task)).to_numpy(zero_copy_only=False)
+    if no_task.any():  # rare: each message names its run
+        messages: list[str | None] = [None] * batch.num_rows
+        for i in np.flatnonzero(no_task):
             try:
-                task, cluster = _task_cluster(cols["task"][i], meta, cols["source"][i],
-                                              run_id)
+                _task_of(None, batch.column("source")[i].as_py(),
+                         batch.column("run_id")[i].as_py())
             except ValueError as exc:
-                error = str(exc)
-        for name, value in (("source", cols["source"][i]), ("run", cols["run"][i]),
-                            ("run_id", run_id), ("system", cols["system"][i]),
-                            ("task", task), ("seed", cols["seed"][i]),
-                            ("generator", cols["generator"][i]), ("cluster", cluster),
-                            ("failed", not cols["complete"][i] or cols["status"][i] != 0),
-                            ("selected", selected),
-                            ("source_sha256", cols["source_sha256"][i]), ("error", error)):
-            rows[name].append(value)
-    return pa.table(rows, schema=_selected_schema())
+                messages[i] = str(exc)
+        error = pa.array(messages, pa.string())
+    failed = pc.or_(pc.invert(batch.column("complete")),
+                    pc.not_equal(batch.column("status"), 0))
+    return pa.table({"source": batch.column("source"), "run": batch.column("run"),
+                     "run_id": batch.column("run_id"), "system": batch.column("system"),
+                     "task": task, "seed": batch.column("seed"),
+                     "generator": batch.column("generator"),
+                     "cluster": pc.if_else(selected, pc.coalesce(named, task), None),
+                     "failed": failed, "selected": selected,
+                     "source_sha256": batch.column("source_sha256"), "error": error},
+                    schema=_selected_schema())
 
 
 def _readout_values(batch: Any, *, channels: dict[str, str | None]) -> Any:
-    """Each run's values of each readout in a batch of the ``scores`` table, with their
-    ``seq`` (``run_id``, ``name``, ``seqs``, ``values``)."""
+    """The rows of a batch of the ``scores`` table that are values of the plan's readouts
+    (``run_id``, ``seq``, ``name``, ``value``)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    got: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
-    for run_id, seq, name, channel, value in zip(
-            *(batch.column(c).to_pylist() for c in ("run_id", "seq", "name", "channel",
-                                                     "value")), strict=True):
-        if _kept(channels, name, channel):
-            seqs, values = got.setdefault((run_id, name), ([], []))
-            seqs.append(seq)
-            values.append(float(value))
-    return pa.table({"run_id": pa.array([k[0] for k in got], pa.string()),
-                     "name": pa.array([k[1] for k in got], pa.string()),
-                     "seqs": pa.array([v[0] for v in got.values()], pa.list_(pa.int64())),
-                     "values": pa.array([v[1] for v in got.values()],
-                                        pa.list_(pa.float64()))})
+    batch = plain(batch)
+    name, channel = batch.column("name"), batch.column("channel")
+    kept = pa.array(np.zeros(batch.num_rows, dtype=bool))
+    for readout, wanted in channels.items():
+        match = pc.equal(name, readout)
+        if wanted is not None:
+            match = pc.and_(match, pc.equal(channel, wanted))
+        kept = pc.or_(kept, pc.fill_null(match, False))
+    return batch.filter(kept).select(["run_id", "seq", "name", "value"]).cast(
+        _values_schema())
 
 
 def _failed_runs(batch: Any, *, window: str) -> Any:
     """The runs whose comparison window failed, in a batch of the ``windows`` table."""
+    import pyarrow.compute as pc
+
+    batch = plain(batch)
+    failed = pc.and_(pc.equal(batch.column("name"), window), batch.column("failed"))
+    return batch.filter(pc.fill_null(failed, False)).select(["run_id"])
+
+
+def _readouts(runs: Any, values: Any, readouts: tuple[str, ...]
+              ) -> tuple[FloatArray, BoolArray]:
+    """Per run of ``runs`` and readout: the mean of the run's values in file order (``seq``)
+    (``np.mean`` of them, as ``from_traces`` takes it), and whether it has any."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    ids = [r for r, n, f in zip(*(batch.column(c).to_pylist()
-                                  for c in ("run_id", "name", "failed")), strict=True)
-           if n == window and f]
-    return pa.table({"run_id": pa.array(ids, pa.string())})
-
-
-def _concat(parts: Iterable[Any], schema: Callable[[], Any]) -> Any:
-    import pyarrow as pa
-
-    return pa.concat_tables([schema().empty_table(), *parts])
-
-
-class _Start(NamedTuple):
-    """A dataset row's ``RunStart`` fields that ``_arrange`` reads."""
-
-    run_id: str
-    system: str
-    task: str | None
-    seed: int
-    generator: str
+    y = np.full((runs.num_rows, len(readouts)), np.nan)
+    has = np.zeros(y.shape, dtype=bool)
+    rows = pa.table({"run_id": runs.column("run_id"),
+                     "row": pa.array(np.arange(runs.num_rows, dtype=np.int64))})
+    joined = values.join(rows, "run_id", join_type="inner")
+    for j, name in enumerate(readouts):
+        one = joined.filter(pc.equal(joined.column("name"), name))
+        one = one.take(pc.sort_indices(one, [("row", "ascending"), ("seq", "ascending")]))
+        row = one.column("row").to_numpy()
+        value = one.column("value").to_numpy()
+        first, starts, counts = np.unique(row, return_index=True, return_counts=True)
+        single = counts == 1  # the mean of one value is the value, bit for bit
+        y[first[single], j] = value[starts[single]]
+        for r, lo, n in zip(first[~single], starts[~single], counts[~single], strict=True):
+            y[r, j] = np.mean(np.array(value[lo:lo + n]))
+        has[first, j] = True
+    return y, has
 
 
-class _Selected(NamedTuple):
-    """A run the plan selects, after the per-run stage (from a trace or a dataset)."""
+def _coded(column: Any) -> tuple[list[Any], IntArray]:
+    """A string column as its distinct values and each row's code into them."""
+    import pyarrow.compute as pc
 
-    path: str  # its trace file
-    start: Any  # the RunStart (or a dataset row with the fields _Start names)
-    task: str
-    cluster: str  # meta["cluster"], default the task
-    failed: bool  # did not end, raised, or its comparison window failed
-    got: dict[str, list[float]]  # readout -> its values in the run, in file order
+    encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
 
 
 def _channels(plan: Plan) -> dict[str, str | None]:
@@ -341,64 +381,160 @@ def _task_cluster(task: str | None, meta: Mapping[str, Any], path: str, run_id: 
     return label, str(meta.get("cluster", label))
 
 
-def _arrange(runs: Iterable[_Selected], plan: Plan, hashes: dict[str, str],
-             where: str) -> CertifyData:
+class _Start(NamedTuple):
+    """A dataset row's ``RunStart`` fields that ``SharedNoise`` reads."""
+
+    run_id: str
+    system: str
+    task: str | None
+    seed: int
+    generator: str
+
+
+# ----------------------------------------------------------------- runs arranged per cluster
+
+
+class _Columns(NamedTuple):
+    """The runs a plan selects, in run order, as columns (from traces or a dataset)."""
+
+    paths: Any  # per run: its trace file (indexable)
+    run_ids: Any  # per run: its run_id (indexable)
+    system: tuple[list[Any], IntArray]  # distinct values, each run's code
+    task: tuple[list[Any], IntArray]
+    cluster: tuple[list[Any], IntArray]
+    failed: BoolArray  # did not end, raised, or its comparison window failed
+    y: FloatArray  # (runs, readouts): each readout's mean over the run's values
+    has: BoolArray  # (runs, readouts): the run has a value of the readout
+    error_rows: IntArray  # runs the plan cannot take (no task), in order
+    errors: Any  # their messages, by run (indexable)
+
+
+class _Builder:
+    """``_Columns`` built a run at a time (``from_traces``)."""
+
+    def __init__(self, n_readouts: int) -> None:
+        self.paths: list[str] = []
+        self.run_ids: list[str] = []
+        self.labels: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
+        self.codes: tuple[list[int], list[int], list[int]] = ([], [], [])
+        self.failed: list[bool] = []
+        self.y: list[list[float]] = []
+        self.has: list[list[bool]] = []
+        self.width = n_readouts
+
+    def add(self, path: str, run_id: str, system: str, task: str, cluster: str,
+            failed: bool, y: list[float], has: list[bool]) -> None:
+        self.paths.append(path)
+        self.run_ids.append(run_id)
+        for labels, codes, value in zip(self.labels, self.codes, (system, task, cluster),
+                                        strict=True):
+            codes.append(labels.setdefault(value, len(labels)))
+        self.failed.append(failed)
+        self.y.append(y)
+        self.has.append(has)
+
+    def columns(self) -> _Columns:
+        coded = [(list(labels), np.array(codes, dtype=np.intp))
+                 for labels, codes in zip(self.labels, self.codes, strict=True)]
+        return _Columns(
+            paths=self.paths, run_ids=self.run_ids, system=coded[0], task=coded[1],
+            cluster=coded[2], failed=np.array(self.failed, dtype=bool),
+            y=np.array(self.y, dtype=np.float64).reshape(-1, self.width),
+            has=np.array(self.has, dtype=bool).reshape(-1, self.width),
+            error_rows=np.zeros(0, dtype=np.intp), errors=[])
+
+
+def _first_problem(c: _Columns, readouts: tuple[str, ...]) -> str | None:
+    """The message of the first run (in run order) the plan cannot take: no task, a task in
+    two clusters, a readout missing from a run that ended normally, a non-finite value."""
+    tasks, task = c.task
+    clusters, cluster = c.cluster
+    n = len(task)
+    first_of_task = np.full(len(tasks), -1, dtype=np.intp)
+    _, firsts = np.unique(task, return_index=True)
+    first_of_task[task[firsts]] = cluster[firsts]
+    moved = (cluster != first_of_task[task]) if n else np.zeros(0, dtype=bool)
+    missing = ~c.failed & ~c.has.all(axis=1)
+    with np.errstate(invalid="ignore"):
+        bad = ~c.failed & c.has.all(axis=1) & ~np.isfinite(c.y).all(axis=1)
+    flagged = np.flatnonzero(moved | missing | bad)
+    candidates = [int(flagged[0])] if flagged.size else []
+    if len(c.error_rows):
+        candidates.append(int(c.error_rows[0]))
+    if not candidates:
+        return None
+    i = min(candidates)
+    if len(c.error_rows) and i == int(c.error_rows[0]):
+        return str(_item(c.errors, i))
+    path, run_id = _item(c.paths, i), _item(c.run_ids, i)
+    t = tasks[task[i]]
+    if moved[i]:
+        return (f"{path}: task {t!r} is in cluster {clusters[cluster[i]]!r} here but in "
+                f"{clusters[first_of_task[task[i]]]!r} in another run; a task has one cluster")
+    system = c.system[0][c.system[1][i]]
+    if missing[i]:
+        names = [r for r, h in zip(readouts, c.has[i], strict=True) if not h]
+        return (f"{path}: run {run_id} (system {system!r}, task {t!r}) ended normally but "
+                f"has no score for readout(s) {names}; record them with al.score(...) or "
+                "remove them from the plan")
+    return (f"{path}: run {run_id} scored a non-finite value "
+            f"({dict(zip(readouts, c.y[i].tolist(), strict=True))})")
+
+
+def _item(column: Any, i: int) -> Any:
+    value = column[i]
+    return value.as_py() if hasattr(value, "as_py") else value
+
+
+def _arrange(c: _Columns, plan: Plan, hashes: dict[str, str], where: str,
+             shared: SharedNoise) -> CertifyData:
     """The per-cluster arrangement of per-run readouts (``from_traces`` documents it);
-    ``entries`` is left None."""
+    ``entries`` is left None. A cell's (system, task) mean adds its runs' readout rows in
+    run order (``np.mean`` over them), whichever path built the columns."""
     readouts = plan.readout_names
-    # (system, task) -> list of per-run readout vectors (None = failed run)
-    cells: dict[tuple[str, str], list[FloatArray | None]] = {}
-    cluster_of: dict[str, str] = {}
-    n_runs = n_failed = 0
-    shared = SharedNoise()
-    for path, start, task, cluster, failed, got in runs:
-        if cluster_of.setdefault(task, cluster) != cluster:
-            raise ValueError(f"{path}: task {task!r} is in cluster {cluster!r} here but in "
-                             f"{cluster_of[task]!r} in another run; a task has one cluster")
-        n_runs += 1
-        if failed:
-            n_failed += 1
-            vec: FloatArray | None = None
-        else:
-            missing = [n for n in readouts if n not in got]
-            if missing:
-                raise ValueError(
-                    f"{path}: run {start.run_id} (system {start.system!r}, task {task!r}) "
-                    f"ended normally but has no score for readout(s) {missing}; record "
-                    "them with al.score(...) or remove them from the plan")
-            vec = np.array([np.mean(got[n]) for n in readouts])
-            if not np.isfinite(vec).all():
-                raise ValueError(f"{path}: run {start.run_id} scored a non-finite value "
-                                 f"({dict(zip(readouts, vec.tolist(), strict=True))})")
-        cells.setdefault((start.system, task), []).append(vec)
-        shared.add(start, task)
-    if not cells:
+    problem = _first_problem(c, readouts)
+    if problem is not None:
+        raise ValueError(problem)
+    n_runs = len(c.failed)
+    if not n_runs:
         sel = f" matching select = {dict(plan.select)}" if plan.select else ""
         raise ValueError(f"no run{sel} in {where}")
     shared.warn(stacklevel=3)  # the caller of from_traces / from_dataset
-    systems = tuple(sorted({s for s, _ in cells}))
-    tasks = tuple(sorted({t for _, t in cells}))
+    (system_labels, system), (task_labels, task) = c.system, c.task
+    systems = tuple(sorted({system_labels[k] for k in np.unique(system)}))
+    tasks = tuple(sorted({task_labels[k] for k in np.unique(task)}))
+    s_rank = np.array([systems.index(v) if v in systems else -1 for v in system_labels],
+                      dtype=np.intp)
     tindex = {t: i for i, t in enumerate(tasks)}
+    t_rank = np.array([tindex.get(v, -1) for v in task_labels], dtype=np.intp)
+    cluster_of = {task_labels[k]: c.cluster[0][c.cluster[1][i]]
+                  for k, i in zip(*np.unique(task, return_index=True), strict=True)}
     bottom = (np.array([plan.failure_value(n) for n in readouts])
               if plan.failure.policy == "score" else None)
     scores = {s: np.full((len(tasks), len(readouts)), np.nan) for s in systems}
     present = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
     failed_mask = {s: np.zeros(len(tasks), dtype=bool) for s in systems}
-    for (s, t), vecs in cells.items():
-        i = tindex[t]
+    key = s_rank[system] * len(tasks) + t_rank[task]
+    order = np.argsort(key, kind="stable")  # each cell's runs stay in run order
+    keys, starts = np.unique(key[order], return_index=True)
+    for k, lo, hi in zip(keys, starts, [*starts[1:], n_runs], strict=True):
+        s, i = systems[k // len(tasks)], int(k % len(tasks))
+        rows = order[lo:hi]
+        failed = c.failed[rows]
         present[s][i] = True
-        ok = [v for v in vecs if v is not None]
         if bottom is not None:
-            scores[s][i] = np.mean([v if v is not None else bottom for v in vecs], axis=0)
-        elif ok:
-            scores[s][i] = np.mean(ok, axis=0)
+            vecs = c.y[rows]
+            vecs[failed] = bottom
+            scores[s][i] = np.mean(vecs, axis=0)
+        elif not failed.all():
+            scores[s][i] = np.mean(c.y[rows[~failed]], axis=0)
         else:
             failed_mask[s][i] = True
     return CertifyData(systems=systems, tasks=tasks,
                        clusters=tuple(cluster_of[t] for t in tasks), readouts=readouts,
                        scores=scores, present=present, failed=failed_mask, entries=None,
-                       input_hashes=hashes, n_runs=n_runs, n_failed_runs=n_failed)
-
+                       input_hashes=hashes, n_runs=n_runs,
+                       n_failed_runs=int(c.failed.sum()))
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from ._reliability import (
     ReliabilitySummaryResult,
     summary,
 )
-from ._terminal_scores import TerminalScores, from_dataset
+from ._terminal_scores import TerminalScores, TerminalTable, from_dataset, terminal_table
 from ._validity import (
     ValidityCard,
     licensed_claim,
@@ -90,6 +90,7 @@ __all__ = [
     "ReliabilitySummaryResult",
     "Submission",
     "TerminalScores",
+    "TerminalTable",
     "ValidityCard",
     "cliffs_delta",
     "decision_outcomes",
@@ -106,6 +107,7 @@ __all__ = [
     "replay_cell",
     "replay_check",
     "summary",
+    "terminal_table",
     "validity_card",
 ]
 

@@ -566,11 +566,13 @@ def test_public_names_are_fixed_and_sorted() -> None:
         "ConfidenceInterval", "DecisionOutcomes", "DecisionOwnership", "DegradationCurveResult",
         "GroupedReliabilityResult", "NonDegeneracyResult", "OwnershipMap", "PassHatKResult",
         "ProbeReport", "ProbeTask", "RecordF1Result", "ReliabilityGapResult",
-        "ReliabilitySummaryResult", "Submission", "TerminalScores", "ValidityCard",
+        "ReliabilitySummaryResult", "Submission", "TerminalScores", "TerminalTable",
+        "ValidityCard",
         "cliffs_delta", "decision_outcomes", "degradation_curve", "from_dataset",
         "licensed_claim", "non_degeneracy",
         "ownership_map", "pass_hat_k", "probe_scorer", "probe_variants", "record_f1",
-        "reliability_gap", "replay_cell", "replay_check", "summary", "validity_card",
+        "reliability_gap", "replay_cell", "replay_check", "summary", "terminal_table",
+        "validity_card",
     }
 
 

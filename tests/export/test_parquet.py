@@ -246,3 +246,43 @@ def test_estimate_reliability_gives_the_same_numbers_from_the_dataset(
     a, b = json.loads(from_traces.output), json.loads(from_dataset.output)
     a.pop("settings"), b.pop("settings")
     assert a == b and len(a["groups"]) > 1
+
+
+def test_terminal_table_holds_each_runs_last_score_in_trace_order(tmp_path: Path) -> None:
+    """Columns, not a Python object per run: per run (in path order, then run order) the
+    last terminal Score of each name and how many it records; a run without one has NaN
+    and 0; the tables given as a mapping (here DuckDB relations) give the same."""
+    import numpy as np
+
+    from agentlog.estimators import reliability
+
+    with al.record(tmp_path / "b.zst", system="s", task="t", seed=0):
+        al.score("f1", 0.2)
+        al.score("g", 3.0)
+        al.score("f1", 0.7)
+    with al.record(tmp_path / "b.zst", system="s", task="u", seed=1, mode="a"):
+        pass
+    with al.record(tmp_path / "a.zst", system="r", task="t", seed=2):
+        al.score("f1", 1.0)
+    to_parquet([tmp_path / "b.zst", tmp_path / "a.zst"], tmp_path / "ds")
+    table = reliability.terminal_table(tmp_path / "ds")
+    assert [(Path(s).name, r) for s, r in zip(table.runs.column("source").to_pylist(),
+                                              table.runs.column("run").to_pylist(),
+                                              strict=True)] == [("a.zst", 0), ("b.zst", 0),
+                                                                ("b.zst", 1)]
+    assert table.names() == {"f1": 2, "g": 1}
+    value, count = table.values("f1")
+    np.testing.assert_array_equal(value, [1.0, 0.7, np.nan])
+    np.testing.assert_array_equal(count, [1, 2, 0])
+    np.testing.assert_array_equal(table.values("g")[0], [np.nan, 3.0, np.nan])
+    np.testing.assert_array_equal(table.values("absent")[1], [0, 0, 0])
+    runs = reliability.from_dataset(tmp_path / "ds")
+    assert [r.values for r in runs] == [{"f1": 1.0}, {"f1": 0.7, "g": 3.0}, {}]
+    assert [r.counts for r in runs] == [{"f1": 1}, {"f1": 2, "g": 1}, {}]
+
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    relations = {name: con.from_arrow(read_table(tmp_path / "ds", name))
+                 for name in ("runs", "scores")}
+    again = reliability.terminal_table(relations)
+    assert again.runs.equals(table.runs) and again.scores.equals(table.scores)
