@@ -68,7 +68,25 @@ from ._recording import (
 )
 from ._wire import Meta, SSEReader, WireRoute, find_route
 
-__all__ = ["async_http_client", "http_client", "transport"]
+__all__ = ["async_http_client", "framework_traces_models", "http_client", "transport"]
+
+# Set by a framework adapter around the model calls its framework traces itself (its own
+# OpenTelemetry instrumentation is on): the transport then records them without
+# agentlog's span, so a backend shows each call once and counts its tokens once.
+_FRAMEWORK_TRACES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agentlog_framework_traces_models", default=False)
+
+
+@contextlib.contextmanager
+def framework_traces_models(on: bool = True) -> Iterator[None]:
+    """Within the block (this context: its thread or task, and tasks it starts), model
+    calls through agentlog's transport are recorded without agentlog's model span when
+    ``on``: the framework making them traces them itself."""
+    token = _FRAMEWORK_TRACES.set(on)
+    try:
+        yield
+    finally:
+        _FRAMEWORK_TRACES.reset(token)
 
 _NO_OPTIONS = CallOptions()
 # Headers that describe the bytes on the wire, not the decoded body a rebuilt response
@@ -158,7 +176,7 @@ class _Call:
             # The key's request already passed the scrubber's rules (its known secret
             # values and the run's redact hook are still applied).
             request_checked=self.key is not None and self.key.clean,
-            span=self.config.spans,
+            span=self.config.spans and not _FRAMEWORK_TRACES.get(),
         )
 
 
@@ -644,8 +662,9 @@ def transport(*, cache: Any = None, channel: str | None = None, base: Any = None
         http: ``"httpx2"`` or ``"httpx"``; default: ``base``'s library, else ``httpx2``.
         spans: emit agentlog's span of each model call (when a TracerProvider is
             configured); False when the SDK or framework already traces its calls to the
-            same backend (pydantic-ai's ``instrument=True``, an OpenInference
-            instrumentor), so each call is one span there and its tokens count once.
+            same backend (an OpenInference instrumentor), so each call is one span there
+            and its tokens count once. A framework adapter that knows its framework traces
+            a call turns the span off for it (``framework_traces_models``).
 
     Returns:
         A ``BaseTransport`` (or ``AsyncBaseTransport``) of that library; its

@@ -12,7 +12,12 @@ call a window, and serves tools under a frozen replay.
   serves the recorded result without running the tool.
 
 pydantic-ai's own OpenTelemetry instrumentation (``Agent(instrument=True)``) nests under
-agentlog's window spans: both trace to the current span of the context.
+agentlog's window spans: both trace to the current span of the context. One span per
+model call reaches the backend (``spans``): by default (``"auto"``) pydantic-ai's when its
+instrumentation is on for the run, else agentlog's; ``"framework"`` never emits
+agentlog's model span; ``"both"`` always does (two spans per call under pydantic-ai's
+instrumentation, and a backend that sums tokens over spans counts them twice). agentlog's
+window and run spans are emitted either way.
 
 Example:
     >>> from agentlog.adapters.pydantic_ai import AgentlogCapability
@@ -24,16 +29,26 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import agentlog as al
 
 from ._framework import plain
 from ._recording import require
+from ._transport import framework_traces_models
 
 _capabilities = require("pydantic_ai.capabilities", "pydantic-ai")
 
 __all__ = ["AgentlogCapability"]
+
+
+def _instrumented(ctx: Any) -> bool:
+    """Whether pydantic-ai's own instrumentation traces this run (``Agent(instrument=...)``
+    or ``Agent.instrument_all()``): its run context then holds a real tracer."""
+    from opentelemetry.trace import NoOpTracer
+
+    tracer = getattr(ctx, "tracer", None)
+    return tracer is not None and not isinstance(tracer, NoOpTracer)
 
 
 def _turn_entry(request_context: Any) -> Any:
@@ -52,12 +67,26 @@ def _parts(message: Any) -> Any:
 
 @dataclass
 class AgentlogCapability(_capabilities.AbstractCapability):  # type: ignore[misc,name-defined]
-    """Records each model request and tool call of a pydantic-ai agent (module docs)."""
+    """Records each model request and tool call of a pydantic-ai agent (module docs).
+
+    Attributes:
+        spans: whose span each model call gets: ``"auto"`` (pydantic-ai's when its
+            instrumentation is on, else agentlog's), ``"framework"`` or ``"both"``.
+    """
+
+    spans: Literal["auto", "framework", "both"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.spans not in ("auto", "framework", "both"):
+            raise ValueError(f"`spans` must be 'auto', 'framework' or 'both'; found "
+                             f"{self.spans!r}")
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any,
                                  handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        traced = self.spans == "framework" or (self.spans == "auto" and _instrumented(ctx))
         async with al.open_window("pydantic_ai.turn", _turn_entry(request_context)) as turn:
-            response = await handler(request_context)
+            with framework_traces_models(traced):
+                response = await handler(request_context)
             turn.close(exit=_parts(response))
             return response
 

@@ -79,3 +79,53 @@ def test_the_same_run_seals_the_same_windows_and_a_frozen_replay_serves_the_tool
     assert asyncio.run(replay()) == "Weather: Oslo: sunny" and CALLS == []
     a, b = (al.read(tmp_path / f).windows() for f in ("a.zst", "b.zst"))
     assert [w.enter.entry_hash for w in a] == [w.enter.entry_hash for w in b]
+
+
+def _spans_of_model_calls(tmp_path: Path, *, instrument: bool, spans: str) -> list[str]:
+    """The scopes of the model-call spans one request through agentlog's client gives,
+    pydantic-ai's instrumentation on or off (both trace to the same provider)."""
+    httpx2 = pytest.importorskip("httpx2")
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from agentlog.adapters import async_http_client
+    from agentlog.testing import capture_spans
+    from tests.adapters._providers import chat_body
+
+    def handler(request: Any) -> Any:
+        return httpx2.Response(200, json=chat_body(model="m", content="hi"))
+
+    async def main(captured: Any) -> str:
+        client = async_http_client(base=httpx2.MockTransport(handler))
+        model = OpenAIChatModel("m", provider=OpenAIProvider(api_key="k", http_client=client))
+        agent: Agent[None, str] = Agent(
+            model, capabilities=[AgentlogCapability(spans=spans)])  # type: ignore[arg-type]
+        agent.instrument = (InstrumentationSettings(tracer_provider=captured.provider)
+                            if instrument else False)
+        async with al.record(tmp_path / f"{instrument}-{spans}.zst", seed=1, mode="w"):
+            return (await agent.run("Hi?")).output
+
+    with capture_spans() as captured:
+        assert asyncio.run(main(captured)).endswith("hi")
+        finished = captured.spans
+    assert len(al.read(tmp_path / f"{instrument}-{spans}.zst").llm_calls()) == 1  # recorded
+    return sorted((s.instrumentation_scope.name if s.instrumentation_scope else "").split(".")[0]
+                  for s in finished
+                  if (s.attributes or {}).get("gen_ai.operation.name") == "chat")
+
+
+@pytest.mark.parametrize(("instrument", "spans", "expected"), [
+    (True, "auto", ["pydantic-ai"]),         # the framework traces it: its span only
+    (False, "auto", ["agentlog"]),           # nobody else does: agentlog's
+    (True, "both", ["agentlog", "pydantic-ai"]),
+    (False, "framework", []),
+])
+def test_each_model_call_is_one_span_by_default(tmp_path: Path, instrument: bool, spans: str,
+                                                expected: list[str]) -> None:
+    assert _spans_of_model_calls(tmp_path, instrument=instrument, spans=spans) == expected
+
+
+def test_a_bad_spans_value_is_named() -> None:
+    with pytest.raises(ValueError, match="`spans` must be 'auto', 'framework' or 'both'"):
+        AgentlogCapability(spans="agentlog")  # type: ignore[arg-type]
