@@ -58,7 +58,7 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,8 +86,8 @@ from ._writer.pool import settle
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["HIVE_NULL", "SCHEMA_VERSION", "TABLES", "ParquetResult", "check_version",
-           "is_dataset", "iter_runs", "partitioned_by", "read_table", "run_order",
+__all__ = ["HIVE_NULL", "SCHEMA_VERSION", "TABLES", "ParquetResult", "arrow_table",
+           "check_version", "is_dataset", "iter_runs", "partitioned_by", "read_table", "run_order",
            "to_parquet"]
 
 SCHEMA_VERSION = 2
@@ -540,7 +540,25 @@ def run_order(source: str, run: int) -> tuple[Path, int]:
     return (Path(source), run)
 
 
-def iter_runs(dataset: str | os.PathLike[str],
+def arrow_table(table: Any, *, name: str = "table") -> pa.Table:
+    """``table`` as a pyarrow ``Table``: a pyarrow table as it is, a DuckDB relation (or
+    anything with ``to_arrow_table()`` or ``arrow()``) converted.
+
+    Raises:
+        ValueError: anything else (``name`` says which argument).
+    """
+    pa, _ = _arrow()
+    for convert in ("to_arrow_table", "arrow"):  # a DuckDB relation
+        if not isinstance(table, pa.Table) and hasattr(table, convert):
+            table = getattr(table, convert)()
+            table = table.read_all() if hasattr(table, "read_all") else table
+    if not isinstance(table, pa.Table):
+        raise ValueError(f"`{name}` must be a pyarrow Table or a DuckDB relation; found "
+                         f"{type(table).__name__}")
+    return table
+
+
+def iter_runs(dataset: str | os.PathLike[str] | Mapping[str, Any],
               tables: Iterable[str] = ("windows", "selections", "continuations", "scores"),
               ) -> Iterator[TraceRun]:
     """The runs of a dataset rebuilt as records, one (system, task) partition at a time.
@@ -554,13 +572,20 @@ def iter_runs(dataset: str | os.PathLike[str],
     does not keep is not rebuilt: window entries and exits (their hashes are), ``meta``
     values JSON cannot hold exactly (bytes, tuples).
 
+    ``dataset`` may also be its tables already selected (e.g. the runs of some systems,
+    filtered in SQL): ``{"runs": ..., "selections": ..., "pools": ..., ...}`` as pyarrow
+    tables or DuckDB relations, every table of ``tables`` given (``pools`` with
+    ``selections``), with all their columns and ``runs`` with its ``system`` and ``task``
+    (as ``read_table`` or DuckDB's ``read_parquet(..., hive_partitioning = true)`` give
+    them). Rows of runs that ``runs`` lacks are left out. The tables are read whole.
+
     Memory holds one partition's rows of ``tables``. Runs come partition by partition,
     not in file order: put per-run results in ``run_order(trace.path, run.run)`` before
     adding them up.
 
     Raises:
         ValueError: an unknown table; a folder that is not a dataset (or of another
-            schema version).
+            schema version); a mapping that lacks a table or a column.
         MissingDependencyError: pyarrow is not installed.
     """
     import pyarrow.parquet as pq
@@ -571,13 +596,16 @@ def iter_runs(dataset: str | os.PathLike[str],
     bad = [t for t in wanted if t not in rebuilt]
     if bad:
         raise ValueError(f"`tables` must name some of {', '.join(rebuilt)}; found {bad}")
+    schemas = _schemas(pa)
+    if isinstance(dataset, Mapping):
+        yield from _partition_runs(_given_tables(dataset, wanted, schemas), {}, wanted)
+        return
     root = Path(dataset)
     if not is_dataset(root):
         raise ValueError(
             f"{root}: not an agentlog Parquet dataset (no runs/ parts in it); write one "
             "with agentlog export TRACES --format parquet --out DIR")
     check_version(root, "read")
-    schemas = _schemas(pa)
     layout = partitioned_by(root)
     partitions = sorted({p.parent.relative_to(root / "runs") for p in _parts(root, "runs")})
     for partition in partitions:
@@ -593,6 +621,37 @@ def iter_runs(dataset: str | os.PathLike[str],
             return columns
 
         yield from _partition_runs(read, values, wanted)
+
+
+def _given_tables(dataset: Mapping[str, Any], wanted: tuple[str, ...],
+                  schemas: dict[str, Any]) -> Callable[[str], dict[str, list[Any]]]:
+    """``read(table)`` over a mapping of tables, each checked for the columns a dataset's
+    table has (``runs`` also for ``system`` and ``task``)."""
+    needed = ("runs", *wanted, *(("pools",) if "selections" in wanted else ()))
+    missing = [t for t in needed if t not in dataset]
+    if missing:
+        raise ValueError(f"`dataset` lacks the table(s) {missing}; give "
+                         f"{', '.join(needed)} (read_table(DIR, name), or a DuckDB relation "
+                         "of the table)")
+    given: dict[str, Any] = {}
+    for kind in needed:
+        table = arrow_table(dataset[kind], name=f"dataset[{kind!r}]")
+        columns = list(dict.fromkeys(
+            [*schemas[kind].names, *(("system", "task") if kind == "runs" else ())]))
+        lacking = [c for c in columns if c not in table.column_names]
+        if lacking:
+            raise ValueError(f"`dataset[{kind!r}]` lacks the column(s) {lacking}; select "
+                             f"all the columns of the dataset's {kind} table")
+        given[kind] = table.select(columns)
+
+    def read(kind: str) -> dict[str, list[Any]]:
+        columns: dict[str, list[Any]] = given[kind].to_pydict()
+        if kind == "runs":  # read with Hive partitioning by another engine (DuckDB)
+            for key in ("system", "task"):
+                columns[key] = [None if v == HIVE_NULL else v for v in columns[key]]
+        return columns
+
+    return read
 
 
 def _hive_value(segment: str) -> str | None:

@@ -36,7 +36,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +296,7 @@ def from_traces(
 
 
 def from_dataset(
-    dataset: str | os.PathLike[str],
+    dataset: str | os.PathLike[str] | Mapping[str, Any],
     *,
     channels: tuple[str, str],
     window: str | None = None,
@@ -313,7 +313,9 @@ def from_dataset(
     over them: memory holds the dataset's windows and scores (not its vectors or calls).
 
     Args:
-        dataset: the dataset folder.
+        dataset: the dataset folder, or its tables already selected (e.g. filtered in
+            SQL): ``{"runs": ..., "windows": ..., "scores": ...}`` as pyarrow tables or DuckDB
+            relations (``agentlog.dataset.iter_runs`` says which columns).
         channels, window, score, target_key, trajectory_key: as ``from_traces``.
 
     Raises:

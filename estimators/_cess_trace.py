@@ -245,7 +245,7 @@ def from_traces(
 
 
 def from_dataset(
-    dataset: str | os.PathLike[str],
+    dataset: str | os.PathLike[str] | Mapping[str, Any],
     *,
     outcomes: Any,
     predictions: Any,
@@ -266,7 +266,10 @@ def from_dataset(
     holds one partition's selections and the per-run rows.
 
     Args:
-        dataset: the dataset folder.
+        dataset: the dataset folder, or its tables already selected (e.g. filtered in
+            SQL): ``{"runs": ..., "selections": ..., "continuations": ..., "pools": ...}``
+            as pyarrow tables or DuckDB relations (``agentlog.dataset.iter_runs`` says
+            which columns).
         outcomes, predictions, stream, stop_stream, budget, pool, unfinished, replacement:
             as ``from_traces``.
 

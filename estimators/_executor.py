@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from agentlog.dataset import read_table, run_order
+from agentlog.dataset import arrow_table, read_table, run_order
 
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")
@@ -101,11 +101,7 @@ def read_columns(dataset: DatasetInput, name: str, columns: list[str]) -> Any:
     if not isinstance(dataset, Mapping) or name not in dataset:
         raise ValueError(f"`dataset` must be a dataset folder or a mapping with a {name!r} "
                          f"table; found {type(dataset).__name__}")
-    table = dataset[name]
-    for convert in ("to_arrow_table", "arrow"):  # a DuckDB relation
-        if not hasattr(table, "column_names") and hasattr(table, convert):
-            table = getattr(table, convert)()
-            table = table.read_all() if hasattr(table, "read_all") else table
+    table = arrow_table(dataset[name], name=f"dataset[{name!r}]")
     missing = [c for c in columns if c not in getattr(table, "column_names", ())]
     if missing:
         raise ValueError(f"`dataset[{name!r}]` lacks the column(s) {missing}; select them "

@@ -271,3 +271,43 @@ def test_estimate_cess_and_asv_take_a_dataset_and_print_the_same(demo_run: DemoR
     assert _without_inputs(a.output) == _without_inputs(b.output)
     bad = invoke("estimate", "cess", dataset, *tables[:4], "--stream", "nope")
     assert bad.exit_code == 2 and "unknown stream 'nope'" in bad.stderr
+
+
+def test_cess_and_asv_take_tables_selected_in_duckdb(demo_run: DemoRun,
+                                                     tmp_path: Path) -> None:
+    """The tables as DuckDB relations give what the folder gives; a relation filtered in
+    SQL (one task) gives that task's rows of it."""
+    duckdb = pytest.importorskip("duckdb")
+    replay = demo_run.out / "replay" / "asv.zst"
+    paths = [*sorted(demo_run.out.glob("*.zst")), replay]
+    to_parquet(paths, tmp_path / "ds", batch_rows=400)
+    con = duckdb.connect()
+    relations = {name: con.from_arrow(read_table(tmp_path / "ds", name))
+                 for name in ("runs", "windows", "selections", "continuations", "scores",
+                              "pools")}
+    a = asv.from_dataset(tmp_path / "ds", channels=("direct", "quote"))
+    b = asv.from_dataset(relations, channels=("direct", "quote"))
+    assert a.transitions == b.transitions and len(a.transitions) > 10
+    assert np.array_equal(a.face().interaction, b.face().interaction)
+
+    tables = {"outcomes": demo_run.out / "outcomes.csv",
+              "predictions": demo_run.out / "predictions.csv", "budget": 5}
+    (tmp_path / "top").mkdir()
+    _, top = _top_level(demo_run, tmp_path / "top")  # the runs with selections
+    relations = {name: con.from_arrow(read_table(top, name)) for name in relations}
+    whole = cess.from_dataset(top, **tables)
+    assert cess.from_dataset(relations, **tables).run_id == whole.run_id
+    task = whole.task[0]
+    one = cess.from_dataset({**relations, "runs": relations["runs"].filter(
+        f"task = '{task}'")}, **tables)
+    keep = [i for i, t in enumerate(whole.task) if t == task]
+    assert one.run_id == tuple(whole.run_id[i] for i in keep)
+    assert 0 < len(keep) < len(whole.task)
+    assert np.array_equal(one.y, whole.y[keep], equal_nan=True)
+
+    with pytest.raises(ValueError, match=r"lacks the table\(s\) \['pools'\]"):
+        cess.from_dataset({k: v for k, v in relations.items() if k != "pools"}, **tables)
+    with pytest.raises(ValueError, match=r"`dataset\['runs'\]` lacks the column\(s\) "
+                                         r"\['system', 'task'\]"):
+        list(iter_runs({"runs": read_table(tmp_path / "ds", "runs").drop_columns(
+            ["system", "task"]), "scores": relations["scores"]}, ("scores",)))
