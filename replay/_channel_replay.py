@@ -138,8 +138,18 @@ def _resolve_channels(channels: Iterable[str]) -> list[tuple[Channel, Scorer]]:
         raise ValueError("`channels` must name at least one registered channel "
                          "(--channel NAME)")
     out = []
+    versions: dict[str, str] = {}
     for name in names:
         ch = get_channel(name)
+        twin = versions.setdefault(ch.hash, name)
+        if twin != name:
+            # A unit is keyed by its channel's version: two names of one version would be
+            # one unit scored twice. Two lambdas on one line share their id and source.
+            raise ValueError(
+                f"channels {twin!r} and {name!r} have the same version (function "
+                f"{ch.id}, arguments and source): agentlog cannot tell their scores apart. "
+                "Define each channel's view as its own named function (not two lambdas on "
+                "one line), or give them different arguments")
         out.append((ch, get_scorer(ch.scorer)))
     return out
 

@@ -452,3 +452,20 @@ def test_no_private_module_path_is_written_into_the_output(trace: Path, tmp_path
     assert PRIVATE_PATH.findall(trace_plaintext(out)) == []
     assert {u.job for u in read_units(out).values()} == {"agentlog.replay:score_channel_unit"}
     assert PRIVATE_PATH.search(b"agentlog.replay._channel_replay:score_channel_unit")
+
+
+def test_two_channels_of_one_version_are_refused_with_the_fix(trace: Path,
+                                                              tmp_path: Path) -> None:
+    """Two lambdas on one line share their id and source, so their channels share a
+    version: their units would collide. Refused before any work, naming the fix."""
+    names = ("chrep-twin-a", "chrep-twin-b")
+    for name, view in zip(names, (lambda s: None, lambda s: "other view"), strict=True):
+        al.channel(name, scorer="chrep-value", model="none")(view)
+    try:
+        with pytest.raises(ValueError, match=r"have the same version.*its own named function"):
+            replay_channels(trace, list(names), window="chrep-step",
+                            out=tmp_path / "out.zst", app=APP)
+        assert not (tmp_path / "out.zst").exists()
+    finally:
+        for name in names:
+            registry("channel").unregister(name)
