@@ -160,7 +160,7 @@ def generate(out: Path, n_runs: int, schemas: dict[str, object]) -> float:
 
 REFERENCE = """
 import time, pyarrow, agentlog
-print(0.0, _peak_kb())
+print("RESULT", 0.0, _peak_kb())
 """
 
 EXPORT = """
@@ -168,7 +168,7 @@ import sys, time
 from agentlog.dataset import to_parquet
 t0 = time.perf_counter()
 to_parquet(sys.argv[1], sys.argv[2], partition_by=sys.argv[3].split(",") if sys.argv[3] else ())
-print(time.perf_counter() - t0, _peak_kb())
+print("RESULT", time.perf_counter() - t0, _peak_kb())
 """
 
 READ_ONLY = """
@@ -176,7 +176,7 @@ import sys, time
 from agentlog.records import iter_runs
 t0 = time.perf_counter()
 n = sum(1 for _ in iter_runs(sys.argv[1]))
-print(time.perf_counter() - t0, _peak_kb())
+print("RESULT", time.perf_counter() - t0, _peak_kb())
 """
 
 QUERY = """
@@ -191,7 +191,7 @@ rows = con.sql(f\"\"\"
     join read_parquet('{d}/scores/**/*.parquet', hive_partitioning = true) s using (run_id)
     group by r.system order by r.system\"\"\").fetchall()
 assert len(rows) == 10
-print(time.perf_counter() - t0, _peak_kb())
+print("RESULT", time.perf_counter() - t0, _peak_kb())
 """
 
 RELIABILITY = """
@@ -207,7 +207,7 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
     except SystemExit as exc:
         assert exc.code in (0, None), exc.code
 assert "Reliability beyond the mean" in out.getvalue(), out.getvalue()[:500]
-print(time.perf_counter() - t0, _peak_kb())
+print("RESULT", time.perf_counter() - t0, _peak_kb())
 """
 
 CERTIFY = """
@@ -220,12 +220,14 @@ t0 = time.perf_counter()
 data = certify.from_dataset(sys.argv[1], plan=plan, **kwargs)
 t1 = time.perf_counter()
 board = certify.certify(data, plan=plan)
-print(t1 - t0, _peak_kb(), time.perf_counter() - t1)
+print("RESULT", t1 - t0, _peak_kb(), time.perf_counter() - t1)
 """
 
 
 def child(body: str, *args: str) -> tuple[float, float, list[str]]:
     out = run_child(body, *args)
+    if "RESULT" in out:  # Ray's raylet may print its own lines on the driver's stdout first
+        out = out[len(out) - out[::-1].index("RESULT"):]
     return float(out[0]), int(out[1]) / 1024, out[2:]
 
 
@@ -235,11 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                  10_000_000])
     parser.add_argument("--export-runs", type=int, default=100_000)
     parser.add_argument("--ray", action="store_true", help="also --executor ray")
-    parser.add_argument("--reliability-up-to", type=int, default=1_000_000,
-                        help="largest size estimate reliability runs at (a Python object "
-                        "per run: ~3.7 GB per 10^6 runs)")
+    parser.add_argument("--reliability-up-to", type=int, default=10_000_000,
+                        help="largest size estimate reliability runs at (~0.8 GB per 10^6)")
     parser.add_argument("--certify-up-to", type=int, default=10_000_000,
-                        help="largest size certify.from_dataset runs at (~1.5 GB per 10^6)")
+                        help="largest size certify.from_dataset runs at (~0.7 GB per 10^6)")
     args = parser.parse_args(argv)
     rows: list[tuple[str, str, str, str]] = []
     with bench_dir("agentlog-bench-dataset-") as tmp:

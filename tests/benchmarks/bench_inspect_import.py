@@ -3,9 +3,11 @@
 
 Run: ``python tests/benchmarks/bench_inspect_import.py [--sizes 1000 10000 100000]``. Not
 collected by pytest. A real log of 200 samples is written by ``inspect_ai.eval`` (mockllm;
-the tests' ``large`` task); the larger logs repeat its samples under new ids and are
-written by ``inspect_ai.log.write_eval_log`` (an eval of 10⁵ samples would take hours
-here). Each import runs in a fresh child that reports its wall time and own peak RSS
+the tests' ``large`` task); the larger logs repeat its samples under new ids, each
+serialized by inspect_ai's own JSON encoder into a zip with its compression, member
+layout and header (``inspect_ai.log.write_eval_log`` had not written 10⁵ samples after
+45 minutes: its recorder compares each buffered sample with every other, and an eval of
+10⁵ samples would take hours here). Each import runs in a fresh child that reports its wall time and own peak RSS
 (VmHWM); the reference child reads the log's header only (``read_eval_log(header_only=
 True)``), the floor of any reader. Peak RSS should stay flat while the samples grow.
 """
@@ -27,18 +29,26 @@ from _tempdir import bench_dir
 ROOT = Path(__file__).resolve().parents[2]
 
 GROW = """
-import sys
-from inspect_ai.log import read_eval_log, write_eval_log
+import sys, zipfile
+from inspect_ai._util.json import to_json_safe
+from inspect_ai._util.zipfile import zipfile_compress_kwargs
+from inspect_ai.log import read_eval_log
+from inspect_ai.log._recorders.eval import LogStart, _eval_log_header
 base = read_eval_log(sys.argv[1])
 n = int(sys.argv[2])
-samples = []
-for i in range(n):
-    s = base.samples[i % len(base.samples)]
-    samples.append(s.model_copy(update={"id": i, "uuid": None}))
-base.samples = samples
 base.eval.dataset.samples = n
 base.eval.dataset.sample_ids = list(range(n))
-write_eval_log(base, sys.argv[3], format="eval")
+summaries = []
+with zipfile.ZipFile(sys.argv[3], "w", **zipfile_compress_kwargs) as z:
+    z.writestr("_journal/start.json", to_json_safe(
+        LogStart(version=base.version, eval=base.eval, plan=base.plan), indent=None))
+    for i in range(n):
+        s = base.samples[i % len(base.samples)].model_copy(update={"id": i, "uuid": None})
+        z.writestr(f"samples/{i}_epoch_{s.epoch}.json", to_json_safe(s, indent=None))
+        summaries.append(s.summary())
+    z.writestr("summaries.json", to_json_safe(summaries, indent=None))
+    z.writestr("reductions.json", to_json_safe(base.reductions or [], indent=None))
+    z.writestr("header.json", to_json_safe(_eval_log_header(base), indent=None))
 print(0, _peak_kb())
 """
 
