@@ -15,7 +15,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import agentlog as al
 from agentlog import MissingDependencyError
@@ -141,7 +141,9 @@ class Config:
     prices: Prices | None = None
     capture_content: bool = False
     secrets: tuple[str, ...] = ()
-    spans: bool = True  # emit agentlog's model span (False: the framework's own is there)
+    # agentlog's model span: "auto" (unless another instrumentation's span of the call is
+    # current), True (always), False (never: the framework's own is there)
+    spans: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         self.cache = model_cache(self.cache)

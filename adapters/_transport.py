@@ -47,7 +47,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import agentlog as al
 from agentlog import CacheMiss, InstrumentationWarning, ModelHTTPError, StreamClosedError
@@ -70,18 +70,21 @@ from ._wire import Meta, SSEReader, WireRoute, find_route
 
 __all__ = ["async_http_client", "framework_traces_models", "http_client", "transport"]
 
-# Set by a framework adapter around the model calls its framework traces itself (its own
-# OpenTelemetry instrumentation is on): the transport then records them without
-# agentlog's span, so a backend shows each call once and counts its tokens once.
-_FRAMEWORK_TRACES: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agentlog_framework_traces_models", default=False)
+# Set by a framework adapter around the model calls of its framework: True when the
+# framework traces them itself (its own OpenTelemetry instrumentation is on), so the
+# transport records them without agentlog's span and a backend shows each call once;
+# False to emit agentlog's span whatever else traces them; None (default): ``al.llm_call``
+# decides from the span current at the call ("auto").
+_FRAMEWORK_TRACES: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "agentlog_framework_traces_models", default=None)
 
 
 @contextlib.contextmanager
-def framework_traces_models(on: bool = True) -> Iterator[None]:
+def framework_traces_models(on: bool | None = True) -> Iterator[None]:
     """Within the block (this context: its thread or task, and tasks it starts), model
     calls through agentlog's transport are recorded without agentlog's model span when
-    ``on``: the framework making them traces them itself."""
+    ``on`` (the framework making them traces them itself), with it when False, and as
+    ``al.llm_call(span="auto")`` decides when None."""
     token = _FRAMEWORK_TRACES.set(on)
     try:
         yield
@@ -103,7 +106,7 @@ class _Call:
     itself exactly once (``record``)."""
 
     __slots__ = ("cache", "config", "key", "model", "once", "request", "route", "secrets",
-                 "stream", "t0")
+                 "span", "stream", "t0")
 
     def __init__(self, route: WireRoute, config: Config, body: dict[str, Any], base_url: str,
                  query: dict[str, str], secrets: tuple[str, ...], cache: Any) -> None:
@@ -119,6 +122,12 @@ class _Call:
             request["extra_query"] = query
         self.request = request
         self.secrets = config.secrets + secrets
+        # Whose span the call gets, as the context of the request says (a stream may be
+        # recorded after the framework's block has ended).
+        framework = _FRAMEWORK_TRACES.get()
+        self.span: bool | Literal["auto"] = (
+            False if config.spans is False else config.spans if framework is None
+            else not framework)
         self.once = threading.Lock()
         options = _options.get() or _NO_OPTIONS
         channel = options.channel if options.channel is not None else config.channel
@@ -176,7 +185,7 @@ class _Call:
             # The key's request already passed the scrubber's rules (its known secret
             # values and the run's redact hook are still applied).
             request_checked=self.key is not None and self.key.clean,
-            span=self.config.spans and not _FRAMEWORK_TRACES.get(),
+            span=self.span,
         )
 
 
@@ -642,7 +651,7 @@ def _library(base: Any, lib: str | None) -> ModuleType:
 def transport(*, cache: Any = None, channel: str | None = None, base: Any = None,
               prices: Prices | None = None, capture_content: bool = False,
               secrets: Sequence[str] = (), is_async: bool | None = None,
-              http: str | None = None, spans: bool = True) -> Any:
+              http: str | None = None, spans: bool | Literal["auto"] = "auto") -> Any:
     """An HTTP transport that records (and, with ``cache``, serves) model calls.
 
     Args:
@@ -660,11 +669,13 @@ def transport(*, cache: Any = None, channel: str | None = None, base: Any = None
         is_async: an async transport; default: as ``base`` is (sync for a base that does
             both, such as ``MockTransport``, or for none).
         http: ``"httpx2"`` or ``"httpx"``; default: ``base``'s library, else ``httpx2``.
-        spans: emit agentlog's span of each model call (when a TracerProvider is
-            configured); False when the SDK or framework already traces its calls to the
-            same backend (an OpenInference instrumentor), so each call is one span there
-            and its tokens count once. A framework adapter that knows its framework traces
-            a call turns the span off for it (``framework_traces_models``).
+        spans: agentlog's span of each model call (when a TracerProvider is configured):
+            ``"auto"`` (default) emits it unless the call is made inside another
+            instrumentation's span of a model call (an OpenInference instrumentor, the
+            SDK's or framework's own spans), so each call is one span in the backend and
+            its tokens count once; True always (both spans), False never. A framework
+            adapter that knows its framework traces a call decides for it
+            (``framework_traces_models``).
 
     Returns:
         A ``BaseTransport`` (or ``AsyncBaseTransport``) of that library; its
@@ -689,7 +700,8 @@ def transport(*, cache: Any = None, channel: str | None = None, base: Any = None
 
 def http_client(*, cache: Any = None, channel: str | None = None, base: Any = None,
                 prices: Prices | None = None, capture_content: bool = False,
-                http: str | None = None, spans: bool = True, **client_kwargs: Any) -> Any:
+                http: str | None = None, spans: bool | Literal["auto"] = "auto",
+                **client_kwargs: Any) -> Any:
     """An ``httpx2.Client`` (or ``httpx.Client``) whose transport records model calls:
     pass it to any SDK or framework that takes an HTTP client
     (``openai.OpenAI(http_client=...)``, ``ChatOpenAI(http_client=...)``).
@@ -704,7 +716,7 @@ def http_client(*, cache: Any = None, channel: str | None = None, base: Any = No
 
 def async_http_client(*, cache: Any = None, channel: str | None = None, base: Any = None,
                       prices: Prices | None = None, capture_content: bool = False,
-                      http: str | None = None, spans: bool = True,
+                      http: str | None = None, spans: bool | Literal["auto"] = "auto",
                       **client_kwargs: Any) -> Any:
     """The async twin of ``http_client``: an ``httpx2.AsyncClient``."""
     t = transport(cache=cache, channel=channel, base=base, prices=prices,
@@ -717,7 +729,8 @@ def async_http_client(*, cache: Any = None, channel: str | None = None, base: An
 
 def wrap_client(client: Any, *, sync_cls: Any, async_cls: Any, expected: str,
                 secret_attrs: Sequence[str], cache: Any, channel: str | None,
-                prices: Prices | None, capture_content: bool, **options: Any) -> Any:
+                prices: Prices | None, capture_content: bool,
+                spans: bool | Literal["auto"] = "auto", **options: Any) -> Any:
     """A copy of an SDK client whose HTTP client records: ``client.with_options(
     http_client=...)`` with a recording transport in front of the client's own HTTP client.
 
@@ -739,7 +752,7 @@ def wrap_client(client: Any, *, sync_cls: Any, async_cls: Any, expected: str,
     inner = _recording_of.get(inner, inner) if inner is not None else None
     t = transport(cache=config_cache, channel=channel, base=inner, prices=prices,
                   capture_content=capture_content, is_async=is_async,
-                  secrets=client_secrets(client, secret_attrs))
+                  secrets=client_secrets(client, secret_attrs), spans=spans)
     lib = t._lib
     kwargs = {} if inner is None else {"timeout": inner.timeout}
     http = (lib.AsyncClient if is_async else lib.Client)(transport=t, **kwargs)

@@ -11,7 +11,7 @@ served the stored message as a stream).
 The anthropic SDK emits its own CLIENT span per call (``anthropic.messages.create``). Two
 spans for one call would double every count in a tracing backend, so ``wrap`` turns the
 SDK's spans off on the copy (its public ``open_telemetry`` option); pass
-``sdk_spans=True`` to keep both.
+``sdk_spans=True`` to keep both (agentlog's span too).
 
 Anthropic Messages return no logprobs: ``choice_probs`` on a Message raises
 ``NoLogprobsError`` rather than inventing a vector.
@@ -80,5 +80,5 @@ def wrap(
         client, sync_cls=sdk.Anthropic, async_cls=sdk.AsyncAnthropic,
         expected="anthropic.Anthropic or anthropic.AsyncAnthropic",
         secret_attrs=("api_key", "auth_token"), cache=cache, channel=channel, prices=prices,
-        capture_content=capture_content, **options)
+        capture_content=capture_content, spans=True if sdk_spans else "auto", **options)
     return wrapped

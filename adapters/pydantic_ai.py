@@ -83,7 +83,11 @@ class AgentlogCapability(_capabilities.AbstractCapability):  # type: ignore[misc
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any,
                                  handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        traced = self.spans == "framework" or (self.spans == "auto" and _instrumented(ctx))
+        traced: bool | None = None  # "auto", not instrumented: as al.llm_call decides
+        if self.spans == "both":
+            traced = False
+        elif self.spans == "framework" or _instrumented(ctx):
+            traced = True
         async with al.open_window("pydantic_ai.turn", _turn_entry(request_context)) as turn:
             with framework_traces_models(traced):
                 response = await handler(request_context)

@@ -141,7 +141,7 @@ def llm_call(
     capture_content: bool = False,
     kind: Literal["client", "internal"] = "client",
     request_checked: bool = False,
-    span: bool = True,
+    span: bool | Literal["auto"] = "auto",
 ) -> None:
     """Record one model call in the current window (no-op outside a run).
 
@@ -184,9 +184,12 @@ def llm_call(
             (an adapter passes a ``CacheKey``'s canonical request when ``key.clean``):
             without a ``redact`` hook only the known secret values are then searched for.
             Leave it False for any other request.
-        span: emit the call's span (when a TracerProvider is configured); False when
-            another instrumentation already traces the same call (the OTel bridge, a
-            framework's own spans), so a backend shows it once.
+        span: emit the call's span (when a TracerProvider is configured). ``"auto"``
+            (default): unless the span current in this context is another
+            instrumentation's span of a model call (an OpenInference ``LLM`` span, a
+            GenAI ``chat`` span of a framework's instrumentor), which already shows this
+            call, so a backend shows it once; True: always; False: never (the OTel bridge,
+            which records calls from the framework's spans).
 
     Never raises for a recording problem: a payload without a canonical encoding is
     reported as an ``InstrumentationWarning`` and the call is still counted.
@@ -242,5 +245,6 @@ def llm_call(
         finish_reasons=list(map(str, finish_reasons)) or None,
     )
     run.writer.put(rec)
-    if span and run.tracer is not None:
+    if run.tracer is not None and (span is True
+                                   or (span == "auto" and not _live.traced_elsewhere())):
         _live.model(run, window, rec, capture_content=capture_content)

@@ -123,6 +123,26 @@ def tool(run: Run, window: WindowState | None, call: ToolCall) -> None:
            call.t_ns, call.error_type if call.status else None, call_key(call))
 
 
+#: ``gen_ai.operation.name`` values of a model call's span (GenAI semantic conventions).
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+
+
+def traced_elsewhere() -> bool:
+    """Whether the span current in this context is another instrumentation's span of a
+    model call: an OpenInference ``LLM`` span, or a GenAI model-call span not agentlog's.
+    A call made inside it (a framework's instrumentor, pydantic-ai's own spans) is shown
+    by it already, so agentlog's span of the call would show it twice."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return False
+    scope = getattr(span, "instrumentation_scope", None)
+    if scope is not None and scope.name == "agentlog":
+        return False
+    attributes = getattr(span, "attributes", None) or {}
+    return (attributes.get("openinference.span.kind") == "LLM"
+            or attributes.get("gen_ai.operation.name") in MODEL_OPERATIONS)
+
+
 def model(run: Run, window: WindowState | None, call: LLMCall, *,
           capture_content: bool = False) -> None:
     """The ``{operation} {model}`` span of a model call that has just been recorded.

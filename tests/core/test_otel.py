@@ -323,3 +323,34 @@ def test_a_strided_vectors_event_entropy_is_its_stored_copys(trace_path: Path) -
     exported = [e.attributes["agentlog.entropy"] for s in to_spans(al.read(trace_path))
                 if s.name == "agentlog.window.pick" for e in s.events]
     assert exported == [live]
+
+
+def _model_spans(tmp_path: Path, current: dict[str, object] | None,
+                 span: bool | str = "auto") -> list[str]:
+    """The scopes of the model-call spans of one ``al.llm_call`` made while another
+    instrumentation's span (its attributes ``current``) is the current one."""
+    with capture_spans() as captured, al.record(tmp_path / "t.zst", seed=1, mode="w"):
+        context = (captured.provider.get_tracer("openinference.instrumentation.fw")
+                   .start_as_current_span("framework call", attributes=current)
+                   if current is not None else contextlib.nullcontext())
+        with context:
+            al.llm_call("openai", "m", request={"messages": []}, input_tokens=3,
+                        span=span)  # type: ignore[arg-type]
+    assert len(al.read(tmp_path / "t.zst").llm_calls()) == 1  # recorded either way
+    return sorted(s.instrumentation_scope.name for s in captured.spans
+                  if s.instrumentation_scope is not None
+                  and (s.attributes or {}).get("gen_ai.request.model") == "m")
+
+
+@pytest.mark.parametrize(("current", "span", "expected"), [
+    (None, "auto", ["agentlog"]),
+    ({"openinference.span.kind": "LLM"}, "auto", []),          # the framework's span shows it
+    ({"gen_ai.operation.name": "chat", "gen_ai.request.model": "x"}, "auto", []),
+    ({"openinference.span.kind": "CHAIN"}, "auto", ["agentlog"]),  # not a model call's span
+    ({"openinference.span.kind": "LLM"}, True, ["agentlog"]),  # forced: both
+    (None, False, []),
+])
+def test_a_model_call_another_instrumentation_traces_gets_no_second_span(
+        tmp_path: Path, current: dict[str, object] | None, span: bool | str,
+        expected: list[str]) -> None:
+    assert _model_spans(tmp_path, current, span) == expected
