@@ -137,8 +137,9 @@ class RecordingSpanProcessor(_sdk_trace.SpanProcessor):  # type: ignore[misc,nam
 
     def _tool(self, span: Any, a: Mapping[str, Any]) -> None:
         name = str(_first(a, "gen_ai.tool.name", "tool.name") or span.name)
-        arguments = _json(_first(a, "gen_ai.tool.call.arguments", "tool.parameters",
-                                 "input.value"))
+        # OpenInference's arguments are the span's input.value; its tool.parameters is the
+        # tool's declared JSON schema, not the call's arguments.
+        arguments = _json(_first(a, "gen_ai.tool.call.arguments", "input.value"))
         result = _json(_first(a, "gen_ai.tool.call.result", "output.value"))
         if not isinstance(arguments, Mapping):
             arguments = {} if arguments is None else {"input": arguments}

@@ -39,7 +39,10 @@ def test_a_genai_model_span_and_an_openinference_tool_span_become_records(
                 "gen_ai.usage.input_tokens": 31, "gen_ai.usage.output_tokens": 4})
         with framework.start_as_current_span("search") as span:
             span.set_attributes({"openinference.span.kind": "TOOL", "tool.name": "search",
-                                 "tool.parameters": json.dumps({"q": "oslo"}),
+                                 # the declared schema, not the arguments
+                                 "tool.parameters": json.dumps({"type": "object"}),
+                                 "input.value": json.dumps({"q": "oslo"}),
+                                 "input.mime_type": "application/json",
                                  "output.value": "3 hits"})
     trace = al.read(path)
     (call,) = trace.llm_calls()
