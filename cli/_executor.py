@@ -41,6 +41,15 @@ RayAddress = Annotated[str | None, typer.Option(
     show_default=False)]
 
 
+def ray_output_to_stderr(executor: str) -> contextlib.AbstractContextManager[Any]:
+    """Under Ray, stdout goes to stderr for the block: Ray's driver prints its cluster's
+    messages ("(raylet) WARNING: …") to stdout whatever log_to_driver says, and stdout
+    holds the command's output (its --json) alone."""
+    if executor == "ray":
+        return contextlib.redirect_stdout(sys.stderr)
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def executing(executor: Executor, ray_address: str | None) -> Iterator[str]:
     """The executor's name for the estimators, inside the Ray runtime it needs; a missing
@@ -54,10 +63,9 @@ def executing(executor: Executor, ray_address: str | None) -> Iterator[str]:
     from agentlog.estimators import use_ray
 
     with contextlib.ExitStack() as stack:
-        # Ray's driver prints its cluster's messages ("(raylet) WARNING: …") to stdout
-        # whatever log_to_driver says: they go to stderr, stdout keeps the command's output
-        # (its --json) alone. Printed after this block, once a runtime started here is down.
-        stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        # The command's output is printed after this block, once a runtime started here
+        # is down.
+        stack.enter_context(ray_output_to_stderr("ray"))
         try:
             stack.enter_context(use_ray(ray_address))
         except (al.MissingDependencyError, ValueError) as exc:

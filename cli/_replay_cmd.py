@@ -31,6 +31,7 @@ from rich.markup import escape
 import agentlog as al
 from agentlog.replay import ExecutionOptions
 
+from ._executor import ray_output_to_stderr
 from ._options import (
     app_option,
     cache_option,
@@ -188,7 +189,7 @@ def run_channel_replay(
                 f"--frozen needs an existing cache file; {cache} does not exist. Build it "
                 "first: the same replay without --frozen fills it (--cache "
                 f"{cache}), or ModelCache.from_traces"))
-        with trace_errors():
+        with trace_errors(), ray_output_to_stderr(executor.value):
             try:
                 summary = replay_channels(
                     paths, channels, window=window, out=out, app=module.__name__,
@@ -282,7 +283,7 @@ def replay_command(
         raise typer.Exit(run_design_replay(
             traces, design=design, seeds=seeds, mode=mode, window=window, app=app,
             score=score, out=out, concurrency=concurrency, executor=executor.value,
-            as_json=as_json, cache=cache, frozen=frozen))
+            ray_address=ray_address, as_json=as_json, cache=cache, frozen=frozen))
     if not channel:
         fail("agentlog replay: pass --channel NAME (repeatable): the registered channels to "
              "score the window's states under")

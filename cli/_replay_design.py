@@ -32,6 +32,7 @@ import agentlog as al
 from agentlog.registry import resolve
 from agentlog.replay import ExecutionOptions
 
+from ._executor import ray_output_to_stderr
 from ._output import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -64,6 +65,7 @@ def run_design_replay(
     traces: list[Path], *, design: list[str], seeds: int, mode: str, window: str | None,
     app: str | None, score: str | None, out: Path, concurrency: int, executor: str,
     as_json: bool, cache: Path | None = None, frozen: bool = False,
+    ray_address: str | None = None,
 ) -> int:
     """Run ``intervene`` for the command line; print its summary; return the exit code."""
     from agentlog.replay import (
@@ -103,11 +105,14 @@ def run_design_replay(
         module = resolve_app(app, traces=paths)
         scores = _function(score) if score else None
         try:
-            run = intervene(paths, window=window, arms=parsed, out=out, app=module.__name__,
-                            mode=mode, scores=scores, cache=store,  # type: ignore[arg-type]
-                            execution=ExecutionOptions(
-                                concurrency=concurrency, progress=not as_json,
-                                executor=executor))  # type: ignore[arg-type]
+            with ray_output_to_stderr(executor):
+                run = intervene(paths, window=window, arms=parsed, out=out,
+                                app=module.__name__, scores=scores, cache=store,
+                                mode=mode,  # type: ignore[arg-type]
+                                execution=ExecutionOptions(
+                                    concurrency=concurrency, progress=not as_json,
+                                    executor=executor,  # type: ignore[arg-type]
+                                    ray_address=ray_address))
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
     except (BadInput, AppNotGivenError, AppImportError, NotRegisteredError,

@@ -42,3 +42,20 @@ def test_ray_and_local_channel_replays_are_identical_on_200_transitions(
     fb = asv.from_traces(tmp_path / "ray.zst", channels=("direct", "quote"))
     assert len(fa.transitions) == 200 and fa.transitions == fb.transitions
     assert np.array_equal(fa.corners[0], fb.corners[0])
+
+
+def test_the_replay_command_on_ray_keeps_stdout_for_its_json(tmp_path: Path) -> None:
+    """Ray's driver prints its cluster's messages on stdout: under --executor ray they go
+    to stderr, and --json stays parseable."""
+    import json
+
+    from agentlog.examples.deep_research import run_study, task_ids
+    from tests.cli._cli import invoke
+
+    paths = run_study(tmp_path / "runs", tasks=task_ids(4), seeds=(0,), evaluate=False)
+    result = invoke("replay", *paths, "--channel", "direct", "--window", "retrieval",
+                    "--app", "agentlog.examples.deep_research", "--layouts", "1",
+                    "--executor", "ray", "--out", tmp_path / "ray.zst", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["failed"] == 0 and out["done"] == 4 * 2  # 4 tasks x the 2 default rankings
