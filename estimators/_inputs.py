@@ -127,7 +127,11 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
         start = run.start
         if start is None or not plan.matches(start.meta):
             continue
-        task, cluster = _task_cluster(start.task, start.meta, path, start.run_id)
+        try:
+            task, cluster = _task_cluster(start.task, start.meta, path, start.run_id)
+        except ValueError as exc:  # raised in run order with the other problems
+            cols.error(str(exc))
+            continue
         failed = (not run.complete or run.failed
                   or (win is not None and any(w.failed for w in run.windows
                                               if w.name == win)))
@@ -420,7 +424,14 @@ class _Builder:
         self.failed: list[bool] = []
         self.y: list[list[float]] = []
         self.has: list[list[bool]] = []
+        self.errors: dict[int, str] = {}  # row -> why the plan cannot take that run
         self.width = n_readouts
+
+    def error(self, message: str) -> None:
+        """A run the plan cannot take (no task): its message, raised if no problem of an
+        earlier run is; the run holds a row of no task."""
+        self.errors[len(self.paths)] = message
+        self.add("", "", "", "", "", True, [math.nan] * self.width, [False] * self.width)
 
     def add(self, path: str, run_id: str, system: str, task: str, cluster: str,
             failed: bool, y: list[float], has: list[bool]) -> None:
@@ -441,7 +452,8 @@ class _Builder:
             cluster=coded[2], failed=np.array(self.failed, dtype=bool),
             y=np.array(self.y, dtype=np.float64).reshape(-1, self.width),
             has=np.array(self.has, dtype=bool).reshape(-1, self.width),
-            error_rows=np.zeros(0, dtype=np.intp), errors=[])
+            error_rows=np.array(sorted(self.errors), dtype=np.intp),
+            errors=[self.errors.get(i) for i in range(len(self.paths))])
 
 
 def _first_problem(c: _Columns, readouts: tuple[str, ...]) -> str | None:

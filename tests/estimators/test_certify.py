@@ -926,3 +926,29 @@ def test_from_dataset_takes_duckdb_relations_filtered_in_sql(tmp_path: Path) -> 
     assert data.systems == ("a", "b") and data.n_runs == 8
     np.testing.assert_allclose(data.scores["a"][:, 0], [0.9, 0.91, 0.92, 0.93], rtol=0,
                                atol=1e-15)
+
+
+def test_the_first_problem_in_run_order_is_the_one_raised_from_traces_and_dataset(
+        tmp_path: Path) -> None:
+    """A run lacking a readout (file a.zst) comes before a run without a task (b.zst): the
+    readout's message is raised, from the traces and from their dataset; each file alone
+    raises its own."""
+    pytest.importorskip("pyarrow")
+    from agentlog.dataset import to_parquet
+
+    plan = make_plan(readouts='[readouts.f1]\ntolerance = 0.05\nchannel = "direct"\n'
+                              "[readouts.g]\ntolerance = 0.05\n")
+    with al.record(tmp_path / "a.zst", system="s", task="t0", seed=0):
+        al.score("f1", 0.5, channel="direct")  # no g
+    with al.record(tmp_path / "b.zst", system="s", seed=1):  # no task
+        al.score("f1", 0.5, channel="direct")
+        al.score("g", 0.5)
+    files = [tmp_path / "a.zst", tmp_path / "b.zst"]
+    to_parquet(files, tmp_path / "ds")
+    for source in (files, tmp_path / "ds"):
+        load = (certify.from_dataset if source == tmp_path / "ds" else certify.from_traces)
+        with pytest.raises(ValueError, match=r"a\.zst: run \w+ \(system 's', task 't0'\) "
+                                             r"ended normally but has no score.*\['g'\]"):
+            load(source, plan=plan)  # type: ignore[operator]
+    with pytest.raises(ValueError, match=r"b\.zst: run \w+ has no task"):
+        certify.from_traces(files[1], plan=plan)
