@@ -7,9 +7,10 @@ the tests' ``large`` task); the larger logs repeat its samples under new ids, ea
 serialized by inspect_ai's own JSON encoder into a zip with its compression, member
 layout and header (``inspect_ai.log.write_eval_log`` had not written 10⁵ samples after
 45 minutes: its recorder compares each buffered sample with every other, and an eval of
-10⁵ samples would take hours here). Each import runs in a fresh child that reports its wall time and own peak RSS
-(VmHWM); the reference child reads the log's header only (``read_eval_log(header_only=
-True)``), the floor of any reader. Peak RSS should stay flat while the samples grow.
+10⁵ samples would take hours here). Each import runs in a fresh child that reports its
+wall time and own peak RSS (VmHWM); the reference child reads the log's header only
+(``read_eval_log(header_only=True)``), the floor of any reader. Peak RSS should stay flat
+while the samples grow.
 """
 
 from __future__ import annotations
