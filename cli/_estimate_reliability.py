@@ -119,25 +119,28 @@ def terminal_score_names(traces: Sequence[al.Trace | Path]) -> dict[str, int]:
     return {name: len(r) for name, r in sorted(runs.items())}
 
 
-def choose_score(names: dict[str, int], score: str | None, n_files: int) -> tuple[str, str]:
+def choose_score(names: dict[str, int], score: str | None, n_files: int | str
+                 ) -> tuple[str, str]:
     """The score name to use and where the choice came from.
 
     Without ``score`` the one name recorded is used; several names, or an unknown one, are
-    ``BadInput`` listing the names present.
+    ``BadInput`` listing the names present. ``n_files``: how many trace files were read, or
+    what was read instead (``"the dataset DIR"``).
     """
+    where = f"{n_files} trace file(s)" if isinstance(n_files, int) else n_files
     present = ", ".join(names) or "none"
     if score is None:
         if len(names) != 1:
             if not names:
-                raise BadInput(f"no run-level or window-level Score records in {n_files} trace "
-                               "file(s); record each run's outcome with al.score(name, value)")
+                raise BadInput(f"no run-level or window-level Score records in {where}; "
+                               "record each run's outcome with al.score(name, value)")
             raise BadInput(f"the runs record several scores ({present}); pass --score to pick "
                            "one")
         (only,) = names
         return only, "the one score the runs record"
     if score not in names:
-        raise BadInput(f"no run records a score named {score!r} in {n_files} trace file(s); "
-                       f"scores present: {present}")
+        raise BadInput(f"no run records a score named {score!r} in {where}; scores "
+                       f"present: {present}")
     return score, "--score"
 
 
@@ -534,7 +537,7 @@ def reliability_command(
             if dataset:
                 with dataset_errors():
                     names, runs_of = dataset_scores(traces[0], how)
-                    name, source = choose_score(names, score, 1)
+                    name, source = choose_score(names, score, f"the dataset {traces[0]}")
                     runs = runs_of(name)
             else:
                 with trace_errors():  # the files stream: a bad one is found while reading it

@@ -252,6 +252,14 @@ def test_unknown_score_and_unknown_by_key_exit_2_listing_what_exists(study: Path
 def test_runs_without_scores_exit_2(tmp_path: Path) -> None:
     folder = record_runs(tmp_path / "none", [({}, None), ({}, None)])
     assert "no run-level or window-level Score records in 2 trace file(s)" in bad(folder)
+    pytest.importorskip("pyarrow")
+    from agentlog.dataset import to_parquet
+
+    to_parquet(folder, tmp_path / "ds")  # a dataset is named as the dataset it is
+    assert (f"no run-level or window-level Score records in the dataset {tmp_path / 'ds'};"
+            in bad(tmp_path / "ds"))
+    assert f"no run records a score named 'f1' in the dataset {tmp_path / 'ds'}" in bad(
+        tmp_path / "ds", "--score", "f1")
 
 
 def test_bad_options_exit_2_naming_the_option(leaderboard: Path) -> None:
