@@ -11,13 +11,13 @@ call a window, and serves tools under a frozen replay.
   as ``al.atool_call``: its arguments and result are recorded, and a frozen replay
   serves the recorded result without running the tool.
 
-pydantic-ai's own OpenTelemetry instrumentation (``Agent(instrument=True)``) nests under
-agentlog's window spans: both trace to the current span of the context. One span per
-model call reaches the backend (``spans``): by default (``"auto"``) pydantic-ai's when its
-instrumentation is on for the run, else agentlog's; ``"framework"`` never emits
-agentlog's model span; ``"both"`` always does (two spans per call under pydantic-ai's
-instrumentation, and a backend that sums tokens over spans counts them twice). agentlog's
-window and run spans are emitted either way.
+pydantic-ai's own OpenTelemetry instrumentation (``agent.instrument = True``,
+``Agent.instrument_all()``) nests under agentlog's window spans: both trace to the current
+span of the context. One span per model call reaches the backend (``spans``): by default
+(``"auto"``) pydantic-ai's when its instrumentation is on for the run, else agentlog's;
+``"framework"`` never emits agentlog's model span; ``"both"`` always does (two spans per
+call under pydantic-ai's instrumentation, and a backend that sums tokens over spans counts
+them twice). agentlog's window and run spans are emitted either way.
 
 Example:
     >>> from agentlog.adapters.pydantic_ai import AgentlogCapability
