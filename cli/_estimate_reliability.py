@@ -193,34 +193,19 @@ def dataset_scores(dataset: Path, executor: str = "local"
                            f"{table.runs.column('run')[i]} records {score} = {value[i]}; "
                            "scores must be finite (score a failed run, e.g. as 0, or leave "
                            "the score out and pass --missing-as)")
-        source, system, task, meta = (_shared(table.runs.column(c))
-                                      for c in ("source", "system", "task", "meta"))
-        metas = [json.loads(m or "{}") for m in meta.categories]
-        return [RunScore(path=source.categories[p], run=r, run_id=run_id,
-                         system=system.categories[s], task=task.categories[t], seed=sd,
-                         meta=metas[m], value=None if n == 0 else v, n_records=n)
+        (sources, source), (systems, system), (tasks, task), (metas, meta) = (
+            table.coded(c) for c in ("source", "system", "task", "meta"))
+        parsed = [json.loads(m or "{}") for m in metas]
+        return [RunScore(path=sources[p], run=r, run_id=run_id, system=systems[s],
+                         task=tasks[t], seed=sd, meta=parsed[m],
+                         value=None if n == 0 else v, n_records=n)
                 for p, r, run_id, s, t, sd, m, v, n in zip(
-                    source.codes, table.runs.column("run").to_pylist(),
-                    table.runs.column("run_id").to_pylist(), system.codes, task.codes,
-                    table.runs.column("seed").to_pylist(), meta.codes, value.tolist(),
+                    source.tolist(), table.runs.column("run").to_pylist(),
+                    table.runs.column("run_id").to_pylist(), system.tolist(), task.tolist(),
+                    table.runs.column("seed").to_pylist(), meta.tolist(), value.tolist(),
                     count.tolist(), strict=True)]
 
     return table.names(), collect
-
-
-@dataclass(frozen=True)
-class _Coded:
-    categories: list[Any]  # each distinct value once (None for a null)
-    codes: list[int]
-
-
-def _shared(column: Any) -> _Coded:
-    """A string column as codes into its distinct values: one Python string per value,
-    shared by every run that has it, instead of one per run."""
-    import pyarrow.compute as pc
-
-    encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
-    return _Coded(encoded.dictionary.to_pylist(), encoded.indices.to_pylist())
 
 
 def parse_by(text: str) -> list[str]:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from agentlog.dataset import arrow_table, read_table, run_order
 
@@ -92,6 +93,26 @@ def in_run_order(runs: Any) -> Any:
     rank = pc.index_in(runs.column("source"), value_set=pa.array(ranked, pa.string()))
     keyed = pa.table({"rank": rank, "run": runs.column("run")})
     return pc.sort_indices(keyed, [("rank", "ascending"), ("run", "ascending")])
+
+
+def coded(column: Any) -> tuple[list[Any], NDArray[np.intp]]:
+    """A column as its distinct values (one Python object each, None for a null) and each
+    row's code into them: labels without a Python object per row."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
+    codes: NDArray[np.intp] = encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp)
+    return encoded.dictionary.to_pylist(), codes
+
+
+def with_rows(table: Any, runs: Any) -> Any:
+    """``table`` with a ``row`` column: the position of each row's run (``run_id``) in
+    ``runs``; rows of runs that ``runs`` lacks are dropped."""
+    import pyarrow as pa
+
+    rows = pa.table({"run_id": runs.column("run_id"),
+                     "row": pa.array(np.arange(runs.num_rows, dtype=np.int64))})
+    return table.join(rows, "run_id", join_type="inner")
 
 
 def read_columns(dataset: DatasetInput, name: str, columns: list[str]) -> Any:

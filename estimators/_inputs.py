@@ -30,10 +30,12 @@ from ._executor import (
     Executor,
     check_dataset,
     check_executor,
+    coded,
     executing,
     in_run_order,
     plain,
     scan,
+    with_rows,
 )
 from ._plan import Plan
 from ._radius import _cluster_codes
@@ -232,8 +234,8 @@ def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *, plan: P
     errors = pc.indices_nonzero(pc.is_valid(runs.column("error"))).to_numpy()
     columns = _Columns(
         paths=runs.column("source"), run_ids=runs.column("run_id"),
-        system=_coded(runs.column("system")), task=_coded(runs.column("task")),
-        cluster=_coded(runs.column("cluster")), failed=failed, y=y, has=has,
+        system=coded(runs.column("system")), task=coded(runs.column("task")),
+        cluster=coded(runs.column("cluster")), failed=failed, y=y, has=has,
         error_rows=errors, errors=runs.column("error"))
     data = _arrange(columns, plan, hashes, f"the dataset ({len(hashes)} trace file(s))",
                     shared)
@@ -335,14 +337,11 @@ def _readouts(runs: Any, values: Any, readouts: tuple[str, ...]
               ) -> tuple[FloatArray, BoolArray]:
     """Per run of ``runs`` and readout: the mean of the run's values in file order (``seq``)
     (``np.mean`` of them, as ``from_traces`` takes it), and whether it has any."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     y = np.full((runs.num_rows, len(readouts)), np.nan)
     has = np.zeros(y.shape, dtype=bool)
-    rows = pa.table({"run_id": runs.column("run_id"),
-                     "row": pa.array(np.arange(runs.num_rows, dtype=np.int64))})
-    joined = values.join(rows, "run_id", join_type="inner")
+    joined = with_rows(values, runs)
     for j, name in enumerate(readouts):
         one = joined.filter(pc.equal(joined.column("name"), name))
         one = one.take(pc.sort_indices(one, [("row", "ascending"), ("seq", "ascending")]))
@@ -355,14 +354,6 @@ def _readouts(runs: Any, values: Any, readouts: tuple[str, ...]
             y[r, j] = np.mean(np.array(value[lo:lo + n]))
         has[first, j] = True
     return y, has
-
-
-def _coded(column: Any) -> tuple[list[Any], IntArray]:
-    """A string column as its distinct values and each row's code into them."""
-    import pyarrow.compute as pc
-
-    encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
-    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
 
 
 def _channels(plan: Plan) -> dict[str, str | None]:

@@ -37,15 +37,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._executor import (
     Executor,
     check_dataset,
     check_executor,
+    coded,
     executing,
     in_run_order,
     plain,
     scan,
+    with_rows,
 )
 
 __all__ = ["TerminalScores", "TerminalTable", "from_dataset", "terminal_table"]
@@ -106,6 +109,11 @@ class TerminalTable:
                        strict=True))
         return dict(sorted(got.items()))
 
+    def coded(self, column: str) -> tuple[list[Any], NDArray[np.intp]]:
+        """Column ``column`` of ``runs`` as its distinct values and each run's code into
+        them (one Python object per distinct value, however many runs)."""
+        return coded(self.runs.column(column))
+
     def values(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per run (in ``runs``' order): its terminal score ``name`` (NaN when it records
         none) and how many such Scores it records (0 when none)."""
@@ -150,14 +158,10 @@ def terminal_table(dataset: str | os.PathLike[str] | Mapping[str, Any], *,
     runs = runs.take(in_run_order(runs))
     # A run's rows may come in several batches, in any order: merged, the last is the one
     # latest in the file (seq), and the counts add up.
-    scores = (_latest(pa.concat_tables(parts), count="count") if parts else
-              pa.table({"run_id": pa.array([], pa.string()), "name": pa.array([], pa.string()),
-                        "value": pa.array([], pa.float64()),
-                        "count": pa.array([], pa.int64())}))
-    rows = pa.table({"run_id": runs.column("run_id"),
-                     "row": pa.array(np.arange(runs.num_rows, dtype=np.int64))})
-    scores = scores.join(rows, "run_id", join_type="inner").select(
-        ["row", "name", "value", "count"])
+    latest = pa.schema([("run_id", pa.string()), ("name", pa.string()), ("seq", pa.int64()),
+                        ("value", pa.float64()), ("count", pa.int64())])
+    scores = _latest(pa.concat_tables([latest.empty_table(), *parts]), count="count")
+    scores = with_rows(scores, runs).select(["row", "name", "value", "count"])
     scores = scores.take(pc.sort_indices(scores, [("row", "ascending"),
                                                   ("name", "ascending")]))
     return TerminalTable(runs=runs, scores=scores)
