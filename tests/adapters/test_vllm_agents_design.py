@@ -36,6 +36,7 @@ from agentlog.replay import (  # noqa: E402
     replay_channels,
 )
 from agentlog.replay.interventions import FixedHorizon, Uniform  # noqa: E402
+from tests.replay._arms import arm_traces  # noqa: E402
 
 from . import test_vllm_agents_e2e as e2e  # noqa: E402
 from .conftest import VllmServer  # noqa: E402
@@ -118,17 +119,6 @@ def channels(vllm_server: VllmServer) -> Any:
         registry("channel").unregister(name)
 
 
-def _arm_runs(out: Path) -> dict[tuple[str, str, int], al.Trace]:
-    got = {}
-    for path in sorted((out / "arms").glob("*.zst")):
-        trace = al.read(path)
-        start = trace.runs[0].start
-        assert start is not None
-        m = start.meta["agentlog.replay.arm"]
-        got[m["source_run"], m["arm"], m["replicate"]] = trace
-    return got
-
-
 def test_a_paired_design_and_a_channel_replay_on_the_served_model(
         vllm_server: VllmServer, channels: tuple[str, str], tmp_path: Path) -> None:
     e2e.SERVER["base_url"] = vllm_server.base_url
@@ -150,7 +140,7 @@ def test_a_paired_design_and_a_channel_replay_on_the_served_model(
                     mode="branch", scores=rounds,
                     execution=ExecutionOptions(concurrency=1, progress=False))
     assert res.units == 10 * 4 * 2 and res.summary.done == res.units, res.summary.failures
-    arms = _arm_runs(tmp_path / "design")
+    arms = arm_traces(tmp_path / "design")
     served = [c.cache == "hit" for t in arms.values() for c in t.llm_calls()]
     assert any(served) and not all(served)  # arms that chose otherwise asked the server
     own = "selection=agent,stopping=adaptive"

@@ -16,6 +16,7 @@ from agentlog.records import Continuation
 from agentlog.replay import Design, ExecutionOptions, intervene, read_units, replicate_seed
 from agentlog.replay.interventions import FixedHorizon, Uniform
 from tests.adapters._trace_text import trace_plaintext
+from tests.replay._arms import arm_traces
 
 APP = "agentlog.examples.deep_research"
 
@@ -38,21 +39,10 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _arm_traces(d: Path) -> dict[tuple[str, str, int], al.Trace]:
-    out = {}
-    for p in sorted((d / "out" / "arms").glob("*.zst")):
-        t = al.read(p)
-        start = t.runs[0].start
-        assert start is not None
-        m = start.meta["agentlog.replay.arm"]
-        out[m["source_run"], m["arm"], m["replicate"]] = t
-    return out
-
-
 def test_the_agents_own_arm_at_replicate_0_reproduces_every_recorded_draw(
     replayed: Path,
 ) -> None:
-    arms = _arm_traces(replayed)
+    arms = arm_traces(replayed / "out")
     checked = 0
     for p in sorted((replayed / "src").glob("*.zst")):
         src = al.read(p)
@@ -73,7 +63,7 @@ def test_the_agents_own_arm_at_replicate_0_reproduces_every_recorded_draw(
 def test_every_arm_of_a_block_shares_its_random_numbers(replayed: Path) -> None:
     """CRN: at each step, each document's Gumbel draw is the recorded draw of that document
     at that step, whatever the arm's probabilities or the pool's order."""
-    arms = _arm_traces(replayed)
+    arms = arm_traces(replayed / "out")
     compared = 0
     for (run_id, name, rep), trace in arms.items():
         if rep != 0:
@@ -110,7 +100,7 @@ def test_the_output_carries_the_provenance_and_gives_the_policy_effects(replayed
         (score,) = u.scores
         assert score.name == "opened_mean"
     arm_means = {}
-    for key, trace in _arm_traces(replayed).items():
+    for key, trace in arm_traces(replayed / "out").items():
         (view,) = trace.windows("retrieval")
         arm_means[key] = float(np.mean(view.exit_value()["y"]))
     fx = cess.effects_from_traces(replayed / "out", outcome="opened_mean", n_resamples=300)
