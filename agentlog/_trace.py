@@ -30,6 +30,7 @@ from agentlog._records import (
 )
 from agentlog._trace_arrow import _runs_table, _selections_table, _struct_table, _windows_table
 from agentlog._vectors import decode_pool, draws, policy_probs, probs, raw_probs
+from agentlog.display import MAX_ROWS, html_repr, render_fields, render_table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +55,19 @@ ArrowKind = Literal[
 ]
 
 # -- views -----------------------------------------------------------------------------
+
+_WINDOW_STATUS = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
+
+
+def _run_status(run: RunView) -> str:
+    """``ok``, ``failed (ErrorType)`` or ``not ended``, as ``agentlog inspect`` says it."""
+    if run.end is None:
+        return "not ended"
+    return "ok" if run.end.status == 0 else f"failed ({run.end.error_type or 'error'})"
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 class RunView:
@@ -96,6 +110,25 @@ class RunView:
             f"<RunView run={self.run} run_id={self.run_id!r} {state} "
             f"records={len(self.records)} windows={len(self.windows)}>"
         )
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        s = self.start
+        head = render_fields([
+            ("run", self.run), ("run_id", self.run_id), ("system", s and s.system),
+            ("task", s and s.task), ("seed", s and s.seed), ("status", _run_status(self)),
+            ("records", len(self.records)), ("windows", len(self.windows)),
+        ], caption=f"Run {self.run}")
+        windows = render_table(
+            ["window", "name", "parent", "status", "wall ms"],
+            ((w.window, w.name, w.parent, _WINDOW_STATUS.get(w.status, str(w.status)),
+              _ms(w.wall_ns)) for w in self.windows),
+            caption="Windows, in order of entry", total=len(self.windows))
+        scores = [r for r in self.records if isinstance(r, Score)]
+        return head + windows + (render_table(
+            ["score", "value", "window", "channel"],
+            ((r.name, r.value, "run" if r.window < 0 else r.window, r.channel)
+             for r in scores), caption="Scores", total=len(scores)) if scores else "")
 
 
 class WindowView:
@@ -227,10 +260,9 @@ class WindowView:
         return decode(data)
 
     def __repr__(self) -> str:
-        status = {None: "open", EXIT_OK: "ok", EXIT_FAILED: "failed", EXIT_CLOSED: "closed"}
         return (
             f"<WindowView {self.name!r} run={self.run} window={self.window} "
-            f"{status.get(self.status, str(self.status))}>"
+            f"{_WINDOW_STATUS.get(self.status, str(self.status))}>"
         )
 
 
@@ -370,6 +402,30 @@ class Trace:
             f"<Trace {self.path!r}: {self.records_recovered} records in {self.frames} frames, "
             f"{len(self.runs)} runs{tail}>"
         )
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        runs = self.runs
+        head = render_fields([
+            ("path", self.path), ("format version", self.format_version),
+            ("records", self.records_recovered), ("frames", self.frames), ("runs", len(runs)),
+            ("truncated", f"yes ({self.bytes_dropped} bytes dropped)" if self.truncated
+             else "no"),
+        ], caption="Trace")
+        table = render_table(
+            ["run", "run_id", "system", "task", "seed", "status", "windows"],
+            ((r.run, r.run_id, r.start and r.start.system, r.start and r.start.task,
+              r.start and r.start.seed, _run_status(r), len(r.windows))
+             for r in runs[:MAX_ROWS]), caption="Runs", total=len(runs))
+        names: dict[str, list[int]] = {}
+        for w in self.windows():
+            counts = names.setdefault(w.name, [0, 0])
+            counts[0] += 1
+            counts[1] += w.status != EXIT_OK
+        windows = render_table(["window", "instances", "not ok"],
+                               ((n, c[0], c[1]) for n, c in names.items()),
+                               caption="Windows by name", total=len(names))
+        return head + table + windows
 
     @cached_property
     def _index(self) -> _Index:

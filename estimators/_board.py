@@ -6,9 +6,17 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentlog.display import (
+    format_number,
+    html_repr,
+    render_fields,
+    render_notes,
+    render_table,
+)
+
 from ._admissibility import Admissibility, _j
 from ._plan import COMPOSITE, Plan
-from ._ranks import RankIntervalsResult
+from ._ranks import RankIntervalsResult, cycle_notes, rank_text, render_rank_figure
 
 __all__ = [
     "BoardResult",
@@ -20,6 +28,28 @@ __all__ = [
 
 Decision = Literal["certified", "undecided-sampling", "undecided-attribution", "refused",
                    "not-enough-common-tasks"]
+# The columns of a pair and of a rung, as `agentlog certify` prints them.
+_PAIR_COLUMNS = ["pair", "decision", "Δ̂", "q", "df", "ε̂_out", "r", "tasks", "margin"]
+_RUNG_COLUMNS = ["rule", "analysis", "adds", "pairs ordered"]
+_LOO_COLUMNS = ["cluster left out", "certified", "Jaccard", "reversed", "winners",
+                "winner flip"]
+
+
+def _pair_row(p: PairDecision) -> list[str]:
+    decision = (f"certified: {p.better} ≻ {p.worse}" if p.decision == "certified"
+                else p.decision)
+    return [f"{p.a} vs {p.b}", decision, format_number(p.delta, "+.3f"), format_number(p.q),
+            format_number(p.df, ".3g"), format_number(p.eps_out, ".3g"),
+            format_number(p.r, ".3g"), str(p.n_tasks), format_number(p.margin, ".3g")]
+
+
+def _rung_row(r: LadderRung) -> list[str]:
+    return [r.rule, r.label, r.adds, f"{r.decided} of {r.out_of}"]
+
+
+def _loo_row(lo: LeaveOneOut) -> list[Any]:
+    return [lo.cluster, lo.certified, format_number(lo.jaccard, ".2f"), lo.flips,
+            ", ".join(lo.winners), "yes" if lo.winner_flip else "no"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +117,12 @@ class PairDecision:
                 "reason": self.reason, "df": _j(self.df), "sampling": self.sampling,
                 "dominant_cluster": self.dominant_cluster, "skewness": _j(self.skewness)}
 
+    @html_repr
+    def _repr_html_(self) -> str:
+        return (render_table(_PAIR_COLUMNS, [_pair_row(self)],
+                             caption=f"Pair on {self.target} ({self.sampling})")
+                + render_notes([self.reason]))
+
 
 @dataclass(frozen=True)
 class LadderRung:
@@ -115,6 +151,10 @@ class LadderRung:
                 "decided": self.decided, "out_of": self.out_of,
                 "pairs": [list(p) for p in self.pairs]}
 
+    @html_repr
+    def _repr_html_(self) -> str:
+        return render_table(_RUNG_COLUMNS, [_rung_row(self)])
+
 
 @dataclass(frozen=True)
 class LeaveOneOut:
@@ -126,6 +166,10 @@ class LeaveOneOut:
     flips: int
     winners: tuple[str, ...]
     winner_flip: bool
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        return render_table(_LOO_COLUMNS, [_loo_row(self)])
 
 
 @dataclass(frozen=True)
@@ -226,6 +270,25 @@ class CalibrationResult:
                                "winners": list(lo.winners), "winner_flip": lo.winner_flip}
                               for lo in self.leave_one_out],
         }
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        head = render_fields([
+            ("sign-flip draws", f"{self.n_resamples:,} (seed {self.seed})"),
+            ("family-wise false-certification rate",
+             f"{format_number(self.family_rate, '.1%')} ± {format_number(self.mc_se, '.1%')} "
+             f"(nominal {format_number(self.nominal, '.0%')})"),
+            ("radius scale c*", format_number(self.c_star, ".3g")),
+            ("relations c* would drop", len(self.drops)),
+            ("leave one cluster out: Jaccard mean (min)",
+             f"{format_number(self.jaccard_mean, '.2f')} "
+             f"({format_number(self.jaccard_min, '.2f')})"),
+            ("relations reversed", self.flips), ("winner flips", self.winner_flips),
+            ("sampling", self.sampling), ("min df", format_number(self.min_df, ".3g")),
+        ], caption="Calibration ([LBC] Appendix F.5)")
+        loo = render_table(_LOO_COLUMNS, map(_loo_row, self.leave_one_out),
+                           total=len(self.leave_one_out)) if self.leave_one_out else ""
+        return head + loo + render_notes([self.warning])
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,4 +395,35 @@ class BoardResult:
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "admissibility": self.admissibility.to_dict(),
         }
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        rank = self.ranks[self.target]
+        readouts = list(self.plan.readout_names)
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items() if v)
+        head = render_fields([
+            ("target", self.target), ("systems", len(self.systems)),
+            ("pairs (family size)", self.family_size), ("decisions", counts or "-"),
+            ("clusters", self.n_clusters), ("sampling radius", self.sampling),
+            ("plan", f"{self.plan.name or '-'} (sha256 {self.plan_hash[:12]}…)"),
+        ], caption="Certified leaderboard ([LBC])")
+        columns = [COMPOSITE, *readouts]
+        systems = render_table(
+            ["rank", "system", "tasks", *(f"{c} (target)" if c == self.target else c
+                                          for c in columns)],
+            ([rank_text(*rank.intervals[s]), s, self.n_tasks.get(s),
+              *(self.scores.get(s, {}).get(c) for c in columns)] for s in self.systems),
+            caption="Systems, best first on the target (rank: certified interval; ● pinned)",
+            total=len(self.systems))
+        figure = render_rank_figure(self.systems, rank.intervals, labels={
+            s: format_number(self.scores.get(s, {}).get(self.target)) for s in self.systems})
+        pairs = render_table(_PAIR_COLUMNS, map(_pair_row, self.pairs),
+                             caption=f"Pairs on {self.target} (certified iff |Δ̂| > q + "
+                                     "ε̂_out + r, eq. 4)", total=len(self.pairs))
+        ladder = render_table(_RUNG_COLUMNS, map(_rung_row, self.ladder),
+                              caption="Conventional ladder beside the certificate ([LBC] "
+                                      "Table 2)")
+        calibration = self.calibration._repr_html_() if self.calibration else ""
+        return (head + systems + figure + pairs + render_notes(cycle_notes(rank.cycles))
+                + ladder + calibration)
 

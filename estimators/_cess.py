@@ -86,6 +86,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
 from agentlog.context import block_async_signals
+from agentlog.display import (
+    MAX_ROWS,
+    format_interval,
+    html_repr,
+    render_fields,
+    render_notes,
+    render_table,
+)
 
 Order = Literal["shrink-then-clip", "clip-then-shrink"]
 Anchor = Literal["prediction", "opened"]
@@ -139,6 +147,10 @@ def _hash_beside(*arrays: FloatArray, config: str) -> Callable[[], str]:
         return out[0] if out else inputs_hash(*arrays, config=config)
 
     return result
+
+
+_COLUMNS = {"Opened Mean": "opened_mean", "OR": "outcome_regression", "IPW": "ipw",
+            "DR (raw)": "dr_raw", "CESS": "estimate"}  # as `agentlog estimate cess` titles them
 
 
 @dataclass(frozen=True)
@@ -196,6 +208,31 @@ class CessResult:
         """Per trajectory, the form that ran: ``"with"`` (eq. 6) or ``"without"`` (Des Raj)."""
         forms: NDArray[np.str_] = np.where(self.without_replacement, "without", "with")
         return forms
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        n, lam = len(self), np.unique(self.lam[np.isfinite(self.lam)])
+        support = bool(np.isfinite(self.support_low).any())
+        head = render_fields([
+            ("trajectories", n), ("budget K", self.budget), ("order", self.order),
+            ("anchor", self.anchor), ("bounds", format_interval(*self.bounds)),
+            ("λ", lam[0] if len(lam) == 1 else format_interval(lam.min(initial=np.nan),
+                                                                lam.max(initial=np.nan))),
+            ("without replacement", f"{int(self.without_replacement.sum())} of {n}"),
+            ("median ESS", np.nanmedian(self.ess)), ("largest weight",
+                                                     np.nanmax(self.max_weight, initial=np.nan)),
+            ("smallest p·s", np.nanmin(self.min_ps, initial=np.nan)),
+        ], caption="CESS estimates ([SSC])")
+        means = render_table(["", *_COLUMNS], [["mean over trajectories", *(
+            np.nanmean(getattr(self, a)) for a in _COLUMNS.values())]])
+        rows = ([i, *(getattr(self, a)[i] for a in _COLUMNS.values()), self.n_rounds[i],
+                 self.ess[i], self.max_weight[i], self.min_ps[i], self.replacement[i],
+                 *([format_interval(self.support_low[i], self.support_high[i])] * support)]
+                for i in range(min(n, MAX_ROWS)))
+        table = render_table(["trajectory", *_COLUMNS, "rounds T", "ESS", "max W", "min p·s",
+                              "replacement", *(["support"] * support)], rows,
+                             caption="Per trajectory", total=n)
+        return head + means + table + render_notes([self.note])
 
 
 def _as_rounds(name: str, x: ArrayLike) -> FloatArray:

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
+from agentlog.display import html_repr, render_estimates, render_fields, render_notes
 
 from ._bootstrap import BootstrapResult, cluster_bootstrap, group_means
 from ._cess import THEOREM_2_NOTE, inputs_hash
@@ -193,6 +194,21 @@ class PolicyEffectsResult:
         u = self.per_cluster[:, j]
         u = u[np.isfinite(u)]
         return float(u.std(ddof=1)) / math.sqrt(u.shape[0]) if u.shape[0] >= 2 else 0.0
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        head = render_fields([
+            ("paired blocks", self.n_blocks), ("tasks (clusters)", self.n_clusters),
+            ("interval", "cluster t" if self.interval == "t" else
+             f"task-clustered {self.interval} bootstrap"),
+        ], caption="Policy effects ([SSC] eq. 3–4)")
+        effects = render_estimates(
+            ((e, getattr(self, e), *self.confidence_interval(e), self.standard_error(e))
+             for e in EFFECTS),
+            confidence_level=self.confidence_level, spec="+.3f")
+        icc = render_fields(self.icc.items(), caption="ICC(1,k) across replicates") \
+            if self.icc else ""
+        return head + effects + icc + render_notes([self.note])
 
 
 def policy_effects(

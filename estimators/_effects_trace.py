@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import DegenerateDataWarning, Trace, TraceFormatError, TracePathError, iter_records
+from agentlog.display import html_repr, render_fields, render_notes
 from agentlog.records import RunStart, Score, iter_runs
 
 from ._cess import THEOREM_2_NOTE
@@ -180,6 +181,19 @@ class TraceEffectsResult:
             "icc_note": self.icc_note, "inputs_hash": self.effects.inputs_hash,
             "note": self.note,
         }
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        head = render_fields([
+            ("outcome", self.outcome),
+            *((f"{factor} levels (0, 1)", " / ".join(v)) for factor, v in self.levels.items()),
+            ("arm runs read", self.n_runs), ("runs left out", self.n_skipped),
+            *((f"θ{code} (mean over tasks)", v) for code, v in self.arm_means().items()),
+        ], caption="Policy effects from arm traces ([SSC] eq. 3–4)")
+        icc = render_fields(self.icc.items(), caption="ICC(1,k) across replicates") \
+            if self.icc else ""
+        return (head + self.effects._repr_html_() + icc
+                + render_notes([self.icc_note, self.note]))
 
 
 def _outcome_of(run: Any, outcome: str | Callable[[Any], float], channel: str | None,

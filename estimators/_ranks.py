@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from agentlog.display import html_repr, render_figure, render_notes, render_table
 
 __all__ = [
     "RankIntervalsResult",
@@ -59,6 +61,59 @@ class RankIntervalsResult:
             "added_by_closure": [list(p) for p in self.added],
             "cycles": [list(c) for c in self.cycles],
         }
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        return (render_table(["system", "rank"], ((s, rank_text(*self.intervals[s]))
+                                                  for s in self.systems),
+                             caption="Certified rank intervals ([LBC] §3.4; ● pinned)",
+                             total=len(self.systems))
+                + render_rank_figure(self.systems, self.intervals)
+                + render_notes(cycle_notes(self.cycles)))
+
+
+def rank_text(low: int, high: int) -> str:
+    """``"2–5"``, or ``"1 ●"`` for a pinned position (as ``agentlog certify`` prints it)."""
+    return f"{low} ●" if low == high else f"{low}–{high}"
+
+
+def cycle_notes(cycles: Iterable[Sequence[str]]) -> list[str]:
+    return [f"certified relations form a cycle among {', '.join(c)}; their intervals are "
+            "never pinned" for c in cycles]
+
+
+#: Systems past which the rank-interval figure is left out (the table still lists them).
+MAX_FIGURE_SYSTEMS = 40
+
+
+def render_rank_figure(systems: Sequence[str], intervals: Mapping[str, tuple[int, int]], *,
+                       labels: Mapping[str, str] | None = None) -> str:
+    """[LBC] Figure 1 as an HTML image: one row per system in the order given (the first at
+    the top), a bar over its rank interval, a dot when the rank is pinned; ``labels``: text
+    right of each row (e.g. its score). "" without matplotlib or with no system."""
+    n = len(systems)
+    if not 0 < n <= MAX_FIGURE_SYSTEMS:
+        return ""
+
+    def draw(fig: Any) -> None:
+        ax = fig.subplots()
+        for y, s in enumerate(systems):
+            lo, hi = intervals[s]
+            if lo == hi:
+                ax.plot(lo, y, "o", color="#0b3d6b", ms=9)
+            else:
+                ax.plot([lo, hi], [y, y], color="#1f6fb4", lw=7, solid_capstyle="round")
+            if labels is not None:
+                ax.text(1.01, y, labels.get(s, ""), transform=ax.get_yaxis_transform(),
+                        va="center", fontsize=8)
+        ax.set_yticks(range(n), list(systems))
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_xticks(range(1, n + 1))
+        ax.set_xlim(0.5, n + 0.5)
+        ax.set_xlabel("certified rank (1 = best)")
+        ax.grid(alpha=0.3, axis="x")
+
+    return render_figure(draw, size=(6.4, 1.2 + 0.38 * n), alt="certified rank intervals")
 
 
 def _closure(adj: BoolArray) -> BoolArray:

@@ -62,6 +62,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import DegenerateDataWarning
+from agentlog.display import (
+    format_interval,
+    format_number,
+    html_repr,
+    render_fields,
+    render_table,
+)
 
 from ._bootstrap import IntervalMethod, check_method
 from ._cell_bootstrap import _bootstrap_means, _interval, _mean_acceleration
@@ -178,6 +185,17 @@ class ReliabilitySummaryResult:
                 "confidence_level": confidence_level, "ci_low": low, "ci_high": high,
                 "ci_method": self.method, "n_resamples": self.n_resamples, "seed": self.seed}
 
+    @html_repr
+    def _repr_html_(self) -> str:
+        low, high = self.confidence_interval()
+        return render_fields([
+            ("runs", self.n), ("mean", self.mean), ("standard error", self.standard_error),
+            (f"95% CI ({self.method})", format_interval(low, high)), ("worst", self.worst),
+            (f"CVaR@{self.alpha:g}", self.cvar),
+            (f"Reliability@{self.tau:g}", format_number(self.reliability, ".1%")),
+            ("bootstrap", f"{self.n_resamples:,} draws, seed {self.seed}"),
+        ], caption="Reliability summary ([DMC] §4.4)")
+
 
 @dataclass(frozen=True, eq=False)
 class GroupedReliabilityResult(Mapping[Any, ReliabilitySummaryResult]):
@@ -256,6 +274,18 @@ class GroupedReliabilityResult(Mapping[Any, ReliabilitySummaryResult]):
                        ci_high=float(high[i]))
             rows.append(row)
         return rows
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        rows = self.table()
+        return render_table(
+            [*self.names, "runs", "mean", f"95% CI ({self.method})", "worst",
+             f"CVaR@{self.alpha:g}", f"Reliability@{self.tau:g}"],
+            ([*(r[k] for k in self.names), r["n"], r["mean"],
+              format_interval(r["ci_low"], r["ci_high"]), r["worst"], r["cvar"],
+              format_number(r["reliability"], ".1%")] for r in rows),
+            caption=f"Reliability by {', '.join(self.names)} ([DMC] §4.4; bootstrap seed "
+                    f"{self.seed})", total=len(rows))
 
 
 def _summary_iv(scores: ArrayLike, alpha: float, tau: float, n_resamples: int,

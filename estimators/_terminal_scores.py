@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agentlog.display import MAX_ROWS, html_repr, render_table
+
 from ._executor import (
     Executor,
     check_dataset,
@@ -126,6 +128,16 @@ class TerminalTable:
         value[rows] = got.column("value").to_numpy()
         count[rows] = got.column("count").to_numpy()
         return value, count
+
+    @html_repr
+    def _repr_html_(self) -> str:
+        names = self.names()
+        runs = self.runs.slice(0, MAX_ROWS).select(_RUN_COLUMNS[:-1]).to_pylist()
+        return render_table(["score", "runs recording it"], names.items(),
+                            caption=f"Terminal scores of {len(self)} runs ([DMC] §4.4)",
+                            total=len(names)) + render_table(
+            _RUN_COLUMNS[:-1], ([r[c] for c in _RUN_COLUMNS[:-1]] for r in runs),
+            caption="Runs, in the order the estimators read them", total=len(self))
 
 
 def terminal_table(dataset: str | os.PathLike[str] | Mapping[str, Any], *,

@@ -15,16 +15,18 @@ from ._asv import (
     MIN_TRAJECTORIES_FOR_COVERAGE,
     AsvFace,
     AsvSummaryResult,
-    AucDifferenceResult,
     CalibrationCheck,
-    RetryDisagreementResult,
-    auc_difference,
     calibration_check,
     cyclic_layouts,
     face,
     reduce_layouts,
-    retry_disagreement,
     summarize,
+)
+from ._asv_baselines import (
+    AucDifferenceResult,
+    RetryDisagreementResult,
+    auc_difference,
+    retry_disagreement,
 )
 from ._asv_trace import AsvData, channel_scores, from_dataset, from_traces
 from ._asv_trace import from_trace as _from_trace
