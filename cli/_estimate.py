@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from agentlog.dataset import iter_runs as dataset_runs
 from agentlog.records import Selection, iter_runs
 
 from ._dataset_input import single_dataset
+from ._executor import Executor, RayAddress, executing, executor_option
 from ._inspect import table
 from ._options import JsonOutput, Traces, plot_option
 from ._output import (
@@ -328,6 +330,9 @@ def cess_command(
         "--replacement", help="auto (read each run's form off its logged vectors), with "
         "(eq. 6: opened documents keep a positive probability) or without (Des Raj's "
         "ordered form: the agent never reopens a document).")] = "auto",
+    executor: Annotated[Executor, executor_option(
+        "a Parquet dataset's per-run stage")] = Executor.local,
+    ray_address: RayAddress = None,
     json_output: JsonOutput = False,
     plot: Annotated[Path | None, plot_option(
         "MAE of Opened Mean and CESS across budgets 1..K",
@@ -354,18 +359,24 @@ def cess_command(
     except BadInput as exc:
         fail(f"agentlog estimate cess: {exc}")
     stop = stop_stream or None
+    how = "local"
 
     def build(kk: int) -> CessData:
         read = (cess.from_traces if dataset is None else
-                lambda _, **kw: cess.from_dataset(dataset, **kw))
+                lambda _, **kw: cess.from_dataset(dataset, executor=how, **kw))
         data: CessData = read(loaded, outcomes=y, predictions=m, stream=stream,
                               stop_stream=stop, budget=kk, replacement=replacement)
         return data
 
     kwargs: dict[str, Any] = {"lam": lam, "order": order, "anchor": anchor}
-    with warnings.catch_warnings(record=True) as records:
+    with warnings.catch_warnings(record=True) as records, contextlib.ExitStack() as ray:
         warnings.simplefilter("always")
         try:
+            if dataset is None and executor == Executor.ray:
+                raise BadInput("--executor ray runs the per-run stage of a Parquet dataset "
+                               "(agentlog export --format parquet); pass the dataset folder, "
+                               "or leave --executor out for trace files")
+            how = ray.enter_context(executing(executor, ray_address))
             with trace_errors():
                 data = build(k)
         except (ValueError, BadInput) as exc:
@@ -395,6 +406,7 @@ def cess_command(
         "predictions": str(predictions), "budget": k, "budget_source": source, "lam": lam,
         "order": order, "anchor": anchor, "formula": formula(order, anchor),
         "stream": stream, "stop_stream": stop, "replacement": replacement,
+        "executor": how,
     }
     summary["warnings"] = caught
     summary["plot"] = str(plot) if plot is not None else None

@@ -1,4 +1,5 @@
-"""``--executor local|ray`` and ``--ray-address`` of ``certify`` and ``estimate reliability``.
+"""``--executor local|ray`` and ``--ray-address`` of ``certify``, ``estimate reliability`` and
+``estimate cess``.
 
 ``--executor ray`` runs the per-run stage of a Parquet dataset on Ray Data and the bootstrap
 or calibration draws as Ray tasks (``agentlog.estimators.use_ray``); the results are the

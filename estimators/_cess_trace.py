@@ -30,7 +30,6 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -38,7 +37,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import DegenerateDataWarning, Trace
-from agentlog.dataset import run_order
 from agentlog.deprecation import warn_renamed
 from agentlog.records import Continuation, RunStart, Selection, iter_runs
 
@@ -50,6 +48,7 @@ from ._cess_tables import (
     _Table,
     load_table,
 )
+from ._executor import Executor, check_dataset, check_executor
 from ._shared_noise import SharedNoise
 
 __all__ = ["CessData", "from_dataset", "from_traces", "load_table"]
@@ -162,15 +161,6 @@ class _Rows:
     # (where, design) of the runs a warning is about only: memory stays flat on clean runs
     troubled: list[tuple[str, SamplingDesign]] = field(default_factory=list)
     labels: list[tuple[Any, ...]] = field(default_factory=list)
-    order: list[tuple[Path, int]] = field(default_factory=list)  # run_order of each row
-
-    def sort(self) -> None:
-        """Put the rows in ``run_order``."""
-        perm = sorted(range(len(self.order)), key=self.order.__getitem__)
-        for name in ("y", "p", "s", "m", "m_bar", "n_pool", "rho", "theta", "in_support",
-                     "forms", "labels", "order"):
-            values = getattr(self, name)
-            setattr(self, name, [values[i] for i in perm])
 
 
 def from_traces(
@@ -241,7 +231,7 @@ def from_traces(
     return _from_runs(iter_runs(source, name="source"), outcomes=outcomes,
                       predictions=predictions, stream=stream, stop_stream=stop_stream,
                       budget=budget, pool=pool, unfinished=unfinished,
-                      replacement=replacement, in_file_order=False)
+                      replacement=replacement)
 
 
 def from_dataset(
@@ -255,15 +245,19 @@ def from_dataset(
     pool: Mapping[str, Sequence[Any]] | None = None,
     unfinished: str = "drop",
     replacement: str = "auto",
+    executor: Executor = "local",
 ) -> CessData:
     """``from_traces`` of the traces a Parquet dataset was exported from (``agentlog
     export --format parquet``), read from its ``runs``, ``selections``, ``continuations``
     and ``pools`` tables: the same ``CessData``, rows in the same order, to the bit.
 
-    The runs are rebuilt one (system, task) partition at a time
-    (``agentlog.dataset.iter_runs``) and go through the per-run stage of ``from_traces``;
-    the rows are then put in the order ``from_traces`` reads the source files in. Memory
-    holds one partition's selections and the per-run rows.
+    The per-run stage (each run's selections and continuations, rebuilt from its rows by
+    ``agentlog.dataset.iter_runs``, through the per-run stage of ``from_traces``) is a
+    group-by on ``run_id``: over Arrow tables in this process (``executor="local"``; a
+    chunk of runs' records at a time), or on Ray Data (``"ray"``: the tables' union grouped
+    by run in Ray's workers). The driver puts the per-run rows in the order ``from_traces``
+    reads the source files in, and raises the first error and gives the warnings in that
+    order, as ``from_traces`` does.
 
     Args:
         dataset: the dataset folder, or its tables already selected (e.g. filtered in
@@ -272,34 +266,35 @@ def from_dataset(
             which columns).
         outcomes, predictions, stream, stop_stream, budget, pool, unfinished, replacement:
             as ``from_traces``.
+        executor: ``"local"``, or ``"ray"`` to run the per-run stage on Ray Data
+            (``dataset`` must then be a folder every node reads, or an ``s3://`` URI).
+            The same ``CessData`` either way, bit for bit.
 
     Raises:
         ValueError: as ``from_traces``; a folder that is not a dataset of this version.
+        MissingDependencyError: pyarrow is not installed, or ``executor="ray"`` without
+            Ray (``pip install 'agentlog[ray]'``).
     """
-    from agentlog.dataset import iter_runs as dataset_runs
+    budget = _from_runs_iv(budget, unfinished, replacement)
+    how = check_executor(executor)
+    check_dataset(dataset, how)
+    from ._cess_dataset import from_stage, per_run_stage
 
-    return _from_runs(dataset_runs(dataset, ("selections", "continuations")),
-                      outcomes=outcomes, predictions=predictions, stream=stream,
-                      stop_stream=stop_stream, budget=budget, pool=pool,
-                      unfinished=unfinished, replacement=replacement, in_file_order=True)
+    stage = per_run_stage(dataset, outcomes=_as_table(outcomes, "outcomes"),
+                          predictions=_as_table(predictions, "predictions"), pool=pool,
+                          stream=stream, stop_stream=stop_stream, budget=budget,
+                          replacement=replacement, unfinished=unfinished, executor=how)
+    return from_stage(stage, budget=budget, stream=stream, stop_stream=stop_stream,
+                      replacement=replacement)
 
 
 def _from_runs(
     runs: Iterable[Any], *, outcomes: Any, predictions: Any, stream: str,
     stop_stream: str | None, budget: int, pool: Mapping[str, Sequence[Any]] | None,
-    unfinished: str, replacement: str, in_file_order: bool,
+    unfinished: str, replacement: str,
 ) -> CessData:
-    """The per-run stage over ``runs`` (``TraceRun``s), then the arrays. ``in_file_order``:
-    sort the rows by ``run_order`` (runs that came partition by partition)."""
-    if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
-        raise ValueError(f"`budget` must be a positive int (K in [SSC] eq. 6); "
-                         f"found {budget!r}")
-    budget = int(budget)
-    if unfinished not in ("drop", "keep"):
-        raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
-    if replacement not in ("auto", "with", "without"):
-        raise ValueError(f"`replacement` must be 'auto', 'with' or 'without'; found "
-                         f"{replacement!r}")
+    """The per-run stage over ``runs`` (``TraceRun``s, in file order), then the arrays."""
+    budget = _from_runs_iv(budget, unfinished, replacement)
     y_table = _as_table(outcomes, "outcomes")
     m_table = _as_table(predictions, "predictions")
     rows = _Rows()
@@ -340,7 +335,6 @@ def _from_runs(
             _add_run(rows, trace, run, ids_cache, y_table, m_table, pool, stream,
                      stop_stream, budget, summary_cache, replacement)
             shared.add(start)
-            rows.order.append(run_order(trace.path, run.run))
         except _NoSelections as exc:
             pending.append((exc.run_id, exc))
         except ValueError as exc:
@@ -366,8 +360,6 @@ def _from_runs(
         raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
     shared.warn(stacklevel=3)
     _warn_designs(rows.troubled, replacement, stacklevel=4)
-    if in_file_order:
-        rows.sort()
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)
@@ -390,6 +382,19 @@ def _from_runs(
                             dtype=bool).reshape(n, budget),
         budget=budget, stream=stream, stop_stream=stop_stream,
     )
+
+
+def _from_runs_iv(budget: Any, unfinished: str, replacement: str) -> int:
+    """``budget`` as an int, after the checks of ``from_traces``'s arguments."""
+    if not isinstance(budget, int | np.integer) or isinstance(budget, bool) or budget < 1:
+        raise ValueError(f"`budget` must be a positive int (K in [SSC] eq. 6); "
+                         f"found {budget!r}")
+    if unfinished not in ("drop", "keep"):
+        raise ValueError(f"`unfinished` must be 'drop' or 'keep'; found {unfinished!r}")
+    if replacement not in ("auto", "with", "without"):
+        raise ValueError(f"`replacement` must be 'auto', 'with' or 'without'; found "
+                         f"{replacement!r}")
+    return int(budget)
 
 
 def from_trace(trace_or_paths: TraceInput | Iterable[TraceInput], **kwargs: Any) -> CessData:

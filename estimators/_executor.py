@@ -8,6 +8,13 @@ Two kinds of work can leave the process, and each runs the same function either 
   ``ray.data.read_parquet(DIR/<table>)`` (``map_batches``). The caller merges the outputs by
   run, putting a run's rows back in file order by ``seq`` (a block boundary may split a
   run, and blocks come back in any order) and the runs in ``agentlog.dataset.run_order``;
+* **the per-run stage over whole runs** (``group_runs``): a function of the rows of
+  several tables that belong to whole runs (``cess.from_dataset``'s rebuilding of each
+  run's selections and continuations, say), for per-run work that a block of one table
+  cannot do. The local executor applies it to the whole tables at once; Ray gives it the
+  rows of one run at a time (``read_parquet`` of each table, their union, a group-by on
+  ``run_id``: ``map_groups``). Its outputs are one row per run: the caller puts them in
+  ``agentlog.dataset.run_order``;
 * **replicates** (``map_blocks``): bootstrap or calibration draws in blocks of at most
   ``BLOCK_DRAWS``, block ``j`` drawn from its own generator, the ``j``-th child of the
   seed's ``numpy.random.SeedSequence`` (``block_rng``). The local executor computes every
@@ -147,6 +154,29 @@ def scan(dataset: DatasetInput, name: str, columns: list[str], fn: Callable[...,
         yield from map_table(os.fspath(dataset), name, columns, fn, kwargs)
         return
     yield fn(read_columns(dataset, name, columns), **kwargs)
+
+
+def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
+               fn: Callable[..., Any], kwargs: Mapping[str, Any], executor: Executor
+               ) -> Iterator[Any]:
+    """``fn(parts, **kwargs)`` over the rows of whole runs: ``parts`` maps each name of
+    ``tables`` (the first is ``runs``) to its rows (``columns`` of it), those of the same
+    runs. Locally one call holds every run; under Ray one call holds one run (a group-by on
+    ``run_id`` of the tables' union), in any order. A table the dataset lacks is absent
+    from ``parts`` under Ray and empty locally.
+
+    ``fn`` takes pyarrow tables and returns one; it must be a module-level function and
+    must not raise on bad data (as ``scan``'s).
+    """
+    if executor == "ray":
+        check_dataset(dataset, executor)
+        from ._ray_executor import map_run_groups
+
+        assert isinstance(dataset, str | os.PathLike)  # check_dataset's promise, for mypy
+        yield from map_run_groups(os.fspath(dataset), tables, fn, kwargs)
+        return
+    yield fn({name: plain(read_columns(dataset, name, columns))
+              for name, columns in tables.items()}, **kwargs)
 
 
 # ----------------------------------------------------------------------------- replicates

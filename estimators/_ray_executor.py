@@ -145,6 +145,81 @@ def map_table(dataset: str, name: str, columns: list[str], fn: Callable[..., Any
         return list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
 
 
+def _tagged(batch: Any, *, name: str, columns: list[str], types: Mapping[str, Any]) -> Any:
+    """A block of table ``name`` for the union of ``map_run_groups``: ``run_id``, and per
+    table of ``types`` a struct column of its ``columns`` (null but in this table's)."""
+    import pyarrow as pa
+
+    from ._executor import plain
+
+    own = plain(_apply(batch, fn=_as_is, columns=columns, kwargs={}))
+    out = {"run_id": own.column("run_id")}
+    for other, struct in types.items():
+        out[other] = (pa.StructArray.from_arrays(
+            [own.column(c).combine_chunks().cast(f.type) for c, f in
+             zip(columns, struct, strict=True)], fields=list(struct))
+            if other == name else pa.nulls(own.num_rows, struct))
+    return pa.table(out)
+
+
+def _as_is(batch: Any) -> Any:
+    return batch
+
+
+def _grouped(batch: Any, *, fn: Callable[..., Any], types: Mapping[str, Any],
+             kwargs: Mapping[str, Any]) -> Any:
+    """The body of ``map_groups``: the group's rows split back into their tables, then
+    ``fn``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = {}
+    for name, struct in types.items():
+        column = batch.column(name)
+        rows = column.filter(pc.is_valid(column)).combine_chunks()
+        parts[name] = (pa.Table.from_struct_array(rows) if len(rows)
+                       else pa.schema(list(struct)).empty_table())
+    return fn(parts, **kwargs)
+
+
+def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[..., Any],
+                   kwargs: Mapping[str, Any]) -> list[Any]:
+    """``_executor.group_runs`` on Ray Data: each table read (``read_parquet``) and tagged,
+    their union grouped by ``run_id`` (``map_groups``); the outputs in any order."""
+    import pyarrow as pa
+
+    data = import_ray("ray.data")
+    if "://" not in dataset:
+        check_version(dataset)
+    root = dataset if "://" in dataset else os.path.abspath(dataset)
+    with use_ray(), _quiet_ray_data():
+        reads = {}
+        for name, columns in tables.items():
+            path = f"{root.rstrip('/')}/{name}"
+            if not _exists(path):
+                if name == "runs":
+                    raise ValueError(
+                        f"{dataset}: not an agentlog Parquet dataset (no runs/ folder in "
+                        "it); write one with agentlog export TRACES --format parquet --out "
+                        "DIR")
+                continue  # no run has such rows
+            reads[name] = data.read_parquet(path).select_columns(columns)
+        types = {}
+        for name, read in reads.items():
+            schema = read.schema().base_schema
+            types[name] = pa.struct([pa.field(c, schema.field(c).type)
+                                     for c in tables[name]])
+        tagged = [read.map_batches(_tagged, batch_format="pyarrow", batch_size=None,
+                                   fn_kwargs={"name": name, "columns": tables[name],
+                                              "types": types})
+                  for name, read in reads.items()]
+        union = tagged[0].union(*tagged[1:]) if len(tagged) > 1 else tagged[0]
+        out = union.groupby("run_id").map_groups(
+            _grouped, batch_format="pyarrow",
+            fn_kwargs={"fn": fn, "types": types, "kwargs": dict(kwargs)})
+        return list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
+
+
 # ----------------------------------------------------------------------------- replicates
 
 
