@@ -16,7 +16,7 @@ Frameworks have a module each, imported only when used (the ``pip install
 ``pydantic_ai``, ``smolagents``, ``dspy``, and ``otel_bridge`` for any framework traced
 with OpenTelemetry GenAI or OpenInference spans.
 
-Example:
+Examples:
     >>> from agentlog.adapters import ChoiceProbs, choice_probs
     >>> body = {"choices": [{"logprobs": {"content": [{"token": "B", "logprob": -0.1,
     ...     "top_logprobs": [{"token": "B", "logprob": -0.1}, {"token": "A", "logprob": -2.5}]}]}}]}

@@ -13,7 +13,7 @@ exception propagates unchanged and the callers that shared the call get the same
 fetching caller that is cancelled or interrupted hands the flight over: one of the
 callers waiting for it fetches in its place and the others wait for that one.
 
-Example:
+Examples:
     >>> from agentlog.adapters import ModelCache, request_key
     >>> cache = ModelCache(path=":memory:")
     >>> key = request_key("openai.chat", {"model": "m", "messages": [{"role": "user",

@@ -9,7 +9,7 @@ model put on other tokens, and on labels it did not list — is reported, never 
 a vector renormalised from 2 % of the mass is a different observation from one
 renormalised from 99 %.
 
-Example:
+Examples:
     >>> from agentlog.adapters import choice_probs
     >>> body = {"choices": [{"logprobs": {"content": [{"token": "A", "logprob": -0.2,
     ...     "top_logprobs": [{"token": "A", "logprob": -0.2}, {"token": " B", "logprob": -1.9},

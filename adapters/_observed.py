@@ -105,7 +105,7 @@ def observe_calls() -> Iterator[ObservedCalls]:
     the serving fingerprint. A replay uses it to store, with each unit's scores, which
     model revision produced them.
 
-    Example:
+    Examples:
         >>> from agentlog.adapters import observe_calls
         >>> with observe_calls() as seen:
         ...     pass  # calls of wrapped clients here

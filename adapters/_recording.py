@@ -59,7 +59,7 @@ def call_options(*, draw: int = 0, channel: str | None = None) -> Iterator[CallO
     ``draw`` tells k samples of one prompt apart (k draws are k cache entries, not one);
     ``channel`` names the evaluation channel the calls serve.
 
-    Example:
+    Examples:
         >>> from agentlog.adapters import call_options
         >>> with call_options(draw=2, channel="quote") as options:
         ...     options.draw
@@ -110,7 +110,7 @@ def override_cache(cache: Any) -> Iterator[CacheOverride]:
     ``agentlog.CacheMiss`` naming the differing field, and none runs live. Under a
     read-only cache, a request that has no cache key raises ``CacheMiss`` too.
 
-    Example:
+    Examples:
         >>> from agentlog.adapters import override_cache
         >>> with override_cache(None) as override:
         ...     override.cache is None

@@ -14,7 +14,7 @@ added may change the content; a needless miss is cheaper than a wrong hit). ``No
 top-level values and the SDKs' "not given" sentinels count as absent, as the providers
 treat them (a nested ``None`` is kept: inside a message or a schema it is content).
 
-Example:
+Examples:
     >>> from agentlog.adapters import request_key
     >>> a = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 5})
     >>> b = request_key("openai.chat", {"model": "m", "messages": [], "timeout": 60})

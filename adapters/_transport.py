@@ -20,7 +20,7 @@ recording transport sits there, in front of the real one (``base``):
 The SDK parses a served response exactly as a live one: its types, ``parse()``, raw and
 streaming responses all work without agentlog knowing them.
 
-Example:
+Examples:
     >>> import httpx2, openai
     >>> from agentlog.adapters import http_client
     >>> def handler(request):

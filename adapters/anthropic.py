@@ -16,7 +16,7 @@ SDK's spans off on the copy (its public ``open_telemetry`` option); pass
 Anthropic Messages return no logprobs: ``choice_probs`` on a Message raises
 ``NoLogprobsError`` rather than inventing a vector.
 
-Example:
+Examples:
     >>> import anthropic, httpx2
     >>> from agentlog.adapters import anthropic as anthropic_adapter
     >>> def handler(request):

@@ -15,7 +15,7 @@ not through agentlog's HTTP transport: their calls are recorded here but not ser
 agentlog's exact-input cache. A cache-backed DSPy LM needs DSPy's engine API
 (``dspy.LM(engine=...)``, replacing ``BaseLM.forward``, deprecated in DSPy 3.4).
 
-Example:
+Examples:
     >>> from agentlog.adapters.dspy import RecordingCallback
     >>> RecordingCallback().__class__.__mro__[1].__name__
     'BaseCallback'

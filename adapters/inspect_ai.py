@@ -4,7 +4,7 @@
 of them) with inspect_ai's public API and writes one trace per log into folder ``out``,
 named after the log (``..._qa_ABC.eval`` → ``..._qa_ABC.zst``).
 
-Example:
+Examples:
     >>> from agentlog.adapters.inspect_ai import import_logs
     >>> import_logs(["no-such-logs/"], "traces")
     Traceback (most recent call last):

@@ -30,7 +30,7 @@ whether the state was edited since).
 LangChain's values that are not plain data (messages, ``TextAccessor``) are sealed as
 their ``model_dump`` or their text.
 
-Example:
+Examples:
     >>> from agentlog.adapters.langchain import AgentlogMiddleware
     >>> AgentlogMiddleware().name
     'AgentlogMiddleware'

@@ -15,7 +15,7 @@ stream), so the SDK parses it exactly as a live one.
 
 Works against any OpenAI-compatible server (vLLM, llama.cpp) through ``base_url``.
 
-Example:
+Examples:
     >>> import httpx2, openai
     >>> from agentlog.adapters import openai as openai_adapter
     >>> def handler(request):

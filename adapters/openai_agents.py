@@ -32,7 +32,7 @@ The SDK traces to OpenAI's uploader by default; offline, replace the processors
 ``add_trace_processor`` keeps OpenAI's) or turn tracing off
 (``RunConfig(tracing_disabled=True)``, which also stops ``TracingProcessor``).
 
-Example:
+Examples:
     >>> from agentlog.adapters import openai_agents
     >>> hooks = openai_agents.RecordingHooks()  # Runner.run(agent, input, hooks=hooks)
     >>> type(hooks).__mro__[1].__name__

@@ -21,7 +21,7 @@ the tool's name, arguments and result where the instrumentation put them on the 
 bridged call is recorded, not served: a frozen replay of a framework seen only through
 its spans re-runs its calls (give the framework agentlog's HTTP client to serve them).
 
-Example:
+Examples:
     >>> from opentelemetry.sdk.trace import TracerProvider
     >>> from agentlog.adapters.otel_bridge import RecordingSpanProcessor
     >>> provider = TracerProvider()

@@ -8,7 +8,7 @@ A file is an ``ExportTraceServiceRequest`` (``{"resourceSpans": [{"resource": ..
 as the OpenTelemetry Collector's file exporter writes them. Nothing but the standard
 library reads them: no OpenTelemetry package is needed.
 
-Example:
+Examples:
     >>> from agentlog.adapters.otlp import import_spans
     >>> import_spans(["no-such-spans.json"], "traces")
     Traceback (most recent call last):

@@ -19,7 +19,7 @@ span of the context. One span per model call reaches the backend (``spans``): by
 call under pydantic-ai's instrumentation, and a backend that sums tokens over spans counts
 them twice). agentlog's window and run spans are emitted either way.
 
-Example:
+Examples:
     >>> from agentlog.adapters.pydantic_ai import AgentlogCapability
     >>> type(AgentlogCapability()).__name__
     'AgentlogCapability'

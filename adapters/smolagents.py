@@ -16,7 +16,7 @@ Limit: smolagents runs the tool calls of one step in its own thread pool when a 
 several at once; those threads do not see the run, so such calls are not recorded (an
 ``InstrumentationWarning`` says so). Set ``max_tool_threads=1`` to keep them recorded.
 
-Example:
+Examples:
     >>> from agentlog.adapters import smolagents as smol
     >>> callable(smol.instrument)
     True

@@ -1,6 +1,6 @@
 """agentlog: sealed, replayable traces of LLM agents, and estimators you can trust.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> @al.window("retrieval")
     ... def retrieve(question: str) -> list[str]:

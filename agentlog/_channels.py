@@ -12,7 +12,7 @@ A scorer that needs more than ``(state, view, layout)`` (its channel's template 
 the wave, the replay's model cache) declares a keyword parameter ``context``: it then gets
 a ``ScoreContext``.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> @al.scorer("doc-length")
     ... def length(state, view, layout):

@@ -39,7 +39,7 @@ recomputing the digest (a tool, a script, a hand edit of a number); someone who
 rewrites a trace on purpose can recompute it. With a key, only a holder of the key
 can produce a digest that verifies, or a chain of them.
 
-Example:
+Examples:
     >>> from agentlog._digest import RunDigest
     >>> d = RunDigest("0" * 32)
     >>> d.update(b"\\x92\\x08\\x00")

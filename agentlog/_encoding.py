@@ -20,7 +20,7 @@ Anything else fails with ``ArtifactEncodingError`` naming the argument and sugge
 ``record(strict=True)``). Values that were supported before keep their exact bytes, so
 hashes in existing traces do not change. Hashes are SHA-256 of the canonical bytes.
 
-Example:
+Examples:
     >>> from agentlog._encoding import encode, digest
     >>> encode({"b": 1, "a": 2}) == encode({"a": 2, "b": 1})
     True

@@ -370,7 +370,7 @@ def iter_records(
     stays bounded by a frame, whatever the size of the file. Use ``iter_frames`` to
     learn, once it is exhausted, whether the file was truncated.
 
-    Example:
+    Examples:
         >>> import agentlog as al
         >>> with al.record("agentlog-iter-doc.zst", seed=1):
         ...     al.score("f1", 0.5)

@@ -7,7 +7,7 @@ current window, and, when a TracerProvider is configured, emits one span named
 ``{operation} {model}`` (kind CLIENT, INTERNAL for an in-process engine) under the window's
 span with the OpenTelemetry GenAI semantic-convention attributes.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> @al.window("answer")
     ... def answer(question: str) -> str:

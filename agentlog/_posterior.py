@@ -82,7 +82,7 @@ def posterior_draws(probs: ArrayLike, choice: int, *,
         ValueError: a vector that is no probability vector, or a choice outside it or of
             probability 0 (no noise makes it the argmax).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> import agentlog as al
         >>> p = np.array([0.7, 0.2, 0.1])

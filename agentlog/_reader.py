@@ -131,7 +131,7 @@ def trace_files(source: TraceSource | Iterable[TraceSource], *, name: str = "sou
     iterable of those. A ``Trace`` is kept as is (it is already in memory). Pass the list
     to ``iter_runs`` to stream the runs, or use it to name, count or hash the files.
 
-    Example:
+    Examples:
         >>> import agentlog as al
         >>> from agentlog.records import trace_files
         >>> with al.record("agentlog-trace-files-doc.zst", seed=1):
@@ -231,7 +231,7 @@ def iter_runs(
         ``TraceRun(trace, run)`` per run: file by file, each file's runs in order of first
         appearance. A record that comes after its run's ``RunEnd`` frame is not seen.
 
-    Example:
+    Examples:
         >>> import agentlog as al
         >>> from agentlog.records import iter_runs
         >>> with al.record("agentlog-iter-runs-doc.zst", seed=1, task="a"):

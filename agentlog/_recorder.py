@@ -1,6 +1,6 @@
 """``record()``: open a run, write its records, close it.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> with al.record("doc-run.zst", system="demo", seed=7, task="q-1") as run:
     ...     go = al.proceed(0.5, name="stop")

@@ -8,7 +8,7 @@ Inspect AI's registry does, and its ``hash`` covers the kind, the id, the canoni
 encoding of those arguments and a digest of the object's source code: a score stored with
 that hash says exactly which version of the channel produced it.
 
-Example:
+Examples:
     >>> from agentlog.registry import Registry
     >>> channels = Registry("channel")
     >>> def quote(state):

@@ -31,7 +31,7 @@ often echoes the key it refused). Three rules:
 API for adapters: ``scrub_value(obj, known)`` for payloads, ``scrub_text(text, known)``
 for messages, ``scrub_error(exc, known, redact)`` for exceptions, ``is_credential_name``.
 
-Example:
+Examples:
     >>> from agentlog._scrub import scrub_value, scrub_text
     >>> scrub_value({"max_tokens": 64, "headers": {"Authorization": "Bearer abc"}})
     {'max_tokens': 64, 'headers': {'Authorization': '<redacted>'}}

@@ -8,7 +8,7 @@ choice ([SSC] §3.1 and Appendix D: estimators need the probability of the chose
 task, stream, step) and continues iff ``u < p_continue``. The run's ``noise_seed`` is
 its seed with its task folded in (``agentlog._noise.noise_seed``).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> i = al.select([0.2, 0.8], candidates=["a", "b"], name="doc")
     >>> i in (0, 1)

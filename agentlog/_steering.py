@@ -6,7 +6,7 @@ in that context consults it before drawing. The draw itself still uses the ident
 noise of (seed, task, stream, step, candidate), so a steered branch and its recorded twin
 share their random numbers (common random numbers, [SSC] Appendix D).
 
-Example:
+Examples:
     >>> import numpy as np, agentlog as al
     >>> from agentlog._steering import Steer, steering
     >>> class Uniform(Steer):

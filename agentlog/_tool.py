@@ -22,7 +22,7 @@ decorated, never from a name stored in the trace. A result that cannot be rebuil
 recorded type fails the call (``agentlog.ReplayError`` naming the tool and the type) and
 counts as a miss: a frozen replay never serves another type.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> @al.tool("search")
     ... def search(query: str) -> list[str]:
@@ -543,7 +543,7 @@ def tool_call(name: str, arguments: Mapping[str, Any], call: Callable[[], T], *,
         ValueError, TypeError: a bad ``name`` or ``arguments`` (not a mapping).
         agentlog.CacheMiss: a frozen replay holds no call with these arguments.
         agentlog.ReplayError: the recorded result cannot be rebuilt as its type.
-        Whatever ``call`` raises, unchanged (recorded as the call's error).
+        Exception: whatever ``call`` raises, unchanged (recorded as the call's error).
     """
     if not _state.active_runs or current_run_var.get() is None:
         return call()

@@ -13,7 +13,7 @@ process (multiprocessing, Ray, a subprocess) that should record must open its ow
 ``al.record(...)`` to its own file, e.g. with the parent's ``run_id`` in ``meta`` so the
 files can be joined later.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.context import copy_context_executor
     >>> with copy_context_executor(max_workers=2) as pool:

@@ -39,7 +39,7 @@ killed) are removed by the next export before it writes. A trace file re-recorde
 its last export (its earlier runs gone from it) is named in a warning: its old rows stay
 in ``DIR`` until the folder is exported afresh.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.dataset import read_table, to_parquet
     >>> with al.record("agentlog-dataset-doc.zst", seed=1, system="demo", task="t1",

@@ -12,7 +12,7 @@ All three stream: a file is read a frame at a time, a run's spans are built once
 is read and handed on a batch at a time, so memory does not grow with the number of runs
 (``agentlog._spans.stream`` says what it holds).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.export import to_spans
     >>> from agentlog.testing import record_in_memory
@@ -506,7 +506,7 @@ def endpoint_problem(endpoint: str) -> str | None:
     exporters post to as given (``http://host:4318`` would post to ``/`` and fail as if
     nothing listened). A path of its own (a gateway's ``/api/otel/v1/traces``) is kept.
 
-    Example:
+    Examples:
         >>> from agentlog.export import endpoint_problem
         >>> endpoint_problem("http://127.0.0.1:4318/v1/traces") is None
         True

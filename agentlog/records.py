@@ -17,7 +17,7 @@ their artifacts canonical msgpack; this module turns each back into a value:
   estimators' ``from_traces`` loaders use; ``trace_files(source)`` lists the files (and
   Traces) a source names, resolved but unread.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.records import Selection, probs
     >>> @al.window("pick")

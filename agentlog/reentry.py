@@ -13,7 +13,7 @@ D).
 ``serving_tools`` answers the window's ``@al.tool`` calls from a recording instead of
 calling the tools (a frozen replay).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.reentry import gumbel_draws, start_streams
     >>> with al.record("agentlog-reentry-doctest.zst", seed=3, mode="w"):

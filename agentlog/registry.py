@@ -6,7 +6,7 @@ their ``module:qualname`` id, with their creation arguments and a hash of their 
 into ``CHANNELS`` and ``SCORERS``; ``resolve`` imports the object a user named by
 ``"module:qualname"`` (never a name read from a trace).
 
-Example:
+Examples:
     >>> from agentlog.registry import resolve
     >>> resolve("os.path:join", what="function") is __import__("os").path.join
     True

@@ -21,7 +21,7 @@ The delay before attempt ``k + 1`` is drawn uniformly from ``[0, min(cap, base Â
 ("full jitter": clients that failed together do not retry together), and is at least the
 server's ``Retry-After`` when it sent one (never above ``cap``).
 
-Example:
+Examples:
     >>> import random
     >>> from agentlog.retry import RetryPolicy, is_transient
     >>> policy = RetryPolicy(max_attempts=4, base=0.5, cap=8.0)

@@ -5,7 +5,7 @@ that hold credentials (``api_key``, ``Authorization``, ``*_password``, ...), cre
 formats inside strings (``sk-…`` keys, ``Bearer …`` tokens, the userinfo of URLs) and
 known secret values. See the README's secrets section for the rules.
 
-Example:
+Examples:
     >>> from agentlog.scrubbing import is_credential_name, scrub_value
     >>> scrub_value({"max_tokens": 4, "extra_body": {"api_key": "abcd1234"}})
     {'max_tokens': 4, 'extra_body': {'api_key': '<redacted>'}}

@@ -1,6 +1,6 @@
 """Helpers for testing code instrumented with agentlog (public API).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.testing import capture_spans, record_in_memory
     >>> @al.window("answer")

@@ -11,7 +11,7 @@ any different pair of labels is a direction error. Confidence intervals resample
 questions with all their runs (``_bootstrap``), one shared set of draws for every metric
 and method, so paired differences between methods have consistent intervals.
 
-Example:
+Examples:
     >>> from agentlog.estimators import cess
     >>> cess.mae([0.1, 0.3], [0.0, 0.0], question=["a", "b"])
     0.2

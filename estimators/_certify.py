@@ -39,7 +39,7 @@ calibration — a per-cluster sign-flip null with one sign vector per draw share
 pair, the family-wise false-certification rate, the radius scale ``c*`` and leave-one-
 cluster-out stability — is attached to the board.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from agentlog.estimators import certify
     >>> plan = certify.Plan.from_toml('''

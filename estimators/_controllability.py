@@ -15,7 +15,7 @@
 
 POT is imported only when a transport problem is solved, so importing this module is cheap.
 
-Example:
+Examples:
     >>> from agentlog.estimators import distance
     >>> # One absorbing history each, same label, interfaces 0 and 1 apart: the fixed point
     >>> # solves d = (1−γ)·1 + γ(1−β)·d, so d† = 0.1 / (1 − 0.45) at γ = 0.9, β = 0.5.
@@ -56,7 +56,7 @@ class BranchKernel:
     terminates is absorbing (Definition 2): give it one branch to itself with a stop label,
     ``[(stop, h, 1.0)]``.
 
-    Example:
+    Examples:
         >>> k = BranchKernel([0.0, 1.0], [[(0, 1, 0.5), (1, 0, 0.5)], [(2, 1, 1.0)]])
         >>> k.n_states, k.n_labels, k.transitions()[0].tolist()
         (2, 3, [[0.0, 0.5], [0.5, 0.0], [0.0, 0.0]])

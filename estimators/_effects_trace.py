@@ -19,7 +19,7 @@ is replaced. A difference of CESS estimates is not one ([SSC] Theorem 2): CESS c
 every supported policy toward the same pool target θ*, so its contrast is zero in
 expectation whatever the policies do.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.estimators import cess
     >>> for task, base in (("q0", 0.1), ("q1", 0.3)):

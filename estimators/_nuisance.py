@@ -14,7 +14,7 @@ Infinite constants follow the ``0·∞`` conventions of ``_amplify``: an absent 
 charged ``0`` by every amplifier, ``∞`` included; an infinite amplifier on any other path
 gives ``∞``.
 
-Example:
+Examples:
     >>> from agentlog.estimators import bounds
     >>> r = bounds.nuisance_radius(L_M=(0.8, 0.5), eps_in=(0.3, 0.1))  # [LBC] §3.3
     >>> round(r.value, 6), round(r.terms["entry_A"], 6), round(r.terms["entry_B"], 6)

@@ -9,7 +9,7 @@ the backbone, shared entries). It is written in TOML, validated by pydantic, and
 SHA-256 of its canonical encoding (``agentlog.records.encode_artifact`` of ``model_dump(mode=
 "json")``, sorted keys) is stored with every result computed under it.
 
-Example:
+Examples:
     >>> from agentlog.estimators import certify
     >>> plan = certify.Plan.from_toml('''
     ... estimand = "controlled contrast of the whole agent, shared task input (eq. 2)"

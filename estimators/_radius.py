@@ -442,7 +442,7 @@ def sampling_radius(
         row with zero variance has ``q = inf`` under a t-based method (with a
         ``DegenerateDataWarning``).
 
-    Example:
+    Examples:
         >>> from agentlog.estimators import certify
         >>> d, g = [0.1, 0.3, 0.2, 0.4, 0.0, 0.2, 0.3, 0.5], [0, 0, 1, 1, 2, 2, 3, 3]
         >>> r = certify.sampling_radius(d, g, sampling="cr2-bm")

@@ -8,7 +8,7 @@ folds the task into the seed (``agentlog.reentry.noise_seed``). ``certify.from_t
 ``cess.from_traces`` and ``cess.effects_from_traces`` feed the runs they use to one
 ``SharedNoise`` and warn (``al.SharedNoiseWarning``) when tasks share a noise seed.
 
-Example:
+Examples:
     >>> import warnings
     >>> from agentlog.records import RunStart
     >>> shared = SharedNoise()

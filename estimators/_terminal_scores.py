@@ -11,7 +11,7 @@ place in its run), so the order batches come in does not matter. No Python objec
 per run, so it holds 10⁷ runs in a few GB. ``from_dataset`` gives the same as one
 ``TerminalScores`` per run.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.dataset import to_parquet
     >>> from agentlog.estimators import reliability

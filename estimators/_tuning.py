@@ -13,7 +13,7 @@ Two rules ([SSC] §3.3 and Appendix A.2):
   correction term implied by the trajectory's logged weights ``w_t = 1/(N p_t s_t)`` — logged
   probabilities only, no outcome of the evaluated task.
 
-Example:
+Examples:
     >>> from agentlog.estimators import cess
     >>> lam = cess.taskwise_lambda([0.1], [1.0], 10, budget=1, tau2=0.04, sigma2=0.16)
     >>> round(float(lam[0]), 12)

@@ -57,7 +57,7 @@ item is never read as passing.
     ``model capability`` also licenses ``system performance``; the other claims license
     only themselves. The card checks the asserted ``claim`` against the licensed one.
 
-Example:
+Examples:
     >>> from agentlog.estimators import reliability
     >>> from agentlog.examples import scorers
     >>> card = reliability.validity_card(scorer=scorers.shape_scorer,

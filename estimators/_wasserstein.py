@@ -8,7 +8,7 @@ The network simplex behind ``_emd_solver`` and the checks of weights and cost ma
 serve every distance of ``distance`` (the controllability distance, ``C_M``, FGW). POT is
 imported inside the functions that use it, so importing this module is cheap.
 
-Example:
+Examples:
     >>> from agentlog.estimators import distance
     >>> distance.wasserstein([0.0, 1.0], [0.5, 2.0])
     0.75

@@ -5,7 +5,7 @@
 Corollary 3 (eq. 14) and Theorem 3 (eq. 15); ``fit_sensitivity`` fits ``L_M`` from paired
 entries with a leave-one-group-out check (F.1, Tables 11–12).
 
-Example:
+Examples:
     >>> from agentlog.estimators import bounds
     >>> # [LBC] F.3: AutoSurvey against LiRA, whose own entry is the common entry μ
     >>> r = bounds.nuisance_radius(L_s=0.833, L_M=0.890, eps_in=(0.975, 0.002))

@@ -8,7 +8,7 @@ End to end: ``data = certify.from_traces(paths, plan=plan)`` →
 ``adm = certify.admissibility(data.entries, plan=plan)`` →
 ``board = certify.certify(data, plan=plan, admissibility=adm)``.
 
-Example:
+Examples:
     >>> from agentlog.estimators import certify
     >>> r = certify.rank_intervals(["a", "b", "c", "d"], [("a", "b"), ("b", "c")])
     >>> r.intervals

@@ -5,7 +5,7 @@ Definition 9 (the fixed point of the operator of Definition 8, with the checks o
 the whole-system controllability of Definition 10, the contextwise controllability radius
 ``C_M^ρ`` of Definition 11, and the fused Gromov–Wasserstein graph discrepancy of eq. 20.
 
-Example:
+Examples:
     >>> from agentlog.estimators import distance
     >>> distance.wasserstein([0.0, 1.0, 3.0], [5.0, 6.0, 8.0])
     5.0

@@ -2,7 +2,7 @@
 readout, grouped by the sealed entry it came from, with its group-relative advantage;
 groups that are not exact cells refused with the reason.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.estimators import rewards
     >>> @al.window("draft")

@@ -4,7 +4,7 @@ Every adapter call goes through a ``ModelCache``: the key is the SHA-256 of the 
 encoding of a registered, versioned field list per provider (``request_key``), the store
 is SQLite, and a recorded trace is itself a cache (``ModelCache.from_traces``).
 
-Example:
+Examples:
     >>> from agentlog.replay import ModelCache, request_key
     >>> key = request_key("openai.chat", {"model": "m", "messages": [], "temperature": 0})
     >>> with ModelCache(path=":memory:") as cache:

@@ -7,7 +7,7 @@ nearest ``pyproject.toml`` upward from the working folder, else ``$AGENTLOG_APP`
 stores the modules its windows were recorded from, but only as information: when no app
 is given, the error names them and the exact flag to pass, and nothing is imported.
 
-Example:
+Examples:
     >>> from agentlog.replay import resolve_app
     >>> resolve_app("agentlog.examples.deep_research").__name__
     'agentlog.examples.deep_research'

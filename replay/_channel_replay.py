@@ -21,7 +21,7 @@ code that runs is the app module the user names (``resolve_app``), never the tra
 the example the channel is registered in the session itself, so ``app`` only has to name
 an importable module; a real app module registers its channels when imported.)
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.replay import replay_channels
     >>> @al.window("replay-doc-step")

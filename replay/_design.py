@@ -12,7 +12,7 @@ An arm's name is ``"selection=uniform,stopping=fixed:4"`` and its hash a SHA-256
 each factor's level label and its steer's identity (class ``module:qualname`` and
 creation parameters): the provenance every output run carries.
 
-Example:
+Examples:
     >>> from agentlog.replay import Design
     >>> d = Design(selection=["agent"], stopping=["adaptive"], seeds=range(2))
     >>> [a.name for a in d.arms()], d.replicates

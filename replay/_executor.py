@@ -10,7 +10,7 @@ a valid trace and a re-run does the rest. A process killed outright (SIGKILL, SI
 loses only the units not yet written; the re-run first sets aside the run it may have
 cut short (``set_aside_cut_runs``), so the finished output verifies.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.replay import ExecutionOptions, Unit, UnitScore, read_units, run_units
     >>> def square(unit, ctx):

@@ -5,7 +5,7 @@ take the same ``ExecutionOptions`` instead of repeating seven keyword arguments 
 httpx's clients take one ``Timeout`` and one ``Limits``. The object checks its values when
 it is made, so a bad ``concurrency`` fails where it is written, not inside an engine.
 
-Example:
+Examples:
     >>> from agentlog.replay import ExecutionOptions, RetryPolicy
     >>> opts = ExecutionOptions(concurrency=4, retry=RetryPolicy(max_attempts=2))
     >>> opts.executor, opts.concurrency, opts.replace(progress=False).progress

@@ -9,7 +9,7 @@ recomputed by running the agent again ([ASV] §4: a transition pairs the pre-ste
 with the post-step state). A state that cannot be decoded (a missing Blob, corrupt bytes)
 is a ``StateDecodeError`` of that transition alone.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.replay.lowlevel import frozen_transitions
     >>> @al.window("states-doc-step")

@@ -7,7 +7,7 @@ crosses to a worker process as bytes, and its ``provenance`` is stored verbatim 
 output. A *job* is a function ``job(unit, ctx) -> Sequence[UnitScore]`` (sync or async)
 named by ``"module:qualname"``, so a worker imports it and nothing is pickled by agentlog.
 
-Example:
+Examples:
     >>> from agentlog.replay import Unit, UnitScore
     >>> unit = Unit("u-1", payload={"x": 2.0}, provenance={"source_run": "r1"})
     >>> score = UnitScore("margin", unit.payload["x"] ** 2, channel="quote", layout=0)

@@ -36,7 +36,7 @@ apply in order. Every subclass of ``Steer`` here registers at class creation in 
 the registered hash (kind, ``module:qualname``, source digest) with the instance's
 constructor parameters.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.reentry import steering
     >>> from agentlog.replay.interventions import FixedHorizon, Uniform, identity

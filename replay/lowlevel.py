@@ -12,7 +12,7 @@
   recorded streams;
 * ``Job``: the type of a unit job, ``job(unit, ctx) -> Sequence[UnitScore]``.
 
-Example:
+Examples:
     >>> from agentlog.replay.lowlevel import APP_ENV
     >>> APP_ENV
     'AGENTLOG_APP'

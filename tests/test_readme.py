@@ -45,15 +45,28 @@ def demo_folder(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> 
     return folder
 
 
-def test_the_readme_has_the_snippets_this_test_runs() -> None:
+def test_the_readme_is_one_page_with_its_two_commands_first() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    first, second = blocks("bash")[:2]
+    assert text.index(first) < text.index("## ")  # both before the first section
+    assert text.index(second) < text.index("## ")
+    ci = (ROOT / ".ci/run").read_text()
+    assert second.strip() in ci  # .ci/run runs exactly the README's test command
     python = blocks("python")
-    assert len(python) >= 5
-    assert any("cess.from_trace" in b for b in python)
-    assert any(".face()" in b and "asv.summarize(" in b and "trajectory=" in b
-               for b in python)
+    assert len(python) == 1 and "al.record(" in python[0] and "al.verify(" in python[0]
+    assert len(python[0].strip().splitlines()) <= 30
     # every fenced block says what it is: run (python, bash) or shown (text)
-    kinds = {lang for lang, _ in BLOCK.findall(README.read_text())}
+    kinds = {lang for lang, _ in BLOCK.findall(text)}
     assert kinds <= {"python", "bash", "text"}, kinds
+
+
+def test_every_link_of_the_readme_leads_to_a_file_of_the_repository() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link]
+    assert local, "the README links to the docs"
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert missing == []
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
@@ -99,6 +112,8 @@ def test_nothing_in_the_readme_the_package_or_the_cli_points_outside_the_reposit
     demo_folder: Path,
 ) -> None:
     texts = {"README.md": README.read_text(),
+             **{str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+                for p in (ROOT / "docs").rglob("*.md")},
              "demo output": (demo_folder / "demo-output.txt").read_text()}
     for path in _package_files():
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
@@ -112,14 +127,3 @@ def test_nothing_in_the_readme_the_package_or_the_cli_points_outside_the_reposit
     hits = [f"{where}: {word}" for where, text in texts.items() for word in OUTSIDE
             if word in text]
     assert hits == []
-
-
-def test_every_key_the_output_cites_is_defined_in_the_readme(demo_folder: Path) -> None:
-    readme = README.read_text()
-    references = readme[readme.index("## References"):]
-    output = (demo_folder / "demo-output.txt").read_text()
-    for key in sorted(set(re.findall(r"\[(LBC|DMC|SSC|ASV)\]", output))):
-        assert f"**[{key}]**" in references, key
-    glossary = readme[readme.index("## Glossary"):readme.index("## References")]
-    for term in ("θ*", "CESS", "Ω", "CVaR", "ε̂_out", "CR1", "R0–R5", "Remark 2"):
-        assert f"**{term}" in glossary, term

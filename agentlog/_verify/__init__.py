@@ -42,7 +42,7 @@ numpy passes of at most ``CHUNK`` candidates (``agentlog._verify.batch``). At mo
 ``MAX_PROBLEMS_PER_KIND`` problems of each kind are listed (the first in record order);
 the rest are counted.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> with al.record("agentlog-verify-doc.zst", seed=1):
     ...     _ = al.proceed(0.5, name="stop")

@@ -38,7 +38,7 @@ of a generator window receives that map.
 
 ``@al.window`` and ``@al.tool`` also work bare: the name is then the function's name.
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> @al.window("retrieval")
     ... def retrieve(question: str, budget: int = 3) -> list[str]:
