@@ -5,7 +5,8 @@ Each frame of a trace file holds one msgpack array of these records. They are
 with a small integer tag as the first element, so a small record costs a few dozen
 bytes before compression.
 
-Schema-evolution contract (format version 1):
+Schema-evolution contract (every format version: v1 and v2 differ in framing, not in records;
+the trace-format specification in the docs defines both):
 
 * Never reorder, rename, retype or remove an existing field; never reuse a tag.
 * New fields are appended at the end of a record and must have a default, so that

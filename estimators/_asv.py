@@ -16,7 +16,7 @@ Under independent positive-affine recalibrations of each channel the gain signs 
 cross-channel sign disagreement are invariant; the sign of Ω in general is not (Remark 2;
 ``calibration_check``).
 
-Example:
+Examples:
     >>> from agentlog.estimators import asv
     >>> f = asv.face([-0.2], [0.4], [0.5], [0.1])   # [ASV]'s four-corner example
     >>> [round(float(v[0]), 12) for v in (f.gain0, f.gain1, f.interaction, f.diagonal)]

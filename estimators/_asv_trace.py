@@ -16,7 +16,7 @@ is grouped into the trajectory of its source run, exactly as if the source had b
 Replayed transitions come after the source's, ordered by trajectory, source run and
 window id (the output's unit order depends on scheduling; the estimate must not).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.estimators import asv
     >>> @al.window("step")

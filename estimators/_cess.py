@@ -63,7 +63,7 @@ Limited support (eq. 10) uses ``rho`` and, per round, ``in_support``: a round wh
 document lies outside the reachable pool D+ adds no correction (and, without replacement,
 no known residual later): each round then estimates the residual total over D+ only.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from agentlog.estimators import cess
     >>> r = cess.estimate([0.5, -0.2], [0.1, 0.2], [1.0, 0.8], [0.1, 0.0], 0.05, 10,

@@ -8,7 +8,7 @@ stream is round t, ``p_t`` is the logged probability of the chosen candidate and
 nothing precedes the first selection). Evidence scores ``Y`` and predictions ``m`` come
 from tables keyed by candidate id (or by ``(task, candidate_id)``).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.estimators import cess
     >>> with al.record("agentlog-cess-trace-doctest.zst", system="s", seed=1, task="q"):

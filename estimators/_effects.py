@@ -25,7 +25,7 @@ ICC(1,k) ([SSC] Appendix C).
 
 These are the policy effects. A contrast of two CESS estimates is *not* one (Theorem 2).
 
-Example:
+Examples:
     >>> from agentlog.estimators import cess
     >>> fx = cess.policy_effects([0.0, 0.1, 0.2], [0.3, 0.5, 0.4], [0.1, 0.1, 0.3],
     ...                          [0.5, 0.6, 0.9], n_resamples=100)

@@ -41,7 +41,7 @@ The other statistics of [DMC] sit beside this module, one concern each: the degr
 curve and reliability gap (``_degradation``), Cliff's δ (``_cliffs_delta``), pass^k
 (``_pass_hat_k``) and the record F1 (``_record_f1``); ``reliability`` re-exports them.
 
-Example:
+Examples:
     >>> import warnings
     >>> from agentlog.estimators import reliability
     >>> with warnings.catch_warnings():  # 10 runs: the interval may under-cover, it warns

@@ -1,6 +1,6 @@
 """Agent Step Value: channel-indexed gains, the four-corner interaction and its audit.
 
-Example:
+Examples:
     >>> from agentlog.estimators import asv
     >>> f = asv.face([0.0, 0.1], [0.5, 0.2], [0.3, 0.0], [0.1, 0.4])
     >>> f.interaction.round(12).tolist()

@@ -1,6 +1,6 @@
 """CESS pool estimates, audit metrics and paired-intervention effects ([SSC]).
 
-Example:
+Examples:
     >>> from agentlog.estimators import cess
     >>> res = cess.estimate([[0.5, float("nan")]], [[0.1, float("nan")]], [[1.0, float("nan")]],
     ...                     [[0.1, float("nan")]], 0.0, 10, budget=2)

@@ -9,7 +9,7 @@ card (scorer probe battery, decision-ownership map, non-degeneracy, licensed cla
 on Ray Data with ``executor="ray"``; ``summary(..., executor="ray")`` draws the bootstrap as
 Ray tasks).
 
-Example:
+Examples:
     >>> import warnings
     >>> from agentlog.estimators import reliability
     >>> gpt4o_t3 = [0, 0, 1, 0, 0, 0, 0, 1, 1, 1]      # [DMC] §5.1, per-seed F1

@@ -25,7 +25,7 @@ The API key comes from ``$OPENAI_API_KEY`` (``"EMPTY"`` when unset, what a local
 server accepts); it is never a channel parameter, so it reaches no hash, trace or cache key.
 Needs ``pip install openai``.
 
-Example:
+Examples:
     >>> from agentlog.examples.logprob_scorer import option_lines, LABELS
     >>> option_lines(1)
     ['A: none of the above', 'B: supports', 'C: opposes', 'D: mixed']

@@ -11,7 +11,7 @@
 ``probe_tasks()`` builds three seeded toy extraction tasks (ids ``{task}-{i:06d}`` as the
 paper's generator emits them) with their correct submissions.
 
-Example:
+Examples:
     >>> from agentlog.estimators import reliability
     >>> from agentlog.examples import scorers
     >>> tasks = scorers.probe_tasks()

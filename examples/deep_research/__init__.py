@@ -1,6 +1,6 @@
 """A bundled, offline deep-research agent: the backbone of ``agentlog demo`` and the tests.
 
-Example:
+Examples:
     >>> from agentlog.examples.deep_research import make_pool
     >>> pool = make_pool("q3", seed=0)
     >>> pool.ids[7], -1.0 <= pool.theta_star <= 1.0

@@ -15,7 +15,7 @@ states alone, by channel replay of the channels registered in ``channels.py``
 (``agentlog replay ... --app agentlog.examples.deep_research``), or, as an alternative,
 while the agent runs, by the record-time ``Evaluator`` (``run_agent(evaluate=True)``).
 
-Example:
+Examples:
     >>> import agentlog as al
     >>> from agentlog.examples.deep_research import run_agent
     >>> episode = run_agent("q0", ranking="agent", seed=1, path="dr-q0.zst")

@@ -23,7 +23,7 @@ Both declare four cyclic layouts. Replay them over recorded traces with::
 The record-time alternative (``Evaluator``, ``run_agent(evaluate=True)``) writes the same
 scores while the agent runs; both read the same functions of the state, so they agree.
 
-Example:
+Examples:
     >>> from agentlog.replay import get_channel
     >>> ch = get_channel("quote")
     >>> ch.scorer, ch.layouts
