@@ -452,32 +452,20 @@ def plot_rank_intervals(board: Mapping[str, Any], path: Path) -> None:
     rows = board["systems"]
     target = board["target"]
     n = len(rows)
-    refused_all = set(refused_everywhere(board["pairs"]))
-    height = 1.4 + 0.38 * n
-    fig, ax = plt.subplots(figsize=(6.4, height), dpi=120)
+
+    def score(row: Mapping[str, Any]) -> str:
+        value = row["composite"] if target == "composite" else row["scores"][target]
+        return "-" if value is None else f"{value:.3f}"
+
+    fig, ax = plt.subplots(figsize=(6.4, 1.4 + 0.38 * n), dpi=120)
     try:
-        bar, pinned, grey = "#1f6fb4", "#0b3d6b", "#aaaaaa"
-        for y, row in enumerate(rows):
-            lo, hi = row["rank"]
-            colour = grey if row["system"] in refused_all else bar
-            if row["pinned"]:
-                ax.plot(lo, y, "o", color=pinned if colour == bar else grey, ms=9, zorder=3)
-            else:
-                ax.plot([lo, hi], [y, y], color=colour, lw=7, solid_capstyle="round",
-                        alpha=0.85, zorder=2)
-            score = row["composite"] if target == "composite" else row["scores"][target]
-            ax.text(1.01, y, "-" if score is None else f"{score:.3f}",
-                    transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-        labels = [row["system"] + (" (refused)" if row["system"] in refused_all else "")
-                  for row in rows]
+        certify_module().draw_rank_intervals(
+            ax, [row["system"] for row in rows],
+            {row["system"]: tuple(row["rank"]) for row in rows},
+            labels={row["system"]: score(row) for row in rows},
+            refused=refused_everywhere(board["pairs"]))
         ax.text(1.01, -0.5, target, transform=ax.get_yaxis_transform(), va="bottom",
                 fontsize=8, style="italic")
-        ax.set_yticks(range(n), labels)
-        ax.set_ylim(n - 0.5, -0.5)  # best (first) row at the top
-        ax.set_xticks(range(1, n + 1))
-        ax.set_xlim(0.5, n + 0.5)
-        ax.set_xlabel("certified rank (1 = best)")
-        ax.grid(alpha=0.3, axis="x")
         pinned = "; ● pinned" if any(row["pinned"] for row in rows) else ""
         ax.set_title(f"Certified rank intervals on {target} ({direction(board, target)})"
                      f"{pinned}", fontsize=9)

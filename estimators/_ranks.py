@@ -13,6 +13,7 @@ from agentlog.display import html_repr, render_figure, render_notes, render_tabl
 
 __all__ = [
     "RankIntervalsResult",
+    "draw_rank_intervals",
     "rank_intervals",
 ]
 
@@ -86,34 +87,45 @@ def cycle_notes(cycles: Iterable[Sequence[str]]) -> list[str]:
 MAX_FIGURE_SYSTEMS = 40
 
 
+def draw_rank_intervals(ax: Any, systems: Sequence[str],
+                        intervals: Mapping[str, tuple[int, int]], *,
+                        labels: Mapping[str, str] | None = None,
+                        refused: Iterable[str] = ()) -> None:
+    """[LBC] Figure 1 on a matplotlib ``ax``: one row per system in the order given (the
+    first at the top), a bar over its certified rank interval, a dot when the rank is
+    pinned; ``labels``: text right of each row (e.g. its score); ``refused``: systems drawn
+    grey and marked "(refused)" (every pair of theirs was refused)."""
+    grey = set(refused)
+    bar, pinned, muted = "#1f6fb4", "#0b3d6b", "#aaaaaa"
+    n = len(systems)
+    for y, s in enumerate(systems):
+        lo, hi = intervals[s]
+        if lo == hi:
+            ax.plot(lo, y, "o", color=muted if s in grey else pinned, ms=9, zorder=3)
+        else:
+            ax.plot([lo, hi], [y, y], color=muted if s in grey else bar, lw=7,
+                    solid_capstyle="round", alpha=0.85, zorder=2)
+        if labels is not None:
+            ax.text(1.01, y, labels.get(s, ""), transform=ax.get_yaxis_transform(),
+                    va="center", fontsize=8)
+    ax.set_yticks(range(n), [s + (" (refused)" if s in grey else "") for s in systems])
+    ax.set_ylim(n - 0.5, -0.5)  # the first row at the top
+    ax.set_xticks(range(1, n + 1))
+    ax.set_xlim(0.5, n + 0.5)
+    ax.set_xlabel("certified rank (1 = best)")
+    ax.grid(alpha=0.3, axis="x")
+
+
 def render_rank_figure(systems: Sequence[str], intervals: Mapping[str, tuple[int, int]], *,
                        labels: Mapping[str, str] | None = None) -> str:
-    """[LBC] Figure 1 as an HTML image: one row per system in the order given (the first at
-    the top), a bar over its rank interval, a dot when the rank is pinned; ``labels``: text
-    right of each row (e.g. its score). "" without matplotlib or with no system."""
+    """``draw_rank_intervals`` as an HTML image; "" without matplotlib, with no system or
+    with more than ``MAX_FIGURE_SYSTEMS``."""
     n = len(systems)
     if not 0 < n <= MAX_FIGURE_SYSTEMS:
         return ""
-
-    def draw(fig: Any) -> None:
-        ax = fig.subplots()
-        for y, s in enumerate(systems):
-            lo, hi = intervals[s]
-            if lo == hi:
-                ax.plot(lo, y, "o", color="#0b3d6b", ms=9)
-            else:
-                ax.plot([lo, hi], [y, y], color="#1f6fb4", lw=7, solid_capstyle="round")
-            if labels is not None:
-                ax.text(1.01, y, labels.get(s, ""), transform=ax.get_yaxis_transform(),
-                        va="center", fontsize=8)
-        ax.set_yticks(range(n), list(systems))
-        ax.set_ylim(n - 0.5, -0.5)
-        ax.set_xticks(range(1, n + 1))
-        ax.set_xlim(0.5, n + 0.5)
-        ax.set_xlabel("certified rank (1 = best)")
-        ax.grid(alpha=0.3, axis="x")
-
-    return render_figure(draw, size=(6.4, 1.2 + 0.38 * n), alt="certified rank intervals")
+    return render_figure(lambda fig: draw_rank_intervals(fig.subplots(), systems, intervals,
+                                                         labels=labels),
+                         size=(6.4, 1.2 + 0.38 * n), alt="certified rank intervals")
 
 
 def _closure(adj: BoolArray) -> BoolArray:

@@ -41,7 +41,7 @@ from ._plan import (
     WindowConstants,
 )
 from ._radius import SamplingRadiusResult, sampling_radius
-from ._ranks import RankIntervalsResult, rank_intervals
+from ._ranks import RankIntervalsResult, draw_rank_intervals, rank_intervals
 
 __all__ = [
     "Admissibility",
@@ -67,6 +67,7 @@ __all__ = [
     "WindowConstants",
     "admissibility",
     "certify",
+    "draw_rank_intervals",
     "from_dataset",
     "from_traces",
     "rank_intervals",
