@@ -29,7 +29,8 @@ EXPORTS = [
     "Conditions", "Constants", "Entry", "EntryTable", "FailurePolicy", "LadderRung", "LeaveOneOut",
     "PairAdmissibility", "PairDecision", "Plan", "RankIntervalsResult", "Readout",
     "SamplingRadiusResult", "SystemConstants", "TargetRadius", "WindowConstants",
-    "admissibility", "certify", "from_dataset", "from_traces", "rank_intervals",
+    "admissibility", "certify", "draw_rank_intervals", "from_dataset", "from_traces",
+    "rank_intervals",
     "sampling_radius",
 ]
 
