@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -22,20 +21,12 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog import DegenerateDataWarning, Trace
+from agentlog import Trace
 from agentlog.records import Continuation, Selection
 
 from ._cess_design import SamplingDesign
 from ._cess_tables import _Table
-from ._cess_trace import (
-    CessData,
-    _add_run,
-    _check_streams,
-    _files,
-    _NoSelections,
-    _Rows,
-    _warn_designs,
-)
+from ._cess_trace import CessData, _add_run, _NoSelections, _Rows, finish
 from ._executor import Executor, executing, group_runs, in_run_order, plain, scan
 from ._shared_noise import SharedNoise
 
@@ -228,29 +219,15 @@ def from_stage(stage: Any, *, budget: int, stream: str, stop_stream: str | None,
     names = [set(pc.unique(pc.list_flatten(stage.column(c))).to_pylist())
              for c in ("sel_names", "cont_names")]
     paths = pc.unique(stage.column("source")).to_pylist()  # in run order
-    _check_streams(names[0], names[1], _files(paths), stream, stop_stream)
     bad = np.flatnonzero((status == _FAILED) | ((status == _NO_SELECTIONS) & ~child))
-    if bad.size:
-        raise ValueError(stage.column("message")[int(bad[0])].as_py())
     dropped = np.flatnonzero((status == _DROPPED) & ~child)
-    if dropped.size:
-        warnings.warn(
-            f"{dropped.size} run(s) crashed or raised before they ended (first: "
-            f"{stage.column('run_id')[int(dropped[0])].as_py()}) and were left out: their "
-            "early end is not a stop drawn from the logged design. Pass unfinished='keep' to "
-            "include them",
-            DegenerateDataWarning, stacklevel=3,
-        )
     rows = stage.filter(pa.array(status == _OK))
     n = rows.num_rows
-    if n == 0:
-        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
     shared = SharedNoise()
     keys = rows.select(["seed", "generator", "task"])
     for seed, generator, task in dict.fromkeys(zip(
             *(keys.column(c).to_pylist() for c in keys.column_names), strict=True)):
         shared.add(_Start(seed, task, generator))  # type: ignore[arg-type]
-    shared.warn(stacklevel=3)
     troubled = rows.filter(pc.is_valid(rows.column("design")))
     designs = []
     for where, blob in zip(troubled.column("where").to_pylist(),
@@ -260,7 +237,11 @@ def from_stage(stage: Any, *, budget: int, stream: str, stop_stream: str | None,
             replacement=form, evidence=form, reachable=frozenset(), n_pool=0, rho=rho, p=(),
             in_support=(), dropped=tuple(map(tuple, dropped_)),
             conflicts=tuple(map(tuple, conflicts)), renormalised=renormalised)))
-    _warn_designs(designs, replacement, stacklevel=4)
+    finish(sel_names=names[0], cont_names=names[1], paths=paths, stream=stream,
+           stop_stream=stop_stream,
+           error=ValueError(stage.column("message")[int(bad[0])].as_py()) if bad.size else None,
+           dropped=stage.column("run_id").take(pa.array(dropped)).to_pylist(), n=n,
+           shared=shared, designs=designs, replacement=replacement)
 
     def labels(name: str) -> tuple[Any, ...]:
         return tuple(rows.column(name).to_pylist())

@@ -340,26 +340,19 @@ def _from_runs(
         except ValueError as exc:
             pending.append(("", exc))
             failed = True
-    _check_streams(sel_names, cont_names, _files(paths), stream, stop_stream)
+    error: ValueError | None = None
     dropped: list[str] = []
-    for run_id, error in pending:
+    for run_id, problem in pending:
         if run_id in child_parents:
             continue  # a container of nested runs, not a trajectory of its own
-        if error is not None:
-            raise error
+        if problem is not None:
+            error = problem
+            break
         dropped.append(run_id)
-    if dropped:
-        warnings.warn(
-            f"{len(dropped)} run(s) crashed or raised before they ended (first: {dropped[0]}) "
-            "and were left out: their early end is not a stop drawn from the logged design. "
-            "Pass unfinished='keep' to include them",
-            DegenerateDataWarning, stacklevel=3,
-        )
     n = len(rows.labels)
-    if n == 0:
-        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
-    shared.warn(stacklevel=3)
-    _warn_designs(rows.troubled, replacement, stacklevel=4)
+    finish(sel_names=sel_names, cont_names=cont_names, paths=paths, stream=stream,
+           stop_stream=stop_stream, error=error, dropped=dropped, n=n, shared=shared,
+           designs=rows.troubled, replacement=replacement)
 
     def grid(values: list[list[float]]) -> FloatArray:
         out = np.full((n, budget), np.nan)
@@ -382,6 +375,31 @@ def _from_runs(
                             dtype=bool).reshape(n, budget),
         budget=budget, stream=stream, stop_stream=stop_stream,
     )
+
+
+def finish(*, sel_names: set[str], cont_names: set[str], paths: Sequence[str], stream: str,
+           stop_stream: str | None, error: ValueError | None, dropped: Sequence[str], n: int,
+           shared: SharedNoise, designs: list[tuple[str, SamplingDesign]],
+           replacement: str) -> None:
+    """What ``from_traces`` and ``from_dataset`` check once every run's per-run stage is
+    done, in this order: the streams present, the first error in run order, the runs left
+    out unfinished (``dropped``: their ids in run order), no run left (``n``), shared
+    noise, the sampling designs. Its warnings point at the caller of ``from_traces`` or
+    ``from_dataset``, three frames up."""
+    _check_streams(sel_names, cont_names, _files(paths), stream, stop_stream)
+    if error is not None:
+        raise error
+    if dropped:
+        warnings.warn(
+            f"{len(dropped)} run(s) crashed or raised before they ended (first: {dropped[0]}) "
+            "and were left out: their early end is not a stop drawn from the logged design. "
+            "Pass unfinished='keep' to include them",
+            DegenerateDataWarning, stacklevel=4,
+        )
+    if n == 0:
+        raise ValueError(f"no runs with selections of stream {stream!r} in {_files(paths)}")
+    shared.warn(stacklevel=4)
+    _warn_designs(designs, replacement, stacklevel=5)
 
 
 def _from_runs_iv(budget: Any, unfinished: str, replacement: str) -> int:
@@ -450,7 +468,7 @@ def _warn_designs(designs: list[tuple[str, SamplingDesign]], replacement: str, *
         )
 
 
-def _files(paths: list[str]) -> str:
+def _files(paths: Sequence[str]) -> str:
     """The files that held runs, for messages (a streamed file without runs never shows)."""
     if not paths:
         return "the traces given (they hold no runs)"
