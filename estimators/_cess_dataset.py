@@ -27,7 +27,7 @@ from agentlog.records import Continuation, Selection
 from ._cess_design import SamplingDesign
 from ._cess_tables import _Table
 from ._cess_trace import CessData, _add_run, _NoSelections, _Rows, finish
-from ._executor import Executor, executing, group_runs, in_run_order, plain, scan
+from ._executor import Executor, as_is, executing, group_runs, in_run_order, plain, scan
 from ._shared_noise import SharedNoise
 
 _OK, _DROPPED, _NO_SELECTIONS, _FAILED = 0, 1, 2, 3
@@ -81,7 +81,7 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
         "unfinished": unfinished}
     with executing(executor):
         kwargs["pools"] = pa.concat_tables([plain(p) for p in scan(
-            dataset, "pools", _POOL_COLUMNS, _as_is, {}, executor)] or [
+            dataset, "pools", _POOL_COLUMNS, as_is, {}, executor)] or [
             pa.table({"pool": pa.array([], pa.binary()), "ids": pa.array([], pa.binary()),
                       "system": pa.array([], pa.string()),
                       "task": pa.array([], pa.string())})])
@@ -91,9 +91,6 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
     stage = pa.concat_tables([schema.empty_table(), *(p.cast(schema) for p in parts)])
     return stage.take(in_run_order(stage))
 
-
-def _as_is(batch: Any) -> Any:
-    return batch
 
 
 def _cess_stage(parts: Mapping[str, Any], *, pools: Any, outcomes: _Table,

@@ -78,6 +78,12 @@ def executing(executor: Executor) -> contextlib.AbstractContextManager[None]:
 # ----------------------------------------------------------------------------- tables
 
 
+def as_is(batch: Any) -> Any:
+    """The table as read: the ``fn`` of a ``scan`` that only reads (a module-level function,
+    as Ray's workers need)."""
+    return batch
+
+
 def plain(table: Any) -> Any:
     """``table`` with dictionary-encoded columns (Hive partition keys) decoded, so batches
     of one table concatenate whatever their encoding."""

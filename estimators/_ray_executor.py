@@ -150,9 +150,9 @@ def _tagged(batch: Any, *, name: str, columns: list[str], types: Mapping[str, An
     table of ``types`` a struct column of its ``columns`` (null but in this table's)."""
     import pyarrow as pa
 
-    from ._executor import plain
+    from ._executor import as_is, plain
 
-    own = plain(_apply(batch, fn=_as_is, columns=columns, kwargs={}))
+    own = plain(_apply(batch, fn=as_is, columns=columns, kwargs={}))
     out = {"run_id": own.column("run_id")}
     for other, struct in types.items():
         out[other] = (pa.StructArray.from_arrays(
@@ -161,9 +161,6 @@ def _tagged(batch: Any, *, name: str, columns: list[str], types: Mapping[str, An
             if other == name else pa.nulls(own.num_rows, struct))
     return pa.table(out)
 
-
-def _as_is(batch: Any) -> Any:
-    return batch
 
 
 def _grouped(batch: Any, *, fn: Callable[..., Any], types: Mapping[str, Any],

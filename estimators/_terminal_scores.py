@@ -43,6 +43,7 @@ from agentlog.display import MAX_ROWS, html_repr, render_table
 
 from ._executor import (
     Executor,
+    as_is,
     check_dataset,
     check_executor,
     coded,
@@ -163,7 +164,7 @@ def terminal_table(dataset: str | os.PathLike[str] | Mapping[str, Any], *,
     check_dataset(dataset, how)
     with executing(how):
         runs = pa.concat_tables(
-            [plain(p) for p in scan(dataset, "runs", _RUN_COLUMNS, _as_is, {}, how)])
+            [plain(p) for p in scan(dataset, "runs", _RUN_COLUMNS, as_is, {}, how)])
         parts = [plain(p) for p in scan(
             dataset, "scores", ["run_id", "seq", "name", "value", "transition"],
             _last_terminal, {}, how)]
@@ -216,9 +217,6 @@ def from_dataset(dataset: str | os.PathLike[str] | Mapping[str, Any], *,
         for source, run, run_id, system, task, seed, meta, (values, counts) in zip(
             *cols.values(), per_run, strict=True))
 
-
-def _as_is(batch: Any) -> Any:
-    return batch
 
 
 def _latest(table: Any, *, count: str | None) -> Any:
