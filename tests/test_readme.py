@@ -53,6 +53,8 @@ def test_the_readme_is_one_page_with_its_two_commands_first() -> None:
     assert text.index(second) < text.index("## ")
     ci = (ROOT / ".ci/run").read_text()
     assert second.strip() in ci  # .ci/run runs exactly the README's test command
+    home = (ROOT / "docs/index.md").read_text()  # the site's home shows the same two
+    assert first.strip() in home and second.strip() in home
     python = blocks("python")
     assert len(python) == 1 and "al.record(" in python[0] and "al.verify(" in python[0]
     assert len(python[0].strip().splitlines()) <= 30
