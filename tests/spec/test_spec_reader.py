@@ -95,7 +95,7 @@ def trace(request: pytest.FixtureRequest, recorded: Path) -> tuple[Path, bytes |
 
 def test_fixtures_are_found() -> None:
     """The glob finds the committed traces (a moved folder must not empty the checks)."""
-    assert {p.parent.name for p in FIXTURES} >= {"v1", "generator1", "generator2"}
+    assert {p.parent.name for p in FIXTURES} >= {"v1", "v2", "generator1", "generator2"}
 
 
 def test_reader_decodes_every_field_as_agentlog(trace: tuple[Path, bytes | None]) -> None:
