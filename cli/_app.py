@@ -80,6 +80,9 @@ ESTIMATE_COMMANDS: dict[str, tuple[str, str, str]] = {
     "effects": ("._estimate_effects", "effects_command",
                 "Policy effects Δsel, Δstop, Δint and total of a paired 2×2 ([SSC] eq. "
                 "3–4), with task-clustered intervals and ICC(1,k) across seeds."),
+    "attribution": ("._estimate_attribution", "attribution_command",
+                    "Per-step attribution: each decision's contrastive effect and Shapley "
+                    "value on the outcome, with task-clustered intervals."),
 }
 
 #: ``name -> (module, command function, one-line help)`` of ``agentlog import NAME``.

@@ -33,7 +33,7 @@ from ._options import (
     resamples_option,
     traces_argument,
 )
-from ._output import EXIT_OK, BadInput, fail, fmt_num, print_json, stdout, trace_errors
+from ._output import BadInput, fail, fmt_num, print_estimate, trace_errors
 from ._verify_cmd import trace_files
 
 EFFECT_LABELS = {"selection": "Δsel", "stopping": "Δstop", "interaction": "Δint",
@@ -104,14 +104,6 @@ def effects_command(
         except (BadInput, ValueError) as exc:
             fail(f"agentlog estimate effects: {exc}")
     out = res.to_dict()
-    out["warnings"] = list(dict.fromkeys(str(w.message) for w in records))
     out["settings"] = {"traces": [str(p) for p in files], "outcome": outcome,
                        "channel": channel, "resamples": resamples, "seed": seed}
-    if json_output:
-        print_json(out)
-    else:
-        console = stdout()
-        render_effects(out, console)
-        for message in out["warnings"]:
-            console.print(f"[yellow]warning:[/] {escape(message)}")
-    raise typer.Exit(EXIT_OK)
+    print_estimate(out, records, render_effects, as_json=json_output)

@@ -6,7 +6,8 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -52,6 +53,22 @@ def jsonable(obj: Any) -> Any:
 
 def print_json(obj: Any) -> None:
     typer.echo(json.dumps(jsonable(obj), indent=2, ensure_ascii=False))
+
+
+def print_estimate(out: dict[str, Any], records: list[warnings.WarningMessage],
+                   render: Callable[[dict[str, Any], Console], None], *,
+                   as_json: bool) -> NoReturn:
+    """Print an estimate command's result: ``out`` with the warnings its estimator raised
+    (recorded, each once) as JSON, or drawn by ``render`` followed by the warnings; exit 0."""
+    out["warnings"] = list(dict.fromkeys(str(w.message) for w in records))
+    if as_json:
+        print_json(out)
+    else:
+        console = stdout()
+        render(out, console)
+        for message in out["warnings"]:
+            console.print(f"[yellow]warning:[/] {escape(message)}")
+    raise typer.Exit(EXIT_OK)
 
 
 def fail(message: str) -> NoReturn:

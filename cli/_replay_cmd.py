@@ -273,17 +273,32 @@ def replay_command(
     score: Annotated[str | None, score_option(
         "With --design: module:function turning the window's return value into {name: value} "
         "scores.")] = None,
+    alter: Annotated[
+        list[str] | None,
+        typer.Option("--alter", help="Per-step attribution: a decision to change, STREAM@K"
+                     "[=ALTERNATIVE] (repeatable), e.g. doc@0, stop@1=flip; runs the agent's "
+                     "own arm, each decision alone and all together (agentlog estimate "
+                     "attribution reads them); --out is then a folder.", show_default=False),
+    ] = None,
+    shapley: Annotated[
+        str | None,
+        typer.Option("--shapley", help="With --alter: also the coalitions Shapley values "
+                     "need: exact, auto (exact up to 6 decisions) or a number of "
+                     "permutations.", show_default=False),
+    ] = None,
 ) -> None:
     """Replay recorded states under evaluation channels. Exit 0 ok, 1 units failed, 2 bad
     input."""
-    # The interventions path (--design/--seeds/--mode) dispatches here, before this check.
-    if design:
+    # The interventions path (--design or --alter, --seeds, --mode) dispatches here, before
+    # this check.
+    if design or alter or shapley is not None:
         from ._replay_design import run_design_replay
 
         raise typer.Exit(run_design_replay(
-            traces, design=design, seeds=seeds, mode=mode, window=window, app=app,
+            traces, design=design or [], seeds=seeds, mode=mode, window=window, app=app,
             score=score, out=out, concurrency=concurrency, executor=executor.value,
-            ray_address=ray_address, as_json=as_json, cache=cache, frozen=frozen))
+            ray_address=ray_address, as_json=as_json, cache=cache, frozen=frozen,
+            alter=alter or [], shapley=shapley))
     if not channel:
         fail("agentlog replay: pass --channel NAME (repeatable): the registered channels to "
              "score the window's states under")

@@ -61,19 +61,52 @@ def _function(name: str) -> Any:
     return obj
 
 
+def parse_shapley(text: str | None) -> str | int | None:
+    """``--shapley``: none, auto, exact or a number of permutations."""
+    if text is None or text == "none":
+        return None
+    if text in ("auto", "exact"):
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise BadInput(f"--shapley {text!r}: expected exact, auto, none or a number of "
+                   "permutations (e.g. 64)")
+
+
+def _arms(design: list[str], alter: list[str], shapley: str | None, seeds: int) -> Any:
+    """The arms of ``--design`` (a 2×2 ``Design``) or of ``--alter`` (attribution arms)."""
+    from agentlog.estimators import attribution
+    from agentlog.replay import parse_design
+
+    if design and (alter or shapley is not None):
+        raise BadInput("--design and --alter/--shapley are two kinds of study: a paired "
+                       "2×2 (--design) or a per-step attribution (--alter); run them into "
+                       "two --out folders")
+    try:
+        if design:
+            return parse_design(design, seeds=seeds)
+        if not alter:
+            raise BadInput("--shapley needs the decisions to attribute: --alter STREAM@K "
+                           "(repeatable)")
+        return attribution.arms(alter, shapley=parse_shapley(shapley))  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        raise BadInput(str(exc)) from exc
+
+
 def run_design_replay(
     traces: list[Path], *, design: list[str], seeds: int, mode: str, window: str | None,
     app: str | None, score: str | None, out: Path, concurrency: int, executor: str,
     as_json: bool, cache: Path | None = None, frozen: bool = False,
-    ray_address: str | None = None,
+    ray_address: str | None = None, alter: list[str] | None = None,
+    shapley: str | None = None,
 ) -> int:
-    """Run ``intervene`` for the command line; print its summary; return the exit code."""
+    """Run ``intervene`` for the command line (a ``--design`` or the ``--alter`` arms);
+    print its summary; return the exit code."""
     from agentlog.replay import (
         AppImportError,
         AppNotGivenError,
         NotRegisteredError,
         intervene,
-        parse_design,
         resolve_app,
     )
 
@@ -91,23 +124,22 @@ def run_design_replay(
             store = open_cache(cache, read_only=mode == "frozen", missing=(
                 f"--cache {cache}: no such file; with --mode frozen the cache is only read "
                 "(build it with a live replay, or ModelCache.from_traces)"))
+        flag = "--design" if design else "--alter"
+        parsed = _arms(design, alter or [], shapley, seeds)
         if window is None:
-            raise BadInput("--design needs --window NAME: the window to re-enter under each "
+            raise BadInput(f"{flag} needs --window NAME: the window to re-enter under each "
                            "arm (agentlog inspect TRACE lists the windows)")
         if out.suffix == ".zst" or (out.exists() and not out.is_dir()):
-            raise BadInput(f"--out {out}: with --design, --out names a folder (it receives "
+            raise BadInput(f"--out {out}: with {flag}, --out names a folder (it receives "
                            "units.zst and arms/), e.g. --out arms/")
         paths = trace_files(traces)
-        try:
-            parsed = parse_design(design, seeds=seeds)
-        except (ValueError, TypeError) as exc:
-            raise BadInput(str(exc)) from exc
         module = resolve_app(app, traces=paths)
         scores = _function(score) if score else None
         try:
             with ray_output_to_stderr(executor):
                 run = intervene(paths, window=window, arms=parsed, out=out,
-                                app=module.__name__, scores=scores, cache=store,
+                                seeds=range(seeds), app=module.__name__, scores=scores,
+                                cache=store,
                                 mode=mode,  # type: ignore[arg-type]
                                 execution=ExecutionOptions(
                                     concurrency=concurrency, progress=not as_json,
@@ -153,5 +185,7 @@ def _render(result: dict[str, Any]) -> None:
     if result["failed"]:
         console.print("  → the failed units are recorded; fix their cause and run the same "
                       "command again: only the units not sealed yet run")
-    console.print(f"  next: agentlog estimate effects {escape(short_path(result['out']))} "
+    estimator = ("attribution" if any("alter" in a["factors"] for a in result["arms"])
+                 else "effects")
+    console.print(f"  next: agentlog estimate {estimator} {escape(short_path(result['out']))} "
                   "--outcome NAME")

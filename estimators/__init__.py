@@ -1,7 +1,7 @@
 """Estimators over recorded traces (see the README's References: [LBC], [DMC], [SSC], [ASV]).
 
-``from agentlog.estimators import asv, bounds, certify, cess, distance, reliability,
-rewards``, or
+``from agentlog.estimators import asv, attribution, bounds, certify, cess, distance,
+reliability, rewards``, or
 ``import agentlog.estimators`` and then ``agentlog.estimators.cess``. Importing this
 package stays cheap: the submodules load on first use (module ``__getattr__``), and
 scipy, POT and statsmodels only inside the functions that need them.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ConfidenceInterval", "asv", "bounds", "certify", "cess", "distance", "reliability",
-           "rewards", "use_ray"]
+__all__ = ["ConfidenceInterval", "asv", "attribution", "bounds", "certify", "cess", "distance",
+           "reliability", "rewards", "use_ray"]
 
 # name -> the private module that defines it (loaded on first use, like the submodules)
 _NAMES = {"ConfidenceInterval": "_interval", "use_ray": "_ray_executor"}

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -171,16 +172,7 @@ class PolicyEffectsResult:
             return ConfidenceInterval(float(low[j]), float(high[j]))
         if how != "t":
             raise ValueError(f"`method` must be one of {EFFECT_INTERVALS}; found {how!r}")
-        u = self.per_cluster[:, j]
-        u = u[np.isfinite(u)]
-        est = float(u.mean())
-        if u.shape[0] < 2:
-            return ConfidenceInterval(est, est)  # one task: no spread (warned when made)
-        from scipy import stats
-
-        se = self.standard_error(effect, "t")
-        q = float(stats.t.ppf(0.5 + level / 2, u.shape[0] - 1))
-        return ConfidenceInterval(est - q * se, est + q * se)
+        return cluster_t_interval(self.per_cluster[:, j], level)
 
     def standard_error(self, effect: str, method: EffectInterval | None = None) -> float:
         """The standard error of ``effect``: ``s/√G`` over the per-task effects (``"t"``) or
@@ -191,9 +183,7 @@ class PolicyEffectsResult:
         j = EFFECTS.index(effect)
         if how == "percentile":
             return float(self.bootstrap.standard_error[j])
-        u = self.per_cluster[:, j]
-        u = u[np.isfinite(u)]
-        return float(u.std(ddof=1)) / math.sqrt(u.shape[0]) if u.shape[0] >= 2 else 0.0
+        return cluster_standard_error(self.per_cluster[:, j])
 
     @html_repr
     def _repr_html_(self) -> str:
@@ -246,17 +236,9 @@ def policy_effects(
     if interval not in EFFECT_INTERVALS:
         raise ValueError(f"`interval` must be one of {EFFECT_INTERVALS}; found {interval!r}")
     confidence_level = check_confidence_level(confidence_level)
-    arms = []
-    for name, x in (("theta_00", theta_00), ("theta_10", theta_10), ("theta_01", theta_01),
-                    ("theta_11", theta_11)):
-        arr = np.asarray(x, dtype=np.float64)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"`{name}` must be a non-empty 1-D array over paired blocks; "
-                             f"found shape {arr.shape}")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"`{name}` must be finite: every block needs all four arms "
-                             f"(NaN at block {int(np.flatnonzero(~np.isfinite(arr))[0])})")
-        arms.append(arr)
+    arms = [block_values(x, f"`{name}`") for name, x in (
+        ("theta_00", theta_00), ("theta_10", theta_10), ("theta_01", theta_01),
+        ("theta_11", theta_11))]
     n = arms[0].shape[0]
     for name, arr in zip(("theta_10", "theta_01", "theta_11"), arms[1:], strict=True):
         if arr.shape[0] != n:
@@ -285,7 +267,7 @@ def policy_effects(
     _, group = codes(clusters, name="cluster")
     per_cluster = group_means(stacked, group, int(group.max()) + 1)
     if n_clusters >= 2:
-        _warn_doubtful(per_cluster)
+        warn_doubtful(per_cluster, EFFECTS)
     icc = None
     if repeat is not None:
         if cluster is None:
@@ -301,10 +283,46 @@ def policy_effects(
     )
 
 
-def _warn_doubtful(per_cluster: FloatArray) -> None:
-    """Warn when the per-task effects cannot support an interval (see the module docs)."""
+def block_values(x: ArrayLike, what: str) -> FloatArray:
+    """One arm's outcome per paired block as a finite 1-D float array, or a ValueError
+    naming ``what`` and the first bad block."""
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{what} must be a non-empty 1-D array over paired blocks; found "
+                         f"shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} must be finite: every block needs every arm (NaN or "
+                         f"infinite at block {int(np.flatnonzero(~np.isfinite(arr))[0])})")
+    return arr
+
+
+def cluster_standard_error(per_cluster: FloatArray) -> float:
+    """``s/√G`` over the finite per-task (cluster) values; 0 with fewer than two."""
+    u = per_cluster[np.isfinite(per_cluster)]
+    return float(u.std(ddof=1)) / math.sqrt(u.shape[0]) if u.shape[0] >= 2 else 0.0
+
+
+def cluster_t_interval(per_cluster: FloatArray, confidence_level: float
+                       ) -> ConfidenceInterval[float]:
+    """The cluster t interval of a mean over tasks: the mean of the per-task values ± the
+    t quantile on G − 1 degrees of freedom times ``s/√G`` (zero width for one task, which
+    is warned about where the values are made)."""
+    u = per_cluster[np.isfinite(per_cluster)]
+    est = float(u.mean())
+    if u.shape[0] < 2:
+        return ConfidenceInterval(est, est)
+    from scipy import stats
+
+    se = cluster_standard_error(u)
+    q = float(stats.t.ppf(0.5 + confidence_level / 2, u.shape[0] - 1))
+    return ConfidenceInterval(est - q * se, est + q * se)
+
+
+def warn_doubtful(per_cluster: FloatArray, names: Sequence[str]) -> None:
+    """Warn when per-task effects (one column per name) cannot support an interval: the
+    same value in every task, or a skew the number of tasks cannot carry (module docs)."""
     G = per_cluster.shape[0]
-    flat = [e for j, e in enumerate(EFFECTS) if np.ptp(per_cluster[:, j]) == 0.0]
+    flat = [e for j, e in enumerate(names) if np.ptp(per_cluster[:, j]) == 0.0]
     if flat:
         warnings.warn(
             f"{', '.join(flat)}: the same value in all {G} tasks, so the interval has zero "
@@ -314,7 +332,7 @@ def _warn_doubtful(per_cluster: FloatArray) -> None:
         )
     if G < MIN_TASKS_FOR_SKEWNESS:
         return  # a handful of values cannot show a skew (|g₁| is bounded by (G−2)/√(G−1))
-    doubts = {e: d for j, e in enumerate(EFFECTS)
+    doubts = {e: d for j, e in enumerate(names)
               if e not in flat
               and (d := skew_doubt(per_cluster[:, j], EFFECTS_SKEWNESS_RULE)) is not None}
     if doubts:

@@ -259,6 +259,100 @@ def _levels(seen: Mapping[str, set[str]],
     return out
 
 
+@dataclass
+class ArmRuns:
+    """The arm runs of a paired study, by block: what ``read_arm_runs`` found.
+
+    Attributes:
+        blocks: ``(task, unit, replicate)`` → ``{arm: (outcome, where)}``; a unit is one
+            source window instance (``"<source run>#<window>"``), or the task when the
+            provenance names no source run.
+        n_runs: arm runs read; ``n_skipped``: runs without arm provenance, unfinished or
+            failed runs, and units the engine recorded as failed.
+        shared: the runs' noise keys (``SharedNoise``), to warn when tasks drew alike.
+    """
+
+    blocks: dict[tuple[str, str, str], dict[Any, tuple[float, str]]]
+    n_runs: int
+    n_skipped: int
+    shared: SharedNoise
+
+
+def read_arm_runs(trace_or_paths: TraceInput | Iterable[TraceInput], *,
+                  outcome: str | Callable[[Any], float], channel: str | None,
+                  arm_of: Callable[[Mapping[str, Any], str], Any],
+                  describe: Callable[[Any], str], hint: str) -> ArmRuns:
+    """Every finished arm run's outcome, grouped into paired blocks (one reader for the
+    2×2 effects and the per-step attribution).
+
+    A paired block is one source window instance (``source_run``, ``window``; the task when
+    the provenance has no source) under one replicate seed: its arms ran with the same
+    random numbers. ``arm_of(factors, where)`` names a run's arm from its provenance's
+    ``factors`` (raising ``ValueError`` for factors it cannot read); ``describe(arm)`` words
+    it in messages; ``hint`` names what writes such runs.
+
+    Raises:
+        ValueError: no arm runs; an arm run without the outcome, with it twice or with a
+            non-finite one; two runs of one arm in a block. Each names the run.
+    """
+    outcome_name = outcome if isinstance(outcome, str) else getattr(outcome, "__name__",
+                                                                     repr(outcome))
+    blocks: dict[tuple[str, str, str], dict[Any, tuple[float, str]]] = {}
+    n_runs = n_skipped = 0
+    paths: list[str] = []
+    shared = SharedNoise()
+    arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
+    for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
+        if not paths or paths[-1] != trace.path:
+            paths.append(trace.path)
+        start = run.start
+        prov = start.meta.get(PROVENANCE_KEY) if start is not None else None
+        factors = prov.get("factors") if isinstance(prov, Mapping) else None
+        failed_unit = isinstance(prov, Mapping) and prov.get("status", "ok") != "ok"
+        if (start is None or not isinstance(factors, Mapping) or not run.complete or run.failed
+                or failed_unit):  # a unit the engine recorded as failed is left out
+            n_skipped += 1
+            continue
+        assert isinstance(prov, Mapping)
+        where = f"{trace.path}: run {start.run_id}"
+        arm = arm_of(factors, where)
+        # The task: the provenance's (replay outputs are runs of their own), else the run's.
+        task_of = prov.get("task", start.task)
+        task = str(start.meta.get("cluster", task_of if task_of is not None else ""))
+        source = prov.get("source_run")
+        unit = (f"{source}#{prov.get('window')}" if source is not None
+                else f"task {start.task}")
+        key = (task, unit, str(prov.get("replicate", start.seed)))
+        value = _outcome_of(run, outcome, channel, where)
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: the outcome {outcome_name!r} is {value}; the "
+                             "estimate needs finite outcomes")
+        cell = blocks.setdefault(key, {})
+        if arm in cell:
+            raise ValueError(
+                f"{where}: a second run of arm {describe(arm)} for {unit}, replicate "
+                f"{key[2]} (the first: {cell[arm][1]}); keep one output per (source window, "
+                "arm, seed)"
+            )
+        cell[arm] = (value, where)
+        arm_seed = prov.get("seed")
+        if isinstance(arm_seed, int) and not isinstance(arm_seed, bool):
+            # An engine's output run: its arm drew in a run of its own (prov["arm_trace"])
+            # with this seed and the source's task and generator.
+            shared.add_unresolved(arm_seed, prov.get("task"), functools.partial(
+                _arm_generator, trace.path, prov, arm_generators), task)
+        else:  # a run that drew the arm itself
+            shared.add(start, task)
+        n_runs += 1
+    if not blocks:
+        files = ", ".join(paths[:3]) or "the traces given"
+        raise ValueError(
+            f"no arm runs in {files}: no run carries meta[{PROVENANCE_KEY!r}]['factors'] "
+            f"({n_skipped} other run(s)); pass the output folder of {hint}"
+        )
+    return ArmRuns(blocks, n_runs, n_skipped, shared)
+
+
 def effects_from_traces(
     trace_or_paths: TraceInput | Iterable[TraceInput],
     *,
@@ -321,25 +415,8 @@ def effects_from_traces(
     outcome_name = outcome if isinstance(outcome, str) else getattr(outcome, "__name__",
                                                                      repr(outcome))
     seen: dict[str, set[str]] = {f: set() for f in FACTORS}
-    # block key -> {(selection level, stopping level): (value, where)}
-    blocks: dict[tuple[str, str, str], dict[tuple[str, str], tuple[float, str]]] = {}
-    n_runs = n_skipped = 0
-    paths: list[str] = []
-    shared = SharedNoise()
-    arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
-    for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
-        if not paths or paths[-1] != trace.path:
-            paths.append(trace.path)
-        start = run.start
-        prov = start.meta.get(PROVENANCE_KEY) if start is not None else None
-        factors = prov.get("factors") if isinstance(prov, Mapping) else None
-        failed_unit = isinstance(prov, Mapping) and prov.get("status", "ok") != "ok"
-        if (start is None or not isinstance(factors, Mapping) or not run.complete or run.failed
-                or failed_unit):  # a unit the engine recorded as failed is left out
-            n_skipped += 1
-            continue
-        assert isinstance(prov, Mapping)
-        where = f"{trace.path}: run {start.run_id}"
+
+    def arm_of(factors: Mapping[str, Any], where: str) -> tuple[str, str]:
         arm: list[str] = []
         for factor in FACTORS:
             level = factors.get(factor)
@@ -351,41 +428,13 @@ def effects_from_traces(
                 )
             seen[factor].add(level)
             arm.append(level)
-        # The task: the provenance's (replay outputs are runs of their own), else the run's.
-        task_of = prov.get("task", start.task)
-        task = str(start.meta.get("cluster", task_of if task_of is not None else ""))
-        source = prov.get("source_run")
-        unit = (f"{source}#{prov.get('window')}" if source is not None
-                else f"task {start.task}")
-        key = (task, unit, str(prov.get("replicate", start.seed)))
-        value = _outcome_of(run, outcome, channel, where)
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: the outcome {outcome_name!r} is {value}; θ needs "
-                             "finite outcomes")
-        cell = blocks.setdefault(key, {})
-        if (arm[0], arm[1]) in cell:
-            raise ValueError(
-                f"{where}: a second run of arm selection={arm[0]}, stopping={arm[1]} for "
-                f"{unit}, replicate {key[2]} (the first: {cell[arm[0], arm[1]][1]}); keep one "
-                "output per (source window, arm, seed)"
-            )
-        cell[arm[0], arm[1]] = (value, where)
-        arm_seed = prov.get("seed")
-        if isinstance(arm_seed, int) and not isinstance(arm_seed, bool):
-            # An engine's output run: its arm drew in a run of its own (prov["arm_trace"])
-            # with this seed and the source's task and generator.
-            shared.add_unresolved(arm_seed, prov.get("task"), functools.partial(
-                _arm_generator, trace.path, prov, arm_generators), task)
-        else:  # a run that drew the arm itself
-            shared.add(start, task)
-        n_runs += 1
-    if not blocks:
-        files = ", ".join(paths[:3]) or "the traces given"
-        raise ValueError(
-            f"no arm runs in {files}: no run carries meta[{PROVENANCE_KEY!r}]['factors'] "
-            f"({n_skipped} other run(s)); pass the output folder of agentlog.replay.intervene "
-            "(agentlog replay --design … --out DIR)"
-        )
+        return arm[0], arm[1]
+
+    runs = read_arm_runs(trace_or_paths, outcome=outcome, channel=channel, arm_of=arm_of,
+                         describe=lambda arm: f"selection={arm[0]}, stopping={arm[1]}",
+                         hint="agentlog.replay.intervene (agentlog replay --design … --out "
+                              "DIR)")
+    blocks, n_runs, n_skipped, shared = runs.blocks, runs.n_runs, runs.n_skipped, runs.shared
     lv = _levels(seen, levels)
     wanted = {code: (lv["selection"][int(code[0])], lv["stopping"][int(code[1])])
               for code in ARM_CODES}

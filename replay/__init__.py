@@ -22,7 +22,9 @@ Re-entering a sealed window (``reenter_arguments``, ``resume_streams``,
 (``agentlog.replay.interventions``) are documented in their modules. Paired
 interventions: a ``Design`` (selection × stopping levels × replicate seeds) expands to
 arms (``Arm``), and ``intervene`` re-enters every sealed window instance under each arm and
-seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output).
+seed as units of ``run_units`` (``cess.effects_from_traces`` reads the output). Per-step
+attribution: ``alteration_arm(["doc@1"])`` changes one decision and nothing else
+(``interventions.Alter``); ``agentlog.estimators.attribution`` reads those arms.
 """
 
 from agentlog import NotRegisteredError, RegistryCollisionWarning
@@ -67,7 +69,7 @@ from ._channel_replay import (
     replay_channels,
     score_channel_unit,
 )
-from ._design import Arm, Design, parse_design, replicate_seed
+from ._design import Arm, Design, alteration_arm, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene, reenter_job
 from ._options import ExecutionOptions
@@ -117,6 +119,7 @@ __all__ = [
     "UnitOutput",
     "UnitScore",
     "WindowNotFoundError",
+    "alteration_arm",
     "areplay_channels",
     "arun_units",
     "ascore_channel_unit",

@@ -35,10 +35,12 @@ from agentlog.records import encode_artifact
 from agentlog.reentry import Steer
 
 __all__ = [
+    "ALTER_FACTOR",
     "FACTORS",
     "OWN_LEVELS",
     "Arm",
     "Design",
+    "alteration_arm",
     "level_label",
     "parse_design",
     "replicate_seed",
@@ -139,6 +141,39 @@ class Arm:
     factors: Mapping[str, str]
     hash: str
     steer: Steer | None = field(compare=False, default=None)
+
+
+ALTER_FACTOR = "alter"  # the factor of an alteration arm: its decisions, "+"-joined
+
+
+def alteration_arm(decisions: Iterable[str]) -> Arm:
+    """The arm that changes exactly ``decisions`` (``interventions.Alter``) and nothing else.
+
+    ``alteration_arm([])`` is the agent's own arm, the baseline every alteration is paired
+    with. Its one factor, ``"alter"``, is the sorted decision tokens joined by ``+`` (``""``
+    for the baseline): what ``agentlog.estimators.attribution`` reads back from each output
+    run's provenance. The hash covers the ``Alter`` steer's identity, as a design's arms.
+
+    Examples:
+        >>> from agentlog.replay import alteration_arm
+        >>> arm = alteration_arm(["stop@0", "doc@1=uniform"])
+        >>> arm.name, arm.factors
+        ('alter=doc@1=uniform+stop@0', {'alter': 'doc@1=uniform+stop@0'})
+        >>> alteration_arm([]).steer is None
+        True
+    """
+    from .interventions import Alter
+
+    tokens = list(decisions)
+    steer = Alter(tokens) if tokens else None
+    label = "+".join(steer.decisions) if steer is not None else ""
+    name = f"{ALTER_FACTOR}={label}"
+    identity = [[ALTER_FACTOR, label, None if steer is None else steer_identity(steer)]]
+    digest = hashlib.sha256(encode_artifact(identity, what=f"arm {name}")).hexdigest()
+    # As a design's arm: the selection and the stopping level are the same Alter, which
+    # acts on the decisions it names only (a Ray worker rebuilds it from either).
+    arm_steer = None if steer is None else _ArmSteer(name, steer, steer)
+    return Arm(name=name, factors={ALTER_FACTOR: label}, hash=digest, steer=arm_steer)
 
 
 def replicate_seed(seed: int, replicate: int) -> int:

@@ -26,6 +26,15 @@ decision 0 is the window's first):
 * ``StopAt(n)``: the agent decides, but stops at decision n-1 at the latest (a cap).
 * ``NeverStop()``: always continue (the agent's own budget still ends the loop).
 
+One decision (per-step attribution, ``agentlog.estimators.attribution``):
+
+* ``Alter(["doc@1", "stop@0=stop"])``: change only the named decisions, ``STREAM@K`` being
+  decision ``K`` of ``STREAM`` counted from the re-entry's start; every other decision keeps
+  the agent's policy and every draw its noise. A selection's alternative is ``runner_up``
+  (the default: the candidate the same Gumbel draws rank second, the one chosen had the
+  agent's pick been unavailable), ``uniform`` or ``pick:I``; a stop decision's is ``flip``
+  (the default: the other outcome under the same uniform), ``stop`` or ``continue``.
+
 Replay: ``ForceRecorded(source)`` reproduces a recorded run and checks every draw against
 it (candidates, probabilities, noise, outcome); the first difference raises
 ``al.ReplayDivergenceError`` naming the record, the stream, the step and both values.
@@ -79,6 +88,7 @@ from agentlog.registry import Registered, Registry
 
 __all__ = [
     "STEERS",
+    "Alter",
     "Compose",
     "FixedHorizon",
     "ForceRecorded",
@@ -90,7 +100,9 @@ __all__ = [
     "Temperature",
     "Uniform",
     "compose",
+    "decision_label",
     "identity",
+    "parse_decision",
 ]
 
 STEERS = Registry("steer")
@@ -316,6 +328,136 @@ class Compose(Steer):
                 return out
             current, changed = float(out), True
         return current if changed else None
+
+
+SELECT_ALTERNATIVES = ("runner_up", "uniform", "pick:I")
+PROCEED_ALTERNATIVES = ("flip", "stop", "continue")
+
+
+def parse_decision(token: str) -> tuple[str, int, str | None]:
+    """``"doc@1=uniform"`` → ``("doc", 1, "uniform")``; no ``=``: the default alternative
+    (None: ``runner_up`` for a selection, ``flip`` for a stop decision)."""
+    text = token.strip() if isinstance(token, str) else ""
+    head, sep, alt = text.partition("=")
+    stream, at, step = head.rpartition("@")
+    if not at or not stream or not step.strip().isdigit():
+        raise ValueError(f"decision {token!r}: expected STREAM@K or STREAM@K=ALTERNATIVE "
+                         "(K the decision's index in the re-entered window, from 0), e.g. "
+                         "doc@1, doc@1=uniform, stop@0=flip")
+    alternative = alt.strip() if sep else None
+    if alternative is not None:
+        known = alternative in SELECT_ALTERNATIVES[:2] or alternative in PROCEED_ALTERNATIVES
+        pick, _, index = alternative.partition(":")
+        if not known and not (pick == "pick" and index.isdigit()):
+            raise ValueError(
+                f"decision {token!r}: unknown alternative {alternative!r}; a selection's are "
+                f"{', '.join(SELECT_ALTERNATIVES)}, a stop decision's "
+                f"{', '.join(PROCEED_ALTERNATIVES)}")
+    return stream, int(step), alternative
+
+
+def decision_label(stream: str, step: int, alternative: str | None) -> str:
+    """The canonical token of a decision change (``parse_decision`` reads it back)."""
+    return f"{stream}@{step}" + ("" if alternative is None else f"={alternative}")
+
+
+class Alter(Steer):
+    """Change the named decisions of a re-entered window, and nothing else.
+
+    Each decision is ``STREAM@K[=ALTERNATIVE]``: decision ``K`` of ``STREAM`` counted from
+    where the re-entry started the stream (``stream_origin``), so ``doc@0`` is the window's
+    first ``select(name="doc")``. Every other decision keeps the agent's own policy, and
+    every draw (the altered ones included) keeps its identity-keyed noise, so an arm that
+    alters decision K and the agent's own arm share all their random numbers: the
+    interventional contrast of one step under common random numbers.
+
+    Alternatives of a selection: ``runner_up`` (default; under the same Gumbel draws the
+    candidate ranked second by ``log p + g``: the agent's pick made unavailable), ``uniform``
+    (``1/N``, a fresh choice under the same draws) or ``pick:I`` (the ``I``-th candidate).
+    Of a stop decision (``al.proceed``): ``flip`` (default; the other outcome under the same
+    uniform), ``stop`` or ``continue``. Outcomes are imposed as probability vectors (a
+    one-hot, 0.0 or 1.0), so every record stays weightable. A selection with one candidate
+    of positive probability has no runner-up: it is left as the agent drew it.
+
+    Args:
+        decisions: the decision tokens (``["doc@1", "stop@0=stop"]``); a decision named
+            twice is refused.
+    """
+
+    name = "alter"
+
+    def __init__(self, decisions: Iterable[str]) -> None:
+        if isinstance(decisions, str):
+            raise TypeError(f"`decisions` must be a list of tokens, e.g. [{decisions!r}]")
+        parsed: dict[tuple[str, int], str | None] = {}
+        for token in decisions:
+            stream, step, alternative = parse_decision(token)
+            if (stream, step) in parsed:
+                raise ValueError(f"decision {stream}@{step} is named twice in {decisions!r}")
+            parsed[stream, step] = alternative
+        self.decisions = sorted(decision_label(s, k, a) for (s, k), a in parsed.items())
+        self._changes = parsed
+
+    def params(self) -> dict[str, Any]:
+        return {"decisions": list(self.decisions)}
+
+    def _alternative(self, stream: str, step: int) -> tuple[bool, str | None]:
+        key = (stream, step - stream_origin(stream))
+        return key in self._changes, self._changes.get(key)
+
+    def select(self, stream: str, step: int, probs: NDArray[np.float64],
+               ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
+        hit, alternative = self._alternative(stream, step)
+        if not hit:
+            return None
+        n = probs.shape[0]
+        alternative = alternative or "runner_up"
+        if alternative in PROCEED_ALTERNATIVES:
+            raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
+                             f"{stream!r} is a selection stream; its alternatives are "
+                             f"{', '.join(SELECT_ALTERNATIVES)}")
+        if alternative == "uniform":
+            return np.full(n, 1.0 / n)
+        if alternative.startswith("pick:"):
+            index = int(alternative[5:])
+            if index >= n:
+                raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}:"
+                                 f" the selection has {n} candidates (0..{n - 1})")
+            one_hot: NDArray[np.float64] = np.eye(n)[index]
+            return one_hot
+        run = al.current_run()
+        if run is None:  # select only calls a steer inside a run
+            raise RuntimeError("Alter steers draws of a recorded run only")
+        now = observing()
+        if now is None:
+            noise = gumbel_draws(ids, run.seed, stream, step, run.generator, task=run.task)
+        else:
+            noise = posterior_gumbel_draws(ids, probs, now, run.seed, stream, step,
+                                           run.generator, task=run.task)
+        with np.errstate(divide="ignore"):
+            keys = np.log(probs) + noise
+        order = np.argsort(-keys, kind="stable")
+        if n < 2 or not np.isfinite(keys[order[1]]):
+            return None  # one reachable candidate: no runner-up, the draw stands
+        runner_up: NDArray[np.float64] = np.eye(n)[int(order[1])]
+        return runner_up
+
+    def proceed(self, stream: str, step: int, p: float) -> float | None:
+        hit, alternative = self._alternative(stream, step)
+        if not hit:
+            return None
+        alternative = alternative or "flip"
+        if alternative not in PROCEED_ALTERNATIVES:
+            raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
+                             f"{stream!r} is a stop stream (al.proceed); its alternatives are "
+                             f"{', '.join(PROCEED_ALTERNATIVES)}")
+        if alternative != "flip":
+            return 1.0 if alternative == "continue" else 0.0
+        run = al.current_run()
+        if run is None:
+            raise RuntimeError("Alter steers draws of a recorded run only")
+        u = continuation_uniform(run.seed, stream, step, run.generator, task=run.task)
+        return 0.0 if u < p else 1.0  # the other outcome than the agent's under this u
 
 
 def compose(*steers: _CoreSteer) -> Compose:

@@ -274,6 +274,12 @@ def retrieve(
                      tuple(cs), stopped)
 
 
+def retrieval_outcome(found: Retrieval) -> dict[str, float]:
+    """The outcome of a re-entered retrieval window: its Opened Mean and the number of
+    documents it opened (``intervene(scores=...)``, ``agentlog replay --score``)."""
+    return {"opened_mean": float(np.mean(found.y)), "n_opened": float(len(found.y))}
+
+
 @al.window("synthesis", after="retrieval", forbid=("open_document",))
 def synthesize(evidence: Retrieval) -> Conclusion:
     """Conclude from the opened evidence only (no new documents: the window is sealed)."""

@@ -34,6 +34,7 @@ EXTRA: dict[str, tuple[str, ...]] = {
     "estimate cess": ("--outcomes", "{tmp}/outcomes.csv", "--predictions",
                       "{tmp}/predictions.csv"),
     "estimate effects": (),
+    "estimate attribution": (),
     "estimate reliability": (),
     "export": ("--format", "otlp-json", "--out", "{tmp}/spans.json"),
     "import inspect": ("--out", "{tmp}/imported"),

@@ -86,7 +86,7 @@ def test_icc_needs_a_balanced_design() -> None:
 
 
 def test_policy_effects_validate_their_inputs() -> None:
-    with pytest.raises(ValueError, match="`theta_01` must be finite: every block needs all four"):
+    with pytest.raises(ValueError, match="`theta_01` must be finite: every block needs every arm"):
         cess.policy_effects([0.0], [0.1], [np.nan], [0.2])
     with pytest.raises(ValueError, match="`theta_10` has 2 blocks, `theta_00` has 1"):
         cess.policy_effects([0.0], [0.1, 0.2], [0.0], [0.2])

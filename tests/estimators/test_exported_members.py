@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-MODULES = ["asv", "bounds", "certify", "cess", "distance", "reliability", "rewards"]
+MODULES = ["asv", "attribution", "bounds", "certify", "cess", "distance", "reliability", "rewards"]
 
 
 @pytest.mark.parametrize("name", MODULES)
