@@ -215,6 +215,8 @@ class AttributionResult:
             (how far the ``M``-permutation value may sit from the exact one); None when
             exact.
         shapley_note: why ``shapley`` is None ("" when it is not).
+        outcomes: ``Y(S)`` per block for every coalition ``S`` read (frozensets of names).
+        group: each block's task code (the row of ``per_cluster``).
     """
 
     players: tuple[str, ...]
@@ -239,7 +241,25 @@ class AttributionResult:
     permutation_spread: dict[str, float] | None = None
     shapley_note: str = ""
     independent_se: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[frozenset[str], FloatArray] = field(default_factory=dict)
+    group: NDArray[np.intp] = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     note: str = ATTRIBUTION_NOTE
+
+    def joint_effect(self, players: Iterable[str], *, confidence_level: float | None = None
+                     ) -> tuple[float, float, ConfidenceInterval[float]]:
+        """The effect of changing ``players`` together, ``E[Y(S) − Y(∅)]``, averaged within
+        tasks (tasks weigh equally): ``(estimate, standard error, cluster t interval)``.
+        ``S`` must have been run (every coalition with ``shapley="exact"``)."""
+        key = frozenset([players] if isinstance(players, str) else players)
+        if key not in self.outcomes:
+            raise KeyError(f"no arm changed exactly {sorted(key)}; the coalitions run are "
+                           f"{sorted(sorted(c) for c in self.outcomes)}")
+        level = check_confidence_level(
+            self.confidence_level if confidence_level is None else confidence_level)
+        per_task = group_means(self.outcomes[key] - self.baseline, self.group,
+                               self.n_clusters)
+        return (float(per_task.mean()), cluster_standard_error(per_task),
+                cluster_t_interval(per_task, level))
 
     def _column(self, player: str, kind: str) -> FloatArray:
         if kind not in (*KINDS, "total"):
@@ -433,6 +453,7 @@ def estimate(
         shapley_method=method, per_block=per_block, per_cluster=per_cluster, baseline=base,
         confidence_level=level, n_blocks=n_blocks, n_clusters=G,
         permutation_spread=spread, shapley_note=note, independent_se=independent,
+        outcomes=dict(table), group=group,
     )
 
 

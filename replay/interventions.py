@@ -32,8 +32,9 @@ One decision (per-step attribution, ``agentlog.estimators.attribution``):
   decision ``K`` of ``STREAM`` counted from the re-entry's start; every other decision keeps
   the agent's policy and every draw its noise. A selection's alternative is ``runner_up``
   (the default: the candidate the same Gumbel draws rank second, the one chosen had the
-  agent's pick been unavailable), ``uniform`` or ``pick:I``; a stop decision's is ``flip``
-  (the default: the other outcome under the same uniform), ``stop`` or ``continue``.
+  agent's pick been unavailable), ``uniform``, ``resample`` (the agent's vector on
+  independent noise) or ``pick:I``; a stop decision's is ``flip`` (the default: the other
+  outcome under the same uniform), ``stop``, ``continue`` or ``resample``.
 
 Replay: ``ForceRecorded(source)`` reproduces a recorded run and checks every draw against
 it (candidates, probabilities, noise, outcome); the first difference raises
@@ -330,8 +331,9 @@ class Compose(Steer):
         return current if changed else None
 
 
-SELECT_ALTERNATIVES = ("runner_up", "uniform", "pick:I")
-PROCEED_ALTERNATIVES = ("flip", "stop", "continue")
+SELECT_ALTERNATIVES = ("runner_up", "uniform", "resample", "pick:I")
+PROCEED_ALTERNATIVES = ("flip", "stop", "continue", "resample")
+RESAMPLE_STREAM = "{stream}~resample"  # the independent noise a "resample" draws on
 
 
 def parse_decision(token: str) -> tuple[str, int, str | None]:
@@ -346,7 +348,7 @@ def parse_decision(token: str) -> tuple[str, int, str | None]:
                          "doc@1, doc@1=uniform, stop@0=flip")
     alternative = alt.strip() if sep else None
     if alternative is not None:
-        known = alternative in SELECT_ALTERNATIVES[:2] or alternative in PROCEED_ALTERNATIVES
+        known = alternative in SELECT_ALTERNATIVES[:3] or alternative in PROCEED_ALTERNATIVES
         pick, _, index = alternative.partition(":")
         if not known and not (pick == "pick" and index.isdigit()):
             raise ValueError(
@@ -373,9 +375,12 @@ class Alter(Steer):
 
     Alternatives of a selection: ``runner_up`` (default; under the same Gumbel draws the
     candidate ranked second by ``log p + g``: the agent's pick made unavailable), ``uniform``
-    (``1/N``, a fresh choice under the same draws) or ``pick:I`` (the ``I``-th candidate).
+    (``1/N``, a fresh choice under the same draws), ``resample`` (the agent's own vector on
+    independent noise: the draws of stream ``"<stream>~resample"`` at the same step, the
+    same in every arm that resamples this decision) or ``pick:I`` (the ``I``-th candidate).
     Of a stop decision (``al.proceed``): ``flip`` (default; the other outcome under the same
-    uniform), ``stop`` or ``continue``. Outcomes are imposed as probability vectors (a
+    uniform), ``stop``, ``continue`` or ``resample`` (the agent's own probability against
+    the uniform of ``"<stream>~resample"``). Outcomes are imposed as probability vectors (a
     one-hot, 0.0 or 1.0), so every record stays weightable. A selection with one candidate
     of positive probability has no runner-up: it is left as the agent drew it.
 
@@ -412,7 +417,7 @@ class Alter(Steer):
             return None
         n = probs.shape[0]
         alternative = alternative or "runner_up"
-        if alternative in PROCEED_ALTERNATIVES:
+        if alternative in PROCEED_ALTERNATIVES and alternative not in SELECT_ALTERNATIVES:
             raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
                              f"{stream!r} is a selection stream; its alternatives are "
                              f"{', '.join(SELECT_ALTERNATIVES)}")
@@ -429,6 +434,13 @@ class Alter(Steer):
         if run is None:  # select only calls a steer inside a run
             raise RuntimeError("Alter steers draws of a recorded run only")
         now = observing()
+        if alternative == "resample":
+            noise = gumbel_draws(ids, run.seed, RESAMPLE_STREAM.format(stream=stream), step,
+                                 run.generator, task=run.task)
+            with np.errstate(divide="ignore"):
+                pick = int(np.argmax(np.log(probs) + noise))
+            resampled: NDArray[np.float64] = np.eye(n)[pick]
+            return resampled
         if now is None:
             noise = gumbel_draws(ids, run.seed, stream, step, run.generator, task=run.task)
         else:
@@ -451,11 +463,15 @@ class Alter(Steer):
             raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
                              f"{stream!r} is a stop stream (al.proceed); its alternatives are "
                              f"{', '.join(PROCEED_ALTERNATIVES)}")
-        if alternative != "flip":
+        if alternative in ("stop", "continue"):
             return 1.0 if alternative == "continue" else 0.0
         run = al.current_run()
         if run is None:
             raise RuntimeError("Alter steers draws of a recorded run only")
+        if alternative == "resample":
+            u = continuation_uniform(run.seed, RESAMPLE_STREAM.format(stream=stream), step,
+                                     run.generator, task=run.task)
+            return 1.0 if u < p else 0.0  # the agent's own p on independent noise
         u = continuation_uniform(run.seed, stream, step, run.generator, task=run.task)
         return 0.0 if u < p else 1.0  # the other outcome than the agent's under this u
 

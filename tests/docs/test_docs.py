@@ -41,6 +41,7 @@ PAGES = [
     "tutorials/paired-intervention.md",
     "how-to/stage-rewards.md",
     "how-to/posterior-noise.md",
+    "how-to/attribution.md",
     "how-to/estimators.md",
     "how-to/parquet-duckdb.md",
     "how-to/inspect-ai.md",

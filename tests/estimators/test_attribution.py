@@ -218,6 +218,30 @@ def test_alter_changes_only_the_named_decision_on_the_same_random_numbers(
     assert own_stop == (u < 0.6) and alt_stop == (not own_stop)
 
 
+def test_resample_redraws_one_decision_on_independent_noise_that_every_arm_shares(
+        tmp_path: Path) -> None:
+    from agentlog.reentry import steering
+
+    for name in ("a", "b"):  # two arms resampling the same decision: the same redraw
+        with al.record(tmp_path / f"{name}.zst", seed=9, task="t", mode="w"), \
+                steering(Alter(["pick@1=resample", "stop@0=resample"])):
+            episode(3)
+            al.proceed(0.5, name="stop")
+    first, second = al.read(tmp_path / "a.zst"), al.read(tmp_path / "b.zst")
+    assert al.verify(tmp_path / "a.zst").ok
+    s = first.selections()
+    keys = np.log(P) + gumbel_draws(list(IDS), 9, "pick~resample", 1, s[1].generator,
+                                    task="t")
+    assert s[1].choice == int(np.argmax(keys))
+    np.testing.assert_array_equal(first.draws(s[1]),  # the stream's own draws are kept
+                                  gumbel_draws(list(IDS), 9, "pick", 1, s[1].generator,
+                                               task="t"))
+    u = continuation_uniform(9, "stop~resample", 0, s[1].generator, task="t")
+    (c,) = first.continuations()
+    assert c.decision == (u < 0.5)
+    assert [x.choice for x in s] == [x.choice for x in second.selections()]
+
+
 @pytest.mark.parametrize(("tokens", "message"), [
     (["pick"], "expected STREAM@K"),
     (["pick@x"], "expected STREAM@K"),
@@ -274,3 +298,23 @@ def test_a_2x2_arm_folder_is_refused_naming_the_estimator_to_use(tmp_path: Path)
         al.score("y", 1.0)
     with pytest.raises(ValueError, match=r"not an alteration arm.*effects_from_traces"):
         attribution.from_traces(tmp_path / "arms.zst", outcome="y")
+
+
+def test_resampling_attributions_of_bad_runs_match_their_exact_values() -> None:
+    """causal-agent-replay's two questions asked through agentlog's arms (the comparison
+    script ``tests/benchmarks/bench_attribution_vs_car.py``): hold [0, k) factual and
+    re-draw k onward, and the Shapley values of holding decisions, over bad runs only;
+    exact values by enumeration."""
+    from tests.benchmarks import bench_attribution_vs_car as bench
+
+    exact = bench.truth()
+    ours = bench.run_agentlog(runs=60, seed=3)
+    for kind in ("contrastive", "shapley"):
+        for k in range(bench.N_STEPS):
+            se = ours[kind + "_se"][k]
+            assert se > 0
+            assert abs(ours[kind][k] - exact[kind][k]) <= 3 * se, (kind, k)
+    # Shapley efficiency: holding every decision of a bad run gives it back (1 − P(bad)
+    # when all are re-drawn), so the values add up to 1 − P(bad) in expectation.
+    p_bad = 1 - (1 - bench.P_A[0] * bench.P_A[1]) * bench.P_A[2]
+    assert sum(exact["shapley"]) == pytest.approx(1 - p_bad, abs=1e-12)
