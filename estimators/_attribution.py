@@ -216,6 +216,8 @@ class AttributionResult:
             exact.
         shapley_note: why ``shapley`` is None ("" when it is not).
         outcomes: ``Y(S)`` per block for every coalition ``S`` read (frozensets of names).
+        changed: per player, the blocks whose outcome changing it alone changed (a player
+            that changed none is warned about).
         group: each block's task code (the row of ``per_cluster``).
     """
 
@@ -242,6 +244,7 @@ class AttributionResult:
     shapley_note: str = ""
     independent_se: dict[str, float] = field(default_factory=dict)
     outcomes: dict[frozenset[str], FloatArray] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)
     group: NDArray[np.intp] = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     note: str = ATTRIBUTION_NOTE
 
@@ -320,6 +323,7 @@ class AttributionResult:
                 row[kind] = {"estimate": values[p], "low": low, "high": high,
                              "standard_error": self.standard_error(p, kind)}
             row["contrastive"]["independent_standard_error"] = self.independent_se[p]
+            row["blocks_changed"] = self.changed.get(p)
             if self.permutation_spread is not None:
                 row["shapley"]["permutation_spread"] = self.permutation_spread[p]
             rows[p] = row
@@ -435,9 +439,19 @@ def estimate(
     if total is not None:
         per_block["total"] = total
     per_cluster = {k: group_means(v, group, G) for k, v in per_block.items()}
-    if G >= 2:
-        warn_doubtful(np.column_stack([per_cluster["contrastive"]]),
-                      [f"contrastive {p}" for p in names])
+    changed = {p: int(np.count_nonzero(contrastive[:, i])) for i, p in enumerate(names)}
+    inert = [p for p in names if changed[p] == 0]
+    if inert:
+        warnings.warn(
+            f"changing {', '.join(inert)} left the outcome as it was in every one of the "
+            f"{n_blocks} blocks: a decision the re-entries never reach (STREAM@K counts the "
+            "decisions of STREAM from the window's start), an alternative equal to the "
+            "agent's own choice, or an outcome that does not depend on it; its effect 0 has "
+            "no sampling error", DegenerateDataWarning, stacklevel=2)
+    live = [i for i, p in enumerate(names) if changed[p]]
+    if G >= 2 and live:
+        warn_doubtful(per_cluster["contrastive"][:, live],
+                      [f"contrastive {names[i]}" for i in live])
     means = {k: v.mean(axis=0) for k, v in per_cluster.items()}
     independent = {}
     base_se = cluster_standard_error(group_means(base, group, G))
@@ -453,7 +467,7 @@ def estimate(
         shapley_method=method, per_block=per_block, per_cluster=per_cluster, baseline=base,
         confidence_level=level, n_blocks=n_blocks, n_clusters=G,
         permutation_spread=spread, shapley_note=note, independent_se=independent,
-        outcomes=dict(table), group=group,
+        outcomes=dict(table), group=group, changed=changed,
     )
 
 

@@ -318,3 +318,19 @@ def test_resampling_attributions_of_bad_runs_match_their_exact_values() -> None:
     # when all are re-drawn), so the values add up to 1 − P(bad) in expectation.
     p_bad = 1 - (1 - bench.P_A[0] * bench.P_A[1]) * bench.P_A[2]
     assert sum(exact["shapley"]) == pytest.approx(1 - p_bad, abs=1e-12)
+
+
+def test_a_decision_the_reentries_never_reach_is_warned_about_not_reported_as_zero(
+        tmp_path: Path) -> None:
+    for t in range(4):
+        with al.record(tmp_path / "src" / f"t{t}.zst", seed=t, task=f"t{t}", mode="w"):
+            episode(2)
+    intervene(tmp_path / "src", window="episode", app=APP_HERE, mode="branch",
+              arms=attribution.arms(["pick@0=pick:2", "pick@7"]), seeds=range(2),
+              scores=outcome, out=tmp_path / "out")
+    with pytest.warns(al.DegenerateDataWarning, match=r"changing pick@7 left the outcome "
+                                                      r"as it was in every one of the 8"):
+        fx = attribution.from_traces(tmp_path / "out", outcome="y")
+    assert fx.changed["pick@7"] == 0 and fx.to_dict()["players"]["pick@7"][
+        "blocks_changed"] == 0
+    assert 0 < fx.changed["pick@0=pick:2"] <= 8
