@@ -82,3 +82,23 @@ def test_an_async_window_is_re_entered_on_ray_as_locally(tmp_path: Path) -> None
     assert _content(outs["local"]) == _content(outs["ray"])
     assert len(outs["ray"].llm_calls()) == len(al.read(src).llm_calls()) > 0
     assert all(c.cache == "hit" for c in outs["ray"].llm_calls())
+
+
+def test_attribution_arms_run_on_ray_as_locally(tmp_path: Path) -> None:
+    """Each alteration arm crosses to the workers as its Alter steer's identity."""
+    from agentlog.estimators import attribution
+    from agentlog.examples.deep_research import retrieval_outcome
+
+    run_study(tmp_path / "src", tasks=task_ids(2), rankings=("agent",), seeds=(0,),
+              evaluate=False)
+    arms = attribution.arms(["doc@0", "doc@1=resample", "stop@0=flip"], shapley=None)
+    results = {}
+    for executor in ("local", "ray"):
+        res = intervene(tmp_path / "src", window="retrieval", arms=arms, app=APP,
+                        out=tmp_path / executor, mode="branch", seeds=range(2),
+                        scores=retrieval_outcome,
+                        execution=ExecutionOptions(executor=executor))  # type: ignore[arg-type]
+        assert res.summary.done == 2 * 5 * 2 and res.summary.failed == 0, res.summary.failures
+        results[executor] = attribution.from_traces(tmp_path / executor,
+                                                    outcome="opened_mean")
+    assert results["local"].to_dict() == results["ray"].to_dict()
