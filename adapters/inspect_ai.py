@@ -32,6 +32,11 @@ no events in the log              one ``LLMCall`` of ``sample.output`` (request
                                   (``InspectLoggedError``: its type and message)
 ``sample.scores[name]``           run-level ``Score(name, channel=name)``; a dict value
                                   one per key, ``f"{name}/{key}"``
+``choices=["A", …]``: the final   ``Selection`` of stream ``choice_stream`` in the
+output's logprobs at the answer   sample's window: the vector over the labels
+                                  (``choice_probs``), ``observed=`` the label the model
+                                  sampled, drawn ``"posterior"`` (paired counterfactuals:
+                                  ``agentlog counterfactual``)
 ================================  =====================================================
 
 The window closes where Inspect's scoring phase begins: a model-graded scorer's calls are
@@ -64,7 +69,7 @@ import contextlib
 import contextvars
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -115,7 +120,9 @@ class ImportResult:
         scores: ``Score`` records written.
         skipped: score values left out because they are not finite numbers.
         notes: one line per log and score name with skipped values (how many, an
-            example), and per log that did not finish (only its samples were imported).
+            example), per log that did not finish (only its samples were imported), and
+            per log whose samples gave no choice (why).
+        choices: observed selections written (``choices=``).
     """
 
     files: tuple[Path, ...]
@@ -126,6 +133,7 @@ class ImportResult:
     scores: int
     skipped: int
     notes: tuple[str, ...]
+    choices: int = 0
 
 
 @dataclass
@@ -137,6 +145,8 @@ class _Tally:
     scores: int = 0
     skipped: dict[tuple[str, str], list[Any]] = field(default_factory=dict)  # [n, example]
     notes: list[str] = field(default_factory=list)
+    choices: int = 0
+    no_choice: dict[tuple[str, str], int] = field(default_factory=dict)  # (log, why) -> n
 
     def skip(self, log: str, name: str, value: Any) -> None:
         self.skipped.setdefault((log, name), [0, value])[0] += 1
@@ -145,11 +155,13 @@ class _Tally:
         skipped = [f"{log}: score {name!r}: {n} value(s) not a finite number (e.g. "
                    f"{str(example)[:40]!r}), left out" for (log, name), (n, example)
                    in self.skipped.items()]
+        unchosen = [f"{log}: {n} sample(s) without a choice: {why}"
+                    for (log, why), n in self.no_choice.items()]
         return ImportResult(
             files=tuple(files), runs=self.runs, samples=self.samples,
             llm_calls=self.llm_calls, tool_calls=self.tool_calls, scores=self.scores,
             skipped=sum(n for n, _ in self.skipped.values()),
-            notes=(*self.notes, *skipped))
+            notes=(*self.notes, *skipped, *unchosen), choices=self.choices)
 
 
 def import_logs(
@@ -158,6 +170,8 @@ def import_logs(
     *,
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    choices: Sequence[str] | None = None,
+    choice_stream: str = "answer",
 ) -> ImportResult:
     """Write each Inspect eval log of ``logs`` as an agentlog trace into folder ``out``.
 
@@ -166,6 +180,15 @@ def import_logs(
         out: the folder to write to (created when missing); one ``<log stem>.zst`` per log.
         overwrite: replace traces already in ``out``; without it they are refused.
         progress: called as ``progress(samples done, samples in all)`` after each sample.
+        choices: the option labels of a multiple-choice eval (``["A", "B", "C", "D"]``):
+            each sample's final output then also gives a ``Selection`` of stream
+            ``choice_stream``: the vector over the labels read from the logprobs at the
+            first position listing one (``choice_probs``), observed at the label the model
+            sampled, so its draws are the posterior Gumbel noise and counterfactuals of
+            the answer are paired with it. A sample whose output has no logprobs, lists
+            no label, sampled a token that is not a label, or gave the sampled label no
+            probability gets none; each reason is counted in ``notes``.
+        choice_stream: the stream name of those selections.
 
     Returns:
         An ``ImportResult``: the files, runs, calls and scores written, values skipped.
@@ -179,14 +202,34 @@ def import_logs(
     files = _log_files([logs] if isinstance(logs, str | os.PathLike) else list(logs))
     folder = out_folder(out)
     targets = trace_targets(files, folder, overwrite=overwrite, command="inspect")
+    labels = _choice_labels(choices)
     headers = [_header(f) for f in files]  # every log checked before anything is written
     total = sum(len(h.spec.dataset.sample_ids) * h.epochs for h in headers)
     folder.mkdir(parents=True, exist_ok=True)
     tally = _Tally()
     for src, header, dst in zip(files, headers, targets, strict=True):
         # A fresh context: the imported runs never nest in a run the caller is recording.
-        contextvars.Context().run(_import_log, src, header, dst, tally, total, progress)
+        contextvars.Context().run(_import_log, src, header, dst, tally, total, progress,
+                                  _Choices(labels, choice_stream) if labels else None)
     return tally.result(targets)
+
+
+class _Choices(NamedTuple):
+    labels: tuple[str, ...]
+    stream: str
+
+
+def _choice_labels(choices: Sequence[str] | None) -> tuple[str, ...]:
+    if choices is None:
+        return ()
+    if isinstance(choices, str):
+        raise ValueError(f"`choices` must be a list of option labels, e.g. ['A', 'B']; found "
+                         f"the string {choices!r}")
+    labels = tuple(str(c).strip() for c in choices)
+    if len(labels) < 2 or len(set(labels)) != len(labels) or not all(labels):
+        raise ValueError(f"`choices` must be at least two distinct, non-empty option labels; "
+                         f"found {list(choices)!r}")
+    return labels
 
 
 def _log_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
@@ -277,7 +320,8 @@ def _read(path: Path, read: Callable[[], Any]) -> Any:
 
 
 def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int,
-                progress: Callable[[int, int], None] | None) -> None:
+                progress: Callable[[int, int], None] | None,
+                choices: _Choices | None) -> None:
     spec = header.spec
     if header.status != "success":
         tally.notes.append(f"{src.name}: the eval's status is {header.status!r}: imported "
@@ -301,7 +345,7 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
             with al.record(partial_path, system=f"{spec.task}/{spec.model}",
                            task=str(sample.id), seed=sample.epoch, mode="a", meta=meta,
                            redact=redact, max_queue_bytes=QUEUE_BYTES):
-                _import_sample(sample, spec.model, src.name, tally)
+                _import_sample(sample, spec.model, src.name, tally, choices)
             tally.runs += 1
             if sample.id != last_id:  # ids come in order, each with all its epochs
                 tally.samples += 1
@@ -310,12 +354,23 @@ def _import_log(src: Path, header: _Header, dst: Path, tally: _Tally, total: int
                 progress(tally.runs, total)
 
 
-def _import_sample(sample: Any, model: str, log: str, tally: _Tally) -> None:
+def _import_sample(sample: Any, model: str, log: str, tally: _Tally,
+                   choices: _Choices | None) -> None:
     window = al.open_window(WINDOW, entry={"input": _input(sample.input),
                                            "target": _json(sample.target)})
+    chosen = choices is None
+
+    def close() -> None:
+        nonlocal chosen
+        if not chosen:  # the answer is the solver's decision: inside its window
+            chosen = True
+            assert choices is not None
+            _choice(sample.output, choices, log, tally)
+        _close(window, sample)
+
     for event in sample.events:
         if event.event == "span_begin" and event.type == "scorers":
-            _close(window, sample)
+            close()
         elif event.event == "model" and not event.pending:
             _model_call(event)
             tally.llm_calls += 1
@@ -325,7 +380,7 @@ def _import_sample(sample: Any, model: str, log: str, tally: _Tally) -> None:
     if not sample.events and sample.output.choices:  # a log written without its events
         _llm_call(model, {"input": _input(sample.input)}, sample.output, None)
         tally.llm_calls += 1
-    _close(window, sample)  # once: a no-op when the scoring phase closed it
+    close()  # once: a no-op when the scoring phase closed it
     for name, score in (sample.scores or {}).items():
         values = score.value.items() if isinstance(score.value, dict) else [(None, score.value)]
         for key, value in values:
@@ -336,6 +391,39 @@ def _import_sample(sample: Any, model: str, log: str, tally: _Tally) -> None:
             else:
                 al.score(scored, number, channel=name)
                 tally.scores += 1
+
+
+def _choice(output: Any, choices: _Choices, log: str, tally: _Tally) -> None:
+    """The observed answer of a multiple-choice sample as a posterior ``Selection``."""
+    from ._choice import choice_probs_from_positions
+
+    def skip(why: str) -> None:
+        tally.no_choice[log, why] = tally.no_choice.get((log, why), 0) + 1
+
+    first = output.choices[0] if output is not None and output.choices else None
+    content = first.logprobs.content if first is not None and first.logprobs else None
+    if not content:
+        skip("its output has no logprobs (generate with logprobs=True, top_logprobs=N)")
+        return
+    positions = [[(t.token, t.logprob) for t in (lp.top_logprobs or [])]
+                 or [(lp.token, lp.logprob)] for lp in content]
+    try:
+        cp = choice_probs_from_positions(positions, [lp.token for lp in content],
+                                         choices.labels, source="inspect_ai.logprobs")
+    except al.NoLogprobsError:
+        skip(f"no output position lists one of the labels {list(choices.labels)}")
+        return
+    token = cp.token.strip() if isinstance(cp.token, str) else cp.token
+    if token not in choices.labels:
+        skip("the sampled token at the answer position is not one of the labels")
+        return
+    observed = choices.labels.index(token)
+    if not cp.probs[observed] > 0:
+        skip("the sampled label has no probability in the listed logprobs")
+        return
+    al.select(cp.probs, candidates=list(choices.labels), name=choices.stream, owner="model",
+              observed=observed)
+    tally.choices += 1
 
 
 def _close(window: al.WindowHandle, sample: Any) -> None:

@@ -61,6 +61,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Export traces as OpenTelemetry spans."),
     "replay": ("._replay_cmd", "replay_command",
                "Replay recorded states under evaluation channels."),
+    "counterfactual": ("._counterfactual_cmd", "counterfactual_command",
+                       "Recorded choices under a selection intervention, on the noise each "
+                       "was drawn with (posterior noise for choices observed elsewhere)."),
     "rewards": ("._rewards_cmd", "rewards_command",
                 "Certified stage rewards: each exit of a window scored by one readout, with "
                 "its group-relative advantage, for training."),

@@ -40,6 +40,13 @@ def import_inspect_command(
                                     "missing).", show_default=False)],
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="Replace traces of the same name already in --out.")] = False,
+    choices: Annotated[str | None, typer.Option(
+        "--choices", help="A multiple-choice eval's option labels, e.g. A,B,C,D: each "
+        "sample's answer is also recorded as a selection over them, observed at the label "
+        "the model sampled (its logprobs give the vector), for agentlog counterfactual.",
+        show_default=False)] = None,
+    choice_stream: Annotated[str, typer.Option(
+        "--choice-stream", help="The stream name of those selections.")] = "answer",
 ) -> None:
     """Import Inspect AI eval logs as agentlog traces: one trace per log, one run per sample
     and epoch with its model calls, tool calls and scores. Exit 0 ok, 2 bad input.
@@ -57,14 +64,17 @@ def import_inspect_command(
             task = bar.add_task("samples", total=None)
             result = import_logs(
                 logs, out, overwrite=overwrite,
-                progress=lambda done, total: bar.update(task, completed=done, total=total))
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                choices=None if choices is None else choices.split(","),
+                choice_stream=choice_stream)
     except (ValueError, OSError, al.AgentlogError) as exc:
         fail(str(exc))
     console = stdout()
     console.print(f"[green]{len(result.files)} trace(s) written to {escape(short_path(out))}[/]: "
                   f"{result.runs} runs ({result.samples} samples, each epoch a run), "
                   f"{result.llm_calls} model calls, {result.tool_calls} tool calls, "
-                  f"{result.scores} scores")
+                  f"{result.scores} scores"
+                  + (f", {result.choices} observed choices" if choices is not None else ""))
     for path in result.files:
         console.print(f"  {escape(short_path(path))}")
     if result.skipped:
@@ -74,6 +84,9 @@ def import_inspect_command(
         console.print(f"[yellow]! {escape(note)}[/]")
     console.print("  (imported runs can be estimated on, e.g. agentlog estimate reliability "
                   f"{escape(short_path(out))} --by model, not replayed)")
+    if choices is not None and result.choices:
+        console.print(f"  next: agentlog counterfactual {escape(short_path(out))} --select "
+                      f"{escape(choice_stream)} --steer temperature:0.5 --target target")
     raise typer.Exit(EXIT_OK)
 
 

@@ -69,6 +69,7 @@ from ._channel_replay import (
     replay_channels,
     score_channel_unit,
 )
+from ._counterfactual import CounterfactualChoice, counterfactual_choices
 from ._design import Arm, Design, alteration_arm, parse_design, replicate_seed
 from ._executor import arun_units, run_units
 from ._intervene import InterventionRun, intervene, reenter_job
@@ -98,6 +99,7 @@ __all__ = [
     "CacheStatus",
     "Channel",
     "ChannelVersionError",
+    "CounterfactualChoice",
     "Design",
     "ExecutionOptions",
     "FrozenTransition",
@@ -124,6 +126,7 @@ __all__ = [
     "arun_units",
     "ascore_channel_unit",
     "channel",
+    "counterfactual_choices",
     "default_cache_path",
     "get_channel",
     "get_scorer",

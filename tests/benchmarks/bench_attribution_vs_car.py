@@ -210,8 +210,8 @@ def main() -> None:
     ours = run_agentlog(args.runs, args.seed)
     print(f"{args.runs} factual runs; causal-agent-replay: {args.samples} rollouts per "
           f"contrastive step, {args.permutations} Shapley permutations "
-          f"({car['rollouts']} rollouts, {car['cpu_s']:.1f} s CPU); agentlog: {ours['units']} re-entries "
-          f"({ours['cpu_s']:.1f} s CPU)\n")
+          f"({car['rollouts']} rollouts, {car['cpu_s']:.1f} s CPU); agentlog: "
+          f"{ours['units']} re-entries ({ours['cpu_s']:.1f} s CPU)\n")
     print("| attribution | step | exact | causal-agent-replay (SE) | agentlog (SE) |")
     print("|---|---|---|---|---|")
     for kind in ("contrastive", "shapley"):

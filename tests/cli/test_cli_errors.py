@@ -30,6 +30,7 @@ DEMO_APP = "agentlog.examples.deep_research"
 # The options each command needs besides its traces to read them ({tmp}: a scratch folder).
 EXTRA: dict[str, tuple[str, ...]] = {
     "certify": ("--plan", str(PLAN)),
+    "counterfactual": ("--select", "doc", "--steer", "uniform"),
     "estimate asv": ("--channels", "direct,quote"),
     "estimate cess": ("--outcomes", "{tmp}/outcomes.csv", "--predictions",
                       "{tmp}/predictions.csv"),

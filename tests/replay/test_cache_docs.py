@@ -32,8 +32,8 @@ REENTRY_NAMES = [
 ]
 # Paired interventions (issue 14): designs and re-entry under arms.
 INTERVENTION_NAMES = [
-    "Arm", "Design", "InterventionRun", "alteration_arm", "intervene", "parse_design",
-    "reenter_job",
+    "Arm", "CounterfactualChoice", "Design", "InterventionRun", "alteration_arm",
+    "counterfactual_choices", "intervene", "parse_design", "reenter_job",
     "replicate_seed",
 ]
 # Channel replay (issue 13): registry, app module, channels and scorers, frozen states.
