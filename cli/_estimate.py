@@ -29,7 +29,7 @@ from agentlog.dataset import iter_runs as dataset_runs
 from agentlog.records import Selection, iter_runs
 
 from ._dataset_input import single_dataset
-from ._executor import Executor, RayAddress, executing, executor_option
+from ._executor import Executor, RayAddress, executing, executor_option, needs_dataset
 from ._inspect import table
 from ._options import JsonOutput, Traces, plot_option
 from ._output import (
@@ -372,10 +372,7 @@ def cess_command(
     with warnings.catch_warnings(record=True) as records, contextlib.ExitStack() as ray:
         warnings.simplefilter("always")
         try:
-            if dataset is None and executor == Executor.ray:
-                raise BadInput("--executor ray runs the per-run stage of a Parquet dataset "
-                               "(agentlog export --format parquet); pass the dataset folder, "
-                               "or leave --executor out for trace files")
+            needs_dataset(executor, dataset)
             how = ray.enter_context(executing(executor, ray_address))
             with trace_errors():
                 data = build(k)

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from rich.markup import escape
 import agentlog as al
 
 from ._dataset_input import single_dataset
+from ._executor import Executor, RayAddress, executing, executor_option, needs_dataset
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
@@ -90,11 +92,14 @@ def parse_channels(text: str) -> tuple[str, str]:
     return names[0], names[1]
 
 
-def scored_cells(traces: Sequence[al.Trace | Path]) -> dict[str, dict[str, set[str]]]:
+def scored_cells(traces: Sequence[al.Trace | Path], executor: str = "local"
+                 ) -> dict[str, dict[str, set[str]]]:
     """``{channel: {window name: {score names}}}`` of the Score records tied to a transition
-    (``asv.channel_scores``: recorded traces and channel replays' outputs alike)."""
+    (``asv.channel_scores``: recorded traces and channel replays' outputs alike; a dataset's
+    on ``executor``)."""
     source = traces[0] if len(traces) == 1 else list(traces)  # a dataset folder alone
-    return asv_module().channel_scores(source)  # type: ignore[no-any-return]
+    return asv_module().channel_scores(  # type: ignore[no-any-return]
+        source, executor=executor)
 
 
 def parse_score(text: str | None) -> str | tuple[str, str] | None:
@@ -396,6 +401,9 @@ def asv_command(
     complete_only: Annotated[bool, typer.Option(
         "--complete-only", help="Drop transitions that lack a corner and analyse the "
         "joint-complete cohort (default: an incomplete face is an error).")] = False,
+    executor: Annotated[Executor, executor_option(
+        "a Parquet dataset's per-run stage")] = Executor.local,
+    ray_address: RayAddress = None,
     json_output: JsonOutput = False,
     plot: Annotated[Path | None, plot_option(
         "the per-transition gains under both channels and the mean Ω with its interval")] = None,
@@ -407,34 +415,41 @@ def asv_command(
     if ci_method not in CI_METHODS:
         fail(f"agentlog estimate asv: --ci-method must be one of {', '.join(CI_METHODS)}; "
              f"found {ci_method!r}")
-    try:
-        pair = parse_channels(channels)
-        dataset = single_dataset(traces)  # agentlog export --format parquet
-        # Streamed, one run at a time, by each pass below (a dataset: a partition at a time).
-        loaded = [dataset] if dataset is not None else trace_files(traces)
-        with trace_errors(), dataset_errors():
-            cells = scored_cells(loaded)
-        win, win_source, name, name_source = choose_cells(
-            cells, pair, window, parse_score(score), len(loaded))
-    except BadInput as exc:
-        fail(f"agentlog estimate asv: {exc}")
     asv = asv_module()
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
+    # Under --executor ray both passes over the dataset (the cells, the collection) run on
+    # one Ray runtime, shut down before the output is printed.
+    with contextlib.ExitStack() as ray:
         try:
-            read = (asv.from_traces if dataset is None else
-                    lambda _, **kw: asv.from_dataset(dataset, **kw))
-            data = read(loaded, channels=pair, window=win, score=name,
-                        target_key=target_key, trajectory_key=trajectory_key)
-            face = data.face(complete_only=complete_only)
-        except al.IncompleteFaceError as exc:
-            fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")
-        except ValueError as exc:
+            pair = parse_channels(channels)
+            dataset = single_dataset(traces)  # agentlog export --format parquet
+            # Streamed, one run at a time, by each pass below (a dataset: a chunk of runs at
+            # a time, or on Ray Data).
+            loaded = [dataset] if dataset is not None else trace_files(traces)
+            needs_dataset(executor, dataset)
+            how = ray.enter_context(executing(executor, ray_address))
+            with trace_errors(), dataset_errors():
+                cells = scored_cells(loaded, how)
+            win, win_source, name, name_source = choose_cells(
+                cells, pair, window, parse_score(score), len(loaded))
+        except BadInput as exc:
             fail(f"agentlog estimate asv: {exc}")
-        summary = asv.summarize(face, trajectory=data.trajectory[face.kept],
-                                target=data.target[face.kept], weighting=weighting,
-                                n_resamples=resamples, seed=seed, method=ci_method)
-        retry, retry_note = retry_baseline(data, n_resamples=resamples, seed=seed)
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            try:
+                read = (asv.from_traces if dataset is None else
+                        lambda _, **kw: asv.from_dataset(dataset, executor=how, **kw))
+                data = read(loaded, channels=pair, window=win, score=name,
+                            target_key=target_key, trajectory_key=trajectory_key)
+                face = data.face(complete_only=complete_only)
+            except al.IncompleteFaceError as exc:
+                fail(f"agentlog estimate asv: {exc} (on the command line: --complete-only)")
+            except ValueError as exc:
+                fail(f"agentlog estimate asv: {exc}")
+            # The bootstrap is a function of the face (local: see asv.from_dataset).
+            summary = asv.summarize(face, trajectory=data.trajectory[face.kept],
+                                    target=data.target[face.kept], weighting=weighting,
+                                    n_resamples=resamples, seed=seed, method=ci_method)
+            retry, retry_note = retry_baseline(data, n_resamples=resamples, seed=seed)
     out = summarize_asv(data, face, summary)
     out["settings"] = {
         "traces": [str(p) for p in loaded], "channels": list(pair), "window": win,
@@ -446,7 +461,7 @@ def asv_command(
         "score_source": name_source,
         "wave": int(data.waves[0]), "weighting": weighting, "resamples": resamples,
         "seed": seed, "complete_only": complete_only, "ci_method": ci_method,
-        "trajectory_key": trajectory_key,
+        "trajectory_key": trajectory_key, "executor": how,
     }
     out["retry"] = retry
     out["retry_note"] = retry_note

@@ -1,5 +1,5 @@
-"""``--executor local|ray`` and ``--ray-address`` of ``certify``, ``estimate reliability`` and
-``estimate cess``.
+"""``--executor local|ray`` and ``--ray-address`` of ``certify``, ``estimate reliability``,
+``estimate cess`` and ``estimate asv``.
 
 ``--executor ray`` runs the per-run stage of a Parquet dataset on Ray Data and the bootstrap
 or calibration draws as Ray tasks (``agentlog.estimators.use_ray``); the results are the
@@ -49,6 +49,16 @@ def ray_output_to_stderr(executor: str) -> contextlib.AbstractContextManager[Any
     if executor == "ray":
         return contextlib.redirect_stdout(sys.stderr)
     return contextlib.nullcontext()
+
+
+def needs_dataset(executor: Executor, dataset: object | None) -> None:
+    """``--executor ray`` of a command whose only Ray work is a dataset's per-run stage
+    (``estimate cess``, ``estimate asv``) with trace files (``dataset`` None) is
+    ``BadInput``."""
+    if dataset is None and executor == Executor.ray:
+        raise BadInput("--executor ray runs the per-run stage of a Parquet dataset "
+                       "(agentlog export --format parquet); pass the dataset folder, "
+                       "or leave --executor out for trace files")
 
 
 @contextlib.contextmanager

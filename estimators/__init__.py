@@ -10,8 +10,9 @@ Every result's ``confidence_interval(...)`` returns a ``ConfidenceInterval`` ``(
 also importable from here: ``from agentlog.estimators import ConfidenceInterval``.
 
 ``executor="ray"`` (``certify.from_dataset``, ``certify.certify``, ``reliability.from_dataset``,
-``reliability.summary``) runs a dataset's per-run stage on Ray Data and bootstrap or
-calibration draws as Ray tasks, with the same results as the local executor;
+``reliability.summary``, ``cess.from_dataset``, ``asv.from_dataset``, ``asv.channel_scores``)
+runs a dataset's per-run stage on Ray Data and bootstrap or calibration draws as Ray tasks,
+with the same results as the local executor;
 ``with use_ray(address): ...`` runs several such calls on one Ray runtime.
 """
 

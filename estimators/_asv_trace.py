@@ -11,10 +11,15 @@ The output of a channel replay (``agentlog replay --channel ...``, ``agentlog.re
 replay_channels``) is read the same way: each of its runs is one replayed unit whose meta
 ``"agentlog.replay"`` names the source transition (source run id and identity, window and
 window id, entry and exit hashes), and its run-level ``Score`` records carry the raw score
-of one layout and wave. Such a transition joins the source's own when both are read, and
-is grouped into the trajectory of its source run, exactly as if the source had been read.
-Replayed transitions come after the source's, ordered by trajectory, source run and
-window id (the output's unit order depends on scheduling; the estimate must not).
+of one layout and wave. Such a transition joins the source's own when both are read
+(whichever is read first: it takes its source's place), and is grouped into the trajectory
+of its source run, exactly as if the source had been read. Transitions whose source is not
+read come after the others, ordered by trajectory, source file and window id (the output's
+unit order depends on scheduling; the estimate must not).
+
+``from_dataset`` reads an exported dataset: each run reduced on its own (``_reduce``,
+locally or on Ray Data), then the collection of ``from_traces`` (``_Collection``) over the
+reduced runs in the traces' order, which places the replayed scores on their sources.
 
 Examples:
     >>> import agentlog as al
@@ -36,7 +41,7 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +54,7 @@ from agentlog.deprecation import warn_renamed
 from agentlog.records import RunStart, Score, iter_runs
 
 from ._asv import AsvFace, face
+from ._executor import Executor, check_dataset, check_executor
 
 FloatArray = NDArray[np.float64]
 
@@ -185,50 +191,76 @@ def _replayed(start: RunStart, path: Any) -> _Replayed | None:
                          "agentlog replay, or was edited. Replay into a fresh output") from None
 
 
-def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any]
-                   ) -> dict[str, dict[str, set[str]]]:
+def channel_scores(source: Trace | str | os.PathLike[str] | Sequence[Any], *,
+                   executor: Executor = "local") -> dict[str, dict[str, set[str]]]:
     """``{channel: {window name: {score names}}}`` of the Score records tied to a transition.
 
     Reads recorded traces and channel replays' outputs alike (a replayed unit's scores
     belong to its source window); the files stream one run at a time. A Parquet dataset
-    folder (``agentlog export --format parquet``) is read from its tables. A score whose
-    transition is no window of its run is listed under the window name ``"?"``.
+    folder (``agentlog export --format parquet``) is read from its ``runs``, ``windows``
+    and ``scores`` tables, by the per-run stage of ``from_dataset`` (``executor="ray"``: on
+    Ray Data; ``source`` must then be the dataset folder). A score whose transition is no
+    window of its run is listed under the window name ``"?"``.
+
+    Raises:
+        ValueError: a channel-replay unit whose provenance is incomplete (the first in the
+            order the runs are read); ``executor`` names no executor.
     """
+    how = check_executor(executor)
     if isinstance(source, str | os.PathLike):
         from agentlog.dataset import is_dataset
-        from agentlog.dataset import iter_runs as dataset_runs
 
-        if is_dataset(source):
-            return _channel_scores(dataset_runs(source, ("windows", "scores")))
+        if how == "ray" or is_dataset(source):
+            from ._asv_dataset import per_run_stage, stage_cells
+
+            return stage_cells(per_run_stage(source, channels=(), wanted=None, window=None,
+                                             cells=True, executor=how))
+    check_dataset(source, how)
     if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
         source = list(source)
     return _channel_scores(iter_runs(source, name="source"))
 
 
-def _channel_scores(runs: Iterable[Any]) -> dict[str, dict[str, set[str]]]:
-    out: dict[str, dict[str, set[str]]] = {}
-    for trace, run in runs:
-        names = {w.window: w.name for w in run.windows}
-        rep = None if run.start is None else _replayed(run.start, trace.path)
-        for rec in run.records:
-            if type(rec) is not Score or rec.channel is None or rec.transition is None:
-                continue
-            if rep is not None:
-                window = rep.window if rec.transition == rep.key[1] else "?"
-            else:
-                window = names.get(rec.transition, "?")
-            out.setdefault(rec.channel, {}).setdefault(window, set()).add(rec.name)
+def _run_cells(path: Any, run: Any) -> set[tuple[str, str, str]]:
+    """``(channel, window name, score name)`` of one run's Score records tied to a
+    transition (``"?"``: no window of the run, or not a replayed unit's own)."""
+    names = {w.window: w.name for w in run.windows}
+    rep = None if run.start is None else _replayed(run.start, path)
+    out: set[tuple[str, str, str]] = set()
+    for rec in run.records:
+        if type(rec) is not Score or rec.channel is None or rec.transition is None:
+            continue
+        if rep is not None:
+            window = rep.window if rec.transition == rep.key[1] else "?"
+        else:
+            window = names.get(rec.transition, "?")
+        out.add((rec.channel, window, rec.name))
     return out
 
 
-def _default_window(runs: Iterable[Any], channels: tuple[str, str]) -> str | None:
-    """The one window whose transitions carry scores on both channels.
+def _add_cells(out: dict[str, dict[str, set[str]]],
+               cells: Iterable[tuple[str, str, str]]) -> dict[str, dict[str, set[str]]]:
+    for channel, window, name in cells:
+        out.setdefault(channel, {}).setdefault(window, set()).add(name)
+    return out
+
+
+def _channel_scores(runs: Iterable[Any]) -> dict[str, dict[str, set[str]]]:
+    out: dict[str, dict[str, set[str]]] = {}
+    for trace, run in runs:
+        _add_cells(out, _run_cells(trace.path, run))
+    return out
+
+
+def _default_window(cells: Mapping[str, Mapping[str, set[str]]], channels: tuple[str, str]
+                    ) -> str | None:
+    """The one window whose transitions carry scores on both channels (``cells``: as
+    ``channel_scores`` gives them).
 
     Taking every window instead would mix transitions that only one channel (or no
     channel) scored into the face, which is then incomplete. None when no window is
     scored on both: the caller's own checks then say what is missing.
     """
-    cells = _channel_scores(runs)
     both = sorted((set(cells.get(channels[0], {})) & set(cells.get(channels[1], {})))
                   - {"?"})
     if len(both) > 1:
@@ -288,11 +320,15 @@ def from_traces(
     """
     if not isinstance(source, Trace | str | os.PathLike) and isinstance(source, Iterable):
         source = list(source)  # read twice when the window is found first
+    wanted = _check_collection(channels, score)
     # Runs stream one at a time (a second pass finds the default window first): memory
     # holds a run and the per-transition arrays, whatever the size of the files.
-    return _from_runs(lambda: iter_runs(source, name="source"), channels=channels,
-                      window=window, score=score, target_key=target_key,
-                      trajectory_key=trajectory_key)
+    if window is None:
+        window = _default_window(_channel_scores(iter_runs(source, name="source")), channels)
+    collect = _Collection(channels, window, target_key, trajectory_key)
+    for trace, run in iter_runs(source, name="source"):
+        collect.add(_reduce(trace.path, run, channels=channels, wanted=wanted, window=window))
+    return collect.data()
 
 
 def from_dataset(
@@ -303,160 +339,256 @@ def from_dataset(
     score: str | tuple[str, str] | None = None,
     target_key: str = "target",
     trajectory_key: str | None = None,
+    executor: Executor = "local",
 ) -> AsvData:
     """``from_traces`` of the traces a Parquet dataset was exported from (``agentlog
     export --format parquet``), read from its ``runs``, ``windows`` and ``scores``
-    tables: the same ``AsvData``, transitions in the same order, to the bit.
+    tables: the same ``AsvData``, transitions in the same order, to the bit, and the same
+    first error.
 
-    The runs' windows and scores are rebuilt (``agentlog.dataset.iter_runs``) and put in
-    the order ``from_traces`` reads the source files in before the same collection runs
-    over them: memory holds the dataset's windows and scores (not its vectors or calls).
+    The per-run stage is a group-by on ``run_id``: each run's windows and scores, rebuilt
+    from its rows (``agentlog.dataset.iter_runs``), reduced to what the collection takes
+    from a run alone (its windows of ``window``, the scores of ``channels`` and ``score``,
+    its channels, a replayed unit's source transition read off its provenance), over Arrow
+    tables in this process (``executor="local"``; a chunk of runs' records at a time), or
+    on Ray Data (``"ray"``). A channel replay's scores belong to transitions of other runs
+    (their sources), so what joins runs stays on the driver: the reduced runs, put in the
+    order ``from_traces`` reads the source files in, go through the collection of
+    ``from_traces`` (each replayed score placed on its source transition's corner, the
+    checks, the first error, the arrays), holding what the result holds. The bootstrap
+    (``asv.summarize``) is a function of the face, not of the runs, and stays local.
 
     Args:
         dataset: the dataset folder, or its tables already selected (e.g. filtered in
             SQL): ``{"runs": ..., "windows": ..., "scores": ...}`` as pyarrow tables or DuckDB
             relations (``agentlog.dataset.iter_runs`` says which columns).
         channels, window, score, target_key, trajectory_key: as ``from_traces``.
+        executor: ``"local"``, or ``"ray"`` to run the per-run stage on Ray Data
+            (``dataset`` must then be a folder every node reads, or an ``s3://`` URI).
+            The same ``AsvData`` either way, bit for bit.
 
     Raises:
         ValueError: as ``from_traces``; a folder that is not a dataset of this version.
+        MissingDependencyError: pyarrow is not installed, or ``executor="ray"`` without
+            Ray (``pip install 'agentlog[ray]'``).
     """
-    from agentlog.dataset import iter_runs as dataset_runs
-    from agentlog.dataset import run_order
+    how = check_executor(executor)
+    check_dataset(dataset, how)
+    wanted = _check_collection(channels, score)
+    from ._asv_dataset import per_run_stage, stage_cells, stage_parts
 
-    runs = sorted(dataset_runs(dataset, ("windows", "scores")),
-                  key=lambda r: run_order(r.trace.path, r.run.run))
-    return _from_runs(lambda: iter(runs), channels=channels, window=window, score=score,
-                      target_key=target_key, trajectory_key=trajectory_key)
+    stage = per_run_stage(dataset, channels=channels, wanted=wanted, window=window,
+                          cells=window is None, executor=how)
+    if window is None:
+        window = _default_window(stage_cells(stage), channels)
+    collect = _Collection(channels, window, target_key, trajectory_key)
+    for part in stage_parts(stage):
+        collect.add(part)
+    return collect.data()
 
 
-def _from_runs(
-    read_runs: Callable[[], Iterator[Any]], *, channels: tuple[str, str], window: str | None,
-    score: str | tuple[str, str] | None, target_key: str, trajectory_key: str | None,
-) -> AsvData:
-    """The collection over the ``TraceRun``s that ``read_runs()`` gives (called twice when the
-    window is found first)."""
+def _check_collection(channels: tuple[str, str], score: str | tuple[str, str] | None
+                      ) -> dict[str, str] | None:
+    """``{channel: score name}`` of ``score`` (None: every name), after checking
+    ``channels``."""
     if len(channels) != 2 or channels[0] == channels[1]:
         raise ValueError(f"`channels` must name two different channels; found {channels!r}")
-    wanted = _score_iv(score, channels)
-    cells: dict[tuple[int, int, str, int, int], float] = {}  # (t, wave, ch, corner, layout)
-    transitions: list[tuple[str, int]] = []  # (run id, window id)
-    names: list[str] = []
-    trajectory: list[str] = []
-    target: list[str] = []
-    layouts: dict[str, set[int]] = {c: set() for c in channels}
-    runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
-    seen_channels: set[str] = set()
-    if window is None:
-        window = _default_window(read_runs(), channels)
-    index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
-    hashes: dict[int, tuple[bytes, bytes | None]] = {}
-    replayed_order: dict[int, tuple[str, int, str]] = {}  # transitions first seen replayed
+    return _score_iv(score, channels)
 
-    def add(key: tuple[str, int], name: str, start: RunStart, path: Any,
-            entry: bytes, exit_: bytes | None) -> int:
-        t = index[key] = len(transitions)
-        hashes[t] = (entry, exit_)
-        transitions.append(key)
-        names.append(name)
-        trajectory.append(_run_slot(runs, start, trajectory_key, path))
-        label = start.meta.get(target_key, start.task)
-        target.append("" if label is None else str(label))
+
+@dataclass(frozen=True)
+class _RunPart:
+    """What the collection takes from one run, a function of that run alone (``_reduce``).
+
+    ``start`` labels the run's transitions: its own ``RunStart``, a replayed unit's source's
+    (``rep.start``); None for a run without one (left out). ``windows``: ``(window id, name,
+    entry hash, exit hash)`` of a recorded run's windows of the collected window.
+    ``channels``: every channel its Score records name. ``scores``: those the collection
+    may place (of the two channels, of the score names asked, tied to a transition; a
+    replayed unit's on its own transition only).
+    """
+
+    path: str
+    start: RunStart | None
+    rep: _Replayed | None = None
+    windows: tuple[tuple[int, str, bytes, bytes | None], ...] = ()
+    channels: frozenset[str] = frozenset()
+    scores: tuple[Score, ...] = ()
+
+
+def _reduce(path: Any, run: Any, *, channels: tuple[str, ...],
+            wanted: Mapping[str, str] | None, window: str | None) -> _RunPart:
+    """One run's ``_RunPart``; ``ValueError`` for a replayed unit's incomplete provenance."""
+    start = run.start
+    if start is None:
+        return _RunPart(path, None)
+    rep = _replayed(start, path)
+    if rep is not None and window is not None and rep.window != window:
+        return _RunPart(path, rep.start, rep)  # another window's unit: passed over
+    windows = () if rep is not None else tuple(
+        (w.window, w.name, w.entry_hash, w.exit_hash) for w in run.windows
+        if window is None or w.name == window)
+    seen: set[str] = set()
+    scores = []
+    for rec in run.records:
+        if not isinstance(rec, Score) or rec.channel is None:
+            continue
+        seen.add(rec.channel)
+        if rec.channel not in channels or rec.transition is None:
+            continue
+        if wanted is not None and rec.name != wanted[rec.channel]:
+            continue
+        if rep is not None and rec.transition != rep.key[1]:
+            continue  # a replayed unit scores its own transition only
+        scores.append(rec)
+    return _RunPart(path, start if rep is None else rep.start, rep, windows,
+                    frozenset(seen), tuple(scores))
+
+
+class _Collection:
+    """The transitions and their scored cells, collected from the runs' ``_RunPart``s added
+    in reading order; ``data()`` gives the ``AsvData``."""
+
+    def __init__(self, channels: tuple[str, str], window: str | None, target_key: str,
+                 trajectory_key: str | None) -> None:
+        self.channels = channels
+        self.window = window
+        self.target_key = target_key
+        self.trajectory_key = trajectory_key
+        # (transition, wave, channel, corner, layout) -> score
+        self.cells: dict[tuple[int, int, str, int, int], float] = {}
+        self.transitions: list[tuple[str, int]] = []  # (run id, window id)
+        self.names: list[str] = []
+        self.trajectory: list[str] = []
+        self.target: list[str] = []
+        self.layouts: dict[str, set[int]] = {c: set() for c in channels}
+        self.runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
+        self.seen: set[str] = set()
+        self.index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
+        self.hashes: dict[int, tuple[bytes, bytes | None]] = {}
+        # transitions first seen in a replay's output, until their source is read
+        self.replayed_order: dict[int, tuple[str, int, str]] = {}
+        self.recorded_order: dict[int, int] = {}  # the others: t -> place among them
+
+    def _add(self, key: tuple[str, int], name: str, start: RunStart, path: Any,
+             entry: bytes, exit_: bytes | None) -> int:
+        t = self.index[key] = len(self.transitions)
+        self.hashes[t] = (entry, exit_)
+        self.transitions.append(key)
+        self.names.append(name)
+        self.trajectory.append(_run_slot(self.runs, start, self.trajectory_key, path))
+        label = start.meta.get(self.target_key, start.task)
+        self.target.append("" if label is None else str(label))
         return t
 
-    for trace, run in read_runs():
-        if run.start is None:
-            continue
-        rep = _replayed(run.start, trace.path)
+    def add(self, part: _RunPart) -> None:
+        """Add one run's part (``ValueError`` for a bad score, naming the run's file)."""
+        start, rep, path = part.start, part.rep, part.path
+        if start is None:
+            return
         if rep is not None:
-            if window is not None and rep.window != window:
-                continue
-            if rep.key not in index:
-                t = add(rep.key, rep.window, rep.start, trace.path, rep.entry_hash,
-                        rep.exit_hash)
-                replayed_order[t] = (rep.source_file, rep.key[1], rep.key[0])
+            if self.window is not None and rep.window != self.window:
+                return
+            if rep.key not in self.index:
+                t = self._add(rep.key, rep.window, start, path, rep.entry_hash,
+                              rep.exit_hash)
+                self.replayed_order[t] = (rep.source_file, rep.key[1], rep.key[0])
         else:
-            for w in run.windows:
-                if window is not None and w.name != window:
+            for window_id, name, entry, exit_ in part.windows:
+                if self.window is not None and name != self.window:
                     continue
-                add((run.start.run_id, w.window), w.name, run.start, trace.path,
-                    w.entry_hash, w.exit_hash)
-        source_run = rep.key[0] if rep is not None else run.start.run_id
-        for rec in run.records:
-            if not isinstance(rec, Score) or rec.channel is None:
-                continue
-            seen_channels.add(rec.channel)
-            if rec.channel not in channels or rec.transition is None:
-                continue
-            if wanted is not None and rec.name != wanted[rec.channel]:
-                continue
-            if rep is not None and rec.transition != rep.key[1]:
-                continue  # a replayed unit scores its own transition only
-            t = index.get((source_run, rec.transition), -1)
+                key = (start.run_id, window_id)
+                t = self.index.get(key, -1)
+                if t >= 0 and t in self.replayed_order:
+                    # Its replay's output was read first: the same transition, now in its
+                    # source's place.
+                    del self.replayed_order[t]
+                else:
+                    t = self._add(key, name, start, path, entry, exit_)
+                self.recorded_order[t] = len(self.recorded_order)
+        self.seen |= part.channels
+        source_run = start.run_id
+        for rec in part.scores:
+            t = self.index.get((source_run, rec.transition), -1)  # type: ignore[arg-type]
             if t < 0:
                 continue  # a transition of another window
-            entry, exit_ = hashes[t]
-            if rec.state_hash == entry:
-                corner = 0
-            elif exit_ is not None and rec.state_hash == exit_:
-                corner = 1
-            else:
-                raise ValueError(
-                    f"{trace.path}: score {rec.name!r} (channel {rec.channel!r}) on "
-                    f"transition {rec.transition} names state "
-                    f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
-                    "nor the exit of that window; score x− with WindowRef.entry_hash and "
-                    "x+ with WindowRef.exit_hash")
-            layout = 0 if rec.layout is None else rec.layout
-            wave = 0 if rec.wave is None else rec.wave
-            key = (t, wave, rec.channel, corner, layout)
-            if key in cells:
-                raise ValueError(
-                    f"{trace.path}: transition {rec.transition} is scored twice on channel "
-                    f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
-                    f"{wave}; give repeated acquisitions distinct waves (a replay's output "
-                    "and the record-time scores of the same traces are two acquisitions)")
-            cells[key] = float(rec.value)
-            layouts[rec.channel].add(layout)
-    missing = [c for c in channels if c not in seen_channels]
-    if missing:
-        raise ValueError(f"no scores on channel(s) {missing}; channels present: "
-                         f"{sorted(seen_channels) or 'none'}")
-    if not transitions:
-        raise ValueError("no transitions" + (f" of window {window!r}" if window else ""))
-    labels = _trajectory_labels(runs, trajectory_key is None)
-    trajectory = [labels[r] for r in trajectory]
-    if replayed_order:
-        # Transitions first seen in a replay's output: in an order of what was recorded
-        # (trajectory, source file name, window id), not the order its units finished in.
-        first = [t for t in range(len(transitions)) if t not in replayed_order]
-        perm = first + sorted(replayed_order,
-                              key=lambda t: (trajectory[t], *replayed_order[t]))
-        new_of = {old: new for new, old in enumerate(perm)}
-        transitions = [transitions[t] for t in perm]
-        names = [names[t] for t in perm]
-        trajectory = [trajectory[t] for t in perm]
-        target = [target[t] for t in perm]
-        cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
-    n = len(transitions)
-    waves = sorted({k[1] for k in cells})
-    per_layout: dict[tuple[int, str, int], FloatArray] = {}
-    for (t, wave, ch, corner, layout), v in cells.items():
-        arr = per_layout.setdefault((wave, ch, layout), np.full((n, 2), np.nan))
-        arr[t, corner] = v
-    corners: dict[int, FloatArray] = {}
-    for wave in waves:
-        cols = []
-        for ch in channels:
-            stack = np.stack([per_layout.get((wave, ch, lay), np.full((n, 2), np.nan))
-                              for lay in sorted(layouts[ch])])
-            cols.append(stack.mean(axis=0))  # NaN when any layout is missing: incomplete
-        corners[wave] = np.column_stack([cols[0], cols[1]])
-    return AsvData(
-        channels=(channels[0], channels[1]), transitions=transitions, window_names=names,
-        trajectory=np.asarray(trajectory), target=np.asarray(target), corners=corners,
-        layouts={c: tuple(sorted(v)) for c, v in layouts.items()}, per_layout=per_layout,
-    )
+            self._place(t, rec, path)
+
+    def _place(self, t: int, rec: Score, path: Any) -> None:
+        entry, exit_ = self.hashes[t]
+        if rec.state_hash == entry:
+            corner = 0
+        elif exit_ is not None and rec.state_hash == exit_:
+            corner = 1
+        else:
+            raise ValueError(
+                f"{path}: score {rec.name!r} (channel {rec.channel!r}) on "
+                f"transition {rec.transition} names state "
+                f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
+                "nor the exit of that window; score x− with WindowRef.entry_hash and "
+                "x+ with WindowRef.exit_hash")
+        layout = 0 if rec.layout is None else rec.layout
+        wave = 0 if rec.wave is None else rec.wave
+        channel = rec.channel or ""
+        key = (t, wave, channel, corner, layout)
+        if key in self.cells:
+            raise ValueError(
+                f"{path}: transition {rec.transition} is scored twice on channel "
+                f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
+                f"{wave}; give repeated acquisitions distinct waves (a replay's output "
+                "and the record-time scores of the same traces are two acquisitions)")
+        self.cells[key] = float(rec.value)
+        self.layouts[channel].add(layout)
+
+    def data(self) -> AsvData:
+        """The ``AsvData`` of the runs added (``ValueError``: a channel without scores, no
+        transition)."""
+        channels = self.channels
+        missing = [c for c in channels if c not in self.seen]
+        if missing:
+            raise ValueError(f"no scores on channel(s) {missing}; channels present: "
+                             f"{sorted(self.seen) or 'none'}")
+        if not self.transitions:
+            raise ValueError("no transitions" + (f" of window {self.window!r}"
+                                                 if self.window else ""))
+        labels = _trajectory_labels(self.runs, self.trajectory_key is None)
+        trajectory = [labels[r] for r in self.trajectory]
+        # Transitions first seen in a replay's output (their source not read): after the
+        # others, in an order of what was recorded (trajectory, source file name, window
+        # id), not the order its units finished in.
+        first = sorted(self.recorded_order, key=self.recorded_order.__getitem__)
+        perm = first + sorted(self.replayed_order,
+                              key=lambda t: (trajectory[t], *self.replayed_order[t]))
+        transitions, names, target = self.transitions, self.names, self.target
+        cells = self.cells
+        if perm != list(range(len(perm))):
+            new_of = {old: new for new, old in enumerate(perm)}
+            transitions = [transitions[t] for t in perm]
+            names = [names[t] for t in perm]
+            trajectory = [trajectory[t] for t in perm]
+            target = [target[t] for t in perm]
+            cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
+        n = len(transitions)
+        waves = sorted({k[1] for k in cells})
+        per_layout: dict[tuple[int, str, int], FloatArray] = {}
+        for (t, wave, ch, corner, layout), v in cells.items():
+            arr = per_layout.setdefault((wave, ch, layout), np.full((n, 2), np.nan))
+            arr[t, corner] = v
+        corners: dict[int, FloatArray] = {}
+        for wave in waves:
+            cols = []
+            for ch in channels:
+                stack = np.stack([per_layout.get((wave, ch, lay), np.full((n, 2), np.nan))
+                                  for lay in sorted(self.layouts[ch])])
+                cols.append(stack.mean(axis=0))  # NaN when any layout is missing: incomplete
+            corners[wave] = np.column_stack([cols[0], cols[1]])
+        return AsvData(
+            channels=(channels[0], channels[1]), transitions=transitions,
+            window_names=names, trajectory=np.asarray(trajectory),
+            target=np.asarray(target), corners=corners,
+            layouts={c: tuple(sorted(v)) for c, v in self.layouts.items()},
+            per_layout=per_layout,
+        )
 
 
 def from_trace(source: Trace | str | os.PathLike[str] | Sequence[Any], **kwargs: Any

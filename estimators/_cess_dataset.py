@@ -27,21 +27,20 @@ from agentlog.records import Continuation, Selection
 from ._cess_design import SamplingDesign
 from ._cess_tables import _Table
 from ._cess_trace import CessData, _add_run, _NoSelections, _Rows, finish
-from ._executor import Executor, as_is, executing, group_runs, in_run_order, plain, scan
+from ._executor import (
+    Executor,
+    as_is,
+    check_tables,
+    executing,
+    plain,
+    run_chunks,
+    scan,
+    whole_run_stage,
+)
 from ._shared_noise import SharedNoise
 
 _OK, _DROPPED, _NO_SELECTIONS, _FAILED = 0, 1, 2, 3
-#: Runs whose records are Python objects at once in the local per-run stage.
-_CHUNK_RUNS = 4096
 _POOL_COLUMNS = ["pool", "ids", "system", "task"]
-
-
-def _columns(kind: str) -> list[str]:
-    """The columns of a dataset table that ``agentlog.dataset.iter_runs`` rebuilds from."""
-    names = Trace(path="", records=[]).to_arrow(kind).column_names  # type: ignore[arg-type]
-    extra = ("run_id", "system", "task", *(("source", "source_sha256") if kind == "runs"
-                                           else ()))
-    return list(dict.fromkeys([*names, *extra]))
 
 
 def _stage_schema() -> Any:
@@ -67,14 +66,7 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
     """One row per run of ``dataset`` (``_stage_schema``), in ``run_order``."""
     import pyarrow as pa
 
-    if isinstance(dataset, Mapping):  # as agentlog.dataset.iter_runs names what it lacks
-        needed = ("runs", "selections", "continuations", "pools")
-        missing = [t for t in needed if t not in dataset]
-        if missing:
-            raise ValueError(f"`dataset` lacks the table(s) {missing}; give "
-                             f"{', '.join(needed)} (read_table(DIR, name), or a DuckDB "
-                             "relation of the table)")
-    tables = {kind: _columns(kind) for kind in ("runs", "selections", "continuations")}
+    check_tables(dataset, ("runs", "selections", "continuations", "pools"))
     kwargs: dict[str, Any] = {
         "outcomes": outcomes, "predictions": predictions, "pool": pool, "stream": stream,
         "stop_stream": stop_stream, "budget": budget, "replacement": replacement,
@@ -85,11 +77,8 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
             pa.table({"pool": pa.array([], pa.binary()), "ids": pa.array([], pa.binary()),
                       "system": pa.array([], pa.string()),
                       "task": pa.array([], pa.string())})])
-        parts = [plain(p) for p in group_runs(dataset, tables, _cess_stage, kwargs,
-                                                executor)]
-    schema = _stage_schema()
-    stage = pa.concat_tables([schema.empty_table(), *(p.cast(schema) for p in parts)])
-    return stage.take(in_run_order(stage))
+        return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
+                               kwargs, _stage_schema(), executor)
 
 
 
@@ -105,24 +94,10 @@ def _cess_stage(parts: Mapping[str, Any], *, pools: Any, outcomes: _Table,
 
     from agentlog.dataset import iter_runs
 
-    runs = parts["runs"]
     kinds = tuple(k for k in ("selections", "continuations") if k in parts)
-    placed = {}
-    for kind in kinds:
-        table = parts[kind]
-        row = pc.index_in(table.column("run_id"), value_set=runs.column("run_id"))
-        table = table.filter(pc.is_valid(row))
-        row = pc.drop_null(row)
-        order = pc.sort_indices(row)
-        placed[kind] = (table.take(order), row.take(order).to_numpy())
     schema = _stage_schema()
     out = [schema.empty_table()]
-    for lo in range(0, runs.num_rows, _CHUNK_RUNS):
-        hi = min(lo + _CHUNK_RUNS, runs.num_rows)
-        chunk = {"runs": runs.slice(lo, hi - lo)}
-        for kind, (table, rows) in placed.items():
-            a, b = np.searchsorted(rows, [lo, hi])
-            chunk[kind] = table.slice(int(a), int(b - a))
+    for chunk in run_chunks(parts, kinds):
         if "selections" in chunk:
             used = pc.unique(chunk["selections"].column("pool"))
             chunk["pools"] = pools.filter(pc.is_in(pools.column("pool"), value_set=used))

@@ -10,9 +10,10 @@ Two kinds of work can leave the process, and each runs the same function either 
   run, and blocks come back in any order) and the runs in ``agentlog.dataset.run_order``;
 * **the per-run stage over whole runs** (``group_runs``): a function of the rows of
   several tables that belong to whole runs (``cess.from_dataset``'s rebuilding of each
-  run's selections and continuations, say), for per-run work that a block of one table
-  cannot do. The local executor applies it to the whole tables at once; Ray gives it the
-  rows of one run at a time (``read_parquet`` of each table, their union, a group-by on
+  run's selections and continuations, or ``asv.from_dataset``'s of its windows and scores,
+  say), for per-run work that a block of one table cannot do. The local executor applies
+  it to the whole tables at once (``run_chunks`` splits them into chunks of runs); Ray gives
+  it the rows of one run at a time (``read_parquet`` of each table, their union, a group-by on
   ``run_id``: ``map_groups``). Its outputs are one row per run: the caller puts them in
   ``agentlog.dataset.run_order``;
 * **replicates** (``map_blocks``): bootstrap or calibration draws in blocks of at most
@@ -42,6 +43,8 @@ EXECUTORS: tuple[str, ...] = ("local", "ray")
 #: Draws per seeded block of replicates: the unit a Ray task computes, and of the memory a
 #: block holds (a block of a bootstrap of large groups is shorter, by ``rows_per_block``).
 BLOCK_DRAWS = 256
+#: Runs whose records are Python objects at once in a local per-run stage (``run_chunks``).
+CHUNK_RUNS = 4096
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -118,6 +121,55 @@ def coded(column: Any) -> tuple[list[Any], NDArray[np.intp]]:
     return encoded.dictionary.to_pylist(), codes
 
 
+def record_columns(kind: str) -> list[str]:
+    """The columns of a dataset table that ``agentlog.dataset.iter_runs`` rebuilds its
+    records from (``runs`` with its ``source``), for ``group_runs``'s ``tables``."""
+    from agentlog import Trace
+
+    names = Trace(path="", records=[]).to_arrow(kind).column_names  # type: ignore[arg-type]
+    extra = ("run_id", "system", "task", *(("source", "source_sha256") if kind == "runs"
+                                           else ()))
+    return list(dict.fromkeys([*names, *extra]))
+
+
+def check_tables(dataset: DatasetInput, needed: Sequence[str]) -> None:
+    """A mapping of tables that lacks one of ``needed`` is refused as
+    ``agentlog.dataset.iter_runs`` refuses it (a folder is checked when it is read)."""
+    if isinstance(dataset, Mapping):
+        missing = [t for t in needed if t not in dataset]
+        if missing:
+            raise ValueError(f"`dataset` lacks the table(s) {missing}; give "
+                             f"{', '.join(needed)} (read_table(DIR, name), or a DuckDB "
+                             "relation of the table)")
+
+
+def run_chunks(parts: Mapping[str, Any], kinds: Sequence[str],
+               chunk_runs: int = CHUNK_RUNS) -> Iterator[dict[str, Any]]:
+    """The rows of whole runs of ``group_runs``'s ``parts`` a chunk of at most
+    ``chunk_runs`` runs at a time: ``{"runs": ..., kind: ...}`` for each of ``kinds``
+    (tables ``parts`` has), a table's rows of the chunk's runs, found by their run's
+    position in ``runs`` (rows of runs that ``runs`` lacks are left out). What
+    ``agentlog.dataset.iter_runs`` of a chunk holds as records is one chunk's."""
+    import pyarrow.compute as pc
+
+    runs = parts["runs"]
+    placed = {}
+    for kind in kinds:
+        table = parts[kind]
+        row = pc.index_in(table.column("run_id"), value_set=runs.column("run_id"))
+        table = table.filter(pc.is_valid(row))
+        row = pc.drop_null(row)
+        order = pc.sort_indices(row)
+        placed[kind] = (table.take(order), row.take(order).to_numpy())
+    for lo in range(0, runs.num_rows, chunk_runs):
+        hi = min(lo + chunk_runs, runs.num_rows)
+        chunk = {"runs": runs.slice(lo, hi - lo)}
+        for kind, (table, rows) in placed.items():
+            a, b = np.searchsorted(rows, [lo, hi])
+            chunk[kind] = table.slice(int(a), int(b - a))
+        yield chunk
+
+
 def with_rows(table: Any, runs: Any) -> Any:
     """``table`` with a ``row`` column: the position of each row's run (``run_id``) in
     ``runs``; rows of runs that ``runs`` lacks are dropped."""
@@ -183,6 +235,19 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
         return
     yield fn({name: plain(read_columns(dataset, name, columns))
               for name, columns in tables.items()}, **kwargs)
+
+
+def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..., Any],
+                    kwargs: Mapping[str, Any], schema: Any, executor: Executor) -> Any:
+    """``group_runs`` of ``fn`` over ``runs`` and the tables ``kinds`` (the columns records
+    are rebuilt from, ``record_columns``): its outputs, one row per run cast to ``schema``,
+    in ``agentlog.dataset.run_order``. Under Ray, call it inside ``executing``."""
+    import pyarrow as pa
+
+    tables = {kind: record_columns(kind) for kind in ("runs", *kinds)}
+    parts = [plain(p) for p in group_runs(dataset, tables, fn, kwargs, executor)]
+    stage = pa.concat_tables([schema.empty_table(), *(p.cast(schema) for p in parts)])
+    return stage.take(in_run_order(stage))
 
 
 # ----------------------------------------------------------------------------- replicates

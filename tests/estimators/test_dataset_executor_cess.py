@@ -121,7 +121,7 @@ def test_one_run_per_call_in_any_order_gives_the_same_bits(
         traces: list[Path], dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: ``group_runs`` handing the stage one run at a time, last run first
     (as Ray's ``map_groups`` does, in any order), changes nothing."""
-    from agentlog.estimators import _cess_dataset, _executor
+    from agentlog.estimators import _executor
 
     whole, warned = _read(lambda: cess.from_dataset(dataset, **KW))
 
@@ -133,7 +133,7 @@ def test_one_run_per_call_in_any_order_gives_the_same_bits(
             yield fn({name: t.filter(pa.compute.equal(t.column("run_id"), run_id))
                       for name, t in parts.items()}, **kwargs)
 
-    monkeypatch.setattr(_cess_dataset, "group_runs", run_by_run)
+    monkeypatch.setattr(_executor, "group_runs", run_by_run)
     split, warned_split = _read(lambda: cess.from_dataset(dataset, **KW))
     _assert_same(whole, split)
     assert warned_split == warned
