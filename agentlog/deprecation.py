@@ -10,7 +10,7 @@ another module, are served under the old name by the public module's ``__getattr
 
 from __future__ import annotations
 
-__all__ = ["renamed_attributes", "warn_renamed"]
+__all__ = ["renamed_argument", "renamed_attributes", "warn_renamed"]
 
 import warnings
 from collections.abc import Callable, Mapping
@@ -26,6 +26,26 @@ def warn_renamed(old: str, new: str, *, same: str = "same arguments",
     """
     warnings.warn(f"`{old}` is deprecated; use `{new}` ({same}); the old name goes in the "
                   "next release", DeprecationWarning, stacklevel=stacklevel)
+
+
+def renamed_argument(function: str, value: Any, legacy: Mapping[str, Any], *, old: str,
+                     new: str) -> Any:
+    """The value of a renamed first parameter: ``value`` when given under its new name,
+    else the old keyword's from ``legacy`` (the function's ``**legacy``) with a
+    ``DeprecationWarning``. Any other keyword in ``legacy`` is a ``TypeError``, as Python
+    would raise; so is the argument given under both names, or under neither."""
+    unknown = sorted(set(legacy) - {old})
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    if old in legacy:
+        if value is not None:
+            raise TypeError(f"{function}() got `{new}` and its old name `{old}`; pass `{new}`")
+        warn_renamed(f"{function}({old}=...)", f"{function}({new}=...)",
+                     same="the same value", stacklevel=4)
+        return legacy[old]
+    if value is None:
+        raise TypeError(f"{function}() missing 1 required argument: {new!r}")
+    return value
 
 
 def renamed_attributes(module: str, *, classes: Mapping[str, type] | None = None,

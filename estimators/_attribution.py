@@ -535,7 +535,7 @@ def _shapley(table: Mapping[frozenset[str], FloatArray], names: tuple[str, ...],
 
 
 def from_traces(
-    trace_or_paths: TraceInput | Iterable[TraceInput],
+    source: TraceInput | Iterable[TraceInput],
     *,
     outcome: str | Callable[[Any], float],
     players: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
@@ -548,7 +548,7 @@ def from_traces(
     """Per-step attribution from the output of ``intervene(..., arms=attribution.arms(...))``.
 
     Args:
-        trace_or_paths: the intervention's output folder (its ``units.zst``), a trace, or
+        source: the intervention's output folder (its ``units.zst``), a trace, or
             a list of those. Runs without arm provenance are skipped (``n_skipped``).
         outcome: the ``Score`` each arm run holds once, or a function of the run.
         players: as given to ``arms`` (decision tokens, or ``{name: decisions}``); default
@@ -582,7 +582,7 @@ def from_traces(
                 "2×2 design use cess.effects_from_traces)")
         return label
 
-    runs = read_arm_runs(trace_or_paths, outcome=outcome, channel=channel, arm_of=arm_of,
+    runs = read_arm_runs(source, outcome=outcome, channel=channel, arm_of=arm_of,
                          describe=lambda label: f"{ALTER_FACTOR}={label}",
                          hint="agentlog.replay.intervene with attribution.arms (agentlog "
                               "replay --alter … --out DIR)")

@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import DegenerateDataWarning, Trace, TraceFormatError, TracePathError, iter_records
+from agentlog.deprecation import renamed_argument
 from agentlog.display import html_repr, render_fields, render_notes
 from agentlog.records import RunStart, Score, iter_runs
 
@@ -278,7 +279,7 @@ class ArmRuns:
     shared: SharedNoise
 
 
-def read_arm_runs(trace_or_paths: TraceInput | Iterable[TraceInput], *,
+def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
                   outcome: str | Callable[[Any], float], channel: str | None,
                   arm_of: Callable[[Mapping[str, Any], str], Any],
                   describe: Callable[[Any], str], hint: str) -> ArmRuns:
@@ -302,7 +303,7 @@ def read_arm_runs(trace_or_paths: TraceInput | Iterable[TraceInput], *,
     paths: list[str] = []
     shared = SharedNoise()
     arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
-    for trace, run in iter_runs(trace_or_paths, name="trace_or_paths"):
+    for trace, run in iter_runs(source, name="source"):
         if not paths or paths[-1] != trace.path:
             paths.append(trace.path)
         start = run.start
@@ -319,8 +320,8 @@ def read_arm_runs(trace_or_paths: TraceInput | Iterable[TraceInput], *,
         # The task: the provenance's (replay outputs are runs of their own), else the run's.
         task_of = prov.get("task", start.task)
         task = str(start.meta.get("cluster", task_of if task_of is not None else ""))
-        source = prov.get("source_run")
-        unit = (f"{source}#{prov.get('window')}" if source is not None
+        source_run = prov.get("source_run")
+        unit = (f"{source_run}#{prov.get('window')}" if source_run is not None
                 else f"task {start.task}")
         key = (task, unit, str(prov.get("replicate", start.seed)))
         value = _outcome_of(run, outcome, channel, where)
@@ -354,7 +355,7 @@ def read_arm_runs(trace_or_paths: TraceInput | Iterable[TraceInput], *,
 
 
 def effects_from_traces(
-    trace_or_paths: TraceInput | Iterable[TraceInput],
+    source: TraceInput | Iterable[TraceInput] | None = None,
     *,
     outcome: str | Callable[[Any], float],
     channel: str | None = None,
@@ -364,6 +365,7 @@ def effects_from_traces(
     seed: int = 0,
     confidence_level: float = 0.95,
     interval: EffectInterval = "t",
+    **legacy: Any,
 ) -> TraceEffectsResult:
     """Δsel, Δstop, Δint and the total of a paired 2×2 from its arm traces ([SSC] eq. 3–4).
 
@@ -381,8 +383,9 @@ def effects_from_traces(
     Theorem 2): CESS targets the pool conclusion θ*, the same under every supported policy.
 
     Args:
-        trace_or_paths: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a
-            list of those. Runs without ``meta["agentlog.replay"]["factors"]`` (the source
+        source: an ``al.Trace``, a trace file, a folder (every ``*.zst`` below it) or a
+            list of those (``trace_or_paths=``, its old name, works for one release with a
+            ``DeprecationWarning``). Runs without ``meta["agentlog.replay"]["factors"]`` (the source
             runs, for instance) are skipped and counted in ``n_skipped``.
         outcome: the name of the ``Score`` each arm run holds once (e.g. ``"opened_mean"``),
             or a function of the run (an ``al.RunView``) returning a number.
@@ -409,6 +412,8 @@ def effects_from_traces(
             outcome, or with it twice; two runs of the same arm in one block; an incomplete
             block (unless ``incomplete="drop"``). Each message names the run and what to do.
     """
+    source = renamed_argument("cess.effects_from_traces", source, legacy,
+                              old="trace_or_paths", new="source")
     if incomplete not in ("error", "drop"):
         raise ValueError(f"`incomplete` must be 'error' or 'drop'; found {incomplete!r}")
     confidence_level = check_confidence_level(confidence_level)  # before reading any file
@@ -430,7 +435,7 @@ def effects_from_traces(
             arm.append(level)
         return arm[0], arm[1]
 
-    runs = read_arm_runs(trace_or_paths, outcome=outcome, channel=channel, arm_of=arm_of,
+    runs = read_arm_runs(source, outcome=outcome, channel=channel, arm_of=arm_of,
                          describe=lambda arm: f"selection={arm[0]}, stopping={arm[1]}",
                          hint="agentlog.replay.intervene (agentlog replay --design … --out "
                               "DIR)")

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from agentlog.deprecation import renamed_argument
 from agentlog.records import RunStart, Score, iter_runs
 
 from ._admissibility import (
@@ -83,8 +84,8 @@ class CertifyData:
     n_failed_runs: int
 
 
-def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
-                window: str | None = None) -> CertifyData:
+def from_traces(source: TraceInput | Iterable[TraceInput] | None = None, *, plan: Plan,
+                window: str | None = None, **legacy: Any) -> CertifyData:
     """Build ``certify``'s inputs from recorded traces.
 
     Runs are grouped by ``system`` (``al.record(system=)``), ``task`` and cluster
@@ -97,9 +98,11 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     that ended normally but lacks a readout is an error.
 
     Args:
-        paths: trace files, folders (every ``*.zst`` below) or ``Trace`` objects.
+        source: trace files, folders (every ``*.zst`` below) or ``Trace`` objects.
         plan: the plan (readouts, select, failure policy, window).
         window: the comparison window (default ``plan.window``); its entries are collected.
+        **legacy: ``paths=`` (the old name of ``source``) works for one release, with a
+            ``DeprecationWarning``.
 
     Returns:
         ``CertifyData``; pass it to ``certify.certify`` and its ``entries`` to
@@ -109,10 +112,11 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
         SharedNoiseWarning: runs of different tasks drew the same noise (recorded with
             generator /1 or /2 under one seed), so the tasks are not independent.
     """
+    source = renamed_argument("certify.from_traces", source, legacy, old="paths", new="source")
     if not isinstance(plan, Plan):
         raise TypeError(f"`plan` must be a certify.Plan; found {type(plan).__name__}")
     win = window if window is not None else plan.window
-    files = _trace_files(paths)
+    files = _trace_files(source)
     hashes = {p: _file_sha256(p) for p, _ in files}
     entries: list[Entry] = []
 
@@ -122,7 +126,7 @@ def from_traces(paths: TraceInput | Iterable[TraceInput], *, plan: Plan,
     shared = SharedNoise()
     # One pass, one run at a time (agentlog.records.iter_runs): memory holds a run, and
     # a selected run's columns (its readouts as floats, its labels as codes).
-    for trace, run in iter_runs([f for _, f in files], name="paths"):
+    for trace, run in iter_runs([f for _, f in files], name="source"):
         path = str(trace.path)
         if win is not None and (entry := _run_entry(path, run, win, plan.select)):
             entries.append(entry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,34 @@ def test_the_intervals_cover_the_closed_form_effects_over_seeded_replications(
     floor = 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps)
     for effect, n in covered.items():
         assert n / reps >= floor, (effect, n, covered)
+
+
+def test_the_old_first_parameter_names_work_for_one_release_with_a_warning(
+        tmp_path: Path) -> None:
+    """One loader naming: ``source`` first everywhere; ``trace_or_paths=`` (effects) and
+    ``paths=`` (certify) still work, with a ``DeprecationWarning`` naming the new one."""
+    from agentlog.estimators import certify
+
+    write_arms(tmp_path / "arms.zst", tasks=6, replicates=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", al.DegenerateDataWarning)
+        new = cess.effects_from_traces(tmp_path, outcome="opened_mean", n_resamples=100)
+        with pytest.warns(DeprecationWarning, match=r"trace_or_paths=.*source="):
+            old = cess.effects_from_traces(trace_or_paths=tmp_path, outcome="opened_mean",
+                                           n_resamples=100)
+    assert old.to_dict() == new.to_dict()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tracez'"):
+        cess.effects_from_traces(tracez=tmp_path, outcome="opened_mean")
+    with pytest.raises(TypeError, match="missing 1 required argument: 'source'"):
+        cess.effects_from_traces(outcome="opened_mean")
+    import agentlog.examples
+
+    plan = certify.Plan.from_toml(Path(agentlog.examples.__file__).parent / "plans"
+                                  / "deep_research.toml")
+    # The arm runs are no board of the plan's systems: both names reach the same refusal.
+    with pytest.warns(DeprecationWarning, match=r"certify.from_traces\(paths=\.\.\.\)"), \
+            pytest.raises(ValueError, match="no run matching select") as old_error:
+        certify.from_traces(paths=tmp_path, plan=plan)
+    with pytest.raises(ValueError) as new_error:
+        certify.from_traces(tmp_path, plan=plan)
+    assert str(old_error.value) == str(new_error.value)
