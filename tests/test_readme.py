@@ -129,3 +129,32 @@ def test_nothing_in_the_readme_the_package_or_the_cli_points_outside_the_reposit
     hits = [f"{where}: {word}" for where, text in texts.items() for word in OUTSIDE
             if word in text]
     assert hits == []
+
+
+def test_every_command_the_readme_shows_runs_in_the_demo_folder(
+    demo_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``bash`` block of "What no other tool does": each ``agentlog`` command exits 0,
+    run in order where the demo ran (globs expanded as the shell would)."""
+    import shlex
+
+    monkeypatch.chdir(demo_folder)
+    section = README.read_text().split("## What no other tool does", 1)[1].split("\n## ")[0]
+    shown = [body for lang, body in BLOCK.findall(section) if lang == "bash"]
+    assert shown, "the README shows the commands of what no other tool does"
+    ran = 0
+    for block in shown:
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            args = shlex.split(line)
+            assert args[0] == "agentlog", line
+            expanded = [str(p) for a in args[1:]
+                        for p in (sorted(Path().glob(a)) if any(c in a for c in "*[")
+                                  else [a])]
+            result = invoke(*expanded)
+            assert result.exit_code == 0, f"{line}: {result.output[-2000:]}"
+            ran += 1
+    assert ran >= 5
