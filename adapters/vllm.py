@@ -16,7 +16,7 @@ a cache it yields the final output alone, fetched (a miss) or stored (a hit).
 For vLLM's OpenAI-compatible server use ``agentlog.adapters.openai.wrap`` with its
 ``base_url``; ``choice_probs_from_vllm`` reads candidate vectors from both.
 
-Example (needs vLLM and a model; see the README's "Model adapters" section)::
+Example (needs vLLM and a model; see docs/how-to/model-adapters.md)::
 
     from vllm import LLM, SamplingParams
     from agentlog.adapters import vllm as vllm_adapter

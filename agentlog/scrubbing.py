@@ -3,7 +3,7 @@
 The same functions every trace and span path uses (one scrubber, one set of rules): names
 that hold credentials (``api_key``, ``Authorization``, ``*_password``, ...), credential
 formats inside strings (``sk-…`` keys, ``Bearer …`` tokens, the userinfo of URLs) and
-known secret values. See the README's secrets section for the rules.
+known secret values. The rules: docs/how-to/secrets.md.
 
 Examples:
     >>> from agentlog.scrubbing import is_credential_name, scrub_value

@@ -28,13 +28,12 @@ from rich.markup import escape
 
 import agentlog as al
 
-from ._dataset_input import single_dataset
+from ._dataset_input import TracesOrDataset, single_dataset, trace_paths
 from ._executor import Executor, RayAddress, executing, executor_option, needs_dataset
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
     JsonOutput,
-    Traces,
     ci_method_option,
     plot_option,
     resamples_option,
@@ -92,7 +91,7 @@ def parse_channels(text: str) -> tuple[str, str]:
     return names[0], names[1]
 
 
-def scored_cells(traces: Sequence[al.Trace | Path], executor: str = "local"
+def scored_cells(traces: Sequence[al.Trace | Path | str], executor: str = "local"
                  ) -> dict[str, dict[str, set[str]]]:
     """``{channel: {window name: {score names}}}`` of the Score records tied to a transition
     (``asv.channel_scores``: recorded traces and channel replays' outputs alike; a dataset's
@@ -373,7 +372,7 @@ def plot_asv_face(out: dict[str, Any], face: AsvFace, path: Path) -> None:
 
 
 def asv_command(
-    traces: Traces,
+    traces: TracesOrDataset,
     channels: Annotated[str, typer.Option(
         "--channels", help="The two channels ρ0,ρ1 to compare, e.g. direct,quote "
         "(Ω = G^ρ1 − G^ρ0).", show_default=False)],
@@ -394,7 +393,8 @@ def asv_command(
         "block (default: system, task and seed, and the meta entries in which runs sharing "
         "them differ).", show_default=False)] = None,
     ci_method: Annotated[str, ci_method_option(
-        "Bootstrap interval: BCa (best coverage in the README's study), percentile or "
+        "Bootstrap interval: BCa (best coverage in the study of docs/how-to/estimators.md), "
+        "percentile or "
         "basic.")] = "BCa",
     resamples: Annotated[int, resamples_option("Trajectory-block bootstrap draws.")] = 10_000,
     seed: BootstrapSeed = 0,
@@ -424,7 +424,7 @@ def asv_command(
             dataset = single_dataset(traces)  # agentlog export --format parquet
             # Streamed, one run at a time, by each pass below (a dataset: a chunk of runs at
             # a time, or on Ray Data).
-            loaded = [dataset] if dataset is not None else trace_files(traces)
+            loaded = [dataset] if dataset is not None else trace_files(trace_paths(traces))
             needs_dataset(executor, dataset)
             how = ray.enter_context(executing(executor, ray_address))
             with trace_errors(), dataset_errors():

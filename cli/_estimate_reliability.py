@@ -48,15 +48,14 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
-from agentlog.dataset import is_dataset
 from agentlog.records import Score, iter_runs
 
+from ._dataset_input import Dataset, TracesOrDataset, single_dataset, trace_paths
 from ._executor import Executor, RayAddress, executing, executor_option
 from ._inspect import table
 from ._options import (
     BootstrapSeed,
     JsonOutput,
-    Traces,
     ci_method_option,
     plot_option,
     resamples_option,
@@ -174,7 +173,7 @@ def collect_scores(traces: Sequence[al.Trace | Path], score: str) -> list[RunSco
     return out
 
 
-def dataset_scores(dataset: Path, executor: str = "local"
+def dataset_scores(dataset: Dataset, executor: str = "local"
                    ) -> tuple[dict[str, int], Callable[[str], list[RunScore]]]:
     """``terminal_score_names`` and ``collect_scores`` over a Parquet dataset's ``runs`` and
     ``scores`` tables (``reliability.terminal_table``: columns read, no trace opened, its
@@ -477,7 +476,7 @@ def plot_reliability(out: dict[str, Any], path: Path) -> None:
 
 
 def reliability_command(
-    traces: Traces,
+    traces: TracesOrDataset,
     by: Annotated[str, typer.Option(
         "--by", help="Grouping keys, comma-separated: system, task, seed, model (the run's "
         "meta 'model', else meta 'backbone', else its system) or any meta key of the runs.")
@@ -499,7 +498,8 @@ def reliability_command(
     resamples: Annotated[int, resamples_option("Bootstrap draws of each group's mean.")] = 2000,
     seed: BootstrapSeed = 0,
     ci_method: Annotated[str, ci_method_option(
-        "Bootstrap interval of the mean: BCa (best coverage in the README's study), "
+        "Bootstrap interval of the mean: BCa (best coverage in the study of "
+        "docs/how-to/estimators.md), "
         "percentile ([DMC]'s) or basic.")] = "BCa",
     executor: Annotated[Executor, executor_option(
         "the bootstrap draws and a Parquet dataset's per-run stage")] = Executor.local,
@@ -516,19 +516,20 @@ def reliability_command(
     try:
         _check_alpha_tau(alpha, tau)
         keys = parse_by(by)
-        dataset = len(traces) == 1 and is_dataset(traces[0])  # agentlog export --format parquet
-        files = [traces[0]] if dataset else trace_files(traces)
+        dataset = single_dataset(traces)  # agentlog export --format parquet
+        paths = trace_files(trace_paths(traces)) if dataset is None else []
+        files: list[Dataset] = [dataset] if dataset is not None else list(paths)
         with executing(executor, ray_address) as how:
-            if dataset:
+            if dataset is not None:
                 with dataset_errors():
-                    names, runs_of = dataset_scores(traces[0], how)
-                    name, source = choose_score(names, score, f"the dataset {traces[0]}")
+                    names, runs_of = dataset_scores(dataset, how)
+                    name, source = choose_score(names, score, f"the dataset {dataset}")
                     runs = runs_of(name)
             else:
                 with trace_errors():  # the files stream: a bad one is found while reading it
-                    name, source = choose_score(terminal_score_names(files), score,
-                                                len(files))
-                    runs = collect_scores(files, name)
+                    name, source = choose_score(terminal_score_names(paths), score,
+                                                len(paths))
+                    runs = collect_scores(paths, name)
             out = summarize_reliability(runs, keys, score=name, alpha=alpha, tau=tau,
                                         n_resamples=resamples, seed=seed,
                                         lower_is_better=lower_is_better,

@@ -153,7 +153,7 @@ def render_replay(result: dict[str, Any]) -> None:
         console.print("  → the failed units are recorded in the output; fix their cause and "
                       "run the same command again: only the units not sealed yet run")
     names = [c["name"] for c in result["channels"]]
-    if len(names) >= 2:
+    if len(names) >= 2 and (result["done"] or result["skipped"]):  # something to estimate
         console.print(f"  next: agentlog estimate asv {escape(short_path(result['out']))} "
                       f"--channels {escape(','.join(names[:2]))}")
 

@@ -185,6 +185,8 @@ def _render(result: dict[str, Any]) -> None:
     if result["failed"]:
         console.print("  → the failed units are recorded; fix their cause and run the same "
                       "command again: only the units not sealed yet run")
+    if not (result["done"] or result["skipped"]):
+        return  # every unit failed: nothing to estimate yet
     estimator = ("attribution" if any("alter" in a["factors"] for a in result["arms"])
                  else "effects")
     console.print(f"  next: agentlog estimate {estimator} {escape(short_path(result['out']))} "

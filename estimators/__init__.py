@@ -1,4 +1,4 @@
-"""Estimators over recorded traces (see the README's References: [LBC], [DMC], [SSC], [ASV]).
+"""Estimators over recorded traces (the docs' References page: [LBC], [DMC], [SSC], [ASV]).
 
 ``from agentlog.estimators import asv, attribution, bounds, certify, cess, distance,
 reliability, rewards``, or

@@ -299,6 +299,27 @@ def _identity(e: Entry, key: str | None, cache: dict[Any, Any]) -> str:
     return str(cache[memo])
 
 
+def _entry_difference(x: Entry, y: Entry, key: str | None) -> str:
+    """``"; `temperature`: 1.0 vs 0.3"``: the top-level fields two argument-map entries
+    differ in (up to three), or "" when the entries are not both maps or not available."""
+    if key is not None or x.entry_bytes is None or y.entry_bytes is None:
+        return ""
+    try:
+        a, b = decode(x.entry_bytes), decode(y.entry_bytes)
+    except Exception:  # a damaged artifact: the hashes still said what differs
+        return ""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ""
+    fields = [k for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
+    shown = "; ".join(f"`{k}`: {_short(a.get(k))} vs {_short(b.get(k))}" for k in fields[:3])
+    return f"; {shown}{' …' if len(fields) > 3 else ''}" if fields else ""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
 def _samples(entries: list[Entry], feature: FeatureFn | str, what: str,
              cache: dict[Any, Any]) -> FloatArray:
     parts: list[FloatArray] = []
@@ -480,7 +501,11 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
                      "ε_in = 0 and r = 0 ([LBC] §6.1)", n, (0.0, 0.0), 0.0, "both")
     if cond.shared_entry:
         return refuse(f"the plan declares one shared entry, but the {what} differ on "
-                      f"{len(differ)} of {n} common tasks (first: {differ[0]!r})", n)
+                      f"{len(differ)} of {n} common tasks (first: {differ[0]!r}"
+                      f"{_entry_difference(ta[differ[0]][0], tb[differ[0]][0], key)}). Seal "
+                      "only what every system must share: @al.window(..., entry=lambda "
+                      "question, **_: question) keeps a system's own settings out of the "
+                      "entry", n)
     feat = feature if feature is not None else cond.entry_feature
     if feat is None:
         return refuse(f"entries differ on {len(differ)} of {n} common tasks (first: "

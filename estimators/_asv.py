@@ -56,7 +56,8 @@ from ._interval import ConfidenceInterval, check_confidence_level
 from ._labels import codes
 
 FloatArray = NDArray[np.float64]
-#: The interval of the trajectory-block bootstrap by default (the coverage study in the README).
+#: The interval of the trajectory-block bootstrap by default (the coverage study of
+#: docs/how-to/estimators.md).
 DEFAULT_METHOD: IntervalMethod = "BCa"
 #: Per method, the fewest trajectories at which the seeded coverage study found the 95 %
 #: interval of the mean Ω covering at least 92 % (tests/benchmarks/bench_coverage.py).
@@ -487,7 +488,8 @@ def summarize(
             ``numpy.random.default_rng(seed)``, bit-reproducible.
         trim: the trimmed mean drops this share from each tail (weighted, fractional).
         method: the interval, scipy.stats.bootstrap's names: ``"BCa"`` (default; it covers
-            best in the README's coverage study), ``"percentile"`` or ``"basic"``.
+            best in the coverage study of docs/how-to/estimators.md), ``"percentile"``
+            or ``"basic"``.
 
     Warns:
         DegenerateDataWarning: one trajectory only; fewer than
@@ -525,8 +527,8 @@ def summarize(
     elif n_traj < limit:
         warnings.warn(
             f"{n_traj} trajectories: below {limit} the 95% {method} trajectory-block interval of "
-            "the mean Ω covered less than 92% in the seeded coverage study (README, "
-            "'Interval coverage'); read the intervals as optimistic, or record more "
+            "the mean Ω covered less than 92% in the seeded coverage study (docs: how-to/"
+            "estimators.md, 'Interval coverage'); read the intervals as optimistic, or record more "
             "trajectories", DegenerateDataWarning, stacklevel=2)
     else:
         _warn_doubtful_trajectories(np.asarray(f.interaction, dtype=np.float64), traj, n_traj)

@@ -588,6 +588,12 @@ def from_traces(
                               "replay --alter … --out DIR)")
     labels = {label for cell in runs.blocks.values() for label in cell}
     decisions_seen = sorted({d for label in labels if label for d in label.split("+")})
+    if players is None and not decisions_seen:
+        failed = (f"; {runs.n_failed} arm unit(s) failed (first: {runs.first_failure})"
+                  if runs.n_failed else "")
+        raise ValueError("no arm run changed a decision: only the agent's own arm ran"
+                         f"{failed}. Fix the cause and run the intervention again (it "
+                         "retries only the units not sealed)")
     groups = _players(players if players is not None else decisions_seen)
     names = list(groups)
     owner = {d: p for p, ds in groups.items() for d in ds}

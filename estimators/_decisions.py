@@ -183,7 +183,7 @@ def _warn_shape(plan: Plan, inp: _Inputs, c: _Cells, values: FloatArray,
                 decisions: dict[str, tuple[PairDecision, ...]]) -> None:
     """Warn about certified pairs whose scores' shape the radius cannot see.
 
-    Measured on the null designs of the README's certification section (two-system boards
+    Measured on the null designs of docs/explanation/certificates.md (two-system boards
     of rare 0/1 successes, ``p_g ~ Beta(0.3, 7)``, against a calibrated continuous scorer):
 
     * a rare outcome that did not happen: a false certificate there needs a run of tasks

@@ -54,7 +54,7 @@ from numpy.typing import NDArray
 from agentlog import DegenerateDataWarning, Trace, TraceFormatError, TracePathError, iter_records
 from agentlog.deprecation import renamed_argument
 from agentlog.display import html_repr, render_fields, render_notes
-from agentlog.records import RunStart, Score, iter_runs
+from agentlog.records import RunStart, Score, WindowExit, iter_runs
 
 from ._cess import THEOREM_2_NOTE
 from ._effects import EFFECTS, EffectInterval, PolicyEffectsResult, icc_1k, policy_effects
@@ -271,12 +271,16 @@ class ArmRuns:
         n_runs: arm runs read; ``n_skipped``: runs without arm provenance, unfinished or
             failed runs, and units the engine recorded as failed.
         shared: the runs' noise keys (``SharedNoise``), to warn when tasks drew alike.
+        n_failed, first_failure: arm units the engine recorded as failed, and the first
+            one's error (``"Type: message"``).
     """
 
     blocks: dict[tuple[str, str, str], dict[Any, tuple[float, str]]]
     n_runs: int
     n_skipped: int
     shared: SharedNoise
+    n_failed: int = 0
+    first_failure: str | None = None
 
 
 def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
@@ -299,7 +303,8 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
     outcome_name = outcome if isinstance(outcome, str) else getattr(outcome, "__name__",
                                                                      repr(outcome))
     blocks: dict[tuple[str, str, str], dict[Any, tuple[float, str]]] = {}
-    n_runs = n_skipped = 0
+    n_runs = n_skipped = n_failed = 0
+    first_failure: str | None = None
     paths: list[str] = []
     shared = SharedNoise()
     arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
@@ -313,6 +318,12 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
         if (start is None or not isinstance(factors, Mapping) or not run.complete or run.failed
                 or failed_unit):  # a unit the engine recorded as failed is left out
             n_skipped += 1
+            if failed_unit and isinstance(factors, Mapping):
+                n_failed += 1
+                error = next((r for r in run.records
+                              if type(r) is WindowExit and r.status != 0), None)
+                if first_failure is None and error is not None:
+                    first_failure = f"{error.error_type}: {error.error_message}"
             continue
         assert isinstance(prov, Mapping)
         where = f"{trace.path}: run {start.run_id}"
@@ -347,11 +358,16 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
         n_runs += 1
     if not blocks:
         files = ", ".join(paths[:3]) or "the traces given"
+        if n_failed:
+            raise ValueError(
+                f"every arm unit in {files} failed ({n_failed}; first: {first_failure}): "
+                "nothing to estimate. Fix the cause and run the intervention again (it "
+                "retries only the units not sealed)")
         raise ValueError(
             f"no arm runs in {files}: no run carries meta[{PROVENANCE_KEY!r}]['factors'] "
             f"({n_skipped} other run(s)); pass the output folder of {hint}"
         )
-    return ArmRuns(blocks, n_runs, n_skipped, shared)
+    return ArmRuns(blocks, n_runs, n_skipped, shared, n_failed, first_failure)
 
 
 def effects_from_traces(

@@ -22,8 +22,8 @@ per-cluster residual sums ``E_g = Σ_{i∈g} (d_i − Δ̂)`` and sizes ``n_g`` 
 over the ``m`` pairs of the family. A t reference assumes the studentized mean is symmetric.
 It is not when the paired differences are skewed (a rare 0/1 success against a continuous
 scorer, a long-tailed score): the studentized mean then has one heavy tail, and CR2 + BM
-falsely certified up to 0.106 of null two-system boards against ``δ′ = 0.05`` (the README's
-certification section). ``"cr2-bm-cf"`` widens the quantile by the Cornish–Fisher
+falsely certified up to 0.106 of null two-system boards against ``δ′ = 0.05`` (docs/explanation/
+certificates.md). ``"cr2-bm-cf"`` widens the quantile by the Cornish–Fisher
 expansion of the studentized mean to second order in the skewness (Hall 1992, "The
 Bootstrap and Edgeworth Expansion", §2.6; the first-order term is Johnson 1978, "Modified
 t Tests and Confidence Intervals for Asymmetrical Populations"):
@@ -37,7 +37,7 @@ sides because its sign is not reliable: a rare success that did not happen leave
 skewed the other way. The kurtosis term is left out: for ``z > √3`` (``α < 0.042``) it only
 narrows the quantile of heavy-tailed data, and its sample estimate is unstable. Symmetric
 data give ``ŝ ≈ 0`` and the CR2 + BM radius back; the widening costs power at few clusters
-(measured in the README's table).
+(measured in the table of docs/explanation/certificates.md).
 
 ``"betting"`` (``sampling_radius`` only, with a declared ``score_range``) needs no
 approximation: a confidence bound by betting (Waudby-Smith and Ramdas 2023, "Estimating
@@ -424,7 +424,7 @@ def sampling_radius(
     is [LBC] eq. 4 as published (§6.1) and under-covers when one cluster is much larger than
     the others. ``"betting"`` holds whatever the shape, given the scores' declared range,
     but needs many clusters. The designs each was measured on, with its power, are in the
-    README's certification section.
+    docs/explanation/certificates.md.
 
     Args:
         differences: paired differences, shape ``(n_tasks,)`` or ``(n_pairs, n_tasks)``.

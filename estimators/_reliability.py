@@ -89,7 +89,8 @@ from ._scores import (
     _readonly,
 )
 
-#: The interval ``summary`` gives by default (chosen by the coverage study in the README).
+#: The interval ``summary`` gives by default (chosen by the coverage study of
+#: docs/how-to/estimators.md).
 DEFAULT_METHOD: IntervalMethod = "BCa"
 #: Per method, the smallest group at which the seeded coverage study found the 95 % interval
 #: of the mean of normal (and other symmetric, bounded) scores covering at least 92 %
@@ -341,8 +342,8 @@ def _warn_doubtful_intervals(c: _Cells, keys: Sequence[Any] | None, method: str)
             f"{int(counts[small[0]])} runs")
         warnings.warn(
             f"fewer than {limit} runs{where}: the 95% {method} bootstrap interval of the mean "
-            f"covered less than 92% below {limit} runs in the seeded coverage study (README, "
-            "'Interval coverage'); read it as optimistic, or run more seeds",
+            f"covered less than 92% below {limit} runs in the seeded coverage study (docs: how-to/"
+            "estimators.md, 'Interval coverage'); read it as optimistic, or run more seeds",
             DegenerateDataWarning, stacklevel=3,
         )
     g1 = _skewness(c)
@@ -356,8 +357,8 @@ def _warn_doubtful_intervals(c: _Cells, keys: Sequence[Any] | None, method: str)
             f"{float(g1[i]):+.2f}; rare successes or scores piled at a bound show as skew), "
             f"and the bootstrap interval of a mean of skewed scores needs about 25·g₁² = "
             f"{int(needed[i])} runs to cover: in the seeded coverage study Bernoulli(0.1) "
-            "covered 0.88 and Pareto(3) 0.86 at 20 runs (README, 'Interval coverage'); read "
-            "the interval as optimistic, or run more seeds",
+            "covered 0.88 and Pareto(3) 0.86 at 20 runs (docs: how-to/estimators.md, "
+            "'Interval coverage'); read the interval as optimistic, or run more seeds",
             DegenerateDataWarning, stacklevel=3,
         )
 
@@ -399,7 +400,7 @@ def summary(
             ``j``-th child of ``numpy.random.SeedSequence((seed, n))``; the same scores and
             seed give bit-identical intervals.
         method: the interval of the mean, scipy.stats.bootstrap's names: ``"BCa"`` (the
-            default: it covers best in the seeded coverage study of the README), or
+            default: it covers best in the seeded coverage study of docs/how-to/estimators.md), or
             ``"percentile"`` ([DMC]'s) or ``"basic"``.
         executor: where the bootstrap draws are computed: ``"local"``, or ``"ray"`` (blocks
             of draws as Ray tasks; ``use_ray``). The same draws either way, bit for bit.

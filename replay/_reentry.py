@@ -36,7 +36,7 @@ import contextvars
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -260,6 +260,8 @@ def reenter_arguments(
         data = view.entry_bytes
     args, kwargs = al.decode_arguments(fn, data, secrets=secrets,
                                        secret_names=view.enter.secret_args or ())
+    if spec is not None and spec.entry is not None:
+        args, kwargs = _optional_by_name(spec.binder.parameters, args, kwargs)
     method = view.enter.method or bool(getattr(getattr(spec, "binder", None), "skips_first",
                                                False))
     if not method:
@@ -273,6 +275,27 @@ def reenter_arguments(
             "factory(view) returning it> (e.g. a function of your app)")
     obj = instance(view) if _is_factory(instance) else instance
     return (obj, *args), kwargs
+
+
+def _optional_by_name(parameters: Sequence[inspect.Parameter], args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Required parameters by position, optional ones by name, as an idiomatic call passes
+    them (``answer(question, temperature=0.3)``), so that an ``entry=`` projection written
+    against the recorded call (``lambda question, **_: question``) takes the replayed one
+    too. With a ``*args`` that holds values every parameter before it stays positional."""
+    positional = [p for p in parameters
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) != len(positional):
+        return args, kwargs  # a *args with values, or a parameter left at its default
+    keep: list[Any] = []
+    named: dict[str, Any] = {}
+    for param, value in zip(positional, args, strict=True):
+        if param.kind is param.POSITIONAL_OR_KEYWORD and (
+                named or param.default is not param.empty):
+            named[param.name] = value  # after one by name, the rest by name too
+        else:
+            keep.append(value)
+    return tuple(keep), {**named, **kwargs}
 
 
 def tool_result(trace: Trace, *, run: int, window: int, name: str, args_hash: bytes) -> Any:

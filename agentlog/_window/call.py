@@ -97,6 +97,13 @@ class _Spec:
         self.method = self.binder.skips_first
 
 
+def _signature_mismatch(exc: TypeError) -> bool:
+    """The TypeError is the projection refusing its arguments: raised by the call itself,
+    before any frame of the projection ran (one raised inside its body is the user's)."""
+    tb = exc.__traceback__
+    return tb is not None and tb.tb_next is None
+
+
 def _link_parameter(name: str, fn: Callable[..., Any], binder: ArgumentBinder,
                     entry: Callable[..., Any] | None, after: str | None) -> str | None:
     """The parameter whose argument an ``after=`` link compares, refusing impossible links.
@@ -209,7 +216,18 @@ def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) 
                 run, bound, what=f"window {spec.name!r} entry"
             )
     else:
-        projected = spec.entry(*args, **kwargs)
+        try:
+            projected = spec.entry(*args, **kwargs)
+        except TypeError as exc:
+            if not _signature_mismatch(exc):
+                raise
+            raise TypeError(
+                f"window {spec.name!r}: its entry= projection cannot take the call's "
+                f"arguments ({exc}). It is called with the arguments as the caller passes "
+                "them, and a replay passes required parameters by position and optional "
+                "ones by name; write it to accept the function's parameters by name, e.g. "
+                f"entry=lambda {', '.join(p.name for p in spec.binder.parameters[:1])}"
+                f"{', ' if spec.binder.parameters else ''}**_: ...") from exc
         entry_hash, entry_inline = store_artifact(
             run, projected, what=f"window {spec.name!r} entry projection", strict=run.strict
         )

@@ -334,3 +334,24 @@ def test_a_decision_the_reentries_never_reach_is_warned_about_not_reported_as_ze
     assert fx.changed["pick@7"] == 0 and fx.to_dict()["players"]["pick@7"][
         "blocks_changed"] == 0
     assert 0 < fx.changed["pick@0=pick:2"] <= 8
+
+
+def test_an_intervention_whose_every_unit_failed_says_so_with_the_first_error(
+        tmp_path: Path) -> None:
+    with al.record(tmp_path / "src" / "t.zst", seed=1, task="t", mode="w"):
+        episode(2)
+    run = intervene(tmp_path / "src", window="episode", app=APP_HERE, mode="branch",
+                    arms=attribution.arms(["pick@0=flip"]), scores=outcome,
+                    out=tmp_path / "out")
+    assert run.summary.failed == run.units - 1  # the agent's own arm alone ran
+    with pytest.raises(ValueError, match=r"only the agent's own arm ran; 1 arm unit\(s\) "
+                                         r"failed \(first: ValueError: Alter pick@0=flip"):
+        attribution.from_traces(tmp_path / "out", outcome="y")
+    only_failed = intervene(tmp_path / "src", window="episode", app=APP_HERE, mode="branch",
+                            arms=[alteration_arm(["pick@0=flip"])], scores=outcome,
+                            out=tmp_path / "out2")
+    assert only_failed.summary.failed == 1
+    with pytest.raises(ValueError, match=r"every arm unit in .* failed \(1; first: "
+                                         r"ValueError: Alter pick@0=flip: 'pick' is a "
+                                         r"selection stream"):
+        attribution.from_traces(tmp_path / "out2", outcome="y")
