@@ -305,6 +305,7 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
     blocks: dict[tuple[str, str, str], dict[Any, tuple[float, str]]] = {}
     n_runs = n_skipped = n_failed = 0
     first_failure: str | None = None
+    systems: set[str] = set()
     paths: list[str] = []
     shared = SharedNoise()
     arm_generators: dict[object, str | None] = {}  # source run -> its noise generator
@@ -347,6 +348,7 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
                 "arm, seed)"
             )
         cell[arm] = (value, where)
+        systems.add(str(prov.get("system", start.system)))  # the source run's system
         arm_seed = prov.get("seed")
         if isinstance(arm_seed, int) and not isinstance(arm_seed, bool):
             # An engine's output run: its arm drew in a run of its own (prov["arm_trace"])
@@ -367,6 +369,13 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
             f"no arm runs in {files}: no run carries meta[{PROVENANCE_KEY!r}]['factors'] "
             f"({n_skipped} other run(s)); pass the output folder of {hint}"
         )
+    if len(systems) > 1:
+        warnings.warn(
+            f"the arm runs come from {len(systems)} systems ({', '.join(sorted(systems)[:4])}"
+            f"{' …' if len(systems) > 4 else ''}), and the estimate pools them: each task "
+            "weighs every system's blocks together. Intervene on one system's runs at a "
+            "time (one output folder each) to estimate each system's own effects",
+            DegenerateDataWarning, stacklevel=3)
     return ArmRuns(blocks, n_runs, n_skipped, shared, n_failed, first_failure)
 
 

@@ -13,7 +13,7 @@ skips the units already sealed. Output layout under ``out``:
 
 * ``out/units.zst``: the engine's output, one run per unit whose ``meta["agentlog.replay"]``
   is the unit's provenance — ``factors`` ({"selection": …, "stopping": …}), ``arm``,
-  ``arm_hash``, ``replicate``, ``seed``, ``mode``, ``task``, ``source_run``,
+  ``arm_hash``, ``replicate``, ``seed``, ``mode``, ``task``, ``system``, ``source_run``,
   ``source_trace``, ``window``, ``window_name``, ``arm_trace`` — and whose scores are the
   arm run's ``Score`` records (``cess.effects_from_traces(out, outcome=…)`` reads them);
 * ``out/arms/<unit key>.zst``: the arm run itself (the re-entered window with its
@@ -320,7 +320,8 @@ def _units(files: list[Path], window: str, arm_list: tuple[Arm, ...], reps: tupl
                     prov = {
                         "factors": dict(arm.factors), "arm": arm.name, "arm_hash": arm.hash,
                         "replicate": int(r), "seed": replicate_seed(start.seed, int(r)),
-                        "mode": mode, "task": start.task, "source_run": start.run_id,
+                        "mode": mode, "task": start.task, "system": start.system,
+                        "source_run": start.run_id,
                         "source_trace": str(path), "window": view.window,
                         "window_name": window, "arm_trace": f"{ARMS_DIR}/{key}.zst",
                     }

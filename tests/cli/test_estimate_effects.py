@@ -59,7 +59,8 @@ def test_an_incomplete_block_is_an_error_unless_dropped(tmp_path: Path, flag: st
     write_arms(tmp_path / "arms.zst", tasks=3, replicates=1)
     meta = {"agentlog.replay": {"factors": {"selection": "agent", "stopping": "adaptive"},
                                 "replicate": 0, "source_run": "src-q9", "window": 0}}
-    with al.record(tmp_path / "arms.zst", mode="a", seed=1, task="q9", meta=meta):
+    with al.record(tmp_path / "arms.zst", mode="a", system="sim", seed=1, task="q9",
+                   meta=meta):
         al.score("opened_mean", 0.3)
     result = invoke("estimate", "effects", tmp_path)
     assert result.exit_code == 2 and "lacks arm(s)" in result.output

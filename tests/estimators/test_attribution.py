@@ -355,3 +355,16 @@ def test_an_intervention_whose_every_unit_failed_says_so_with_the_first_error(
                                          r"ValueError: Alter pick@0=flip: 'pick' is a "
                                          r"selection stream"):
         attribution.from_traces(tmp_path / "out2", outcome="y")
+
+
+def test_arm_runs_of_several_systems_are_pooled_with_a_warning(tmp_path: Path) -> None:
+    for system in ("a", "b"):
+        for t in range(3):
+            with al.record(tmp_path / "src" / f"{system}{t}.zst", system=system, seed=t,
+                           task=f"t{t}", mode="w"):
+                episode(2)
+    intervene(tmp_path / "src", window="episode", app=APP_HERE, mode="branch",
+              arms=attribution.arms(["pick@0"]), scores=outcome, out=tmp_path / "out")
+    with pytest.warns(al.DegenerateDataWarning, match=r"come from 2 systems \(a, b\)"):
+        fx = attribution.from_traces(tmp_path / "out", outcome="y")
+    assert fx.n_blocks == 6 and fx.n_clusters == 3
