@@ -39,6 +39,14 @@ killed) are removed by the next export before it writes. A trace file re-recorde
 its last export (its earlier runs gone from it) is named in a warning: its old rows stay
 in ``DIR`` until the folder is exported afresh.
 
+``DIR`` may also be a URI that ``pyarrow.fs.FileSystem.from_uri`` opens, e.g.
+``s3://bucket/prefix`` (tested against an S3-compatible server): every function here
+reads and writes it through pyarrow's filesystem layer, with the credentials, region and
+endpoint pyarrow finds (for S3: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` or
+``AWS_PROFILE``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` for a server other than AWS). The
+bucket must exist. An object store has no file lock: the one-export-at-a-time guard of a
+local folder does not hold there, so run one export into a URI at a time.
+
 Examples:
     >>> import agentlog as al
     >>> from agentlog.dataset import read_table, to_parquet
@@ -54,8 +62,10 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
+import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -87,8 +97,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["HIVE_NULL", "SCHEMA_VERSION", "TABLES", "ParquetResult", "arrow_table",
-           "check_version", "is_dataset", "iter_runs", "partitioned_by", "read_table", "run_order",
-           "to_parquet"]
+           "check_version", "is_dataset", "is_uri", "iter_runs", "partitioned_by", "read_table",
+           "run_order", "to_parquet"]
 
 SCHEMA_VERSION = 2
 TABLES = ("runs", "windows", "selections", "continuations", "llm_calls", "tool_calls",
@@ -98,6 +108,14 @@ PARTITIONS = ("system", "task")
 DEFAULT_BATCH_ROWS = 200_000
 _LOCK = ".agentlog-export.lock"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # a null partition value, as Hive writes it
+_PART = "part-*.parquet"
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# What to check when an object store refuses or cannot be reached, per URI scheme.
+_ACCESS = {
+    "s3": "the credentials pyarrow finds (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+          "AWS_PROFILE), the region (AWS_REGION) and, for an S3-compatible server, its "
+          "endpoint (AWS_ENDPOINT_URL)",
+}
 
 
 @dataclass(frozen=True)
@@ -105,7 +123,7 @@ class ParquetResult:
     """What ``to_parquet`` did.
 
     Attributes:
-        out: the dataset folder.
+        out: the dataset folder (a ``Path``), or the URI it was given as (a ``str``).
         runs_added: runs written by this export.
         runs_present: runs skipped because ``out`` already held them (an earlier export,
             or a copy of the same run in another file).
@@ -117,7 +135,7 @@ class ParquetResult:
             since): ``{file: number of such runs}``.
     """
 
-    out: Path
+    out: Path | str
     runs_added: int = 0
     runs_present: int = 0
     runs_unreadable: int = 0
@@ -135,6 +153,164 @@ def _arrow() -> tuple[Any, Any]:
             "a Parquet dataset needs pyarrow, which is not installed: "
             "pip install 'agentlog[arrow]'") from exc
     return pyarrow, pyarrow.dataset
+
+
+def is_uri(location: object) -> bool:
+    """Whether ``location`` is a URI (``s3://bucket/prefix``, ``file:///data/ds``) rather
+    than a local path: a string that starts with a scheme and ``://``."""
+    return isinstance(location, str) and _URI.match(location) is not None
+
+
+@dataclass(frozen=True)
+class _Root:
+    """Where a dataset lives: its folder, and the pyarrow filesystem of a URI.
+
+    A local path (``fs`` None) is listed with ``pathlib`` and read and written by pyarrow
+    as a path; a URI goes through the filesystem ``pyarrow.fs.FileSystem.from_uri`` opens
+    (a ``file://`` URI is its local path). Every listing, read and write of this module
+    goes through here: an object store's refusal (credentials, endpoint) is an ``OSError``
+    naming the URI and what to check; a local disk's error is raised as it is.
+    """
+
+    path: str  # the dataset's folder: a local path, or the path in ``fs``
+    shown: str  # as given (a local path as ``Path`` prints it), for messages
+    fs: Any = None  # the pyarrow filesystem of a URI; None: a local path
+
+    def __str__(self) -> str:
+        return self.shown
+
+    @property
+    def local(self) -> bool:
+        return self.fs is None
+
+    def join(self, *names: str) -> str:
+        return "/".join([self.path, *names])
+
+    @contextlib.contextmanager
+    def _storage(self, doing: str) -> Iterator[None]:
+        if self.local:
+            yield
+            return
+        try:
+            yield
+        except OSError as exc:
+            scheme = self.shown.split("://", 1)[0].lower()
+            check = _ACCESS.get(scheme, f"the credentials and settings of {scheme}:// that "
+                                        "pyarrow finds")
+            raise OSError(f"{self}: cannot be {doing} ({exc}). Check {check}") from exc
+
+    def _type(self, path: str) -> Any:
+        with self._storage("read"):
+            return self.fs.get_file_info(path).type
+
+    def is_dir(self, path: str) -> bool:
+        if self.local:
+            return Path(path).is_dir()
+        from pyarrow import fs
+
+        return bool(self._type(path) == fs.FileType.Directory)
+
+    def is_file(self, path: str) -> bool:
+        """Whether something that is no folder is at ``path``."""
+        if self.local:
+            return Path(path).exists() and not Path(path).is_dir()
+        from pyarrow import fs
+
+        return bool(self._type(path) == fs.FileType.File)
+
+    def files(self, folder: str, *, recursive: bool = True) -> list[str]:
+        """The ``part-*.parquet`` files in ``folder`` (below it too, when ``recursive``),
+        sorted as ``Path`` sorts them (by their names' parts); none without the folder."""
+        if not self.is_dir(folder):
+            return []
+        if self.local:
+            found = Path(folder).rglob(_PART) if recursive else Path(folder).glob(_PART)
+            return [f"{folder}/{p.relative_to(folder).as_posix()}" for p in sorted(found)]
+        from pyarrow import fs
+
+        with self._storage("read"):
+            listed = self.fs.get_file_info(fs.FileSelector(folder, recursive=recursive))
+        names = [f.path for f in listed if f.type == fs.FileType.File
+                 and fnmatch.fnmatchcase(f.base_name, _PART)]
+        return sorted(names, key=lambda name: name[len(folder):].strip("/").split("/"))
+
+    def schema(self, path: str) -> Any:
+        import pyarrow.parquet as pq
+
+        with self._storage("read"):
+            return pq.read_schema(path, filesystem=self.fs)
+
+    def read(self, path: str) -> Any:
+        import pyarrow.parquet as pq
+
+        with self._storage("read"):
+            return pq.read_table(path, filesystem=self.fs)
+
+    def scan(self, folder: str, columns: list[str] | None, **options: Any) -> Any:
+        """``pyarrow.dataset.dataset(folder, ...)`` read whole (``columns`` of it)."""
+        import pyarrow.dataset as ds
+
+        with self._storage("read"):
+            return ds.dataset(folder, filesystem=self.fs, **options).to_table(columns=columns)
+
+    def mkdir(self, folder: str) -> None:
+        """A local folder and its parents (an object store has no folders: nothing)."""
+        if self.local:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+
+    def write(self, table: Any, path: str, **options: Any) -> None:
+        import pyarrow.parquet as pq
+
+        with self._storage("written"):
+            pq.write_table(table, path, filesystem=self.fs, **options)
+
+    def delete(self, path: str) -> None:
+        if self.local:
+            Path(path).unlink()
+            return
+        with self._storage("written"):
+            self.fs.delete_file(path)
+
+    def bucket(self) -> str | None:
+        """An object store's bucket that does not exist (or that the credentials cannot
+        see); None when it exists, or for a local path."""
+        name = self.path.split("/", 1)[0]
+        return None if self.local or self.is_dir(name) else name
+
+    def not_a_dataset(self, found: str) -> ValueError:
+        """The error of a location that holds no dataset (``found``: what it lacks)."""
+        if self.local:
+            return ValueError(
+                f"{self}: not an agentlog Parquet dataset ({found}); write one with agentlog "
+                "export TRACES --format parquet --out DIR")
+        missing = self.bucket()
+        if missing is not None:
+            found = f"there is no bucket {missing!r}, or these credentials cannot see it"
+        return ValueError(
+            f"{self}: not an agentlog Parquet dataset ({found}); check the URI (its bucket "
+            f"and prefix), or write one there with agentlog export TRACES --format parquet "
+            f"--out {self}")
+
+
+def _root(location: str | os.PathLike[str]) -> _Root:
+    """The ``_Root`` of a dataset's folder or URI."""
+    if not is_uri(location):
+        shown = str(Path(location))
+        return _Root(shown, shown)
+    _arrow()
+    from pyarrow import fs
+
+    uri = str(location).rstrip("/")
+    try:
+        filesystem, path = fs.FileSystem.from_uri(uri)
+    except (ValueError, OSError) as exc:  # an unknown scheme, or a filesystem not built in
+        raise ValueError(
+            f"{uri}: pyarrow cannot open this location ({exc}); give a local folder or a URI "
+            "of a filesystem pyarrow has (s3://bucket/prefix, gs://, hdfs://, file://)"
+        ) from None
+    if isinstance(filesystem, fs.LocalFileSystem):  # file://: its path, as a local one
+        return _Root(path, uri)
+    return _Root(path.rstrip("/"), uri, filesystem)
 
 
 def _schemas(pa: Any) -> dict[str, Any]:
@@ -179,9 +355,13 @@ def _identify(path: Path) -> tuple[str, int | None]:
 
 
 @contextlib.contextmanager
-def _export_lock(out: Path) -> Iterator[None]:
-    """One export into ``out`` at a time (an exclusive lock on a file in it)."""
-    fd = os.open(out / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+def _export_lock(out: _Root) -> Iterator[None]:
+    """One export into ``out`` at a time (an exclusive lock on a file in it; an object
+    store has no lock: nothing)."""
+    if not out.local:
+        yield
+        return
+    fd = os.open(out.join(_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             import fcntl
@@ -199,26 +379,26 @@ def _export_lock(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _parts(out: Path, kind: str) -> list[Path]:
-    return sorted((out / kind).rglob("part-*.parquet")) if (out / kind).is_dir() else []
+def _parts(out: _Root, kind: str) -> list[str]:
+    return out.files(out.join(kind))
 
 
-def _batch_of(part: Path) -> str:
-    return part.name.split("-")[1]
+def _batch_of(part: str) -> str:
+    return part.rsplit("/", 1)[-1].split("-")[1]
 
 
-def _remove_unfinished(out: Path) -> None:
+def _remove_unfinished(out: _Root) -> None:
     """Remove the parts of batches whose ``runs`` part was never written (a killed export)."""
     finished = {_batch_of(p) for p in _parts(out, "runs")}
     for kind in TABLES:
         for part in _parts(out, kind):
             if _batch_of(part) not in finished:
-                part.unlink()
+                out.delete(part)
 
 
-def _exported(out: Path) -> dict[str, set[str]]:
+def _exported(out: _Root) -> dict[str, set[str]]:
     """``source -> run ids`` already in ``out``'s ``runs`` table."""
-    table = read_table(out, "runs", ["run_id", "source"])
+    table = _read_table(out, "runs", ["run_id", "source"])
     by_source: dict[str, set[str]] = {}
     for run_id, source in zip(table.column("run_id").to_pylist(),
                               table.column("source").to_pylist(), strict=True):
@@ -229,7 +409,7 @@ def _exported(out: Path) -> dict[str, set[str]]:
 class _Batch:
     """Rows waiting to be written: per table, arrow tables of runs of one or more files."""
 
-    def __init__(self, pa: Any, out: Path, schemas: dict[str, Any],
+    def __init__(self, pa: Any, out: _Root, schemas: dict[str, Any],
                  partition_by: tuple[str, ...]) -> None:
         self.pa, self.out, self.schemas = pa, out, schemas
         self.partition_by = partition_by
@@ -327,12 +507,10 @@ class _Batch:
                     from_files: list[str]) -> None:
         """One file: the rows of one (system, task) partition, with their sources named in
         the file's metadata (only theirs: a batch's whole list would outweigh small files)."""
-        import pyarrow.parquet as pq
-
-        folder = self.out / kind
-        for name, value in zip(self.partition_by, key, strict=True):
-            folder /= f"{name}={HIVE_NULL if value is None else quote(value, safe='')}"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.out.join(kind, *(
+            f"{name}={HIVE_NULL if value is None else quote(value, safe='')}"
+            for name, value in zip(self.partition_by, key, strict=True)))
+        self.out.mkdir(folder)
         part = part.replace_schema_metadata({
             "agentlog.dataset_schema": str(SCHEMA_VERSION),
             "agentlog.version": __version__,
@@ -341,7 +519,7 @@ class _Batch:
             "agentlog.sources": json.dumps([self.sources[f] for f in from_files]),
         })
         floats, others = _encodings(self.pa, part.schema)
-        pq.write_table(part, folder / f"part-{batch}-0.parquet", compression="zstd",
+        self.out.write(part, f"{folder}/part-{batch}-0.parquet", compression="zstd",
                        use_dictionary=others, use_byte_stream_split=floats)
 
 
@@ -357,7 +535,8 @@ def to_parquet(
 
     Args:
         traces: trace files, folders (every ``*.zst`` below), glob patterns, or a list.
-        out: the dataset folder (created); runs it already holds are skipped.
+        out: the dataset folder (created; runs it already holds are skipped), or a URI
+            such as ``s3://bucket/prefix`` (module docs; the bucket must exist).
         batch_rows: rows held in memory before they are written (all tables together).
         partition_by: the Hive partition columns: ``("system", "task")`` (the default
             for a new dataset), ``("system",)`` or ``()``. A batch writes a file per
@@ -372,23 +551,31 @@ def to_parquet(
 
     Raises:
         MissingDependencyError: pyarrow is not installed.
-        TracePathError: another export is writing ``out``.
-        ValueError, TraceFormatError, OSError: as ``agentlog.read`` on a bad source.
+        TracePathError: another export is writing ``out``, or ``out`` is a file (or a
+            URI whose bucket does not exist).
+        ValueError, TraceFormatError, OSError: as ``agentlog.read`` on a bad source; an
+            ``OSError`` also when ``out`` cannot be written (for a URI: what to check).
     """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ValueError(f"`batch_rows` must be a positive int; found {batch_rows!r}")
     wanted = None if partition_by is None else _partitioning(partition_by)
     pa, _ = _arrow()
-    root = Path(out)
-    if root.exists() and not root.is_dir():
+    root = _root(out)
+    if root.is_file(root.path):
         raise TracePathError(f"{root}: `out` must be a folder (the dataset); it is a file")
-    root.mkdir(parents=True, exist_ok=True)
+    missing = root.bucket()
+    if missing is not None:
+        raise TracePathError(
+            f"{root}: there is no bucket {missing!r} (or these credentials cannot see it); "
+            "create the bucket first, or export into one that exists")
+    root.mkdir(root.path)
     with _export_lock(root):
         _remove_unfinished(root)
         layout: tuple[str, ...] = PARTITIONS
-        if is_dataset(root):
-            check_version(root, "export into")
-            layout = partitioned_by(root)
+        dataset = _is_dataset(root)
+        if dataset:
+            _check_version(root, "export into")
+            layout = _partitioned_by(root)
             if wanted is not None and wanted != layout:
                 raise ValueError(
                     f"{root} is partitioned by {list(layout)}; `partition_by` "
@@ -396,7 +583,7 @@ def to_parquet(
                     "new folder, or leave `partition_by` out")
         elif wanted is not None:
             layout = wanted
-        exported = _exported(root) if is_dataset(root) else {}
+        exported = _exported(root) if dataset else {}
         present = set().union(*exported.values()) if exported else set()
         batch = _Batch(pa, root, _schemas(pa), layout)
         added = skipped = unreadable = files = 0
@@ -448,15 +635,25 @@ def to_parquet(
             f"it re-recorded?); their rows stay in {root}, where estimators would count them. "
             "Export into a fresh folder (or delete this one) to drop them",
             InstrumentationWarning, stacklevel=2)
-    return ParquetResult(out=root, runs_added=added, runs_present=skipped,
-                        runs_unreadable=unreadable, rows=batch.rows, files=files,
-                        stale=stale)
+    return ParquetResult(out=root.shown if is_uri(out) else Path(out), runs_added=added,
+                         runs_present=skipped, runs_unreadable=unreadable, rows=batch.rows,
+                         files=files, stale=stale)
 
 
 def is_dataset(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a folder written by ``to_parquet`` (it has ``runs/`` parts)."""
-    root = Path(path)
-    return root.is_dir() and (root / "runs").is_dir() and bool(_parts(root, "runs"))
+    """Whether ``path`` is a folder (or URI) written by ``to_parquet`` (it has ``runs/``
+    parts).
+
+    Raises:
+        OSError: a URI whose store refuses or cannot be reached (the message says what to
+            check).
+        ValueError: a URI pyarrow cannot open.
+    """
+    return _is_dataset(_root(path))
+
+
+def _is_dataset(root: _Root) -> bool:
+    return bool(_parts(root, "runs"))
 
 
 def read_table(dataset: str | os.PathLike[str], table: str,
@@ -464,43 +661,47 @@ def read_table(dataset: str | os.PathLike[str], table: str,
     """One table of a dataset written by ``to_parquet``, its partition columns included.
 
     Args:
-        dataset: the dataset folder.
+        dataset: the dataset folder, or its URI (``s3://bucket/prefix``).
         table: one of ``TABLES``.
         columns: the columns to read (default all).
 
     Raises:
         ValueError: an unknown table, or a folder that is not such a dataset.
+        OSError: a URI whose store refuses or cannot be reached (what to check).
         MissingDependencyError: pyarrow is not installed.
     """
-    pa, ds = _arrow()
+    _arrow()
     if table not in TABLES:
         raise ValueError(f"`table` must be one of {', '.join(TABLES)}; found {table!r}")
-    root = Path(dataset)
-    if not (root / "runs").is_dir():
-        raise ValueError(
-            f"{root}: not an agentlog Parquet dataset (no runs/ folder in it); write one "
-            "with agentlog export TRACES --format parquet --out DIR")
-    check_version(root, "read")
+    return _read_table(_root(dataset), table, columns)
+
+
+def _read_table(root: _Root, table: str, columns: list[str] | None) -> pa.Table:
+    pa, ds = _arrow()
+    if not root.is_dir(root.join("runs")):
+        raise root.not_a_dataset("no runs/ folder in it")
+    _check_version(root, "read")
     schema = _schemas(pa)[table]
     if not _parts(root, table):
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
-    hive = ds.HivePartitioning(pa.schema([(p, pa.string()) for p in partitioned_by(root)]),
+    hive = ds.HivePartitioning(pa.schema([(p, pa.string()) for p in _partitioned_by(root)]),
                                null_fallback=HIVE_NULL)
-    data = ds.dataset(root / table, format="parquet", partitioning=hive, schema=schema)
-    return data.to_table(columns=columns)
+    return root.scan(root.join(table), columns, format="parquet", partitioning=hive,
+                     schema=schema)
 
 
 def check_version(dataset: str | os.PathLike[str], doing: str = "read") -> None:
     """Refuse a dataset of another schema version (``ValueError`` naming the fix: export
     afresh): its tables lack columns (or hold others) that would read as nulls. A folder
     without ``runs`` parts passes (there is nothing to read yet)."""
-    import pyarrow.parquet as pq
+    _check_version(_root(dataset), doing)
 
-    root = Path(dataset)
+
+def _check_version(root: _Root, doing: str) -> None:
     parts = _parts(root, "runs")
     if not parts:
         return
-    meta = pq.read_schema(parts[0]).metadata or {}
+    meta = root.schema(parts[0]).metadata or {}
     found = meta.get(b"agentlog.dataset_schema", b"?").decode()
     if found != str(SCHEMA_VERSION):
         raise ValueError(
@@ -523,12 +724,14 @@ def _partitioning(partition_by: Iterable[str]) -> tuple[str, ...]:
 def partitioned_by(dataset: str | os.PathLike[str]) -> tuple[str, ...]:
     """The Hive partition columns of a dataset: ``("system", "task")``, ``("system",)``
     or ``()`` (``to_parquet(partition_by=...)``), as its files record it."""
-    import pyarrow.parquet as pq
+    return _partitioned_by(_root(dataset))
 
-    parts = _parts(Path(dataset), "runs")
+
+def _partitioned_by(root: _Root) -> tuple[str, ...]:
+    parts = _parts(root, "runs")
     if not parts:
         return PARTITIONS
-    meta = pq.read_schema(parts[0]).metadata or {}
+    meta = root.schema(parts[0]).metadata or {}
     text = meta.get(b"agentlog.partition_by", b"system,task").decode()
     return _partitioning(text.split(",") if text else ())
 
@@ -586,10 +789,9 @@ def iter_runs(dataset: str | os.PathLike[str] | Mapping[str, Any],
     Raises:
         ValueError: an unknown table; a folder that is not a dataset (or of another
             schema version); a mapping that lacks a table or a column.
+        OSError: a URI whose store refuses or cannot be reached (what to check).
         MissingDependencyError: pyarrow is not installed.
     """
-    import pyarrow.parquet as pq
-
     pa, _ = _arrow()
     wanted = tuple(tables)
     rebuilt = ("windows", "selections", "continuations", "scores")
@@ -600,24 +802,25 @@ def iter_runs(dataset: str | os.PathLike[str] | Mapping[str, Any],
     if isinstance(dataset, Mapping):
         yield from _partition_runs(_given_tables(dataset, wanted, schemas), {}, wanted)
         return
-    root = Path(dataset)
-    if not is_dataset(root):
-        raise ValueError(
-            f"{root}: not an agentlog Parquet dataset (no runs/ parts in it); write one "
-            "with agentlog export TRACES --format parquet --out DIR")
-    check_version(root, "read")
-    layout = partitioned_by(root)
-    partitions = sorted({p.parent.relative_to(root / "runs") for p in _parts(root, "runs")})
+    root = _root(dataset)
+    runs = _parts(root, "runs")
+    if not runs:
+        raise root.not_a_dataset("no runs/ parts in it")
+    _check_version(root, "read")
+    layout = _partitioned_by(root)
+    # A part's partition: its folder's names below runs/ (none in a flat dataset).
+    prefix = len(root.join("runs")) + 1
+    partitions = sorted({tuple(p[prefix:].split("/")[:-1]) for p in runs})
     for partition in partitions:
         values = dict(zip(layout, (_hive_value(part.split("=", 1)[1])
-                                   for part in partition.parts), strict=True))
+                                   for part in partition), strict=True))
 
-        def read(kind: str, partition: Path = partition) -> dict[str, list[Any]]:
-            files = sorted((root / kind / partition).glob("part-*.parquet"))
+        def read(kind: str, partition: tuple[str, ...] = partition) -> dict[str, list[Any]]:
+            files = root.files(root.join(kind, *partition), recursive=False)
             if not files:
                 return {name: [] for name in schemas[kind].names}
             columns: dict[str, list[Any]] = pa.concat_tables(
-                [pq.read_table(f) for f in files]).to_pydict()
+                [root.read(f) for f in files]).to_pydict()
             return columns
 
         yield from _partition_runs(read, values, wanted)

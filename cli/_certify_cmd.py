@@ -36,12 +36,13 @@ from rich.console import Console
 from rich.markup import escape
 
 import agentlog as al
-from agentlog.dataset import is_dataset, read_table
+from agentlog.dataset import read_table
 from agentlog.records import iter_runs, trace_sha256
 
+from ._dataset_input import Dataset, TracesOrDataset, single_dataset, trace_paths
 from ._executor import Executor, RayAddress, executing, executor_option
 from ._inspect import table
-from ._options import Traces, json_option, plot_option, window_option
+from ._options import json_option, plot_option, window_option
 from ._output import (
     EXIT_OK,
     BadInput,
@@ -163,7 +164,7 @@ def certify_traces(traces: Sequence[al.Trace | Path], plan: Plan, *,
                         executor=executor), data
 
 
-def certify_dataset(dataset: Path, plan: Plan, *, window: str | None = None,
+def certify_dataset(dataset: Dataset, plan: Plan, *, window: str | None = None,
                     calibrate: bool = True, executor: str = "local"
                     ) -> tuple[BoardResult, CertifyData]:
     """``certify.from_dataset`` → ``admissibility`` → ``certify`` over a Parquet dataset.
@@ -196,7 +197,7 @@ def certify_dataset(dataset: Path, plan: Plan, *, window: str | None = None,
                         calibrate=calibrate, executor=executor), data
 
 
-def dataset_entries(dataset: Path, plan: Plan, window: str, *, flag: bool) -> Any:
+def dataset_entries(dataset: Dataset, plan: Plan, window: str, *, flag: bool) -> Any:
     """The sealed entries of ``window`` from the traces ``dataset`` was exported from
     (``certify.EntryTable.from_traces``), after checking each still has the SHA-256 its
     export recorded; ``BadInput`` naming the fix otherwise."""
@@ -489,7 +490,7 @@ def refused_everywhere(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def certify_command(
-    traces: Traces,
+    traces: TracesOrDataset,
     plan_path: Annotated[Path | None, typer.Option(
         "--plan", help="The certification plan (TOML): readouts with their tolerances, δ, δ′, "
         "the comparison window, conditions and constants ([LBC] Def. 1, Def. 7).",
@@ -512,20 +513,21 @@ def certify_command(
     (agentlog export --format parquet). Exit 0 board computed, 2 bad input."""
     try:
         plan = load_plan(plan_path)
-        dataset = len(traces) == 1 and is_dataset(traces[0])
+        dataset = single_dataset(traces)
         with executing(executor, ray_address) as how:
-            if dataset:
-                with dataset_errors():
-                    board, data = certify_dataset(traces[0], plan, window=window,
+            if dataset is not None:
+                with dataset_errors(dataset):
+                    board, data = certify_dataset(dataset, plan, window=window,
                                                   executor=how)
                 hashed = DATASET_HASHED + (DATASET_ENTRIES if data.entries is not None
                                            else "")
-                inputs: dict[str, Any] = {"dataset": str(traces[0]), "hashed": hashed}
+                inputs: dict[str, Any] = {"dataset": str(dataset), "hashed": hashed}
             else:
-                files = trace_files(traces)
+                files = trace_files(trace_paths(traces))
                 with trace_errors():  # the files stream: a bad one is found while reading it
                     board, data = certify_traces(files, plan, window=window, executor=how)
-                inputs = {"traces": [str(p) for p in traces], "hashed": TRACES_HASHED}
+                inputs = {"traces": [str(p) for p in trace_paths(traces)],
+                          "hashed": TRACES_HASHED}
     except BadInput as exc:
         fail(f"agentlog certify: {exc}")
     out = {**board.to_dict(), "inputs": {**inputs, "executor": how}}

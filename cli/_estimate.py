@@ -28,10 +28,10 @@ import agentlog as al
 from agentlog.dataset import iter_runs as dataset_runs
 from agentlog.records import Selection, iter_runs
 
-from ._dataset_input import single_dataset
+from ._dataset_input import TracesOrDataset, single_dataset, trace_paths
 from ._executor import Executor, RayAddress, executing, executor_option, needs_dataset
 from ._inspect import table
-from ._options import JsonOutput, Traces, plot_option
+from ._options import JsonOutput, plot_option
 from ._output import (
     EXIT_OK,
     BadInput,
@@ -111,7 +111,7 @@ def _table(path: Path, what: str) -> dict[Any, float]:
                        "JSON lines or Parquet file") from exc
 
 
-def default_budget(traces: Sequence[al.Trace | Path], stream: str) -> tuple[int, str]:
+def default_budget(traces: Sequence[al.Trace | Path | str], stream: str) -> tuple[int, str]:
     """``K`` when none is given: the budget every run recorded in its meta, else the longest
     run. The files stream one run at a time (a dataset's runs, a partition at a time)."""
     recorded = set()
@@ -302,7 +302,7 @@ def plot_cess_budgets(curve: dict[str, list[float]], path: Path, *, title: str) 
 
 
 def cess_command(
-    traces: Traces,
+    traces: TracesOrDataset,
     outcomes: Annotated[Path, typer.Option(
         "--outcomes", help="Evidence scores Y: CSV, JSON lines or Parquet with candidate_id"
         "[, task] and a value column (y, value, outcome, prediction or m).",
@@ -350,8 +350,8 @@ def cess_command(
     # with the files' size.
     try:
         dataset = single_dataset(traces)  # agentlog export --format parquet
-        loaded = [dataset] if dataset is not None else trace_files(traces)
-        with trace_errors(), dataset_errors():
+        loaded = [dataset] if dataset is not None else trace_files(trace_paths(traces))
+        with trace_errors(), dataset_errors(dataset):
             k, source = ((budget, "--budget") if budget is not None
                          else default_budget(loaded, stream))
         y = _table(outcomes, "outcomes")

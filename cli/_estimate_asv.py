@@ -427,7 +427,7 @@ def asv_command(
             loaded = [dataset] if dataset is not None else trace_files(trace_paths(traces))
             needs_dataset(executor, dataset)
             how = ray.enter_context(executing(executor, ray_address))
-            with trace_errors(), dataset_errors():
+            with trace_errors(), dataset_errors(dataset):
                 cells = scored_cells(loaded, how)
             win, win_source, name, name_source = choose_cells(
                 cells, pair, window, parse_score(score), len(loaded))

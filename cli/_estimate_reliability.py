@@ -521,7 +521,7 @@ def reliability_command(
         files: list[Dataset] = [dataset] if dataset is not None else list(paths)
         with executing(executor, ray_address) as how:
             if dataset is not None:
-                with dataset_errors():
+                with dataset_errors(dataset):
                     names, runs_of = dataset_scores(dataset, how)
                     name, source = choose_score(names, score, f"the dataset {dataset}")
                     runs = runs_of(name)

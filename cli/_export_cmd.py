@@ -1,5 +1,6 @@
 """``agentlog export TRACES... --otlp URL``: stored traces as spans for a tracing backend;
-``--format parquet --out DIR``: as a Parquet dataset (``agentlog.dataset``).
+``--format parquet --out DIR``: as a Parquet dataset (``agentlog.dataset``; ``DIR`` may be
+a URI such as ``s3://bucket/prefix``).
 
 Spans keep the records' original timestamps and get deterministic ids, so exporting the
 same trace twice sends the same spans (backends keep one copy). ``--format otlp-json
@@ -27,7 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import agentlog as al
-from agentlog.dataset import to_parquet
+from agentlog.dataset import is_uri, to_parquet
 from agentlog.export import ExportResult, endpoint_problem, to_otlp, to_otlp_json
 from agentlog.records import LLMCall, RunStart, ToolCall, WindowEnter
 from agentlog.scrubbing import scrub_text
@@ -67,9 +68,10 @@ def _check_url(url: str) -> None:
 
 
 @contextlib.contextmanager
-def _streaming(files: Sequence[Path], out: Path | None = None) -> Iterator[None]:
+def _streaming(files: Sequence[Path], out: Path | str | None = None) -> Iterator[None]:
     """Errors while the traces stream: a file that is no trace or cannot be read is
-    ``BadInput`` (``trace_errors``), as is an ``out`` that cannot be written."""
+    ``BadInput`` (``trace_errors``), as is an ``out`` that cannot be written (a URI's
+    error says what to check)."""
     names = {os.fspath(f) for f in files}
     with trace_errors():
         try:
@@ -77,6 +79,8 @@ def _streaming(files: Sequence[Path], out: Path | None = None) -> Iterator[None]
         except OSError as exc:
             if out is None or (exc.filename is not None and os.fspath(exc.filename) in names):
                 raise  # a trace's: trace_errors says which and what to do
+            if is_uri(out):
+                raise BadInput(str(exc)) from exc
             raise BadInput(f"{out}: cannot be written ({exc.strerror or exc}); check that "
                            "its folder exists and is writable") from exc
 
@@ -87,10 +91,11 @@ def _count_spans(files: Sequence[Path]) -> int:
     return sum(isinstance(r, _SPAN_RECORDS) for f in files for r in al.iter_records(f))
 
 
-def _to_parquet(traces: list[Path], out: Path | None, partition_by: str | None) -> int:
-    if out is None:
+def _to_parquet(traces: list[Path], given: str | None, partition_by: str | None) -> int:
+    if given is None:
         raise BadInput("--format parquet needs --out DIR (the dataset folder)")
-    if out.exists() and not out.is_dir():
+    out: Path | str = given if is_uri(given) else Path(given)
+    if isinstance(out, Path) and out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; pass a folder (the dataset), e.g. "
                        f"{out.with_suffix('')}-parquet")
     layout = None
@@ -107,6 +112,8 @@ def _to_parquet(traces: list[Path], out: Path | None, partition_by: str | None) 
         try:
             result = to_parquet(files, out, partition_by=layout,
                                 progress=lambda n: bar.advance(task, n))
+        except al.TracePathError as exc:  # another export is writing it; no such bucket
+            raise BadInput(str(exc)) from None
         except ValueError as exc:
             if "partitioned by" not in str(exc):
                 raise
@@ -157,8 +164,9 @@ def export_command(
                              "DIR (only runs not already there are added).")
     ] = Format.otlp,
     out: Annotated[
-        Path | None, out_option("File for --format otlp-json; folder for --format parquet.",
-                                show_default=False)
+        str | None, out_option("File for --format otlp-json; folder (or a URI such as "
+                               "s3://bucket/prefix) for --format parquet.",
+                               show_default=False)
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -209,15 +217,16 @@ def export_command(
         if fmt is Format.otlp_json:
             if out is None:
                 raise BadInput("--format otlp-json needs --out FILE (where to write the spans)")
-            if out.is_dir():
-                raise BadInput(f"--out {out}: is a folder; pass a file name such as "
-                               f"{out / 'spans.json'}")
+            spans = Path(out)
+            if spans.is_dir():
+                raise BadInput(f"--out {spans}: is a folder; pass a file name such as "
+                               f"{spans / 'spans.json'}")
             files = trace_files(traces)
-            with _streaming(files, out):
-                result = to_otlp_json(files, out, service_name=service_name,
+            with _streaming(files, spans):
+                result = to_otlp_json(files, spans, service_name=service_name,
                                       resource_attributes=resource,
                                       capture_content=capture_content)
-            raise typer.Exit(_report(result, str(out)))
+            raise typer.Exit(_report(result, str(spans)))
         if otlp is None:
             raise BadInput("pass --otlp URL (an OTLP/HTTP traces endpoint), or --format "
                            "otlp-json --out FILE")

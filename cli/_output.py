@@ -118,8 +118,12 @@ def trace_errors(path: Path | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def dataset_errors() -> Iterator[None]:
-    """A dataset that pyarrow cannot read (or no pyarrow) is ``BadInput``."""
+def dataset_errors(dataset: object = None) -> Iterator[None]:
+    """A dataset that pyarrow cannot read (or no pyarrow) is ``BadInput``. An ``OSError``
+    reading ``dataset`` at a URI is agentlog's message, which names the URI and what to
+    check (credentials, endpoint), as it is."""
+    from agentlog.dataset import is_uri
+
     try:
         yield
     except al.MissingDependencyError as exc:
@@ -127,6 +131,8 @@ def dataset_errors() -> Iterator[None]:
     except (OSError, ValueError) as exc:
         if isinstance(exc, BadInput):
             raise
+        if isinstance(exc, OSError) and is_uri(dataset):
+            raise BadInput(str(exc)) from None
         raise BadInput(f"the Parquet dataset cannot be read ({exc}); export it again with "
                        "agentlog export TRACES --format parquet --out DIR") from None
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentlog import MissingDependencyError
-from agentlog.dataset import HIVE_NULL, PARTITIONS, check_version
+from agentlog.dataset import HIVE_NULL, PARTITIONS, check_version, is_uri
 
 __all__ = ["use_ray"]
 
@@ -120,24 +120,50 @@ def _exists(path: str) -> bool:
     return bool(filesystem.get_file_info(inner).type == fs.FileType.Directory)
 
 
+def _checked(dataset: str) -> str:
+    """The dataset's location as Ray's workers read it, after the driver checked its schema
+    version (another version: the fix, not a Ray Data error; a URI's store that refuses:
+    what to check). Workers run in their own folders: a local path is made absolute (it
+    must name the same folder on every node, e.g. a shared filesystem's mount); a URI is
+    read with each worker's own credentials (for S3, from its environment)."""
+    check_version(dataset)
+    return (dataset if is_uri(dataset) else os.path.abspath(dataset)).rstrip("/")
+
+
+@contextlib.contextmanager
+def _workers_read(dataset: str) -> Iterator[None]:
+    """A URI that Ray's workers fail to read, after this process read it (``_checked``), is
+    an ``OSError`` that says why: a worker reads it with its own node's credentials and
+    reaches the endpoint from its own node (Ray's own error holds the worker's traceback)."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_uri(dataset):
+            raise
+        cause = getattr(exc, "cause", None) or exc  # ray.exceptions.RayTaskError's
+        said = next(iter(str(cause).strip().splitlines()), "") or type(cause).__name__
+        raise OSError(
+            f"{dataset}: Ray's workers cannot read it ({said}), though this process can: "
+            "each node reads a URI with its own credentials (for S3: AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY in the environment its Ray node was started with, "
+            "~/.aws, or an instance role) and must reach its endpoint; give every node "
+            "both") from exc
+
+
 def map_table(dataset: str, name: str, columns: list[str], fn: Callable[..., Any],
               kwargs: Mapping[str, Any]) -> list[Any]:
     """``fn`` over the blocks of ``ray.data.read_parquet(dataset/name)``: its outputs, in the
     order Ray finishes them (nothing when the dataset has no such table)."""
     data = import_ray("ray.data")
-    # Workers run in their own folders: a local path is made absolute (it must name the
-    # same folder on every node, e.g. a shared filesystem's mount).
-    if "://" not in dataset:
-        check_version(dataset)  # another schema version: the fix, not a Ray Data error
-    root = dataset if "://" in dataset else os.path.abspath(dataset)
-    path = f"{root.rstrip('/')}/{name}"
+    root = _checked(dataset)
+    path = f"{root}/{name}"
     if not _exists(path):
         if name == "runs":
             raise ValueError(
                 f"{dataset}: not an agentlog Parquet dataset (no runs/ folder in it); write "
                 "one with agentlog export TRACES --format parquet --out DIR")
         return []
-    with use_ray(), _quiet_ray_data():
+    with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         read = data.read_parquet(path)  # Hive partitions (system, task) become columns
         out = read.select_columns(columns).map_batches(
             _apply, batch_format="pyarrow", batch_size=None,
@@ -186,13 +212,11 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
     import pyarrow as pa
 
     data = import_ray("ray.data")
-    if "://" not in dataset:
-        check_version(dataset)
-    root = dataset if "://" in dataset else os.path.abspath(dataset)
-    with use_ray(), _quiet_ray_data():
+    root = _checked(dataset)
+    with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         reads = {}
         for name, columns in tables.items():
-            path = f"{root.rstrip('/')}/{name}"
+            path = f"{root}/{name}"
             if not _exists(path):
                 if name == "runs":
                     raise ValueError(
