@@ -74,9 +74,10 @@ OWN_LEVELS = {"selection": "agent", "stopping": "adaptive"}
 ARM_CODES = ("00", "10", "01", "11")  # (selection, stopping) levels, the order of eq. 4
 
 POLICY_NOTE = (
-    "Δsel, Δstop and Δint are policy effects: how the opened-evidence conclusion changes "
-    "when the selection or stopping policy is replaced on the same pool and the same random "
-    "numbers ([SSC] eq. 3–4). " + THEOREM_2_NOTE
+    "Δsel, Δstop and Δint are policy effects: how the outcome changes when the agent's own "
+    "selection or stopping policy (level 1) replaces the intervention (level 0), on the "
+    "same entries and the same random numbers ([SSC] eq. 3–4); a positive Δsel means the "
+    "agent's own selection raises the outcome. " + THEOREM_2_NOTE
 )
 
 
