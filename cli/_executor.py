@@ -32,7 +32,7 @@ def executor_option(work: str) -> Any:
     return typer.Option(
         "--executor", help=f"Where {work} run: local (this process) or ray (a Ray cluster: "
         "--ray-address, else RAY_ADDRESS, else a local one for this command; needs "
-        "pip install 'agentlog[ray]'). Same results.")
+        "pip install 'agentlog\\[ray]'). Same results.")
 
 
 RayAddress = Annotated[str | None, typer.Option(
