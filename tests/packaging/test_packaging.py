@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -87,15 +88,18 @@ def test_the_development_install_gives_the_same_imports() -> None:
         f"mods={SUBPACKAGES!r};"
         "print(json.dumps({m: importlib.import_module(m).__file__ for m in mods}))"
     )
+    # The install alone: a session's Ray cluster puts the checkout on PYTHONPATH for its
+    # workers (tests/conftest.py), which would make the top-level folders importable.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd="/")
+                         check=True, cwd="/", env=env)
     files = json.loads(out.stdout)
     # through agentlog/replay -> ../replay (see the source-tree test below): the same file
     assert Path(files["agentlog.replay"]).resolve() == ROOT / "replay" / "__init__.py"
     assert Path(files["agentlog.cli"]).resolve() == ROOT / "cli" / "__init__.py"
     spec = subprocess.run([sys.executable, "-c", "import importlib.util as u;"
                            "print(u.find_spec('replay'), u.find_spec('cli'))"],
-                          capture_output=True, text=True, check=True, cwd="/")
+                          capture_output=True, text=True, check=True, cwd="/", env=env)
     assert spec.stdout.split() == ["None", "None"]
 
 
