@@ -33,6 +33,7 @@ ones, so their difference has far less variance than two independent runs' would
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,7 +48,7 @@ from agentlog.display import html_repr, render_estimates, render_fields, render_
 
 from ._bootstrap import group_means
 from ._effects import block_values, cluster_standard_error, cluster_t_interval, warn_doubtful
-from ._effects_trace import TraceInput, read_arm_runs
+from ._effects_trace import TraceInput, complete_blocks, read_arm_runs
 from ._interval import ConfidenceInterval, check_confidence_level
 from ._labels import codes
 
@@ -55,10 +56,8 @@ __all__ = ["KINDS", "AttributionResult", "arms", "estimate", "from_traces",
            "shapley_permutations"]
 
 FloatArray = NDArray[np.float64]
-Kind = Literal["contrastive", "shapley"]
 KINDS = ("contrastive", "shapley")
 ShapleyOption = Literal["auto", "exact"] | int | None
-ALTER_FACTOR = "alter"  # agentlog.replay.alteration_arm's one factor
 MAX_EXACT_PLAYERS = 12  # 2^12 = 4096 arms per block: beyond, sample permutations
 AUTO_EXACT_PLAYERS = 6  # arms(shapley="auto"): every coalition up to 2^6 = 64 arms
 
@@ -134,12 +133,6 @@ def _players(players: Sequence[str] | Mapping[str, Sequence[str]]
     return out
 
 
-def _label(groups: Mapping[str, tuple[str, ...]], names: Sequence[str],
-           coalition: Iterable[int]) -> str:
-    """The alteration arm's label (its ``alter`` factor) of a coalition of players."""
-    return "+".join(sorted(d for i in coalition for d in groups[names[i]]))
-
-
 def arms(players: Sequence[str] | Mapping[str, Sequence[str]], *,
          shapley: ShapleyOption = None, seed: int = 0) -> list[Any]:
     """The alteration arms an attribution study runs (``intervene(..., arms=...)``).
@@ -171,8 +164,7 @@ def arms(players: Sequence[str] | Mapping[str, Sequence[str]], *,
     if mode is not None:
         for c in _coalitions(n, mode, seed):
             wanted.setdefault(c, None)
-    return [alteration_arm(_label(groups, names, c).split("+") if c else [])
-            for c in wanted]
+    return [alteration_arm([d for i in c for d in groups[names[i]]]) for c in wanted]
 
 
 def _shapley_mode(shapley: ShapleyOption, n: int) -> Literal["exact"] | int | None:
@@ -414,17 +406,11 @@ def estimate(
     if missing:
         raise ValueError(f"player(s) {missing} have no arm of their own: a contrastive effect "
                          "needs each player changed alone (attribution.arms adds them)")
-    n = len(names)
-    index = {p: i for i, p in enumerate(names)}
-
-    def y(coalition: Iterable[int]) -> FloatArray:
-        return table[frozenset(names[i] for i in coalition)]
-
     base = table[frozenset()]
-    contrastive = np.column_stack([y([i]) - base for i in range(n)])
+    contrastive = np.column_stack([table[frozenset({p})] - base for p in names])
     full = frozenset(names)
     total = table[full] - base if full in table else None
-    shapley_block, method, note, spread = _shapley(table, names, index, shapley, seed)
+    shapley_block, method, note, spread = _shapley(table, names, shapley, seed)
     clusters = np.arange(n_blocks) if cluster is None else cluster
     levels, group = codes(clusters, name="cluster")
     G = len(levels)
@@ -472,16 +458,16 @@ def estimate(
 
 
 def _shapley(table: Mapping[frozenset[str], FloatArray], names: tuple[str, ...],
-             index: Mapping[str, int], shapley: ShapleyOption, seed: int
+             shapley: ShapleyOption, seed: int
              ) -> tuple[FloatArray | None, str | None, str, dict[str, float] | None]:
     """Per-block Shapley values, the method, why none, and the permutations' spread."""
     n = len(names)
     if shapley is None:
         return None, None, "not asked for (shapley=None)", None
-    every = all(frozenset(names[i] for i in c) in table
-                for c in _coalitions(n, "exact", 0)) if n <= MAX_EXACT_PLAYERS else False
     mode: Literal["exact"] | int
     if shapley == "auto":
+        every = n <= MAX_EXACT_PLAYERS and all(frozenset(names[i] for i in c) in table
+                                               for c in _coalitions(n, "exact", 0))
         if not every:
             have = sum(1 for c in table if c <= set(names))
             return None, None, (
@@ -499,7 +485,7 @@ def _shapley(table: Mapping[frozenset[str], FloatArray], names: tuple[str, ...],
             raise ValueError(
                 f"Shapley ({how}) needs the arm changing {sorted(key) or 'nothing'}, which "
                 f"was not run: make the arms with attribution.arms(players, {how}) (or "
-                f"agentlog replay --alter … --shapley {mode if mode != 'exact' else 'exact'})")
+                f"agentlog replay --alter … --shapley {mode})")
     n_blocks = table[frozenset()].shape[0]
     phi = np.zeros((n_blocks, n))
     if mode == "exact":
@@ -531,7 +517,7 @@ def _shapley(table: Mapping[frozenset[str], FloatArray], names: tuple[str, ...],
     else:
         spread = np.full(n, math.nan)
     return (phi, f"permutations:{mode}", "",
-            {p: float(spread[index[p]]) for p in names})
+            {p: float(spread[i]) for i, p in enumerate(names)})
 
 
 def from_traces(
@@ -573,6 +559,8 @@ def from_traces(
     outcome_name = outcome if isinstance(outcome, str) else getattr(outcome, "__name__",
                                                                      repr(outcome))
 
+    from agentlog.replay.interventions import ALTER_FACTOR
+
     def arm_of(factors: Mapping[str, Any], where: str) -> str:
         label = factors.get(ALTER_FACTOR)
         if not isinstance(label, str):
@@ -607,48 +595,24 @@ def from_traces(
     mode = _shapley_mode(shapley, len(names)) if shapley != "auto" else None
     if mode is not None:
         needed |= {frozenset(names[i] for i in c) for c in _coalitions(len(names), mode, seed)}
-    rows: dict[Iterable[str], ArrayLike] = {}
-    kept: list[tuple[str, str, str]] = []
-    dropped: list[str] = []
-    n_unused = 0
-    cells = []
-    for key, cell in runs.blocks.items():
-        values: dict[frozenset[str], float] = {}
-        for label, (value, _where) in cell.items():
-            c = coalition_of[label]
-            if c is None:
-                n_unused += 1
-            else:
-                values[c] = value
-        lacking = [c for c in needed if c not in values]
-        if lacking:
-            first = sorted(lacking, key=lambda c: (len(c), sorted(c)))[0]
-            if incomplete == "error":
-                raise ValueError(
-                    f"block {key[1]} (task {key[0]!r}, replicate {key[2]}) lacks the arm "
-                    f"changing {sorted(first) or 'nothing (the agent own arm)'}"
-                    f"{f' and {len(lacking) - 1} more' if len(lacking) > 1 else ''}: every "
-                    "block needs the same arms on its random numbers. Re-run the "
-                    "intervention (it resumes the missing units) or pass incomplete='drop' "
-                    "(--drop-incomplete)")
-            dropped.append(key[1])
-            continue
-        kept.append(key)
-        cells.append(values)
-    if dropped:
-        warnings.warn(f"{len(dropped)} block(s) lack some arms and were left out (first: "
-                      f"{dropped[0]})", DegenerateDataWarning, stacklevel=2)
-    if not kept:
-        raise ValueError("no block has every arm needed; nothing to estimate")
+    coalitions = {key: {c: value for label, (value, _where) in cell.items()
+                        if (c := coalition_of[label]) is not None}
+                  for key, cell in runs.blocks.items()}
+    n_unused = sum(coalition_of[label] is None for cell in runs.blocks.values()
+                   for label in cell)
+    wanted = sorted(needed, key=lambda c: (len(c), sorted(c)))
+    kept = complete_blocks(
+        coalitions, lambda cell: ["+".join(sorted(c)) or "the agent's own" for c in wanted
+                                  if c not in cell],
+        incomplete, needs="the same arms")
+    cells = [coalitions[key] for key in kept]
     common = set.intersection(*(set(v) for v in cells))
-    for c in common:
-        rows[c] = [v[c] for v in cells]
+    rows: dict[Iterable[str], ArrayLike] = {c: [v[c] for v in cells] for c in common}
     runs.shared.warn(stacklevel=2)
     result = estimate(rows, players=names, cluster=[k[0] for k in kept], shapley=shapley,
                       seed=seed, confidence_level=level)
-    return AttributionResult(
-        **{**result.__dict__, "decisions": groups, "outcome": outcome_name,
-           "block": tuple(k[1] for k in kept), "task": tuple(k[0] for k in kept),
-           "replicate": tuple(k[2] for k in kept), "n_runs": runs.n_runs,
-           "n_skipped": runs.n_skipped, "n_unused": n_unused})
+    return dataclasses.replace(
+        result, decisions=groups, outcome=outcome_name, block=tuple(k[1] for k in kept),
+        task=tuple(k[0] for k in kept), replicate=tuple(k[2] for k in kept),
+        n_runs=runs.n_runs, n_skipped=runs.n_skipped, n_unused=n_unused)
 

@@ -380,6 +380,38 @@ def read_arm_runs(source: TraceInput | Iterable[TraceInput], *,
     return ArmRuns(blocks, n_runs, n_skipped, shared, n_failed, first_failure)
 
 
+def complete_blocks(blocks: Mapping[tuple[str, str, str], Any],
+                    missing_of: Callable[[Any], list[str]], incomplete: str, *,
+                    needs: str) -> list[tuple[str, str, str]]:
+    """The keys of the blocks that hold every arm an estimate reads, in block order.
+
+    ``missing_of(cell)`` names the arms a block lacks. An incomplete block is an error
+    (``incomplete="error"``) or is left out with a ``DegenerateDataWarning``
+    (``"drop"``); with none left, nothing can be estimated (``ValueError``).
+    """
+    kept: list[tuple[str, str, str]] = []
+    dropped: list[str] = []
+    for key, cell in blocks.items():
+        missing = missing_of(cell)
+        if not missing:
+            kept.append(key)
+        elif incomplete == "error":
+            shown = f"{missing[:3]}{f' and {len(missing) - 3} more' if len(missing) > 3 else ''}"
+            raise ValueError(
+                f"block {key[1]} (task {key[0]!r}, replicate {key[2]}) lacks arm(s) {shown}: "
+                f"every block needs {needs} on the same random numbers. Re-run the "
+                "intervention (it resumes the missing units) or pass incomplete='drop' "
+                "(--drop-incomplete)")
+        else:
+            dropped.append(key[1])
+    if dropped:
+        warnings.warn(f"{len(dropped)} block(s) lack some of {needs} and were left out "
+                      f"(first: {dropped[0]})", DegenerateDataWarning, stacklevel=3)
+    if not kept:
+        raise ValueError(f"no block has {needs}; nothing to estimate")
+    return kept
+
+
 def effects_from_traces(
     source: TraceInput | Iterable[TraceInput] | None = None,
     *,
@@ -469,32 +501,12 @@ def effects_from_traces(
     lv = _levels(seen, levels)
     wanted = {code: (lv["selection"][int(code[0])], lv["stopping"][int(code[1])])
               for code in ARM_CODES}
-    theta: dict[str, list[float]] = {c: [] for c in ARM_CODES}
-    labels: list[tuple[str, str, str]] = []
-    dropped: list[str] = []
-    for key, cell in blocks.items():
-        missing = [f"selection={s}, stopping={b}" for s, b in wanted.values()
-                   if (s, b) not in cell]
-        if missing:
-            if incomplete == "error":
-                raise ValueError(
-                    f"block {key[1]} (task {key[0]!r}, replicate {key[2]}) lacks arm(s) "
-                    f"{missing}: every block needs all four arms on the same random numbers. "
-                    "Re-run the replay (it resumes the missing units) or pass "
-                    "incomplete='drop' (--drop-incomplete)"
-                )
-            dropped.append(key[1])
-            continue
-        for code, arm_key in wanted.items():
-            theta[code].append(cell[arm_key][0])
-        labels.append(key)
-    if dropped:
-        warnings.warn(
-            f"{len(dropped)} block(s) lack some of the four arms and were left out (first: "
-            f"{dropped[0]})", DegenerateDataWarning, stacklevel=2,
-        )
-    if not labels:
-        raise ValueError("no block has all four arms; nothing to estimate")
+    labels = complete_blocks(
+        blocks, lambda cell: [f"selection={s}, stopping={b}" for s, b in wanted.values()
+                              if (s, b) not in cell],
+        incomplete, needs="the four arms")
+    theta = {code: [blocks[key][arm_key][0] for key in labels]
+             for code, arm_key in wanted.items()}
     shared.warn(stacklevel=2)
     tasks = [k[0] for k in labels]
     reps = [k[2] for k in labels]

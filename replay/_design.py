@@ -35,7 +35,6 @@ from agentlog.records import encode_artifact
 from agentlog.reentry import Steer
 
 __all__ = [
-    "ALTER_FACTOR",
     "FACTORS",
     "OWN_LEVELS",
     "Arm",
@@ -143,9 +142,6 @@ class Arm:
     steer: Steer | None = field(compare=False, default=None)
 
 
-ALTER_FACTOR = "alter"  # the factor of an alteration arm: its decisions, "+"-joined
-
-
 def alteration_arm(decisions: Iterable[str]) -> Arm:
     """The arm that changes exactly ``decisions`` (``interventions.Alter``) and nothing else.
 
@@ -162,7 +158,7 @@ def alteration_arm(decisions: Iterable[str]) -> Arm:
         >>> alteration_arm([]).steer is None
         True
     """
-    from .interventions import Alter
+    from .interventions import ALTER_FACTOR, Alter
 
     tokens = list(decisions)
     steer = Alter(tokens) if tokens else None

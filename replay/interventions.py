@@ -88,6 +88,7 @@ from agentlog.reentry import (
 from agentlog.registry import Registered, Registry
 
 __all__ = [
+    "ALTER_FACTOR",
     "STEERS",
     "Alter",
     "Compose",
@@ -334,6 +335,9 @@ class Compose(Steer):
 SELECT_ALTERNATIVES = ("runner_up", "uniform", "resample", "pick:I")
 PROCEED_ALTERNATIVES = ("flip", "stop", "continue", "resample")
 RESAMPLE_STREAM = "{stream}~resample"  # the independent noise a "resample" draws on
+# The one factor of an alteration arm (``agentlog.replay.alteration_arm``): its decision
+# tokens, sorted and "+"-joined ("" for the agent's own arm).
+ALTER_FACTOR = "alter"
 
 
 def parse_decision(token: str) -> tuple[str, int, str | None]:

@@ -245,8 +245,8 @@ def test_the_reentry_modules_export_sorted_fixed_lists() -> None:
         "tool_args_hash",
     ]
     assert interventions.__all__ == [  # ruff's order: the constant first
-        "STEERS", "Alter", "Compose", "FixedHorizon", "ForceRecorded", "NeverStop",
-        "Permute", "Reverse", "Steer", "StopAt", "Temperature", "Uniform", "compose",
+        "ALTER_FACTOR", "STEERS", "Alter", "Compose", "FixedHorizon", "ForceRecorded",
+        "NeverStop", "Permute", "Reverse", "Steer", "StopAt", "Temperature", "Uniform", "compose",
         "decision_label", "identity", "parse_decision",
     ]
     for module in (reentry, interventions):
