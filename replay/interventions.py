@@ -410,41 +410,47 @@ class Alter(Steer):
     def params(self) -> dict[str, Any]:
         return {"decisions": list(self.decisions)}
 
-    def _alternative(self, stream: str, step: int) -> tuple[bool, str | None]:
+    def _change(self, stream: str, step: int, default: str) -> tuple[str, str] | None:
+        """``(its token, the alternative)`` of a named decision (``default`` when the token
+        gives none), or None for any other decision."""
         key = (stream, step - stream_origin(stream))
-        return key in self._changes, self._changes.get(key)
+        if key not in self._changes:
+            return None
+        alternative = self._changes[key] or default
+        return decision_label(*key, alternative), alternative
+
+    @staticmethod
+    def _run() -> Any:
+        run = al.current_run()
+        if run is None:  # select and proceed only call a steer inside a run
+            raise RuntimeError("Alter steers draws of a recorded run only")
+        return run
 
     def select(self, stream: str, step: int, probs: NDArray[np.float64],
                ids: tuple[Any, ...]) -> NDArray[np.float64] | None:
-        hit, alternative = self._alternative(stream, step)
-        if not hit:
+        change = self._change(stream, step, "runner_up")
+        if change is None:
             return None
+        token, alternative = change
         n = probs.shape[0]
-        alternative = alternative or "runner_up"
         if alternative in PROCEED_ALTERNATIVES and alternative not in SELECT_ALTERNATIVES:
-            raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
-                             f"{stream!r} is a selection stream; its alternatives are "
-                             f"{', '.join(SELECT_ALTERNATIVES)}")
+            raise ValueError(f"Alter {token}: {stream!r} is a selection stream; its "
+                             f"alternatives are {', '.join(SELECT_ALTERNATIVES)}")
         if alternative == "uniform":
             return np.full(n, 1.0 / n)
         if alternative.startswith("pick:"):
             index = int(alternative[5:])
             if index >= n:
-                raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}:"
-                                 f" the selection has {n} candidates (0..{n - 1})")
-            one_hot: NDArray[np.float64] = np.eye(n)[index]
-            return one_hot
-        run = al.current_run()
-        if run is None:  # select only calls a steer inside a run
-            raise RuntimeError("Alter steers draws of a recorded run only")
-        now = observing()
+                raise ValueError(f"Alter {token}: the selection has {n} candidates "
+                                 f"(0..{n - 1})")
+            return _one_hot(n, index)
+        run = self._run()
         if alternative == "resample":
             noise = gumbel_draws(ids, run.seed, RESAMPLE_STREAM.format(stream=stream), step,
                                  run.generator, task=run.task)
             with np.errstate(divide="ignore"):
-                pick = int(np.argmax(np.log(probs) + noise))
-            resampled: NDArray[np.float64] = np.eye(n)[pick]
-            return resampled
+                return _one_hot(n, int(np.argmax(np.log(probs) + noise)))
+        now = observing()
         if now is None:
             noise = gumbel_draws(ids, run.seed, stream, step, run.generator, task=run.task)
         else:
@@ -455,29 +461,31 @@ class Alter(Steer):
         order = np.argsort(-keys, kind="stable")
         if n < 2 or not np.isfinite(keys[order[1]]):
             return None  # one reachable candidate: no runner-up, the draw stands
-        runner_up: NDArray[np.float64] = np.eye(n)[int(order[1])]
-        return runner_up
+        return _one_hot(n, int(order[1]))
 
     def proceed(self, stream: str, step: int, p: float) -> float | None:
-        hit, alternative = self._alternative(stream, step)
-        if not hit:
+        change = self._change(stream, step, "flip")
+        if change is None:
             return None
-        alternative = alternative or "flip"
+        token, alternative = change
         if alternative not in PROCEED_ALTERNATIVES:
-            raise ValueError(f"Alter {stream}@{step - stream_origin(stream)}={alternative}: "
-                             f"{stream!r} is a stop stream (al.proceed); its alternatives are "
-                             f"{', '.join(PROCEED_ALTERNATIVES)}")
+            raise ValueError(f"Alter {token}: {stream!r} is a stop stream (al.proceed); its "
+                             f"alternatives are {', '.join(PROCEED_ALTERNATIVES)}")
         if alternative in ("stop", "continue"):
             return 1.0 if alternative == "continue" else 0.0
-        run = al.current_run()
-        if run is None:
-            raise RuntimeError("Alter steers draws of a recorded run only")
+        run = self._run()
         if alternative == "resample":
             u = continuation_uniform(run.seed, RESAMPLE_STREAM.format(stream=stream), step,
                                      run.generator, task=run.task)
             return 1.0 if u < p else 0.0  # the agent's own p on independent noise
         u = continuation_uniform(run.seed, stream, step, run.generator, task=run.task)
         return 0.0 if u < p else 1.0  # the other outcome than the agent's under this u
+
+
+def _one_hot(n: int, index: int) -> NDArray[np.float64]:
+    """The vector that imposes candidate ``index`` (a probability vector: weightable)."""
+    out: NDArray[np.float64] = np.eye(n)[index]
+    return out
 
 
 def compose(*steers: _CoreSteer) -> Compose:
