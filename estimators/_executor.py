@@ -13,9 +13,9 @@ Two kinds of work can leave the process, and each runs the same function either 
   run's selections and continuations, or ``asv.from_dataset``'s of its windows and scores,
   say), for per-run work that a block of one table cannot do. The local executor applies
   it to the whole tables at once (``run_chunks`` splits them into chunks of runs); Ray gives
-  it the rows of one run at a time (``read_parquet`` of each table, their union, a group-by on
-  ``run_id``: ``map_groups``). Its outputs are one row per run: the caller puts them in
-  ``agentlog.dataset.run_order``;
+  it whole runs a block at a time (``read_parquet`` of each table, their union sorted by
+  ``run_id``, a map over its blocks). Its outputs are one row per run (with its
+  ``run_id``): the caller puts them in ``agentlog.dataset.run_order``;
 * **replicates** (``map_blocks``): bootstrap or calibration draws in blocks of at most
   ``BLOCK_DRAWS``, block ``j`` drawn from its own generator, the ``j``-th child of the
   seed's ``numpy.random.SeedSequence`` (``block_rng``). The local executor computes every
@@ -219,8 +219,9 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
                ) -> Iterator[Any]:
     """``fn(parts, **kwargs)`` over the rows of whole runs: ``parts`` maps each name of
     ``tables`` (the first is ``runs``) to its rows (``columns`` of it), those of the same
-    runs. Locally one call holds every run; under Ray one call holds one run (a group-by on
-    ``run_id`` of the tables' union), in any order. A table the dataset lacks is absent
+    runs. Locally one call holds every run; under Ray one call holds the whole runs of one
+    block of the tables' union sorted by ``run_id``, in any order (a run named by two
+    outputs is refused). A table the dataset lacks is absent
     from ``parts`` under Ray and empty locally.
 
     ``fn`` takes pyarrow tables and returns one; it must be a module-level function and

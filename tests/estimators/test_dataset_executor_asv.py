@@ -103,7 +103,7 @@ def test_a_replay_read_before_its_sources_joins_their_transitions(traces: Path) 
 def test_one_run_per_call_in_any_order_gives_the_same_bits(
         dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: ``group_runs`` handing the stage one run at a time, last run first
-    (as Ray's ``map_groups`` does, in any order), changes nothing."""
+    (any split into whole runs, in any order, as Ray's blocks come back), changes nothing."""
     from agentlog.estimators import _executor
 
     whole = asv.from_dataset(dataset, channels=CHANNELS)

@@ -120,7 +120,7 @@ def test_the_local_group_by_gives_the_trace_paths_data_and_warnings(
 def test_one_run_per_call_in_any_order_gives_the_same_bits(
         traces: list[Path], dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: ``group_runs`` handing the stage one run at a time, last run first
-    (as Ray's ``map_groups`` does, in any order), changes nothing."""
+    (any split into whole runs, in any order, as Ray's blocks come back), changes nothing."""
     from agentlog.estimators import _executor
 
     whole, warned = _read(lambda: cess.from_dataset(dataset, **KW))
@@ -137,6 +137,19 @@ def test_one_run_per_call_in_any_order_gives_the_same_bits(
     split, warned_split = _read(lambda: cess.from_dataset(dataset, **KW))
     _assert_same(whole, split)
     assert warned_split == warned
+
+
+def test_ray_outputs_that_name_a_run_twice_are_refused() -> None:
+    """A private piece: a run whose rows came back from two blocks of Ray's sort would
+    count twice; the driver refuses it instead of estimating."""
+    from agentlog.estimators._ray_executor import _check_whole_runs
+
+    whole = [pa.table({"run_id": ["r1", "r2"]}), pa.table({"run_id": ["r3"]})]
+    _check_whole_runs(whole)
+    _check_whole_runs([])
+    with pytest.raises(RuntimeError, match=r"split run 'r2' between two blocks.*"
+                       r"executor='local'"):
+        _check_whole_runs([*whole, pa.table({"run_id": ["r2"]})])
 
 
 def test_the_first_error_in_run_order_is_the_trace_paths(
