@@ -173,18 +173,6 @@ def model_cache(cache: Any) -> Any:
         f"{type(cache).__qualname__} {cache!r:.80}")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def bypassed(cache: Any) -> bool:
     """Whether a call goes straight to the SDK: no cache, no run, nobody observing."""
     return cache is None and al.current_run() is None and _observed.get() is None
@@ -203,59 +191,10 @@ def _request_key() -> Callable[..., Any]:
     return _key_function[0]
 
 
-
-
-
-
-
-
-def _plain_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The request without values that have no canonical encoding (SDK sentinels, clients)."""
-    out: dict[str, Any] = {}
-    for k, v in request.items():
-        if type(v).__name__ in ("NotGiven", "Omit"):
-            continue
-        out[k] = v if isinstance(v, str | int | float | bool | list | dict | tuple | None) \
-            else repr(type(v).__name__)
-    return out
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- sync / async
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- live streams
-
-
-
-
-
-
-
-
-
-
 
 
 _worker_queue: queue.SimpleQueue[Callable[[], None]] | None = None

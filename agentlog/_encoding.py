@@ -28,7 +28,6 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import os
@@ -387,9 +386,6 @@ class ArgumentBinder:
         except (TypeError, ValueError):
             return None
 
-    def default_tails(self) -> list[dict[str, Any] | None]:
-        """``tails[i]``: the defaults that complete a call given ``i`` positionals, or None."""
-        return list(self._tails)
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -551,5 +547,3 @@ is_secret_key = is_credential_name
 scrub = scrub_value
 
 
-def is_dataclass_instance(obj: Any) -> bool:
-    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)

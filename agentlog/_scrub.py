@@ -496,11 +496,6 @@ def _snapshot(known: Collection[str]) -> tuple[str, ...]:
 _SNAPSHOT_TRIES = 16
 
 
-def has_stem(text: str) -> bool:
-    """True when ``text`` contains a stem the prefilter looks for (e.g. ``max_tokens``)."""
-    return _has_needle(text.lower())
-
-
 def _has_needle(low: str) -> bool:
     # Ten substring searches on a str, not one regex and not bytes: on CPython 3.11 an
     # alternation costs the regex engine work at every position (2-10x slower, measured

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import math
 import threading
 import weakref
 from collections.abc import Collection
@@ -209,5 +208,3 @@ def continuation_event_attributes(
     }
 
 
-def finite_or_none(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x

@@ -33,11 +33,6 @@ def _window(name_or_id: str) -> Callable[..., Any]:
     return fn
 
 
-def window_registry() -> dict[str, Callable[..., Any]]:
-    """Window name → the (undecorated) function last registered under it (used by replay)."""
-    return {name: WINDOWS.get(name).obj.__agentlog_window__.fn for name in WINDOWS.names()}
-
-
 def registered_window(name: str, function: str | None = None, *,
                       app: str | None = None) -> Callable[..., Any]:
     """The decorated window function registered as ``function`` ("module:qualname"), or
