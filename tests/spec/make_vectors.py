@@ -1,8 +1,9 @@
 """Print the test-vector tables of docs/spec/trace-format.md, computed by agentlog's own code.
 
 Run from the repository root: ``python tests/spec/make_vectors.py``, and paste its output
-over the tables of the spec's "Test vectors" section. test_spec_reader.py checks that both
-agentlog and the independent reader (tests/spec/reader.py) reproduce every row.
+over the tables of the spec's "Test vectors" section. test_spec_reader.py checks that
+agentlog, the independent reader (tests/spec/reader.py) and its verifier
+(tests/spec/verifier.py) reproduce every row.
 """
 
 from __future__ import annotations

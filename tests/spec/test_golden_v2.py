@@ -2,10 +2,11 @@
 
 It was written by the current recorder (tests/fixtures/traces/v2/make_golden.py), so unlike
 v1/golden.zst it verifies clean. The file must stay a plain zstd stream of msgpack arrays
-(section 1.1 of docs/spec/trace-format.md), the independent reader must read it as agentlog
-does and recompute every receipt, digest and draw, and the pinned values below (counts, run
-ids, frames, draws, a receipt) fail when a writer change changes the format: such a change
-gets a new format version and a new golden folder, not a regenerated file.
+(section 1.1 of docs/spec/trace-format.md), the independent reader (tests/spec/reader.py)
+must read it as agentlog does and recompute every hash, receipt and draw, its verifier
+(tests/spec/verifier.py) every digest and posterior draw too, and the pinned values below
+(counts, run ids, frames, draws, a receipt) fail when a writer change changes the format:
+such a change gets a new format version and a new golden folder, not a regenerated file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import zstandard
 import agentlog as al
 
 sys.path.insert(0, str(Path(__file__).parent))
-import reader  # the spec's reader, beside this test (no agentlog import)
+import reader  # the spec's minimal reader, beside this test (no agentlog import)
+import verifier  # the rest of verify's checks, built on reader (no agentlog import)
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tests" / "fixtures" / "traces" / "v2"
@@ -77,11 +79,15 @@ def test_a_plain_zstd_decompressor_gives_the_record_arrays(how: str) -> None:
 
 
 def test_the_reader_reads_and_recomputes_it_as_agentlog() -> None:
-    ours, theirs = reader.read(str(GOLDEN)), al.read(GOLDEN)
+    alone, ours, theirs = reader.read(str(GOLDEN)), verifier.read(str(GOLDEN)), al.read(GOLDEN)
+    assert (alone["version"], alone["frames"]) == (2, 4)
     assert (ours["version"], ours["frames"], ours["truncated"]) == (2, 4, False)
-    assert ours["records"] == [{"type": type(r).__name__, **msgspec.structs.asdict(r)}
-                               for r in theirs.records]
-    assert ours["problems"] == []
+    assert alone["records"] == ours["records"] == [
+        {"type": type(r).__name__, **msgspec.structs.asdict(r)} for r in theirs.records]
+    assert alone["problems"] == ours["problems"] == []
+    posterior = sum(r["n"] for r in alone["records"] if r["type"] == "Selection"
+                    and r["observed"] is not None)
+    assert alone["checked"] == {"receipts": 7, "draws": 40 - posterior}
     assert ours["checked"] == {"receipts": 7, "digests": 2, "draws": 40, "uniforms": 2}
 
 
