@@ -572,7 +572,9 @@ class _Collection:
         waves = sorted({k[1] for k in cells})
         per_layout: dict[tuple[int, str, int], FloatArray] = {}
         for (t, wave, ch, corner, layout), v in cells.items():
-            arr = per_layout.setdefault((wave, ch, layout), np.full((n, 2), np.nan))
+            arr = per_layout.get((wave, ch, layout))
+            if arr is None:  # not setdefault: its default would be built for every cell
+                arr = per_layout[wave, ch, layout] = np.full((n, 2), np.nan)
             arr[t, corner] = v
         corners: dict[int, FloatArray] = {}
         for wave in waves:
