@@ -130,12 +130,15 @@ class _Root:
         with self._storage("read"):
             return pq.read_table(path, filesystem=self.fs)
 
-    def scan(self, folder: str, columns: list[str] | None, **options: Any) -> Any:
-        """``pyarrow.dataset.dataset(folder, ...)`` read whole (``columns`` of it)."""
+    def scan(self, folder: str, columns: list[str] | None, filter: Any = None,
+             **options: Any) -> Any:
+        """``pyarrow.dataset.dataset(folder, ...)`` read (``columns`` of it, the rows
+        ``filter`` keeps)."""
         import pyarrow.dataset as ds
 
         with self._storage("read"):
-            return ds.dataset(folder, filesystem=self.fs, **options).to_table(columns=columns)
+            return ds.dataset(folder, filesystem=self.fs, **options).to_table(
+                columns=columns, filter=filter)
 
     def mkdir(self, folder: str) -> None:
         """A local folder and its parents (an object store has no folders: nothing)."""

@@ -481,13 +481,15 @@ def _is_dataset(root: _Root) -> bool:
 
 
 def read_table(dataset: str | os.PathLike[str], table: str,
-               columns: list[str] | None = None) -> pa.Table:
+               columns: list[str] | None = None, *, filter: Any = None) -> pa.Table:
     """One table of a dataset written by ``to_parquet``, its partition columns included.
 
     Args:
         dataset: the dataset folder, or its URI (``s3://bucket/prefix``).
         table: one of ``TABLES``.
         columns: the columns to read (default all).
+        filter: the rows to read, a ``pyarrow.compute`` expression (``pc.field("system")
+            == "a"``); files of partitions it excludes are not opened.
 
     Raises:
         ValueError: an unknown table, or a folder that is not such a dataset.
@@ -497,10 +499,11 @@ def read_table(dataset: str | os.PathLike[str], table: str,
     _arrow()
     if table not in TABLES:
         raise ValueError(f"`table` must be one of {', '.join(TABLES)}; found {table!r}")
-    return _read_table(_root(dataset), table, columns)
+    return _read_table(_root(dataset), table, columns, filter)
 
 
-def _read_table(root: _Root, table: str, columns: list[str] | None) -> pa.Table:
+def _read_table(root: _Root, table: str, columns: list[str] | None,
+                filter: Any = None) -> pa.Table:
     pa, ds = _arrow()
     if not root.is_dir(root.join("runs")):
         raise root.not_a_dataset("no runs/ folder in it")
@@ -510,7 +513,7 @@ def _read_table(root: _Root, table: str, columns: list[str] | None) -> pa.Table:
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
     hive = ds.HivePartitioning(pa.schema([(p, pa.string()) for p in _partitioned_by(root)]),
                                null_fallback=HIVE_NULL)
-    return root.scan(root.join(table), columns, format="parquet", partitioning=hive,
+    return root.scan(root.join(table), columns, filter, format="parquet", partitioning=hive,
                      schema=schema)
 
 

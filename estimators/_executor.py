@@ -12,7 +12,8 @@ Two kinds of work can leave the process, and each runs the same function either 
   several tables that belong to whole runs (``cess.from_dataset``'s rebuilding of each
   run's selections and continuations, or ``asv.from_dataset``'s of its windows and scores,
   say), for per-run work that a block of one table cannot do. The local executor applies
-  it to the whole tables at once (``run_chunks`` splits them into chunks of runs); Ray gives
+  it to the tables of a group of whole Hive partitions at a time (``partition_groups``;
+  ``run_chunks`` splits them into chunks of runs); Ray gives
   it whole runs a block at a time (``read_parquet`` of each table, their union sorted by
   ``run_id``, a map over its blocks). Its outputs are one row per run (with its
   ``run_id``): the caller puts them in ``agentlog.dataset.run_order``;
@@ -36,7 +37,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from agentlog.dataset import arrow_table, read_table, run_order
+from agentlog.dataset import arrow_table, partitioned_by, read_table, run_order
 
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")
@@ -45,6 +46,8 @@ EXECUTORS: tuple[str, ...] = ("local", "ray")
 BLOCK_DRAWS = 256
 #: Runs whose records are Python objects at once in a local per-run stage (``run_chunks``).
 CHUNK_RUNS = 4096
+#: Runs (whole Hive partitions) whose tables a local per-run stage reads at once.
+GROUP_RUNS = 1 << 17
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -219,10 +222,11 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
                ) -> Iterator[Any]:
     """``fn(parts, **kwargs)`` over the rows of whole runs: ``parts`` maps each name of
     ``tables`` (the first is ``runs``) to its rows (``columns`` of it), those of the same
-    runs. Locally one call holds every run; under Ray one call holds the whole runs of one
-    block of the tables' union sorted by ``run_id``, in any order (a run named by two
-    outputs is refused). A table the dataset lacks is absent
-    from ``parts`` under Ray and empty locally.
+    runs. Locally one call holds the runs of a group of whole partitions of a dataset folder
+    (``partition_groups``), or every run of tables in memory; under Ray one call holds the
+    whole runs of one block of the tables' union sorted by ``run_id``, in any order (a run
+    named by two outputs is refused). A table the dataset lacks is absent from ``parts``
+    under Ray and empty locally.
 
     ``fn`` takes pyarrow tables and returns one; it must be a module-level function and
     must not raise on bad data (as ``scan``'s).
@@ -234,8 +238,44 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
         assert isinstance(dataset, str | os.PathLike)  # check_dataset's promise, for mypy
         yield from map_run_groups(os.fspath(dataset), tables, fn, kwargs)
         return
-    yield fn({name: plain(read_columns(dataset, name, columns))
-              for name, columns in tables.items()}, **kwargs)
+    if not isinstance(dataset, str | os.PathLike):  # tables in memory: one call
+        yield fn({name: plain(read_columns(dataset, name, columns))
+                  for name, columns in tables.items()}, **kwargs)
+        return
+    for where in partition_groups(dataset, GROUP_RUNS):
+        yield fn({name: plain(read_table(dataset, name, columns, filter=where))
+                  for name, columns in tables.items()}, **kwargs)
+
+
+def partition_groups(dataset: str | os.PathLike[str], runs_per_group: int
+                     ) -> Iterator[Any]:
+    """Filters that split a dataset folder into groups of whole Hive partitions of about
+    ``runs_per_group`` runs each (a run's rows all lie in its ``(system, task)``
+    partition), so a local per-run stage holds one group's tables at a time, not every
+    table whole (3 GB read at 10⁶ runs of the benchmark's agent). One ``None`` (everything)
+    for an unpartitioned dataset."""
+    import functools
+    import operator
+
+    import pyarrow.compute as pc
+
+    keys = list(partitioned_by(dataset))
+    if not keys:
+        yield None
+        return
+    counts = read_table(dataset, "runs", keys).group_by(keys).aggregate([([], "count_all")])
+    group: list[Any] = []
+    size = 0
+    for row in counts.to_pylist():
+        group.append(functools.reduce(operator.and_, (
+            pc.field(k).is_null() if row[k] is None else pc.field(k) == row[k]
+            for k in keys)))
+        size += row["count_all"]
+        if size >= runs_per_group:
+            yield functools.reduce(operator.or_, group)
+            group, size = [], 0
+    if group:
+        yield functools.reduce(operator.or_, group)
 
 
 def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..., Any],

@@ -100,6 +100,18 @@ def test_a_replay_read_before_its_sources_joins_their_transitions(traces: Path) 
     _assert_same(first, asv.from_traces(traces, channels=CHANNELS))
 
 
+def test_one_partition_at_a_time_gives_the_same_bits(
+        traces: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local stage reading one Hive partition of the dataset folder at a time (its
+    groups of partitions made as small as they go) gives the trace path's data."""
+    from agentlog.estimators import _executor
+
+    assert len(list(_executor.partition_groups(dataset, 1))) > 1
+    monkeypatch.setattr(_executor, "GROUP_RUNS", 1)
+    _assert_same(asv.from_traces(traces, channels=CHANNELS),
+                 asv.from_dataset(dataset, channels=CHANNELS))
+
+
 def test_one_run_per_call_in_any_order_gives_the_same_bits(
         dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: ``group_runs`` handing the stage one run at a time, last run first

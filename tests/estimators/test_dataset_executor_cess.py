@@ -117,6 +117,29 @@ def test_the_local_group_by_gives_the_trace_paths_data_and_warnings(
     assert (a.rho > 0).any()
 
 
+@pytest.mark.parametrize("partition_by", [("system", "task"), ("system",), ()])
+def test_the_local_stage_reads_a_group_of_partitions_at_a_time(
+        traces: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        partition_by: tuple[str, ...]) -> None:
+    """A dataset folder is read a group of whole partitions at a time (bounded memory);
+    one partition a group gives the trace path's data and warnings, bit for bit."""
+    from agentlog.dataset import read_table, to_parquet
+    from agentlog.estimators import _executor
+
+    out = tmp_path / "ds"
+    to_parquet(traces, out, batch_rows=60, partition_by=partition_by)
+    runs = read_table(out, "runs").to_pydict()
+    n_parts = len(set(zip(*(runs[k] for k in partition_by), strict=True))) or 1
+    assert n_parts > 1 or not partition_by
+    assert len(list(_executor.partition_groups(out, 1))) == n_parts
+    assert len(list(_executor.partition_groups(out, 10**9))) == 1
+    a, warned_a = _read(lambda: cess.from_traces(traces, **KW))
+    monkeypatch.setattr(_executor, "GROUP_RUNS", 1)
+    b, warned_b = _read(lambda: cess.from_dataset(out, **KW))
+    _assert_same(a, b)
+    assert warned_a == warned_b
+
+
 def test_one_run_per_call_in_any_order_gives_the_same_bits(
         traces: list[Path], dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private piece: ``group_runs`` handing the stage one run at a time, last run first
