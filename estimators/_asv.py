@@ -268,14 +268,14 @@ def _check_resamples(n_resamples: Any) -> None:
 def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
     """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``).
 
-    Drawn as ``n_blocks`` uniform indices per resample and counted with one bincount,
-    which is faster than ``Generator.multinomial`` for many blocks.
+    Drawn as ``n_blocks`` uniform indices per resample and counted by bincount, which is
+    faster than ``Generator.multinomial`` for many blocks.
     """
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n_blocks, size=(n_resamples, n_blocks))
-    idx += (np.arange(n_resamples) * n_blocks)[:, None]
-    counts: FloatArray = np.bincount(idx.ravel(), minlength=n_resamples * n_blocks).reshape(
-        n_resamples, n_blocks).astype(np.float64)
+    counts: FloatArray = np.empty((n_resamples, n_blocks))
+    for row, drawn in zip(counts, idx, strict=True):  # a row at a time: no second int copy
+        row[:] = np.bincount(drawn, minlength=n_blocks)
     return counts
 
 
