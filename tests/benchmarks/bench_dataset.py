@@ -646,7 +646,7 @@ print("RESULT", t1 - t0, _peak_kb(), time.perf_counter() - t1)
 # The cess and asv children time their phases by wrapping the stage's functions: the
 # per-run stage (``per_run_stage``: reading, the per-run Python, putting the rows in run
 # order; under Ray its runtime's start too), and locally within it the reading of the
-# tables (``read_columns``) and the Python over the rebuilt runs (``_cess_stage`` /
+# tables (``read_table``) and the Python over the rebuilt runs (``_cess_stage`` /
 # ``_asv_stage``); the driver's part is the rest of ``from_dataset``. Each phase's key
 # ``..._mb`` is the child's peak RSS when the phase ended.
 PHASES = """
@@ -678,7 +678,7 @@ from agentlog.estimators import _cess_dataset, cess
 dataset, n, outcomes, predictions, *executor = sys.argv[1:]
 _timed(_cess_dataset, "per_run_stage", "stage")
 if not executor:  # under Ray the stage's functions run in Ray's workers
-    _timed(_executor, "read_columns", "read")
+    _timed(_executor, "read_table", "read")
     _timed(_cess_dataset, "_cess_stage", "python")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -699,7 +699,7 @@ from agentlog.estimators import _asv_dataset, asv
 dataset, n, summarize, *executor = sys.argv[1:]
 _timed(_asv_dataset, "per_run_stage", "stage")
 if not executor:
-    _timed(_executor, "read_columns", "read")
+    _timed(_executor, "read_table", "read")
     _timed(_asv_dataset, "_asv_stage", "python")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -763,14 +763,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--certify-up-to", type=int, default=10_000_000,
                         help="largest size certify.from_dataset runs at (~0.7 GB per 10^6)")
     parser.add_argument("--cess-up-to", type=int, default=1_000_000,
-                        help="largest size cess.from_dataset runs at (~9 min and ~6 GB per "
-                        "10^6 on 2 cores)")
-    parser.add_argument("--asv-up-to", type=int, default=100_000,
-                        help="largest size asv.from_dataset runs at (its collection on the "
-                        "driver grows as the square of the transitions: 10^6 runs for hours)")
-    parser.add_argument("--summarize-up-to", type=int, default=100_000,
-                        help="largest size the asv step also runs asv.summarize at (5.5 GB "
-                        "at 10^5 trajectories, growing with them)")
+                        help="largest size cess.from_dataset runs at (~3 min and ~2 GB per "
+                        "10^6 on 2 cores; its per-run rows ~1.3 GB per 10^6)")
+    parser.add_argument("--asv-up-to", type=int, default=1_000_000,
+                        help="largest size asv.from_dataset runs at (~2 min and ~4.3 GB per "
+                        "10^6; the driver's collection ~2.7 GB per 10^6)")
+    parser.add_argument("--summarize-up-to", type=int, default=1_000_000,
+                        help="largest size the asv step also runs asv.summarize at (7.6 GB "
+                        "at 10^6 trajectories)")
     parser.add_argument("--check", type=int, metavar="N",
                         help="only check the generator on N runs (a multiple of 1,000): its "
                         "tables against to_parquet's export of the same runs, cess and asv "
