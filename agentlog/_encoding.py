@@ -386,7 +386,6 @@ class ArgumentBinder:
         except (TypeError, ValueError):
             return None
 
-
     @property
     def secrets(self) -> frozenset[str]:
         """Declared, ``Annotated[..., Secret]`` and credential-named parameters."""
@@ -545,5 +544,3 @@ def decode_arguments(
 # Kept for callers of the earlier names; the rules live in ``_scrub``.
 is_secret_key = is_credential_name
 scrub = scrub_value
-
-

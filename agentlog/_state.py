@@ -155,7 +155,6 @@ class Run:
         self.secrets: set[str] = set()
         self.strict = strict  # unsealable arguments raise instead of sealing a marker
 
-
     def next_step(self, stream: str) -> int:
         """The next step of a named stream (select/proceed), counted per run."""
         counter = self._steps.get(stream)

@@ -255,7 +255,7 @@ def _check_whole_runs(batches: list[Any]) -> None:
     import pyarrow.compute as pc
 
     ids = pa.chunked_array([b.column("run_id") for b in batches if b.num_rows],
-                           type=pa.string()) if batches else pa.chunked_array([], pa.string())
+                           type=pa.string())
     if len(ids) != len(pc.unique(ids)):
         counts = pc.value_counts(ids)
         split = next(v["values"] for v in counts.to_pylist() if v["counts"] > 1)

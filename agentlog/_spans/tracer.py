@@ -206,5 +206,3 @@ def continuation_event_attributes(
         "agentlog.u": u,
         "agentlog.decision": decision,
     }
-
-
