@@ -398,7 +398,7 @@ def _jackknife(resampler: _Resampler, n_traj: int, unit_traj: NDArray[np.intp],
     jackknife.
     """
     out: dict[str, list[FloatArray]] = {}
-    for counts in _jackknife_rows(n_traj):
+    for counts in _jackknife_rows(n_traj, len(unit_traj)):
         for key, arr in resampler.stats(_unit_weights(counts, unit_traj, unit_target,
                                                       per_target), trim).items():
             out.setdefault(key, []).append(arr)
@@ -653,14 +653,15 @@ def calibration_check(
     return CalibrationCheck("invariant", "invariant", per_transition, verdict, witness, why)
 
 
-def _jackknife_rows(n_traj: int) -> Iterator[FloatArray]:
+def _jackknife_rows(n_traj: int, width: int | None = None) -> Iterator[FloatArray]:
     """Trajectory counts of the leave-one-out (or, beyond ``_JACKKNIFE_GROUPS``
     trajectories, delete-a-group) jackknife, a batch of rows at a time: at most 500 rows
-    and about four million numbers a batch, made as they are used (all 2,000 rows of
-    10⁵ trajectories at once held 1.6 GB)."""
+    and about four million numbers a batch when a row is used at ``width`` numbers (the
+    units its weights expand to; default ``n_traj``), made as they are used (all 2,000
+    rows of 10⁵ trajectories at once held 1.6 GB)."""
     n_groups = min(n_traj, _JACKKNIFE_GROUPS)
     group = np.arange(n_traj) % n_groups
-    rows = _batch_rows(n_traj, 500)
+    rows = _batch_rows(n_traj if width is None else width, 500)
     for lo in range(0, n_groups, rows):
         yield (group[None, :] != np.arange(lo, min(lo + rows, n_groups))[:, None]
                ).astype(np.float64)
