@@ -243,3 +243,33 @@ def test_the_cli_with_executor_ray_prints_the_local_json(
     a, b = json.loads(local.stdout), json.loads(remote.stdout)
     assert (a["settings"].pop("executor"), b["settings"].pop("executor")) == ("local", "ray")
     assert a == b
+
+
+@pytest.mark.parametrize("partition_by", [("system", "task"), ("system",)])
+def test_partition_groups_read_every_run_once_whatever_the_group_size(
+        tmp_path: Path, partition_by: tuple[str, ...]) -> None:
+    """Groups of contiguous partitions, a system split between two groups included, and a
+    run without a task (the Hive null partition): each filter reads whole partitions, and
+    the groups together read every run exactly once."""
+    from agentlog.dataset import read_table, to_parquet
+    from agentlog.estimators import _executor
+
+    path = tmp_path / "runs.zst"
+    tasks = {"alpha": ["q0", "q1", "q2", None], "beta": ["q0"], "gamma": ["q1", "q3"]}
+    for system, names in tasks.items():
+        for task in names:
+            for seed in range(2):
+                with al.record(path, system=system, task=task, seed=seed, mode="a"):
+                    pass
+    out = tmp_path / "ds"
+    to_parquet([path], out, partition_by=partition_by)
+    every = sorted(read_table(out, "runs", ["run_id"]).column("run_id").to_pylist())
+    assert len(every) == 14
+    for size in range(1, 16):
+        read = [read_table(out, "runs", ["run_id", *partition_by], filter=where)
+                for where in _executor.partition_groups(out, size)]
+        ids = sorted(i for table in read for i in table.column("run_id").to_pylist())
+        assert ids == every, size
+        for table in read:  # whole partitions: each group holds at least `size` runs...
+            assert table.num_rows >= min(size, 2)
+        assert all(t.num_rows >= size for t in read[:-1])  # ...but the last
