@@ -102,9 +102,13 @@ class AsvData:
                                 for w in self.waves])
 
 
-def _run_slot(runs: dict[str, tuple[RunStart, str]], start: RunStart, key: str | None,
+_NO_META: dict[str, Any] = {}  # read only
+
+
+def _run_slot(runs: dict[str, tuple[str, dict[str, Any]]], start: RunStart, key: str | None,
               path: Any) -> str:
-    """Remember a run and its base block label; return its run id (labelled at the end)."""
+    """Remember a run's base block label and meta (what its label is made of); return its
+    run id (labelled at the end)."""
     if start.run_id not in runs:
         if key is not None:
             if key not in start.meta:
@@ -118,7 +122,7 @@ def _run_slot(runs: dict[str, tuple[RunStart, str]], start: RunStart, key: str |
         else:
             task = "" if start.task is None else start.task
             base = f"{start.system}/{task}/seed={start.seed}"
-        runs[start.run_id] = (start, base)
+        runs[start.run_id] = (base, start.meta or _NO_META)  # one object for every empty meta
     return start.run_id
 
 
@@ -126,7 +130,7 @@ def _canonical(value: Any) -> bytes:
     return msgspec.json.encode(value, order="sorted")
 
 
-def _trajectory_labels(runs: dict[str, tuple[RunStart, str]], tell_apart: bool
+def _trajectory_labels(runs: dict[str, tuple[str, dict[str, Any]]], tell_apart: bool
                        ) -> dict[str, str]:
     """Run id → block label, a function of the recorded content only.
 
@@ -134,19 +138,18 @@ def _trajectory_labels(runs: dict[str, tuple[RunStart, str]], tell_apart: bool
     apart by the meta entries in which they differ, appended as ``/key=value`` in key
     order; runs equal in all of them form one block. A user-given key is used as is.
     """
-    by_base: dict[str, list[RunStart]] = {}
-    for start, base in runs.values():
-        by_base.setdefault(base, []).append(start)
+    by_base: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for run_id, (base, meta) in runs.items():
+        by_base.setdefault(base, []).append((run_id, meta))
     labels: dict[str, str] = {}
-    for base, starts in by_base.items():
+    for base, metas in by_base.items():
         differing: list[str] = []
-        if tell_apart and len(starts) > 1:
-            keys = sorted({str(k) for st in starts for k in st.meta})
+        if tell_apart and len(metas) > 1:
+            keys = sorted({str(k) for _, meta in metas for k in meta})
             differing = [k for k in keys
-                         if len({_canonical(st.meta.get(k)) for st in starts}) > 1]
-        for st in starts:
-            extra = "".join(f"/{k}={_text(st.meta.get(k))}" for k in differing)
-            labels[st.run_id] = base + extra
+                         if len({_canonical(meta.get(k)) for _, meta in metas}) > 1]
+        for run_id, meta in metas:
+            labels[run_id] = base + "".join(f"/{k}={_text(meta.get(k))}" for k in differing)
     return labels
 
 
@@ -445,9 +448,36 @@ def _reduce(path: Any, run: Any, *, channels: tuple[str, ...],
                     frozenset(seen), tuple(scores))
 
 
+class _Grid:
+    """One (wave, channel, layout)'s scores: an ``(n, 2)`` array of x−/x+ values per
+    transition, NaN where unscored, and which cells a score filled (a score may be NaN).
+    Grown by doubling as transitions are added: 18 bytes a transition, where a dict of
+    cells held ~250."""
+
+    def __init__(self) -> None:
+        self.values = np.full((0, 2), np.nan)
+        self.filled = np.zeros((0, 2), dtype=bool)
+
+    def put(self, t: int, corner: int, value: float) -> bool:
+        """Set a cell; False (nothing set) when a score filled it already."""
+        if t >= len(self.values):
+            grow = max(t + 1, 2 * len(self.values), 1024) - len(self.values)
+            self.values = np.concatenate([self.values, np.full((grow, 2), np.nan)])
+            self.filled = np.concatenate([self.filled, np.zeros((grow, 2), dtype=bool)])
+        if self.filled[t, corner]:
+            return False
+        self.filled[t, corner] = True
+        self.values[t, corner] = value
+        return True
+
+
 class _Collection:
     """The transitions and their scored cells, collected from the runs' ``_RunPart``s added
-    in reading order; ``data()`` gives the ``AsvData``."""
+    in reading order; ``data()`` gives the ``AsvData``.
+
+    Per transition it holds what the result needs and what placing a later score needs
+    (its key, name, labels, entry and exit hashes), in lists and arrays: at 10⁷ runs a
+    Python object per run or per cell is gigabytes."""
 
     def __init__(self, channels: tuple[str, str], window: str | None, target_key: str,
                  trajectory_key: str | None) -> None:
@@ -455,30 +485,33 @@ class _Collection:
         self.window = window
         self.target_key = target_key
         self.trajectory_key = trajectory_key
-        # (transition, wave, channel, corner, layout) -> score
-        self.cells: dict[tuple[int, int, str, int, int], float] = {}
+        self.grids: dict[tuple[int, str, int], _Grid] = {}  # (wave, channel, layout)
         self.transitions: list[tuple[str, int]] = []  # (run id, window id)
         self.names: list[str] = []
-        self.trajectory: list[str] = []
+        self.trajectory: list[str] = []  # run ids, labelled in data()
         self.target: list[str] = []
+        self.entry: list[bytes] = []
+        self.exit: list[bytes | None] = []
         self.layouts: dict[str, set[int]] = {c: set() for c in channels}
-        self.runs: dict[str, tuple[RunStart, str]] = {}  # run id -> (start, base label)
+        self.runs: dict[str, tuple[str, dict[str, Any]]] = {}  # run id -> (base label, meta)
         self.seen: set[str] = set()
         self.index: dict[tuple[str, int], int] = {}  # (run id, window id) -> transition
-        self.hashes: dict[int, tuple[bytes, bytes | None]] = {}
+        self.strings: dict[str, str] = {}  # one object per window name and target
         # transitions first seen in a replay's output, until their source is read
         self.replayed_order: dict[int, tuple[str, int, str]] = {}
-        self.recorded_order: dict[int, int] = {}  # the others: t -> place among them
+        self.recorded: list[int] = []  # the others, in the order their sources were read
 
     def _add(self, key: tuple[str, int], name: str, start: RunStart, path: Any,
              entry: bytes, exit_: bytes | None) -> int:
         t = self.index[key] = len(self.transitions)
-        self.hashes[t] = (entry, exit_)
+        self.entry.append(entry)
+        self.exit.append(exit_)
         self.transitions.append(key)
-        self.names.append(name)
+        self.names.append(self.strings.setdefault(name, name))
         self.trajectory.append(_run_slot(self.runs, start, self.trajectory_key, path))
         label = start.meta.get(self.target_key, start.task)
-        self.target.append("" if label is None else str(label))
+        label = "" if label is None else str(label)
+        self.target.append(self.strings.setdefault(label, label))
         return t
 
     def add(self, part: _RunPart) -> None:
@@ -505,7 +538,7 @@ class _Collection:
                     del self.replayed_order[t]
                 else:
                     t = self._add(key, name, start, path, entry, exit_)
-                self.recorded_order[t] = len(self.recorded_order)
+                self.recorded.append(t)
         self.seen |= part.channels
         source_run = start.run_id
         for rec in part.scores:
@@ -515,7 +548,7 @@ class _Collection:
             self._place(t, rec, path)
 
     def _place(self, t: int, rec: Score, path: Any) -> None:
-        entry, exit_ = self.hashes[t]
+        entry, exit_ = self.entry[t], self.exit[t]
         if rec.state_hash == entry:
             corner = 0
         elif exit_ is not None and rec.state_hash == exit_:
@@ -530,14 +563,15 @@ class _Collection:
         layout = 0 if rec.layout is None else rec.layout
         wave = 0 if rec.wave is None else rec.wave
         channel = rec.channel or ""
-        key = (t, wave, channel, corner, layout)
-        if key in self.cells:
+        grid = self.grids.get((wave, channel, layout))
+        if grid is None:
+            grid = self.grids[wave, channel, layout] = _Grid()
+        if not grid.put(t, corner, float(rec.value)):
             raise ValueError(
                 f"{path}: transition {rec.transition} is scored twice on channel "
                 f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
                 f"{wave}; give repeated acquisitions distinct waves (a replay's output "
                 "and the record-time scores of the same traces are two acquisitions)")
-        self.cells[key] = float(rec.value)
         self.layouts[channel].add(layout)
 
     def data(self) -> AsvData:
@@ -553,31 +587,25 @@ class _Collection:
                                                  if self.window else ""))
         labels = _trajectory_labels(self.runs, self.trajectory_key is None)
         trajectory = [labels[r] for r in self.trajectory]
+        n = len(self.transitions)
         # Transitions first seen in a replay's output (their source not read): after the
         # others, in an order of what was recorded (trajectory, source file name, window
         # id), not the order its units finished in.
-        first = sorted(self.recorded_order, key=self.recorded_order.__getitem__)
-        perm = first + sorted(self.replayed_order,
-                              key=lambda t: (trajectory[t], *self.replayed_order[t]))
+        perm = self.recorded + sorted(self.replayed_order,
+                                      key=lambda t: (trajectory[t], *self.replayed_order[t]))
         transitions, names, target = self.transitions, self.names, self.target
-        cells = self.cells
-        if perm != list(range(len(perm))):
-            new_of = {old: new for new, old in enumerate(perm)}
+        order: Any = slice(0, n)
+        if perm != list(range(n)):
+            order = np.asarray(perm)
             transitions = [transitions[t] for t in perm]
             names = [names[t] for t in perm]
             trajectory = [trajectory[t] for t in perm]
             target = [target[t] for t in perm]
-            cells = {(new_of[k[0]], *k[1:]): v for k, v in cells.items()}
-        n = len(transitions)
-        waves = sorted({k[1] for k in cells})
-        per_layout: dict[tuple[int, str, int], FloatArray] = {}
-        for (t, wave, ch, corner, layout), v in cells.items():
-            arr = per_layout.get((wave, ch, layout))
-            if arr is None:  # not setdefault: its default would be built for every cell
-                arr = per_layout[wave, ch, layout] = np.full((n, 2), np.nan)
-            arr[t, corner] = v
+        per_layout = {key: np.pad(grid.values, ((0, max(0, n - len(grid.values))), (0, 0)),
+                                  constant_values=np.nan)[order]
+                      for key, grid in self.grids.items()}
         corners: dict[int, FloatArray] = {}
-        for wave in waves:
+        for wave in sorted({key[0] for key in self.grids}):
             cols = []
             for ch in channels:
                 stack = np.stack([per_layout.get((wave, ch, lay), np.full((n, 2), np.nan))

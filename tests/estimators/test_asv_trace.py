@@ -243,3 +243,34 @@ def test_without_window_two_scored_windows_are_refused_naming_them(tmp_path: Pat
         asv.from_traces(path, channels=("direct", "quote"))
     assert asv.from_traces(path, channels=("direct", "quote"), window="other").window_names == [
         "other"]
+
+
+def test_cells_land_on_their_rows_whatever_the_number_of_transitions(
+        tmp_path: Path) -> None:
+    """The collection keeps a (transitions, 2) array per (wave, channel, layout), grown as
+    transitions come: 2,500 transitions, scored sparsely and a grid's first score on a late
+    transition, land on their own rows."""
+    path = tmp_path / "many.zst"
+    n = 2500
+    with al.record(path, seed=1, task="t"):
+        refs = []
+        for i in range(n):
+            step(i)
+            ref = al.last_window("step")
+            assert ref is not None
+            refs.append(ref)
+        for i in reversed(range(0, n, 7)):  # the quote grid first sees a late transition
+            ref = refs[i]
+            al.score("m", float(i), channel="quote", transition=ref.id,
+                     state_hash=ref.exit_hash)
+        for i in range(0, n, 3):
+            ref = refs[i]
+            al.score("m", -float(i), channel="direct", transition=ref.id,
+                     state_hash=ref.entry_hash)
+    data = asv.from_traces(path, channels=("direct", "quote"))
+    corners = data.corners[0]
+    expect = np.full((n, 4), np.nan)
+    expect[::3, 0] = -np.arange(0, n, 3)
+    expect[::7, 3] = np.arange(0, n, 7)
+    np.testing.assert_array_equal(corners, expect)
+    assert [t[1] for t in data.transitions] == [r.id for r in refs]
