@@ -71,7 +71,11 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
         "outcomes": outcomes, "predictions": predictions, "pool": pool, "stream": stream,
         "stop_stream": stop_stream, "budget": budget, "replacement": replacement,
         "unfinished": unfinished}
-    with executing(executor):
+    if executor != "ray":  # a partition holds the pools of its runs: read with them
+        return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
+                               {**kwargs, "pools": None}, _stage_schema(), executor,
+                               partitioned={"pools": _POOL_COLUMNS})
+    with executing(executor):  # Ray's blocks are runs': every worker gets every pool
         kwargs["pools"] = pa.concat_tables([plain(p) for p in scan(
             dataset, "pools", _POOL_COLUMNS, as_is, {}, executor)] or [
             pa.table({"pool": pa.array([], pa.binary()), "ids": pa.array([], pa.binary()),
@@ -82,18 +86,21 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
 
 
 
-def _cess_stage(parts: Mapping[str, Any], *, pools: Any, outcomes: _Table,
+def _cess_stage(parts: Mapping[str, Any], *, pools: Any | None, outcomes: _Table,
                 predictions: _Table, pool: Mapping[str, Sequence[Any]] | None, stream: str,
                 stop_stream: str | None, budget: int, replacement: str,
                 unfinished: str) -> Any:
     """The per-run stage over the rows of whole runs (``parts``: ``runs``, and
-    ``selections`` and ``continuations`` where the dataset has them): a chunk of runs at a
-    time, each run's rows found by its position in ``runs``."""
+    ``selections`` and ``continuations`` where the dataset has them, and the ``pools`` of
+    their partitions unless ``pools`` holds every pool): a chunk of runs at a time, each
+    run's rows found by its position in ``runs``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from agentlog.dataset import iter_runs
 
+    if pools is None:
+        pools = parts["pools"]
     kinds = tuple(k for k in ("selections", "continuations") if k in parts)
     schema = _stage_schema()
     out = [schema.empty_table()]

@@ -310,13 +310,20 @@ def _partitions_filter(group: list[dict[str, Any]], keys: list[str],
 
 
 def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..., Any],
-                    kwargs: Mapping[str, Any], schema: Any, executor: Executor) -> Any:
+                    kwargs: Mapping[str, Any], schema: Any, executor: Executor, *,
+                    partitioned: Mapping[str, list[str]] | None = None) -> Any:
     """``group_runs`` of ``fn`` over ``runs`` and the tables ``kinds`` (the columns records
     are rebuilt from, ``record_columns``): its outputs, one row per run cast to ``schema``,
-    in ``agentlog.dataset.run_order``. Under Ray, call it inside ``executing``."""
+    in ``agentlog.dataset.run_order``. Under Ray, call it inside ``executing``.
+
+    ``partitioned``: more tables (name -> columns), without ``run_id``, whose rows a
+    partition holds for its runs (``pools``), read with each local group; not under Ray."""
     import pyarrow as pa
 
     tables = {kind: record_columns(kind) for kind in ("runs", *kinds)}
+    if partitioned:
+        assert executor != "ray", "Ray unions tables by run_id"
+        tables.update(partitioned)
     parts = [plain(p).cast(schema) for p in group_runs(dataset, tables, fn, kwargs, executor)]
     stage = pa.concat_tables([schema.empty_table(), *parts])
     del parts

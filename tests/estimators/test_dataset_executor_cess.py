@@ -135,9 +135,20 @@ def test_the_local_stage_reads_a_group_of_partitions_at_a_time(
     assert len(list(_executor.partition_groups(out, 10**9))) == 1
     a, warned_a = _read(lambda: cess.from_traces(traces, **KW))
     monkeypatch.setattr(_executor, "GROUP_RUNS", 1)
+    reads: list[tuple[str, bool]] = []
+
+    def read_table(*args: Any, **kwargs: Any) -> Any:
+        reads.append((args[1], kwargs.get("filter") is not None))
+        return read_table_of(*args, **kwargs)
+
+    read_table_of = _executor.read_table
+    monkeypatch.setattr(_executor, "read_table", read_table)
     b, warned_b = _read(lambda: cess.from_dataset(out, **KW))
     _assert_same(a, b)
     assert warned_a == warned_b
+    # every table, the candidate pools included, read a group of partitions at a time
+    pools = [filtered for table, filtered in reads if table == "pools"]
+    assert len(pools) == n_parts and all(pools) == bool(partition_by)
 
 
 def test_one_run_per_call_in_any_order_gives_the_same_bits(
@@ -154,6 +165,7 @@ def test_one_run_per_call_in_any_order_gives_the_same_bits(
                  for name, columns in tables.items()}
         for run_id in reversed(parts["runs"].column("run_id").to_pylist()):
             yield fn({name: t.filter(pa.compute.equal(t.column("run_id"), run_id))
+                      if "run_id" in t.column_names else t  # pools: no run_id
                       for name, t in parts.items()}, **kwargs)
 
     monkeypatch.setattr(_executor, "group_runs", run_by_run)
