@@ -266,17 +266,26 @@ def _check_resamples(n_resamples: Any) -> None:
 
 
 def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
-    """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``).
+    """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``)."""
+    return np.concatenate(list(_block_count_rows(n_blocks, n_resamples, seed, n_resamples)))
+
+
+def _block_count_rows(n_blocks: int, n_resamples: int, seed: int, rows: int
+                      ) -> Iterator[FloatArray]:
+    """``_block_counts`` a batch of ``rows`` resamples at a time: the same numbers (the
+    generator draws a batch's indices as it would draw them in one array), in memory of a
+    batch (the whole array is resamples × trajectories: 16 GB at 10⁷ trajectories).
 
     Drawn as ``n_blocks`` uniform indices per resample and counted by bincount, which is
     faster than ``Generator.multinomial`` for many blocks.
     """
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_blocks, size=(n_resamples, n_blocks))
-    counts: FloatArray = np.empty((n_resamples, n_blocks))
-    for row, drawn in zip(counts, idx, strict=True):  # a row at a time: no second int copy
-        row[:] = np.bincount(drawn, minlength=n_blocks)
-    return counts
+    for start in range(0, n_resamples, rows):
+        idx = rng.integers(0, n_blocks, size=(min(rows, n_resamples - start), n_blocks))
+        counts: FloatArray = np.empty(idx.shape)
+        for row, drawn in zip(counts, idx, strict=True):  # a row at a time: no second copy
+            row[:] = np.bincount(drawn, minlength=n_blocks)
+        yield counts
 
 
 SERIES = ("interaction", "gain0", "gain1", "sign_disagreement", "diagonal", "state_part",
@@ -566,10 +575,9 @@ def summarize(
         jk = _jackknife(resampler, n_traj, unit_traj, unit_target, per_target, trim)
         accelerations = {k: float(jackknife_acceleration(v)) for k, v in jk.items()}
     samples: dict[str, list[FloatArray]] = {}
-    counts_all = _block_counts(len(t_uniq), int(n_resamples), seed)
     rows = _batch_rows(n_units, 1_000)
-    for start in range(0, int(n_resamples), rows):
-        v = _unit_weights(counts_all[start:start + rows], unit_traj, unit_target, per_target)
+    for counts in _block_count_rows(len(t_uniq), int(n_resamples), seed, rows):
+        v = _unit_weights(counts, unit_traj, unit_target, per_target)
         for key, arr in resampler.stats(v, trim).items():
             samples.setdefault(key, []).append(arr)
     return AsvSummaryResult(

@@ -430,3 +430,17 @@ def test_long_blocks_and_short_batches_for_large_inputs_give_the_same_draws(
         np.testing.assert_allclose(long.samples[key], default.samples[key], rtol=1e-12,
                                    atol=1e-14)
     assert long.accelerations == pytest.approx(default.accelerations, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 2, 7, 1001])
+def test_block_counts_drawn_a_batch_at_a_time_are_the_whole_draw(n_blocks: int) -> None:
+    """``summarize`` draws its resamples' counts a batch of rows at a time; any batch size,
+    odd ones included, gives the numbers of one whole (resamples × trajectories) draw."""
+    from agentlog.estimators._asv import _block_count_rows
+
+    whole = np.random.default_rng(5).integers(0, n_blocks, size=(9, n_blocks))
+    expect = np.stack([np.bincount(row, minlength=n_blocks) for row in whole])
+    for rows in (1, 2, 3, 4, 9, 50):
+        got = np.concatenate(list(_block_count_rows(n_blocks, 9, 5, rows)))
+        np.testing.assert_array_equal(got, expect)
+        assert got.sum(axis=1).tolist() == [n_blocks] * 9
