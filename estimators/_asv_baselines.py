@@ -17,7 +17,8 @@ from agentlog.display import html_repr
 from ._asv import (
     DEFAULT_METHOD,
     FloatArray,
-    _block_counts,
+    _batch_rows,
+    _block_count_rows,
     _check_resamples,
     _corner,
     _estimates,
@@ -112,14 +113,17 @@ def retry_disagreement(
     if traj.shape[0] != A.shape[0]:
         raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {A.shape[0]} transitions")
     stats = np.column_stack([cross, same, cross - same])
-    counts = _block_counts(len(t_uniq), int(n_resamples), seed)
-    w = counts[:, traj]
-    samples = (w @ stats) / w.sum(axis=1)[:, None]
+    batches = []
+    for counts in _block_count_rows(len(t_uniq), int(n_resamples), seed,
+                                    _batch_rows(len(traj), 1_000)):
+        w = counts[:, traj]  # a batch of resamples' transition weights
+        batches.append((w @ stats) / w.sum(axis=1)[:, None])
+    samples = np.concatenate(batches)
     point = stats.mean(axis=0)
     accel = np.zeros(3)
     if len(t_uniq) >= 2:
         jk = np.concatenate([(c[:, traj] @ stats) / c[:, traj].sum(axis=1)[:, None]
-                             for c in _jackknife_rows(len(t_uniq))])
+                             for c in _jackknife_rows(len(t_uniq), len(traj))])
         accel = jackknife_acceleration(jk.T)
     return RetryDisagreementResult(float(point[0]), float(point[1]), float(point[2]), samples,
                                    confidence_level, method, accel)
@@ -129,16 +133,17 @@ def retry_disagreement(
 
 
 def _weighted_auc(x: FloatArray, y: NDArray[np.bool_], w: FloatArray) -> FloatArray:
-    """AUC of score ``x`` for label ``y`` under each row of weights (ties count ½)."""
+    """AUC of score ``x`` for label ``y`` under each row of weights (ties count ½): a row's
+    positive and negative weight at each distinct score, by bincount (a one-hot matrix of
+    transitions × distinct scores would be 80 GB at 10⁵ transitions)."""
     uniq, inv = np.unique(x, return_inverse=True)
-    onehot = np.zeros((x.shape[0], uniq.shape[0]))
-    onehot[np.arange(x.shape[0]), inv] = 1.0
-    pos = (w * y) @ onehot  # (B, U) positive weight at each distinct score
-    neg = (w * ~y) @ onehot
-    below = np.cumsum(neg, axis=1) - neg  # negative weight strictly below each score
-    with np.errstate(invalid="ignore", divide="ignore"):
-        auc: FloatArray = (pos * (below + 0.5 * neg)).sum(axis=1) / (
-            pos.sum(axis=1) * neg.sum(axis=1))
+    auc: FloatArray = np.empty(w.shape[0])
+    for i, row in enumerate(w):
+        pos = np.bincount(inv, weights=row * y, minlength=uniq.shape[0])
+        neg = np.bincount(inv, weights=row * ~y, minlength=uniq.shape[0])
+        below = np.cumsum(neg) - neg  # negative weight strictly below each score
+        with np.errstate(invalid="ignore", divide="ignore"):
+            auc[i] = (pos * (below + 0.5 * neg)).sum() / (pos.sum() * neg.sum())
     return auc
 
 
@@ -226,13 +231,16 @@ def auc_difference(
         raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {n} transitions")
     ones = np.ones((1, n))
     a0, a1 = float(_weighted_auc(x0, yb, ones)[0]), float(_weighted_auc(x1, yb, ones)[0])
-    counts = _block_counts(len(t_uniq), int(n_resamples), seed)
-    w = counts[:, traj]
-    b0, b1 = _weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)
+    batches = []
+    for counts in _block_count_rows(len(t_uniq), int(n_resamples), seed,
+                                    _batch_rows(n, 1_000)):
+        w = counts[:, traj]
+        batches.append((_weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)))
+    b0, b1 = (np.concatenate([b[k] for b in batches]) for k in (0, 1))
     accel = np.zeros(3)
     if len(t_uniq) >= 2:
         parts = []
-        for c in _jackknife_rows(len(t_uniq)):
+        for c in _jackknife_rows(len(t_uniq), n):
             j0, j1 = _weighted_auc(x0, yb, c[:, traj]), _weighted_auc(x1, yb, c[:, traj])
             parts.append(np.column_stack([j0, j1, j1 - j0]))
         jk = np.concatenate(parts)

@@ -444,3 +444,31 @@ def test_block_counts_drawn_a_batch_at_a_time_are_the_whole_draw(n_blocks: int) 
         got = np.concatenate(list(_block_count_rows(n_blocks, 9, 5, rows)))
         np.testing.assert_array_equal(got, expect)
         assert got.sum(axis=1).tolist() == [n_blocks] * 9
+
+
+def test_the_auc_baseline_scales_to_many_distinct_scores() -> None:
+    """20,000 transitions with as many distinct margins: the AUC is Mann–Whitney's U over
+    n₁·n₀ (ties ½), and the bootstrap holds a batch of resamples' weights, not a one-hot
+    matrix of transitions × distinct scores (3.2 GB here)."""
+    import tracemalloc
+
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(8)
+    n = 20_000
+    success = rng.integers(0, 2, n)
+    post0 = rng.normal(size=n) + 0.3 * success
+    post1 = np.round(rng.normal(size=n) + 0.6 * success, 2)  # ties
+    tracemalloc.start()
+    try:
+        result = asv.auc_difference(post0, post1, success, trajectory=np.arange(n) // 10,
+                                    n_resamples=20, seed=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200e6, peak
+    n1, n0 = int(success.sum()), int(n - success.sum())
+    for value, post in ((result.auc0, post0), (result.auc1, post1)):
+        u = mannwhitneyu(post[success == 1], post[success == 0]).statistic
+        assert value == pytest.approx(u / (n1 * n0), rel=1e-12)
+    assert result.samples.shape == (20, 3) and np.isfinite(result.samples).all()
