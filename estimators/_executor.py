@@ -13,8 +13,9 @@ Two kinds of work can leave the process, and each runs the same function either 
   run's selections and continuations, or ``asv.from_dataset``'s of its windows and scores,
   say), for per-run work that a block of one table cannot do. The local executor applies
   it to the tables of a group of whole Hive partitions at a time (``partition_groups``;
-  ``run_chunks`` splits them into chunks of runs); Ray gives
-  it whole runs a block at a time (``read_parquet`` of each table, their union sorted by
+  ``run_chunks`` splits them into chunks of runs); Ray gives each task a smaller group
+  of whole partitions that its worker reads, or, for a dataset without partitions, whole
+  runs a block at a time (``read_parquet`` of each table, their union sorted by
   ``run_id``, a map over its blocks). Its outputs are one row per run (with its
   ``run_id``): the caller puts them in ``agentlog.dataset.run_order``;
 * **replicates** (``map_blocks``): bootstrap or calibration draws in blocks of at most
@@ -226,10 +227,11 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
     """``fn(parts, **kwargs)`` over the rows of whole runs: ``parts`` maps each name of
     ``tables`` (the first is ``runs``) to its rows (``columns`` of it), those of the same
     runs. Locally one call holds the runs of a group of whole partitions of a dataset folder
-    (``partition_groups``), or every run of tables in memory; under Ray one call holds the
-    whole runs of one block of the tables' union sorted by ``run_id``, in any order (a run
-    named by two outputs is refused). A table the dataset lacks is absent from ``parts``
-    under Ray and empty locally.
+    (``partition_groups``), or every run of tables in memory. Under Ray one task holds a
+    smaller group of whole partitions, read by the worker itself; a dataset without
+    partitions is read with Ray Data instead, one call per block of the tables' union
+    sorted by ``run_id``. Outputs come in any order (a run named by two is refused). A
+    table the dataset lacks is absent from ``parts`` under Ray Data and empty otherwise.
 
     ``fn`` takes pyarrow tables and returns one; it must be a module-level function and
     must not raise on bad data (as ``scan``'s).
@@ -261,24 +263,37 @@ def partition_groups(dataset: str | os.PathLike[str], runs_per_group: int
     if not keys:
         yield None
         return
+    groups, partitions = partition_group_rows(dataset, keys, runs_per_group)
+    for group in groups:
+        yield partitions_filter(group, keys, partitions)
+
+
+def partition_group_rows(dataset: str | os.PathLike[str], keys: list[str],
+                         runs_per_group: int, *, spread: int = 1
+                         ) -> tuple[list[list[dict[str, Any]]], dict[Any, int]]:
+    """``partition_groups``' groups as plain data: each group's partitions (``keys`` and
+    ``count_all``, the runs in it), sorted and contiguous, and how many partitions each
+    system has (what ``partitions_filter`` takes). ``spread``: at least about that many
+    groups (smaller ones), where the partitions allow."""
     counts = read_table(dataset, "runs", keys).group_by(keys).aggregate([([], "count_all")])
     rows = sorted(counts.to_pylist(), key=lambda r: tuple((r[k] is not None, r[k] or "")
                                                           for k in keys))
-    partitions = collections.Counter(row[keys[0]] for row in rows)  # per system
-    group: list[dict[str, Any]] = []
+    total = sum(row["count_all"] for row in rows)
+    runs_per_group = max(1, min(runs_per_group, -(-total // max(spread, 1))))
+    partitions = dict(collections.Counter(row[keys[0]] for row in rows))  # per system
+    groups: list[list[dict[str, Any]]] = [[]]
     size = 0
     for row in rows:
-        group.append(row)
-        size += row["count_all"]
         if size >= runs_per_group:
-            yield _partitions_filter(group, keys, partitions)
-            group, size = [], 0
-    if group:
-        yield _partitions_filter(group, keys, partitions)
+            groups.append([])
+            size = 0
+        groups[-1].append(row)
+        size += row["count_all"]
+    return [g for g in groups if g], partitions
 
 
-def _partitions_filter(group: list[dict[str, Any]], keys: list[str],
-                       partitions: Mapping[Any, int]) -> Any:
+def partitions_filter(group: list[dict[str, Any]], keys: list[str],
+                      partitions: Mapping[Any, int]) -> Any:
     """The filter of a group of partitions (rows of ``keys``, sorted and contiguous;
     ``partitions``: how many partitions each system has): the systems the group holds
     whole by one ``isin``, the tasks of the first and last (which may be split between

@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentlog import MissingDependencyError
-from agentlog.dataset import HIVE_NULL, PARTITIONS, check_version, is_uri
+from agentlog.dataset import (
+    HIVE_NULL,
+    PARTITIONS,
+    check_version,
+    is_uri,
+    partitioned_by,
+    read_table,
+)
 
 __all__ = ["use_ray"]
 
@@ -207,13 +214,34 @@ def _grouped(batch: Any, *, fn: Callable[..., Any], types: Mapping[str, Any],
 
 def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[..., Any],
                    kwargs: Mapping[str, Any]) -> list[Any]:
-    """``_executor.group_runs`` on Ray Data: each table read (``read_parquet``) and tagged,
-    their union sorted by ``run_id`` and ``fn`` applied to each block of whole runs; the
-    outputs in any order."""
+    """``_executor.group_runs`` on Ray: the outputs of ``fn`` over whole runs, in any order.
+
+    A run's rows all lie in its Hive partition, so a partitioned dataset is split into
+    groups of whole partitions, about ``_TASKS_PER_CPU`` per CPU of the cluster (at most
+    ``GROUP_RUNS`` runs each), and each task reads its group's rows itself, as the local
+    executor reads a group: no shuffle. A dataset without partitions is read with Ray
+    Data: each table read (``read_parquet``) and tagged, their union sorted by ``run_id``
+    (a distributed sort, most of the time on a small cluster) and ``fn`` applied to each
+    block of whole runs."""
     import pyarrow as pa
 
-    data = import_ray("ray.data")
+    from ._executor import GROUP_RUNS, partition_group_rows
+
     root = _checked(dataset)
+    keys = list(partitioned_by(root))
+    if keys:
+        ray = import_ray()
+        with use_ray(), _workers_read(dataset):
+            slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            groups, partitions = partition_group_rows(root, keys, GROUP_RUNS,
+                                                      spread=_TASKS_PER_CPU * slots)
+            task = ray.remote(num_cpus=1, max_retries=0)(_read_group)
+            refs = [task.remote(root, dict(tables), fn, dict(kwargs), keys, group, partitions)
+                    for group in groups]
+            batches = list(ray.get(refs))
+        _check_whole_runs(batches)
+        return batches
+    data = import_ray("ray.data")
     with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         reads = {}
         for name, columns in tables.items():
@@ -246,6 +274,19 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
         batches = list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
     _check_whole_runs(batches)
     return batches
+
+
+def _read_group(dataset: str, tables: Mapping[str, list[str]], fn: Callable[..., Any],
+                kwargs: Mapping[str, Any], keys: list[str], group: list[dict[str, Any]],
+                partitions: Mapping[Any, int]) -> Any:
+    """A Ray task of ``map_run_groups``: one group of whole partitions read (each table's
+    rows of those partitions, as ``_executor.group_runs`` reads them locally), then
+    ``fn``."""
+    from ._executor import partitions_filter, plain
+
+    where = partitions_filter(group, keys, partitions)
+    return fn({name: plain(read_table(dataset, name, columns, filter=where))
+               for name, columns in tables.items()}, **kwargs)
 
 
 def _check_whole_runs(batches: list[Any]) -> None:

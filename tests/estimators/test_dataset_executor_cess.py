@@ -246,6 +246,36 @@ def test_cess_on_ray_gives_the_local_and_trace_data_bit_for_bit(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("partition_by", [("system",), ()])
+def test_ray_reads_groups_of_partitions_or_sorts_an_unpartitioned_dataset(
+        cluster: Any, traces: list[Path], tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, partition_by: tuple[str, ...]) -> None:
+    """A partitioned dataset goes to Ray tasks a group of whole partitions each (here one
+    partition a task), a dataset without partitions through Ray Data's sort by run id:
+    both give the trace path's data, bit for bit."""
+    from agentlog.dataset import to_parquet
+    from agentlog.estimators import _executor
+
+    out = tmp_path / "ds"
+    to_parquet(traces, out, batch_rows=60, partition_by=partition_by)
+    monkeypatch.setattr(_executor, "GROUP_RUNS", 1)
+    groups = []
+    group_rows = _executor.partition_group_rows
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        found = group_rows(*args, **kwargs)
+        groups.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(_executor, "partition_group_rows", counted)
+    a, warned_a = _read(lambda: cess.from_traces(traces, **KW))
+    b, warned_b = _read(lambda: cess.from_dataset(out, executor="ray", **KW))
+    _assert_same(a, b)
+    assert warned_a == warned_b
+    assert groups == ([2] if partition_by else [])  # alpha and beta, a task each
+
+
+@pytest.mark.slow
 def test_the_cli_with_executor_ray_prints_the_local_json(
         cluster: Any, dataset: Path, tables: list[Any]) -> None:  # noqa: F811
     local = invoke("estimate", "cess", dataset, *tables, "--json")
