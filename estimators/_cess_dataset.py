@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import Trace
+from agentlog.dataset import partitioned_by
 from agentlog.records import Continuation, Selection
 
 from ._cess_design import SamplingDesign
@@ -30,6 +31,7 @@ from ._cess_trace import CessData, _add_run, _NoSelections, _Rows, finish
 from ._executor import (
     Executor,
     as_is,
+    check_dataset,
     check_tables,
     executing,
     plain,
@@ -71,11 +73,18 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
         "outcomes": outcomes, "predictions": predictions, "pool": pool, "stream": stream,
         "stop_stream": stop_stream, "budget": budget, "replacement": replacement,
         "unfinished": unfinished}
-    if executor != "ray":  # a partition holds the pools of its runs: read with them
-        return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
-                               {**kwargs, "pools": None}, _stage_schema(), executor,
-                               partitioned={"pools": _POOL_COLUMNS})
-    with executing(executor):  # Ray's blocks are runs': every worker gets every pool
+    by_partition = True
+    if executor == "ray":
+        check_dataset(dataset, executor)
+        assert isinstance(dataset, str | os.PathLike)  # check_dataset's promise, for mypy
+        by_partition = bool(partitioned_by(dataset))
+    if by_partition:
+        # A partition holds the pools of its runs: read with them, a group at a time.
+        with executing(executor):
+            return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
+                                   {**kwargs, "pools": None}, _stage_schema(), executor,
+                                   partitioned={"pools": _POOL_COLUMNS})
+    with executing(executor):  # Ray Data's sorted blocks are runs': every task every pool
         kwargs["pools"] = pa.concat_tables([plain(p) for p in scan(
             dataset, "pools", _POOL_COLUMNS, as_is, {}, executor)] or [
             pa.table({"pool": pa.array([], pa.binary()), "ids": pa.array([], pa.binary()),

@@ -332,12 +332,14 @@ def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..
     in ``agentlog.dataset.run_order``. Under Ray, call it inside ``executing``.
 
     ``partitioned``: more tables (name -> columns), without ``run_id``, whose rows a
-    partition holds for its runs (``pools``), read with each local group; not under Ray."""
+    partition holds for its runs (``pools``), read with each group of partitions; under
+    Ray only for a dataset that has partitions (Ray Data's sort needs ``run_id``)."""
     import pyarrow as pa
 
     tables = {kind: record_columns(kind) for kind in ("runs", *kinds)}
     if partitioned:
-        assert executor != "ray", "Ray unions tables by run_id"
+        assert executor != "ray" or (isinstance(dataset, str | os.PathLike)
+                                     and partitioned_by(dataset)), "Ray Data sorts by run_id"
         tables.update(partitioned)
     parts = [plain(p).cast(schema) for p in group_runs(dataset, tables, fn, kwargs, executor)]
     stage = pa.concat_tables([schema.empty_table(), *parts])
