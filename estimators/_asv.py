@@ -265,16 +265,12 @@ def _check_resamples(n_resamples: Any) -> None:
         raise ValueError(f"`n_resamples` must be an int >= 2; found {n_resamples!r}")
 
 
-def _block_counts(n_blocks: int, n_resamples: int, seed: int) -> FloatArray:
-    """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``)."""
-    return np.concatenate(list(_block_count_rows(n_blocks, n_resamples, seed, n_resamples)))
-
-
 def _block_count_rows(n_blocks: int, n_resamples: int, seed: int, rows: int
                       ) -> Iterator[FloatArray]:
-    """``_block_counts`` a batch of ``rows`` resamples at a time: the same numbers (the
-    generator draws a batch's indices as it would draw them in one array), in memory of a
-    batch (the whole array is resamples × trajectories: 16 GB at 10⁷ trajectories).
+    """How often each trajectory is drawn in each resample (rows sum to ``n_blocks``), a
+    batch of ``rows`` resamples at a time: the numbers of one whole draw (the generator
+    draws a batch's indices as it would draw them in one array), in memory of a batch (the
+    whole array is resamples × trajectories: 16 GB at 10⁷ trajectories).
 
     Drawn as ``n_blocks`` uniform indices per resample and counted by bincount, which is
     faster than ``Generator.multinomial`` for many blocks.

@@ -132,19 +132,27 @@ def retry_disagreement(
 # --------------------------------------------------------------------------- AUC
 
 
-def _weighted_auc(x: FloatArray, y: NDArray[np.bool_], w: FloatArray) -> FloatArray:
-    """AUC of score ``x`` for label ``y`` under each row of weights (ties count ½): a row's
-    positive and negative weight at each distinct score, by bincount (a one-hot matrix of
-    transitions × distinct scores would be 80 GB at 10⁵ transitions)."""
-    uniq, inv = np.unique(x, return_inverse=True)
+def _weighted_auc(x: tuple[NDArray[np.intp], int], y: NDArray[np.bool_], w: FloatArray
+                  ) -> FloatArray:
+    """AUC of a score for label ``y`` under each row of weights (ties count ½). ``x``: each
+    transition's rank among the distinct scores, and their number (``np.unique``'s
+    inverse). A row's positive and negative weight at each distinct score, by bincount (a
+    one-hot matrix of transitions × distinct scores would be 80 GB at 10⁵ transitions)."""
+    inv, distinct = x
     auc: FloatArray = np.empty(w.shape[0])
     for i, row in enumerate(w):
-        pos = np.bincount(inv, weights=row * y, minlength=uniq.shape[0])
-        neg = np.bincount(inv, weights=row * ~y, minlength=uniq.shape[0])
+        pos = np.bincount(inv, weights=row * y, minlength=distinct)
+        neg = np.bincount(inv, weights=row * ~y, minlength=distinct)
         below = np.cumsum(neg) - neg  # negative weight strictly below each score
         with np.errstate(invalid="ignore", divide="ignore"):
             auc[i] = (pos * (below + 0.5 * neg)).sum() / (pos.sum() * neg.sum())
     return auc
+
+
+def _ranks(x: FloatArray) -> tuple[NDArray[np.intp], int]:
+    """What ``_weighted_auc`` takes of a score: found once, used by every resample."""
+    uniq, inv = np.unique(x, return_inverse=True)
+    return inv.ravel().astype(np.intp), int(uniq.shape[0])
 
 
 @dataclass(frozen=True)
@@ -229,19 +237,20 @@ def auc_difference(
     t_uniq, traj = codes(trajectory, name="trajectory")
     if traj.shape[0] != n:
         raise ValueError(f"`trajectory` has {traj.shape[0]} labels for {n} transitions")
+    r0, r1 = _ranks(x0), _ranks(x1)
     ones = np.ones((1, n))
-    a0, a1 = float(_weighted_auc(x0, yb, ones)[0]), float(_weighted_auc(x1, yb, ones)[0])
+    a0, a1 = float(_weighted_auc(r0, yb, ones)[0]), float(_weighted_auc(r1, yb, ones)[0])
     batches = []
     for counts in _block_count_rows(len(t_uniq), int(n_resamples), seed,
                                     _batch_rows(n, 1_000)):
         w = counts[:, traj]
-        batches.append((_weighted_auc(x0, yb, w), _weighted_auc(x1, yb, w)))
+        batches.append((_weighted_auc(r0, yb, w), _weighted_auc(r1, yb, w)))
     b0, b1 = (np.concatenate([b[k] for b in batches]) for k in (0, 1))
     accel = np.zeros(3)
     if len(t_uniq) >= 2:
         parts = []
         for c in _jackknife_rows(len(t_uniq), n):
-            j0, j1 = _weighted_auc(x0, yb, c[:, traj]), _weighted_auc(x1, yb, c[:, traj])
+            j0, j1 = _weighted_auc(r0, yb, c[:, traj]), _weighted_auc(r1, yb, c[:, traj])
             parts.append(np.column_stack([j0, j1, j1 - j0]))
         jk = np.concatenate(parts)
         # a leave-one-out sample without successes or failures has no AUC: leave it out

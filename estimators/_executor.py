@@ -248,8 +248,15 @@ def group_runs(dataset: DatasetInput, tables: Mapping[str, list[str]],
                   for name, columns in tables.items()}, **kwargs)
         return
     for where in partition_groups(dataset, GROUP_RUNS):
-        yield fn({name: plain(read_table(dataset, name, columns, filter=where))
-                  for name, columns in tables.items()}, **kwargs)
+        yield read_group(dataset, tables, fn, kwargs, where)
+
+
+def read_group(dataset: str | os.PathLike[str], tables: Mapping[str, list[str]],
+               fn: Callable[..., Any], kwargs: Mapping[str, Any], where: Any) -> Any:
+    """``fn`` of the rows ``where`` keeps (a group of partitions) of each of ``tables``:
+    one call of ``group_runs``, locally or in a Ray task."""
+    return fn({name: plain(read_table(dataset, name, columns, filter=where))
+               for name, columns in tables.items()}, **kwargs)
 
 
 def partition_groups(dataset: str | os.PathLike[str], runs_per_group: int
@@ -337,10 +344,7 @@ def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..
     import pyarrow as pa
 
     tables = {kind: record_columns(kind) for kind in ("runs", *kinds)}
-    if partitioned:
-        assert executor != "ray" or (isinstance(dataset, str | os.PathLike)
-                                     and partitioned_by(dataset)), "Ray Data sorts by run_id"
-        tables.update(partitioned)
+    tables.update(partitioned or {})
     parts = [plain(p).cast(schema) for p in group_runs(dataset, tables, fn, kwargs, executor)]
     stage = pa.concat_tables([schema.empty_table(), *parts])
     del parts

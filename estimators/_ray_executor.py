@@ -30,7 +30,6 @@ from agentlog.dataset import (
     check_version,
     is_uri,
     partitioned_by,
-    read_table,
 )
 
 __all__ = ["use_ray"]
@@ -241,6 +240,8 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
             batches = list(ray.get(refs))
         _check_whole_runs(batches)
         return batches
+    unsorted = [name for name, columns in tables.items() if "run_id" not in columns]
+    assert not unsorted, f"Ray Data sorts by run_id, which {unsorted} lack"
     data = import_ray("ray.data")
     with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         reads = {}
@@ -279,14 +280,11 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
 def _read_group(dataset: str, tables: Mapping[str, list[str]], fn: Callable[..., Any],
                 kwargs: Mapping[str, Any], keys: list[str], group: list[dict[str, Any]],
                 partitions: Mapping[Any, int]) -> Any:
-    """A Ray task of ``map_run_groups``: one group of whole partitions read (each table's
-    rows of those partitions, as ``_executor.group_runs`` reads them locally), then
-    ``fn``."""
-    from ._executor import partitions_filter, plain
+    """A Ray task of ``map_run_groups``: one group of whole partitions read as
+    ``_executor.group_runs`` reads one locally, then ``fn``."""
+    from ._executor import partitions_filter, read_group
 
-    where = partitions_filter(group, keys, partitions)
-    return fn({name: plain(read_table(dataset, name, columns, filter=where))
-               for name, columns in tables.items()}, **kwargs)
+    return read_group(dataset, tables, fn, kwargs, partitions_filter(group, keys, partitions))
 
 
 def _check_whole_runs(batches: list[Any]) -> None:

@@ -210,7 +210,7 @@ def _weighted_reference(x: np.ndarray, w: np.ndarray, trim: float) -> dict[str, 
 @pytest.mark.parametrize("weighting", ["empirical", "equal-target"])
 def test_bootstrap_statistics_equal_a_direct_weighted_computation(weighting: str) -> None:
     """The block-prefix resampler gives exactly what per-transition weights give."""
-    from agentlog.estimators._asv import _block_counts
+    from agentlog.estimators._asv import _block_count_rows
 
     rng = np.random.default_rng(6)
     T, k = 40, 7
@@ -219,7 +219,7 @@ def test_bootstrap_statistics_equal_a_direct_weighted_computation(weighting: str
     f = asv.face(*np.round(rng.normal(size=(4, T * k)), 1))  # ties in Ω
     s = asv.summarize(f, trajectory=traj, target=target, weighting=weighting,
                       n_resamples=50, seed=3)
-    counts = _block_counts(T, 50, 3)
+    counts = np.concatenate(list(_block_count_rows(T, 50, 3, 50)))
     for row in (0, 17, 49):
         w = counts[row][traj]
         if weighting == "equal-target":
