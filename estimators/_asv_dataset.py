@@ -23,9 +23,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from agentlog.records import RunStart, Score
+from agentlog.records import RunStart
 
-from ._asv_trace import _add_cells, _reduce, _Replayed, _run_cells, _RunPart
+from ._asv_trace import END_BYTES, _add_cells, _Placed, _reduce, _Replayed, _run_cells, _RunPart
 from ._executor import Executor, check_tables, executing, run_chunks, whole_run_stage
 
 _KINDS = ("windows", "scores")
@@ -49,10 +49,10 @@ def _stage_schema() -> Any:
             ("window", pa.int64()), ("name", pa.string()), ("entry_hash", pa.binary()),
             ("exit_hash", pa.binary())]))),
         ("channels", pa.list_(pa.string())),
-        ("scores", pa.list_(pa.struct([
-            ("name", pa.string()), ("value", pa.float64()), ("channel", pa.string()),
-            ("layout", pa.int64()), ("wave", pa.int64()), ("state_hash", pa.binary()),
-            ("transition", pa.int64())]))),
+        ("scores", pa.list_(pa.struct([  # _Placed's fields: corners read, no state hash
+            ("transition", pa.int64()), ("corner", pa.int8()), ("value", pa.float64()),
+            ("channel", pa.string()), ("layout", pa.int64()), ("wave", pa.int64()),
+            ("problem", pa.string())]))),
         ("cells", pa.list_(pa.struct([
             ("channel", pa.string()), ("window", pa.string()), ("name", pa.string())]))),
     ])
@@ -104,7 +104,7 @@ def _stage_rows(runs: Iterable[Any], *, channels: tuple[str, ...],
                                 for c, w, n in sorted(_run_cells(trace.path, run))]
             if channels:
                 row.update(_part_row(_reduce(trace.path, run, channels=channels,
-                                             wanted=wanted, window=window)))
+                                             wanted=wanted, window=window), row["run_id"]))
         except ValueError as exc:  # a replayed unit's provenance: the only error of a run
             row = {**row, "error": str(exc), "cells": None}
         for name, values in cols.items():
@@ -112,19 +112,21 @@ def _stage_rows(runs: Iterable[Any], *, channels: tuple[str, ...],
     return cols
 
 
-def _part_row(part: _RunPart) -> dict[str, Any]:
-    """A ``_RunPart`` of a run that has its start, as stage columns."""
+def _part_row(part: _RunPart, run_id: str) -> dict[str, Any]:
+    """A ``_RunPart`` of run ``run_id`` (that has its start), as stage columns: only
+    ``END_BYTES`` of each window's hashes, all the collection compares."""
     start, rep = part.start, part.rep
     assert start is not None  # every run of a dataset has its start
     row: dict[str, Any] = {
-        "start_run": start.run, "start_run_id": start.run_id, "system": start.system,
+        "start_run": start.run, "system": start.system,
+        # a replayed unit's source's id; null for the run's own (its run_id)
+        "start_run_id": None if start.run_id == run_id else start.run_id,
         "seed": start.seed, "task": start.task, "meta": json.dumps(start.meta),
-        "windows": [{"window": w, "name": n, "entry_hash": a, "exit_hash": b}
+        "windows": [{"window": w, "name": n, "entry_hash": a[:END_BYTES],
+                     "exit_hash": None if b is None else b[:END_BYTES]}
                     for w, n, a, b in part.windows],
         "channels": sorted(part.channels),
-        "scores": [{"name": r.name, "value": r.value, "channel": r.channel,
-                    "layout": r.layout, "wave": r.wave, "state_hash": r.state_hash,
-                    "transition": r.transition} for r in part.scores]}
+        "scores": [score._asdict() for score in part.scores]}
     if rep is not None:
         row.update(rep_window=rep.window, rep_window_id=rep.key[1], rep_entry=rep.entry_hash,
                    rep_exit=rep.exit_hash, rep_file=rep.source_file)
@@ -149,14 +151,26 @@ def stage_cells(stage: Any) -> dict[str, dict[str, set[str]]]:
     return out
 
 
+def replayed_keys(stage: Any) -> set[tuple[str, int]]:
+    """The ``(source run id, window id)`` of every transition a replayed unit of the stage
+    names: those whose ends ``_Collection`` keeps to check the unit against its source."""
+    import pyarrow.compute as pc
+
+    units = stage.filter(pc.is_valid(stage.column("rep_window_id")))
+    sources = pc.coalesce(units.column("start_run_id"), units.column("run_id"))
+    return set(zip(sources.to_pylist(),
+                   units.column("rep_window_id").to_pylist(), strict=True))
+
+
 def stage_parts(stage: Any) -> Iterator[_RunPart]:
     """The stage's rows as the ``_RunPart``s ``_reduce`` gave, in run order; a run's error
     is raised when its turn comes."""
-    for row in _rows(stage, [n for n in _stage_schema().names if n != "cells"]):
+    for row in _rows(stage, [n for n in stage.column_names if n != "cells"]):
         if row["error"] is not None:
             raise ValueError(row["error"])
         start = RunStart(
-            run=row["start_run"], run_id=row["start_run_id"], system=row["system"],
+            run=row["start_run"], run_id=row["start_run_id"] or row["run_id"],
+            system=row["system"],
             seed=row["seed"], task=row["task"], meta=json.loads(row["meta"]), t_ns=0,
             generator="", agentlog_version="")
         rep = None
@@ -168,7 +182,4 @@ def stage_parts(stage: Any) -> Iterator[_RunPart]:
             tuple((w["window"], w["name"], w["entry_hash"], w["exit_hash"])
                   for w in row["windows"]),
             frozenset(row["channels"]),
-            tuple(Score(run=0, window=-1, name=s["name"], value=s["value"],
-                        channel=s["channel"], layout=s["layout"], wave=s["wave"],
-                        state_hash=s["state_hash"], transition=s["transition"])
-                  for s in row["scores"]))
+            tuple(_Placed(**score) for score in row["scores"]))

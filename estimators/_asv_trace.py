@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -378,15 +378,20 @@ def from_dataset(
     how = check_executor(executor)
     check_dataset(dataset, how)
     wanted = _check_collection(channels, score)
-    from ._asv_dataset import per_run_stage, stage_cells, stage_parts
+    from ._asv_dataset import per_run_stage, replayed_keys, stage_cells, stage_parts
 
     stage = per_run_stage(dataset, channels=channels, wanted=wanted, window=window,
                           cells=window is None, executor=how)
     if window is None:
         window = _default_window(stage_cells(stage), channels)
-    collect = _Collection(channels, window, target_key, trajectory_key)
-    for part in stage_parts(stage):
+        stage = stage.drop_columns(["cells"])
+    collect = _Collection(channels, window, target_key, trajectory_key,
+                          named=replayed_keys(stage))
+    parts = stage_parts(stage)
+    del stage  # the parts hold it until they are read: the arrays are built without it
+    for part in parts:
         collect.add(part)
+    del parts
     return collect.data()
 
 
@@ -399,6 +404,20 @@ def _check_collection(channels: tuple[str, str], score: str | tuple[str, str] | 
     return _score_iv(score, channels)
 
 
+class _Placed(NamedTuple):
+    """One score the collection may place, its corner read within its run (``_reduce``):
+    ``corner`` 0 (x−) or 1 (x+), or -1 when the state it names is neither end of its
+    window, ``problem`` then saying so (raised if its transition is collected)."""
+
+    transition: int  # window id
+    corner: int
+    value: float
+    channel: str
+    layout: int
+    wave: int
+    problem: str | None = None
+
+
 @dataclass(frozen=True)
 class _RunPart:
     """What the collection takes from one run, a function of that run alone (``_reduce``).
@@ -407,8 +426,8 @@ class _RunPart:
     (``rep.start``); None for a run without one (left out). ``windows``: ``(window id, name,
     entry hash, exit hash)`` of a recorded run's windows of the collected window.
     ``channels``: every channel its Score records name. ``scores``: those the collection
-    may place (of the two channels, of the score names asked, tied to a transition; a
-    replayed unit's on its own transition only).
+    may place (of the two channels, of the score names asked, on one of ``windows``; a
+    replayed unit's on its own transition only), each with the corner its state hash names.
     """
 
     path: str
@@ -416,12 +435,15 @@ class _RunPart:
     rep: _Replayed | None = None
     windows: tuple[tuple[int, str, bytes, bytes | None], ...] = ()
     channels: frozenset[str] = frozenset()
-    scores: tuple[Score, ...] = ()
+    scores: tuple[_Placed, ...] = ()
 
 
 def _reduce(path: Any, run: Any, *, channels: tuple[str, ...],
             wanted: Mapping[str, str] | None, window: str | None) -> _RunPart:
-    """One run's ``_RunPart``; ``ValueError`` for a replayed unit's incomplete provenance."""
+    """One run's ``_RunPart``; ``ValueError`` for a replayed unit's incomplete provenance.
+
+    A score's corner is read here, against the ends of its own window (a replayed unit's:
+    those its provenance names), so the collection keeps no state hash per transition."""
     start = run.start
     if start is None:
         return _RunPart(path, None)
@@ -431,6 +453,9 @@ def _reduce(path: Any, run: Any, *, channels: tuple[str, ...],
     windows = () if rep is not None else tuple(
         (w.window, w.name, w.entry_hash, w.exit_hash) for w in run.windows
         if window is None or w.name == window)
+    ends: dict[int, tuple[bytes, bytes | None]] = (
+        {rep.key[1]: (rep.entry_hash, rep.exit_hash)} if rep is not None  # its own only
+        else {w: (a, b) for w, _, a, b in windows})
     seen: set[str] = set()
     scores = []
     for rec in run.records:
@@ -441,11 +466,40 @@ def _reduce(path: Any, run: Any, *, channels: tuple[str, ...],
             continue
         if wanted is not None and rec.name != wanted[rec.channel]:
             continue
-        if rep is not None and rec.transition != rep.key[1]:
-            continue  # a replayed unit scores its own transition only
-        scores.append(rec)
+        end = ends.get(rec.transition)
+        if end is not None:  # else a transition of another window
+            scores.append(_placed(path, rec, end))
     return _RunPart(path, start if rep is None else rep.start, rep, windows,
                     frozenset(seen), tuple(scores))
+
+
+def _placed(path: Any, rec: Score, ends: tuple[bytes, bytes | None]) -> _Placed:
+    """``rec`` with the corner its state hash names among ``ends`` (entry, exit)."""
+    entry, exit_ = ends
+    corner, problem = -1, None
+    if rec.state_hash == entry:
+        corner = 0
+    elif exit_ is not None and rec.state_hash == exit_:
+        corner = 1
+    else:
+        problem = (
+            f"{path}: score {rec.name!r} (channel {rec.channel!r}) on transition "
+            f"{rec.transition} names state {(rec.state_hash or b'').hex()[:16]}…, which is "
+            "neither the entry nor the exit of that window; score x− with "
+            "WindowRef.entry_hash and x+ with WindowRef.exit_hash")
+    return _Placed(rec.transition or 0, corner, float(rec.value), rec.channel or "",
+                   0 if rec.layout is None else rec.layout,
+                   0 if rec.wave is None else rec.wave, problem)
+
+
+#: Bytes of a state hash the collection compares a replayed unit's ends by: a unit that
+#: replayed other states than its source recorded differs there but with chance 2⁻⁶⁴,
+#: and the per-run stage carries 16 bytes a window instead of 64.
+END_BYTES = 8
+
+
+def _ends(entry: bytes, exit_: bytes | None) -> tuple[bytes, bytes | None]:
+    return entry[:END_BYTES], None if exit_ is None else exit_[:END_BYTES]
 
 
 class _Grid:
@@ -475,12 +529,15 @@ class _Collection:
     """The transitions and their scored cells, collected from the runs' ``_RunPart``s added
     in reading order; ``data()`` gives the ``AsvData``.
 
-    Per transition it holds what the result needs and what placing a later score needs
-    (its key, name, labels, entry and exit hashes), in lists and arrays: at 10⁷ runs a
-    Python object per run or per cell is gigabytes."""
+    Per transition it holds what the result needs (its key, name, labels), in lists and
+    arrays: at 10⁷ runs a Python object per run or per cell is gigabytes. A score's corner
+    comes read (``_reduce``); the entry and exit hashes are kept only for the transitions
+    of ``named`` (None: every one), those a channel replay's unit names, to check that
+    the unit replayed the states its source recorded."""
 
     def __init__(self, channels: tuple[str, str], window: str | None, target_key: str,
-                 trajectory_key: str | None) -> None:
+                 trajectory_key: str | None, *,
+                 named: set[tuple[str, int]] | None = None) -> None:
         self.channels = channels
         self.window = window
         self.target_key = target_key
@@ -490,8 +547,8 @@ class _Collection:
         self.names: list[str] = []
         self.trajectory: list[str] = []  # run ids, labelled in data()
         self.target: list[str] = []
-        self.entry: list[bytes] = []
-        self.exit: list[bytes | None] = []
+        self.named = named
+        self.ends: dict[int, tuple[bytes, bytes | None]] = {}  # named ones', END_BYTES long
         self.layouts: dict[str, set[int]] = {c: set() for c in channels}
         self.runs: dict[str, tuple[str, dict[str, Any]]] = {}  # run id -> (base label, meta)
         self.seen: set[str] = set()
@@ -504,8 +561,8 @@ class _Collection:
     def _add(self, key: tuple[str, int], name: str, start: RunStart, path: Any,
              entry: bytes, exit_: bytes | None) -> int:
         t = self.index[key] = len(self.transitions)
-        self.entry.append(entry)
-        self.exit.append(exit_)
+        if self.named is None or key in self.named:
+            self.ends[t] = _ends(entry, exit_)
         self.transitions.append(key)
         self.names.append(self.strings.setdefault(name, name))
         self.trajectory.append(_run_slot(self.runs, start, self.trajectory_key, path))
@@ -522,10 +579,13 @@ class _Collection:
         if rep is not None:
             if self.window is not None and rep.window != self.window:
                 return
-            if rep.key not in self.index:
+            t = self.index.get(rep.key, -1)
+            if t < 0:
                 t = self._add(rep.key, rep.window, start, path, rep.entry_hash,
                               rep.exit_hash)
                 self.replayed_order[t] = (rep.source_file, rep.key[1], rep.key[0])
+            else:
+                self._same_ends(t, (rep.entry_hash, rep.exit_hash), path)
         else:
             for window_id, name, entry, exit_ in part.windows:
                 if self.window is not None and name != self.window:
@@ -535,44 +595,46 @@ class _Collection:
                 if t >= 0 and t in self.replayed_order:
                     # Its replay's output was read first: the same transition, now in its
                     # source's place.
+                    self._same_ends(t, (entry, exit_), path)
                     del self.replayed_order[t]
                 else:
                     t = self._add(key, name, start, path, entry, exit_)
                 self.recorded.append(t)
         self.seen |= part.channels
         source_run = start.run_id
-        for rec in part.scores:
-            t = self.index.get((source_run, rec.transition), -1)  # type: ignore[arg-type]
+        for score in part.scores:
+            t = self.index.get((source_run, score.transition), -1)
             if t < 0:
                 continue  # a transition of another window
-            self._place(t, rec, path)
+            if score.problem is not None:
+                raise ValueError(score.problem)
+            self._place(t, score, path)
 
-    def _place(self, t: int, rec: Score, path: Any) -> None:
-        entry, exit_ = self.entry[t], self.exit[t]
-        if rec.state_hash == entry:
-            corner = 0
-        elif exit_ is not None and rec.state_hash == exit_:
-            corner = 1
-        else:
+    def _same_ends(self, t: int, ends: tuple[bytes, bytes | None], path: Any) -> None:
+        """Refuse a replayed unit whose source transition, read too, has other ends."""
+        ends = _ends(*ends)
+        known = self.ends.get(t, ends)
+        if known != ends:
+            run_id, window_id = self.transitions[t]
             raise ValueError(
-                f"{path}: score {rec.name!r} (channel {rec.channel!r}) on "
-                f"transition {rec.transition} names state "
-                f"{(rec.state_hash or b'').hex()[:16]}…, which is neither the entry "
-                "nor the exit of that window; score x− with WindowRef.entry_hash and "
-                "x+ with WindowRef.exit_hash")
-        layout = 0 if rec.layout is None else rec.layout
-        wave = 0 if rec.wave is None else rec.wave
-        channel = rec.channel or ""
-        grid = self.grids.get((wave, channel, layout))
+                f"{path}: a channel replay's unit and its source disagree on the states of "
+                f"transition {window_id} of run {run_id} (entry "
+                f"{known[0].hex()[:16]}… against {ends[0].hex()[:16]}…); the unit replayed "
+                "other states than these traces hold (re-recorded or edited since). Replay "
+                "the channels again from these traces")
+
+    def _place(self, t: int, score: _Placed, path: Any) -> None:
+        grid = self.grids.get((score.wave, score.channel, score.layout))
         if grid is None:
-            grid = self.grids[wave, channel, layout] = _Grid()
-        if not grid.put(t, corner, float(rec.value)):
+            grid = self.grids[score.wave, score.channel, score.layout] = _Grid()
+        if not grid.put(t, score.corner, score.value):
             raise ValueError(
-                f"{path}: transition {rec.transition} is scored twice on channel "
-                f"{rec.channel!r}, {'x+' if corner else 'x−'}, layout {layout}, wave "
-                f"{wave}; give repeated acquisitions distinct waves (a replay's output "
-                "and the record-time scores of the same traces are two acquisitions)")
-        self.layouts[channel].add(layout)
+                f"{path}: transition {score.transition} is scored twice on channel "
+                f"{score.channel!r}, {'x+' if score.corner else 'x−'}, layout "
+                f"{score.layout}, wave {score.wave}; give repeated acquisitions distinct "
+                "waves (a replay's output and the record-time scores of the same traces are "
+                "two acquisitions)")
+        self.layouts[score.channel].add(score.layout)
 
     def data(self) -> AsvData:
         """The ``AsvData`` of the runs added (``ValueError``: a channel without scores, no

@@ -244,3 +244,99 @@ def test_the_cli_with_executor_ray_prints_the_local_json(
     a, b = json.loads(local.stdout), json.loads(remote.stdout)
     assert (a["settings"].pop("executor"), b["settings"].pop("executor")) == ("local", "ray")
     assert a == b and a["retry"] is not None  # channel_scores on Ray: the same window
+
+
+def _step_run(path: Path, *, other_score: bytes | None = None) -> tuple[Any, Any]:
+    """One recorded run: window ``step`` scored on both channels at both ends, and, with
+    ``other_score``, a window ``other`` scored once on ``direct`` naming that state. Its
+    ``RunStart`` and the ``step`` window's ref."""
+    from agentlog.records import iter_runs
+
+    @al.window("step")
+    def step(x: int) -> int:
+        return x + 1
+
+    @al.window("other")
+    def other(x: int) -> int:
+        return x * 2
+
+    with al.record(path, seed=3, task="t"):
+        step(1)
+        ref = al.last_window("step")
+        assert ref is not None
+        for channel, (before, after) in zip(CHANNELS, ((0.1, 0.4), (0.2, 0.7)), strict=True):
+            al.score("m", before, channel=channel, transition=ref.id,
+                     state_hash=ref.entry_hash)
+            al.score("m", after, channel=channel, transition=ref.id, state_hash=ref.exit_hash)
+        if other_score is not None:
+            other(2)
+            second = al.last_window("other")
+            assert second is not None
+            al.score("m", 0.9, channel="direct", transition=second.id, state_hash=other_score)
+    ((_, run),) = list(iter_runs(path))
+    return run.start, ref
+
+
+def _unit(path: Path, start: Any, ref: Any, *, entry: bytes) -> None:
+    """A channel-replay unit of ``ref``'s transition (wave 1 on ``quote``), its provenance
+    naming ``entry`` as the transition's entry state."""
+    provenance = {
+        "kind": "agentlog.channel-replay/1", "unit": "u", "source_run": start.run_id,
+        "source_system": start.system, "source_seed": start.seed,
+        "source_task": start.task, "source_meta": start.meta, "window": "step",
+        "window_id": ref.id, "entry_hash": entry.hex(), "exit_hash": ref.exit_hash.hex(),
+        "source_file": "src.zst"}
+    with al.record(path, seed=0, meta={"agentlog.replay": provenance}):
+        al.score("m", 0.3, channel="quote", transition=ref.id, state_hash=entry, wave=1)
+
+
+def test_a_unit_that_replayed_other_states_than_its_source_is_refused(tmp_path: Path) -> None:
+    """The corners are read within each run, so the driver keeps the ends only of the
+    transitions a replayed unit names, and checks the unit's against its source's: a unit
+    whose provenance names another entry state is refused whichever is read first, with the
+    same message from the traces and from their dataset; a faithful unit joins its source."""
+    src = tmp_path / "src.zst"
+    start, ref = _step_run(src)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    _unit(good / "unit.zst", start, ref, entry=ref.entry_hash)
+    _unit(bad / "unit.zst", start, ref, entry=bytes(32))
+    joined = asv.from_traces([src, good / "unit.zst"], channels=CHANNELS)
+    assert joined.transitions == [(start.run_id, ref.id)]
+    assert np.allclose(joined.corners[0], [[0.1, 0.4, 0.2, 0.7]])
+    assert joined.per_layout[1, "quote", 0][0, 0] == 0.3
+    _assert_same(joined, asv.from_traces([good / "unit.zst", src], channels=CHANNELS))
+    for first in ([src, bad / "unit.zst"], [bad / "unit.zst", src]):
+        message = _error(asv.from_traces, first, channels=CHANNELS)
+        assert "disagree on the states of transition" in message, message
+        assert "Replay the channels again" in message
+    for files in ([src, good / "unit.zst"], [src, bad / "unit.zst"]):
+        folder = tmp_path / f"set-{files[1].parent.name}"
+        folder.mkdir()
+        for f in files:
+            (folder / f.name).write_bytes(f.read_bytes())
+        ds = _export(folder, tmp_path / f"ds-{files[1].parent.name}")
+        if files[1].parent == good:
+            _assert_same(asv.from_traces(folder, channels=CHANNELS),
+                         asv.from_dataset(ds, channels=CHANNELS))
+        else:
+            assert (_error(asv.from_dataset, ds, channels=CHANNELS)
+                    == _error(asv.from_traces, folder, channels=CHANNELS))
+
+
+def test_a_bad_state_on_a_window_not_collected_is_passed_over_by_both_paths(
+        tmp_path: Path) -> None:
+    """The dataset's stage reads corners for every window before the default window is
+    known; a score naming neither end of a window that is not collected stays unraised, as
+    on the trace path, and one on the collected window raises the trace path's error."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    _step_run(folder / "a.zst", other_score=bytes(32))
+    ds = _export(folder, tmp_path / "ds")
+    data = asv.from_traces(folder, channels=CHANNELS)
+    assert data.window_names == ["step"]
+    _assert_same(data, asv.from_dataset(ds, channels=CHANNELS))
+    message = _error(asv.from_traces, folder, channels=CHANNELS, window="other")
+    assert "which is neither the entry nor the exit of that window" in message
+    assert _error(asv.from_dataset, ds, channels=CHANNELS, window="other") == message
