@@ -22,7 +22,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agentlog import Trace
-from agentlog.dataset import partitioned_by
 from agentlog.records import Continuation, Selection
 
 from ._cess_design import SamplingDesign
@@ -30,13 +29,9 @@ from ._cess_tables import _Table
 from ._cess_trace import CessData, _add_run, _NoSelections, _Rows, finish
 from ._executor import (
     Executor,
-    as_is,
-    check_dataset,
     check_tables,
     executing,
-    plain,
     run_chunks,
-    scan,
     whole_run_stage,
 )
 from ._shared_noise import SharedNoise
@@ -66,50 +61,34 @@ def per_run_stage(dataset: str | os.PathLike[str] | Mapping[str, Any], *, outcom
                   stream: str, stop_stream: str | None, budget: int, replacement: str,
                   unfinished: str, executor: Executor) -> Any:
     """One row per run of ``dataset`` (``_stage_schema``), in ``run_order``."""
-    import pyarrow as pa
-
     check_tables(dataset, ("runs", "selections", "continuations", "pools"))
     kwargs: dict[str, Any] = {
         "outcomes": outcomes, "predictions": predictions, "pool": pool, "stream": stream,
         "stop_stream": stop_stream, "budget": budget, "replacement": replacement,
         "unfinished": unfinished}
-    by_partition = True
-    if executor == "ray":
-        check_dataset(dataset, executor)
-        assert isinstance(dataset, str | os.PathLike)  # check_dataset's promise, for mypy
-        by_partition = bool(partitioned_by(dataset))
-    if by_partition:
-        # A partition holds the pools of its runs: read with them, a group at a time.
-        with executing(executor):
-            return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
-                                   {**kwargs, "pools": None}, _stage_schema(), executor,
-                                   partitioned={"pools": _POOL_COLUMNS})
-    with executing(executor):  # Ray Data's sorted blocks are runs': every task every pool
-        kwargs["pools"] = pa.concat_tables([plain(p) for p in scan(
-            dataset, "pools", _POOL_COLUMNS, as_is, {}, executor)] or [
-            pa.table({"pool": pa.array([], pa.binary()), "ids": pa.array([], pa.binary()),
-                      "system": pa.array([], pa.string()),
-                      "task": pa.array([], pa.string())})])
+    # A partition holds the pools of its runs: read with them, a group at a time.
+    with executing(executor):
         return whole_run_stage(dataset, ("selections", "continuations"), _cess_stage,
-                               kwargs, _stage_schema(), executor)
+                               kwargs, _stage_schema(), executor,
+                               partitioned={"pools": _POOL_COLUMNS})
 
 
-
-def _cess_stage(parts: Mapping[str, Any], *, pools: Any | None, outcomes: _Table,
+def _cess_stage(parts: Mapping[str, Any], *, outcomes: _Table,
                 predictions: _Table, pool: Mapping[str, Sequence[Any]] | None, stream: str,
                 stop_stream: str | None, budget: int, replacement: str,
                 unfinished: str) -> Any:
     """The per-run stage over the rows of whole runs (``parts``: ``runs``, and
-    ``selections`` and ``continuations`` where the dataset has them, and the ``pools`` of
-    their partitions unless ``pools`` holds every pool): a chunk of runs at a time, each
-    run's rows found by its position in ``runs``."""
+    ``selections``, ``continuations`` and ``pools`` where the dataset has them; the pools of
+    their partitions, or every pool): a chunk of runs at a time, each run's rows found by
+    its position in ``runs``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from agentlog.dataset import iter_runs
 
-    if pools is None:
-        pools = parts["pools"]
+    pools = parts.get("pools")
+    if pools is None:  # a dataset without pools (Ray Data leaves its table out)
+        pools = pa.schema([("pool", pa.binary()), ("ids", pa.binary())]).empty_table()
     kinds = tuple(k for k in ("selections", "continuations") if k in parts)
     schema = _stage_schema()
     out = [schema.empty_table()]

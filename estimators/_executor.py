@@ -339,8 +339,8 @@ def whole_run_stage(dataset: DatasetInput, kinds: Sequence[str], fn: Callable[..
     in ``agentlog.dataset.run_order``. Under Ray, call it inside ``executing``.
 
     ``partitioned``: more tables (name -> columns), without ``run_id``, whose rows a
-    partition holds for its runs (``pools``), read with each group of partitions; under
-    Ray only for a dataset that has partitions (Ray Data's sort needs ``run_id``)."""
+    partition holds for its runs (``pools``), read with each group of partitions (whole
+    where there are none, and given to each of Ray Data's blocks)."""
     import pyarrow as pa
 
     tables = {kind: record_columns(kind) for kind in ("runs", *kinds)}

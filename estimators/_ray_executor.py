@@ -194,15 +194,14 @@ def _tagged(batch: Any, *, name: str, columns: list[str], types: Mapping[str, An
     return pa.table(out)
 
 
-
 def _grouped(batch: Any, *, fn: Callable[..., Any], types: Mapping[str, Any],
-             kwargs: Mapping[str, Any]) -> Any:
+             kwargs: Mapping[str, Any], whole: Mapping[str, Any]) -> Any:
     """The body of the map over sorted blocks: the block's rows (whole runs) split back into
-    their tables, then ``fn``."""
+    their tables, with the tables given ``whole``, then ``fn``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    parts = {}
+    parts = dict(whole)
     for name, struct in types.items():
         column = batch.column(name)
         rows = column.filter(pc.is_valid(column)).combine_chunks()
@@ -221,10 +220,10 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
     executor reads a group: no shuffle. A dataset without partitions is read with Ray
     Data: each table read (``read_parquet``) and tagged, their union sorted by ``run_id``
     (a distributed sort, most of the time on a small cluster) and ``fn`` applied to each
-    block of whole runs."""
+    block of whole runs, with every row of the tables that lack ``run_id``."""
     import pyarrow as pa
 
-    from ._executor import GROUP_RUNS, partition_group_rows
+    from ._executor import GROUP_RUNS, as_is, partition_group_rows, plain
 
     root = _checked(dataset)
     keys = list(partitioned_by(root))
@@ -240,12 +239,17 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
             batches = list(ray.get(refs))
         _check_whole_runs(batches)
         return batches
-    unsorted = [name for name, columns in tables.items() if "run_id" not in columns]
-    assert not unsorted, f"Ray Data sorts by run_id, which {unsorted} lack"
+    # A table without run_id (a partition's pools) has no place in the sort: read whole
+    # once, and given to every block.
+    whole = {name: pa.concat_tables([plain(b) for b in blocks])
+             for name, columns in tables.items() if "run_id" not in columns
+             for blocks in [map_table(dataset, name, columns, as_is, {})] if blocks}
     data = import_ray("ray.data")
     with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         reads = {}
         for name, columns in tables.items():
+            if "run_id" not in columns:
+                continue
             path = f"{root}/{name}"
             if not _exists(path):
                 if name == "runs":
@@ -271,7 +275,7 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
         # (map_groups' one call per run cost more than the runs' work).
         out = union.sort("run_id").map_batches(
             _grouped, batch_format="pyarrow", batch_size=None,
-            fn_kwargs={"fn": fn, "types": types, "kwargs": dict(kwargs)})
+            fn_kwargs={"fn": fn, "types": types, "kwargs": dict(kwargs), "whole": whole})
         batches = list(out.iter_batches(batch_size=None, batch_format="pyarrow"))
     _check_whole_runs(batches)
     return batches
