@@ -40,6 +40,7 @@ Examples:
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,19 +133,24 @@ def _canonical(value: Any) -> bytes:
 
 def _trajectory_labels(runs: dict[str, tuple[str, dict[str, Any]]], tell_apart: bool
                        ) -> dict[str, str]:
-    """Run id → block label, a function of the recorded content only.
+    """Run id → block label of the runs whose base label another run shares (a run alone
+    with its base is labelled by it), a function of the recorded content only.
 
     Runs that share ``system/task/seed`` (e.g. the paired rankings of one seed) are told
     apart by the meta entries in which they differ, appended as ``/key=value`` in key
     order; runs equal in all of them form one block. A user-given key is used as is.
+    Only shared bases are listed: at 10⁷ runs a list and a label per run are gigabytes.
     """
+    shared = {base for base, n in collections.Counter(b for b, _ in runs.values()).items()
+              if n > 1}
     by_base: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for run_id, (base, meta) in runs.items():
-        by_base.setdefault(base, []).append((run_id, meta))
+        if base in shared:
+            by_base.setdefault(base, []).append((run_id, meta))
     labels: dict[str, str] = {}
     for base, metas in by_base.items():
         differing: list[str] = []
-        if tell_apart and len(metas) > 1:
+        if tell_apart:
             keys = sorted({str(k) for _, meta in metas for k in meta})
             differing = [k for k in keys
                          if len({_canonical(meta.get(k)) for _, meta in metas}) > 1]
@@ -647,8 +653,8 @@ class _Collection:
         if not self.transitions:
             raise ValueError("no transitions" + (f" of window {self.window!r}"
                                                  if self.window else ""))
-        labels = _trajectory_labels(self.runs, self.trajectory_key is None)
-        trajectory = [labels[r] for r in self.trajectory]
+        labels, runs = _trajectory_labels(self.runs, self.trajectory_key is None), self.runs
+        trajectory = [labels.get(r, runs[r][0]) for r in self.trajectory]
         n = len(self.transitions)
         # Transitions first seen in a replay's output (their source not read): after the
         # others, in an order of what was recorded (trajectory, source file name, window
