@@ -766,8 +766,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="largest size cess.from_dataset runs at (~3 min and ~2 GB per "
                         "10^6 on 2 cores; its per-run rows ~1.3 GB per 10^6)")
     parser.add_argument("--asv-up-to", type=int, default=1_000_000,
-                        help="largest size asv.from_dataset runs at (~1.5 min and ~2.9 GB at "
-                        "10^6; 10^7 needs ~30 GB)")
+                        help="largest size asv.from_dataset runs at (~1.5 min and ~2.3 GB at "
+                        "10^6; ~15 min and ~17 GB at 10^7)")
     parser.add_argument("--summarize-up-to", type=int, default=1_000_000,
                         help="largest size the asv step also runs asv.summarize at (~1.5 min "
                         "and 3.9 GB with from_dataset's at 10^6 trajectories)")
