@@ -78,7 +78,7 @@ def _cess_stage(parts: Mapping[str, Any], *, outcomes: _Table,
                 stop_stream: str | None, budget: int, replacement: str,
                 unfinished: str) -> Any:
     """The per-run stage over the rows of whole runs (``parts``: ``runs``, and
-    ``selections``, ``continuations`` and ``pools`` where the dataset has them; the pools of
+    ``selections`` and ``continuations`` where the dataset has them, and the ``pools`` of
     their partitions, or every pool): a chunk of runs at a time, each run's rows found by
     its position in ``runs``."""
     import pyarrow as pa
@@ -86,9 +86,7 @@ def _cess_stage(parts: Mapping[str, Any], *, outcomes: _Table,
 
     from agentlog.dataset import iter_runs
 
-    pools = parts.get("pools")
-    if pools is None:  # a dataset without pools (Ray Data leaves its table out)
-        pools = pa.schema([("pool", pa.binary()), ("ids", pa.binary())]).empty_table()
+    pools = parts["pools"]
     kinds = tuple(k for k in ("selections", "continuations") if k in parts)
     schema = _stage_schema()
     out = [schema.empty_table()]

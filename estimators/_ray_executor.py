@@ -30,6 +30,7 @@ from agentlog.dataset import (
     check_version,
     is_uri,
     partitioned_by,
+    read_table,
 )
 
 __all__ = ["use_ray"]
@@ -223,7 +224,7 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
     block of whole runs, with every row of the tables that lack ``run_id``."""
     import pyarrow as pa
 
-    from ._executor import GROUP_RUNS, as_is, partition_group_rows, plain
+    from ._executor import GROUP_RUNS, partition_group_rows, plain
 
     root = _checked(dataset)
     keys = list(partitioned_by(root))
@@ -240,10 +241,10 @@ def map_run_groups(dataset: str, tables: Mapping[str, list[str]], fn: Callable[.
         _check_whole_runs(batches)
         return batches
     # A table without run_id (a partition's pools) has no place in the sort: read whole
-    # once, and given to every block.
-    whole = {name: pa.concat_tables([plain(b) for b in blocks])
-             for name, columns in tables.items() if "run_id" not in columns
-             for blocks in [map_table(dataset, name, columns, as_is, {})] if blocks}
+    # here, as the local stage reads it from a dataset without partitions, and given to
+    # every block.
+    whole = {name: plain(read_table(root, name, columns))
+             for name, columns in tables.items() if "run_id" not in columns}
     data = import_ray("ray.data")
     with use_ray(), _quiet_ray_data(), _workers_read(dataset):
         reads = {}
