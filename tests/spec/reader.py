@@ -1,11 +1,10 @@
 """A minimal reader of agentlog traces, written from docs/spec/trace-format.md alone (issue 36).
 
 Standard library, msgpack and zstandard only, never agentlog. ``read(path)`` decodes a complete
-file of format version 1 or 2 (sections 1, 2) and recomputes what its records claim: hashes
-(3.1, 3.2), receipts (3.3), draws and choices (4). verifier.py checks the rest.
+file of format version 1 or 2 (sections 1, 2) by field name with defaults, and recomputes what
+its records claim: hashes (3.1, 3.2), receipts (3.3) and draws (4.5). verifier.py checks the
+rest, field types and choices included.
 """
-
-from __future__ import annotations
 
 import hashlib
 import math
@@ -41,9 +40,6 @@ SCHEMA = {int(t): s.split() for t, s in (line.split(" ", 1) for line in """\
 9 Blob hash:b data:b | kind:s
 10 RunEnd run:i t_ns:i status:i receipt:b n_windows:i n_selections:i n_continuations:i | dropped:i error_type:s? digest:b? keyed:B chain:i?""".splitlines())}  # noqa: E501
 DEFAULTS = {"i": 0, "B": False, "s": "artifact"}
-# Section 2.1's msgpack types, matched exactly: a bool is not an int, an int is read as a float.
-TYPES = {"i": (int,), "s": (str,), "b": (bytes,), "f": (float, int), "B": (bool,),
-         "m": (dict,), "l": (list,)}
 # Section 3.1: the (hash, inline bytes) fields of each record type's artifacts.
 ARTIFACTS = {"WindowEnter": [("entry_hash", "entry")], "WindowExit": [("exit_hash", "exit")],
              "ToolCall": [("args_hash", "args"), ("result_hash", "result")]}
@@ -67,20 +63,17 @@ def frame_spans(data: bytes) -> tuple[int, list[tuple[int, tuple | None, bytes]]
 
 
 def decode_record(array: object) -> dict:
-    """A record's fields by name, defaults filled in and extras ignored (sections 2.1, 2.2)."""
-    if not isinstance(array, list) or not array or type(array[0]) is not int or (
-            array[0] not in SCHEMA):
+    """A record's fields by name, defaults filled in and extras ignored (sections 2.1, 2.2);
+    an int in a float field is read as a float, and verifier.py checks the other types."""
+    if not (isinstance(array, list) and array and type(array[0]) is int and array[0] in SCHEMA):
         raise FormatError(f"not a record with a known tag: {str(array)[:60]}")
     name, *fields = SCHEMA[array[0]]
     if len(array) <= fields.index("|"):
         raise FormatError(f"{name} needs {fields.index('|')} fields, has {len(array) - 1}")
     record: dict = {"type": name}
     for position, (field, kind) in enumerate((f.split(":") for f in fields if f != "|"), 1):
-        optional = kind.endswith("?")
         value = array[position] if position < len(array) else DEFAULTS.get(kind)
-        if type(value) not in TYPES[kind[0]] and not (value is None and optional):
-            raise FormatError(f"{name}.{field}: expected type {kind}, found {value!r:.40}")
-        record[field] = float(value) if kind[0] == "f" and value is not None else value
+        record[field] = float(value) if kind[0] == "f" and type(value) is int else value
     return record
 
 
@@ -156,35 +149,25 @@ def floats(b: bytes | None) -> list[float]:
     return list(struct.unpack(f"<{len(b or b'') // 8}d", b or b""))
 
 
-def choice_agrees(probs: list[float], draws: list[float], choice: int) -> bool:
-    """The choice is an argmax of log p_i + g_i, ties within the logs' rounding (4.5)."""
-    log_p = [math.log(p) if p > 0 else -math.inf for p in probs]
-    score = [lp + g for lp, g in zip(log_p, draws, strict=True)]
-    best = max(range(len(score)), key=score.__getitem__)
-    slack = TOL * (2 + sum(abs(log_p[i]) + abs(draws[i]) for i in (best, choice)))
-    return math.isfinite(score[choice]) and score[best] - score[choice] <= slack
-
-
 def check(records: list[dict]) -> dict:
-    """Recompute the hashes (sections 3.1, 3.2), receipts (3.3), draws and choices (4.5) that
-    records of open runs (2.3) claim; a problem is (section 7's kind, record index), and
-    ``blobs`` the data of each Blob that hashes to its name."""
+    """Recompute the hashes (sections 3.1, 3.2), receipts (3.3) and draws (4.5; posterior ones,
+    4.6, are verifier.py's) that records of open runs (2.3) claim; a problem is (section 7's
+    kind, record index), and ``blobs`` the data of each Blob that hashes to its name."""
     blobs = {r["hash"]: r["data"] for r in records
              if r["type"] == "Blob" and hashlib.sha256(r["data"]).digest() == r["hash"]}
     runs, problems, checked = {}, [], {"receipts": 0, "draws": 0}
     for index, r in enumerate(records):
-        kind, run, found = r["type"], runs.get(r.get("run")), []
+        kind, run = r["type"], runs.get(r.get("run"))
         if kind == "WindowExit" and run and r["window"] not in run["open"]:
             run = None  # an exit without an open entry is outside the receipt chain (3.3)
-        if kind == "Blob":
-            found.append(("blob-hash", r["hash"] not in blobs))
-        elif kind == "RunStart":
-            receipt = hashlib.sha256(b"agentlog-receipt/1" + r["run_id"].encode()).digest()
-            runs[r["run"]] = {**r, "open": {}, "receipt": receipt}
+        found = [("blob-hash", kind == "Blob" and r["hash"] not in blobs)]
         for h, inline in ARTIFACTS.get(kind, []) if run else []:
             found.append(("artifact-hash", r[inline] is not None
                           and hashlib.sha256(r[inline]).digest() != r[h]))
-        if run and kind == "WindowEnter":
+        if kind == "RunStart":
+            receipt = hashlib.sha256(b"agentlog-receipt/1" + r["run_id"].encode()).digest()
+            runs[r["run"]] = {**r, "open": {}, "receipt": receipt}
+        elif run and kind == "WindowEnter":
             run["open"][r["window"]] = r["entry_hash"]
         elif run and kind == "WindowExit":
             name = r["name"].encode()
@@ -193,19 +176,15 @@ def check(records: list[dict]) -> dict:
                 + run["open"].pop(r["window"]) + r["exit_hash"]).digest()))
             run["receipt"] = r["receipt"]  # the next receipt follows the stored one
             checked["receipts"] += 1
-        elif run and kind == "Selection":
-            probs, draws, n, pool = floats(r["probs"]), floats(r["draws"]), r["n"], r["pool"]
-            if not r["forced"] and len(probs) == len(draws) == n > 0:
-                agrees = 0 <= r["choice"] < n and choice_agrees(probs, draws, r["choice"])
-                found.append(("choice", not agrees))
-            known = pool in blobs and r["generator"] in GENS and r["observed"] is None
-            keys = pool_keys(blobs[pool], r["generator"]) if known else []
-            if len(keys) == len(draws) == n > 0:  # posterior draws (4.6): verifier.py
+        elif run and kind == "Selection" and r["observed"] is None and r["generator"] in GENS:
+            keys = pool_keys(blobs[r["pool"]], r["generator"]) if r["pool"] in blobs else []
+            draws = floats(r["draws"])
+            if len(keys) == len(draws) == r["n"] > 0:
                 sigma = noise_seed(run["seed"], run["task"], r["generator"])
                 regenerated = gumbel_draws(keys, sigma, r["name"], r["step"])
-                found.append(("draws", any(abs(g - e) > TOL * (1 + abs(g)) for g, e in zip(
-                    draws, regenerated, strict=True))))
-                checked["draws"] += n
+                found.append(("draws", any(abs(g - e) > TOL * (1 + abs(g))
+                                           for g, e in zip(draws, regenerated, strict=True))))
+                checked["draws"] += len(draws)
         elif run and kind == "RunEnd":
             found.append(("receipt", runs.pop(r["run"])["receipt"] != r["receipt"]))
         problems += [(problem, index) for problem, failed in found if failed]

@@ -2,11 +2,12 @@
 
 Standard library, msgpack and zstandard only, never agentlog. ``read(path, key=)`` reads what
 ``reader.read`` reads, and also a damaged or cut-off file: it checks every CRC and the limits
-of section 6 before decoding a frame, and reads a cut-off tail as section 5 says. ``check``
-adds to ``reader.check`` the problems section 7 names beyond hashes, receipts and draws:
-stored Blobs (3.1, 3.2), unknown generators (4), windows that exit without entering and the
-RunEnd counts (3.3), run digests and keyed MACs (3.4), the chain of keyed runs (3.5), posterior
-draws (4.6) and continuations (4.5), and counts the digests and uniforms it recomputed.
+of section 6 before decoding a frame, reads a cut-off tail as section 5 says, and refuses a
+field whose msgpack type is not its schema's (2.1). ``check`` adds to ``reader.check`` the
+problems section 7 names beyond hashes, receipts and draws: choices (4.5), stored Blobs (3.1,
+3.2), unknown generators (4), windows that exit without entering and the RunEnd counts (3.3),
+run digests and keyed MACs (3.4), the chain of keyed runs (3.5), posterior draws (4.6) and
+continuations (4.5), and counts the digests and uniforms it recomputed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ MAX_PAYLOAD, MAX_RECORDS, MAX_CONTENT = 256 << 20, 1 << 18, 512 << 20
 # Section 3.4: the RunEnd fields its digest's tail covers, in this order.
 TAIL = ("run", "t_ns", "status", "receipt", "n_windows", "n_selections", "n_continuations",
         "dropped", "error_type")
+# Section 2.1's msgpack types, matched exactly: a bool is not an int (reader.decode_record has
+# read an int in a float field as a float).
+TYPES = {"i": (int,), "s": (str,), "b": (bytes,), "f": (float,), "B": (bool,), "m": (dict,),
+         "l": (list,)}
+# Section 2.2: each record type's fields and their types, from reader.SCHEMA.
+FIELDS = {name: [f.split(":") for f in fields if f != "|"]
+          for name, *fields in reader.SCHEMA.values()}
 # Section 3.1: the (hash, inline bytes) fields of the artifacts a Blob holds when not inline.
 STORED = {"WindowEnter": [("entry_hash", "entry"), ("args_hash", None)],
           "WindowExit": [("exit_hash", "exit")]}
@@ -56,10 +64,22 @@ def read(path: str, key: bytes | None = None) -> dict:
         if len(payload) < length:  # the payload was cut
             break
         check_payload(payload, crc, at)
-        frames.append((payload, reader.frame_records(payload, n)))
+        frames.append((payload, typed(reader.frame_records(payload, n))))
         end = at + header_size + length
     return {"version": version, "frames": len(frames), "truncated": not version or end < len(data),
             "bytes_dropped": len(data) - end, **check(frames, key)}
+
+
+def typed(records: list[dict]) -> list[dict]:
+    """The records, each field of the msgpack type its schema names, nil only where it is
+    optional (sections 2.1, 2.2); else a FormatError."""
+    for r in records:
+        for field, kind in FIELDS[r["type"]]:
+            value = r[field]
+            if type(value) not in TYPES[kind[0]] and not (value is None and kind.endswith("?")):
+                raise reader.FormatError(f"{r['type']}.{field}: expected type {kind}, "
+                                         f"found {value!r:.40}")
+    return records
 
 
 def check_payload(payload: bytes, crc: int, at: int) -> None:
@@ -116,6 +136,24 @@ def posterior_draws(agent: list[float], observed: int, keys: list[int], sigma: i
             draws[i] = -(max(x, y) + math.log1p(math.exp(-abs(x - y)))) - math.log(a)
     draws[observed] = top - math.log(agent[observed])
     return draws
+
+
+def choice_agrees(probs: list[float], draws: list[float], choice: int) -> bool:
+    """The choice is an argmax of log p_i + g_i, ties within the logs' rounding (4.5)."""
+    log_p = [math.log(p) if p > 0 else -math.inf for p in probs]
+    score = [lp + g for lp, g in zip(log_p, draws, strict=True)]
+    best = max(range(len(score)), key=score.__getitem__)
+    slack = reader.TOL * (2 + sum(abs(log_p[i]) + abs(draws[i]) for i in (best, choice)))
+    return math.isfinite(score[choice]) and score[best] - score[choice] <= slack
+
+
+def choice_problems(r: dict) -> list[tuple]:
+    """An unforced selection whose probabilities and draws are all there chose an argmax of
+    log p_i + g_i (section 4.5), whatever its pool and generator."""
+    probs, draws, n = reader.floats(r["probs"]), reader.floats(r["draws"]), r["n"]
+    if r["forced"] or not (len(probs) == len(draws) == n > 0):
+        return []
+    return [("choice", not (0 <= r["choice"] < n and choice_agrees(probs, draws, r["choice"])))]
 
 
 def selection_problems(r: dict, run: dict, blobs: dict, checked: dict) -> list[tuple]:
@@ -218,7 +256,7 @@ def check(frames: list[tuple[bytes, list[dict]]], key: bytes | None = None) -> d
             run["counts"][0] += 1
         elif run and kind == "Selection":
             run["counts"][1] += 1
-            found += selection_problems(r, run, blobs, checked)
+            found += choice_problems(r) + selection_problems(r, run, blobs, checked)
         elif run and kind == "Continuation":
             run["counts"][2] += 1
             found += continuation_problems(r, run, checked)
