@@ -28,6 +28,7 @@ from ._scrub import REDACTED, scrub_value
 from ._spans import live as _live
 from ._spans.builder import operation_of, response_meta
 from ._spans.events import event_logger as _event_logger
+from ._spans.events import span_events as _span_events
 from ._spans.tracer import tracer as _tracer
 from ._state import Run, current_run_var, current_window_var, window_in
 from ._version import __version__
@@ -227,6 +228,7 @@ class record:
             durability="frame" if self.durability == "frame" else "window",
             tracer=_tracer(),
             event_logger=_event_logger(),
+            span_events=_span_events(),
             parent_run=parent.run_id if parent is not None else None,
             strict=self.strict,
             generator=self.generator,

@@ -334,7 +334,7 @@ def select(
             # The entropy comes from the function export runs on the stored copy of ``p``
             # (``vector_entropy``): the live event and the exported one agree bit for bit.
             _events.emit(
-                run.event_logger, window.span, "agentlog.select",
+                run, window.span, "agentlog.select",
                 _otel.selection_event_attributes(name, step, owner, p, choice, probs_bytes,
                                                  pool.ids[choice], n_zero),
             )
@@ -399,7 +399,7 @@ def proceed(p_continue: float, *, name: str = "proceed") -> bool:
         )
     )
     if window is not None and window.span is not None:
-        _events.emit(run.event_logger, window.span, "agentlog.proceed",
+        _events.emit(run, window.span, "agentlog.proceed",
                      _otel.continuation_event_attributes(name, step, p, u, decision))
     return decision
 

@@ -84,6 +84,7 @@ class Run:
         "run_id",
         "secrets",
         "seed",
+        "span_events",
         "strict",
         "system",
         "t0_ns",
@@ -111,6 +112,7 @@ class Run:
         strict: bool = False,
         generator: str = GENERATOR_ID,
         event_logger: Any = None,
+        span_events: bool = True,
     ) -> None:
         self.run_id = run_id
         self.generator = generator  # the noise generator keying this run's draws
@@ -146,6 +148,7 @@ class Run:
         self.durability = durability
         self.tracer = tracer
         self.event_logger = event_logger  # log-based events (_spans.events), with the tracer
+        self.span_events = span_events  # events also on spans (AGENTLOG_SPAN_EVENTS)
         self.t0_ns = time.time_ns()
         self.t0_perf = time.perf_counter_ns()
         self.closed = False

@@ -59,16 +59,19 @@ def event_logger() -> _logs.Logger | None:
 
 
 def span_events() -> bool:
-    """Whether events also go on spans (``AGENTLOG_SPAN_EVENTS``, default true)."""
+    """Whether events also go on spans (``AGENTLOG_SPAN_EVENTS``, default true); read once
+    per run, when it starts, as its tracer and logger are."""
     return os.environ.get(SPAN_EVENTS_ENV, "").strip().lower() not in ("false", "0", "no")
 
 
-def emit(logger: Any, span: Any, name: str, attributes: dict[str, Any],
+def emit(run: Any, span: Any, name: str, attributes: dict[str, Any],
          timestamp: int | None = None) -> None:
-    """The event ``name`` on ``span`` and, with a ``logger``, as a log record in its
-    context. A failing logger loses the record with an ``InstrumentationWarning``."""
-    if span_events():
+    """The event ``name`` on ``span`` (unless the run was started with span events off) and,
+    with the run's ``event_logger``, as a log record in the span's context. A failing logger
+    loses the record with an ``InstrumentationWarning``."""
+    if run.span_events:
         span.add_event(name, attributes, timestamp=timestamp)
+    logger = run.event_logger
     if logger is None:
         return
     try:

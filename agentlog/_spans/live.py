@@ -168,4 +168,4 @@ def score(run: Run, window: WindowState | None, rec: Score) -> None:
         span = _run_spans.get(run.run_id)
     if span is not None:
         name, attributes = score_event(rec)
-        emit(run.event_logger, span, name, attributes, rec.t_ns)
+        emit(run, span, name, attributes, rec.t_ns)
