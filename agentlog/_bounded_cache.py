@@ -1,4 +1,4 @@
-"""FIFO caches bounded in entries and in bytes: the pool and draw caches (``_pools``, ``_noise``).
+"""FIFO caches bounded in entries and in bytes: the pool caches (``_pools``).
 
 Lookups are plain ``dict.get`` (one atomic operation, no lock); inserts and evictions take
 one lock, so that two threads evicting at once never pick the same oldest key (a

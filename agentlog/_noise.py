@@ -41,10 +41,9 @@ Construction (generator id ``GENERATOR_ID`` = ``"fmix64-gumbel/3"``):
   ``fmix`` and φ the golden-ratio constant. Keeping the step inside the hashed key
   (not in a counter word) avoids the overlapping streams that
   ``numpy.random.Philox(counter=[step, 0, 0, 0])`` would give across steps.
-* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64 (up
-  to ``SMALL_POOL`` candidates: one Python int of 128-bit lanes, the same bits);
+* per-candidate bits ``z = fmix(k(c) ⊕ b)``, one vectorised numpy pass over uint64;
   ``u = ((z >> 11) + ½) · 2⁻⁵³ ∈ (0, 1)``; Gumbel ``g = −log(−log u)`` with numpy's
-  ``log`` on every path.
+  ``log`` (``gumbel``, the one function every draw goes through).
 * continuation uniform: the same with the fixed key ``k = CONTINUATION_KEY``.
 
 Every key, base word and uniform is reproducible bit for bit in any process, on any
@@ -66,9 +65,6 @@ from typing import Any
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
-
-from ._bounded_cache import BoundedCache as _Cache
-from ._bounded_cache import insert as _insert
 
 GENERATOR_V1 = "fmix64-gumbel/1"
 GENERATOR_V2 = "fmix64-gumbel/2"
@@ -513,7 +509,7 @@ def _to_uniforms(x: NDArray[np.uint64]) -> NDArray[np.float64]:
     """The uniforms of ``x = k ^ b`` (a fresh array of any shape), computed in its memory."""
     # z = fmix(k ^ b), then ((z >> 11) + ½) · 2⁻⁵³ as float((z >> 10) | 1) · 2⁻⁵⁴: the odd
     # integer 2 (z >> 11) + 1 rounds to float as 2 ((z >> 11) + ½) does (scaling by two
-    # commutes with rounding; see gumbel_small), and the product casts it inside the ufunc.
+    # commutes with rounding), and the product casts it inside the ufunc.
     # The same bits as the definition in fewer passes: this runs on every select.
     _fmix64_array(x)
     _right_shift(x, _S10_0, out=x)
@@ -538,153 +534,6 @@ def gumbel(keys: NDArray[np.uint64], seed: int, stream: str, step: int) -> NDArr
     """
     return _to_gumbel(uniforms(keys, step_base(seed, stream, step)))
 
-
-_CACHE_BYTES = 64 << 20  # each of the pool, list, block and version-1 key caches
-
-
-# A pool drawn from at consecutive steps of a stream (the same candidates step after step)
-# gets its draws several steps at a time: one set of numpy passes over a block of rows
-# instead of one per step, whose fixed cost (~16 ufunc calls, ~7 µs) dominates at a few
-# hundred candidates. A block is as many rows as the steps drawn from the pool in a row so
-# far (at most _block_rows(n); a new pool or seed starts from its stream's last run of steps,
-# see _stream_streaks), so pools seen once cost a row each; the rows are the same
-# elementwise operations, hence the same bits as ``gumbel`` (a test holds them to it).
-# A recorded Selection holds its row, so a queued record keeps its block alive: at most
-# ``rows - 1`` rows more than it uses, after as many steps drawn from the pool.
-_BLOCK_ROWS = 8
-_BLOCK_MAX_N = 1024  # above it the passes' per-element cost dominates: no blocks
-# Small pools get taller blocks, up to this many draws (8 rows of 200, 50 of 32, 64 of 25 or
-# fewer): their passes cost about the same few µs for 10 draws as for 1,600.
-_BLOCK_DRAWS = 1600
-_BLOCK_ROWS_MAX = 64
-_BLOCK_CACHE_SIZE = 32  # (seed, stream) entries, and at most _CACHE_BYTES of rows and keys
-
-
-def _block_rows(n: int) -> int:
-    """The most rows a block of a pool of ``n`` candidates holds (1: no blocks)."""
-    if n > _BLOCK_MAX_N:
-        return 1
-    return min(_BLOCK_ROWS_MAX, max(_BLOCK_ROWS, _BLOCK_DRAWS // max(n, 1)))
-
-
-class _Block:
-    """Draws of steps ``first .. first + len(rows) - 1`` for one pool's keys."""
-
-    __slots__ = ("first", "keys", "next", "rows", "streak")
-
-    def __init__(self, keys: NDArray[np.uint64], first: int, rows: NDArray[np.float64],
-                 streak: int) -> None:
-        self.keys = keys  # held, so that an identity check cannot match a recycled id
-        self.first = first
-        self.rows = rows
-        self.next = first + 1  # the step after the last one served (a hint, not a value)
-        self.streak = streak  # steps served in a row from this pool (a hint)
-
-
-# Bounded in bytes too: 32 streams drawing from pools of 10 million ids would hold 32 rows
-# and key arrays of 80 MB each.
-_blocks: dict[tuple[int, str], _Block] = _Cache(_CACHE_BYTES)
-# Per stream, the steps its last pool was drawn in a row: how far ahead to draw for a new
-# pool, or for the same stream under a new seed (the next run). Agents repeat a pattern
-# (five selections per fresh pool, fifty per run): one set of passes per pool instead of a
-# ramp of 1, 2, 3 rows. A wrong guess costs at most _block_rows(n) - 1 rows drawn for nothing.
-_stream_streaks: dict[str, int] = {}
-
-
-def gumbel_at(keys: NDArray[np.uint64], seed: int, stream: str, step: int
-              ) -> NDArray[np.float64]:
-    """``gumbel(keys, seed, stream, step)``, bit for bit; consecutive steps come in blocks.
-
-    Thread-safe: a block's rows are fixed when it is made; what threads race on (which
-    block a (seed, stream) keeps, and the hints) only decides how much is computed ahead.
-    """
-    cache_key = (seed, stream)
-    block = _blocks.get(cache_key)
-    streak = 1
-    if block is None:  # a new seed (a new run): its pools likely run as the last run's did
-        ahead = _stream_streaks.get(stream, 1)
-    elif block.keys is keys:
-        i = step - block.first
-        if 0 <= i < block.rows.shape[0]:
-            if step == block.next:
-                block.streak += 1
-            block.next = step + 1
-            row: NDArray[np.float64] = block.rows[i]
-            return row
-        if step == block.next:
-            streak = block.streak + 1
-        ahead = streak
-    else:  # a new pool at the next step likely runs as long as the pool before it did
-        ahead = block.streak if step == block.next else 1
-    if len(_stream_streaks) >= 65536:
-        _stream_streaks.clear()
-    _stream_streaks[stream] = ahead
-    rows = min(_block_rows(keys.shape[0]), max(streak, ahead))
-    if rows == 1:
-        draws: NDArray[np.float64] = gumbel(keys, seed, stream, step)
-        block = _Block(keys, step, draws[None], streak)
-    else:
-        bases = np.array([step_base(seed, stream, s) for s in range(step, step + rows)],
-                         dtype=np.uint64)
-        block = _Block(keys, step, _to_gumbel(_to_uniforms(keys ^ bases[:, None])), streak)
-        draws = block.rows[0]
-    _insert(_blocks, cache_key, block, _BLOCK_CACHE_SIZE, block.rows.nbytes + keys.nbytes)
-    return draws
-
-
-# ------------------------------------------------------- small pools: one int, many lanes
-
-# Up to this many candidates ``select`` draws through ``gumbel_small``: numpy's ~0.4 µs per
-# call outweighs the arithmetic, so the mixing runs on one Python int holding every key.
-SMALL_POOL = 32
-# numpy scalars, not Python floats: a ufunc resolves a Python scalar's type on every call.
-_TWO_M54 = np.float64(2.0**-54)
-_U64_LE = np.dtype("<u8")
-_lane_cache: dict[int, tuple[int, int, int]] = {}
-
-
-def _lanes(n: int) -> tuple[int, int, int]:
-    """Per-size constants: a 1 in every lane, and the lane masks of bits 0..63 and 1..53."""
-    lanes = _lane_cache.get(n)
-    if lanes is None:
-        one = sum(1 << (128 * i) for i in range(n))
-        lanes = (one, one * _M64, one * ((1 << 54) - 2))
-        _lane_cache[n] = lanes  # at most SMALL_POOL entries
-    return lanes
-
-
-def pack_keys(keys: NDArray[np.uint64]) -> int:
-    """The keys as one int, key ``i`` in bits ``128 i .. 128 i + 63`` (lane ``i``)."""
-    lanes = np.zeros(2 * keys.shape[0], dtype="<u8")
-    lanes[::2] = keys
-    return int.from_bytes(lanes.tobytes(), "little")
-
-
-def gumbel_small(packed: int, n: int, seed: int, stream: str, step: int
-                 ) -> NDArray[np.float64]:
-    """``gumbel(keys, seed, stream, step)`` for ``packed = pack_keys(keys)``, bit for bit.
-
-    ``fmix`` runs on all lanes at once: a lane holds its 64-bit word in its low half, so a
-    product (< 2**128) never reaches the next lane, and what a right shift brings down from
-    the next lane lands in the high half, which the mask clears before the next product.
-    The uniforms are the same IEEE operations as in ``uniforms``; the logarithms stay
-    numpy's, whose implementation (SIMD on some CPUs) ``math.log`` does not match.
-    """
-    one, m64, m54 = _lanes(n)
-    x = packed ^ (step_base(seed, stream, step) * one)
-    x = ((x ^ (x >> 33)) & m64) * _C1 & m64
-    x = ((x ^ (x >> 33)) & m64) * _C2 & m64
-    # 2 (z >> 11) + 1 in each lane: its float is 2 ((z >> 11) + ½) rounded alike (scaling by
-    # two commutes with rounding), so one product by 2⁻⁵⁴ gives the uniforms of ``uniforms``.
-    x = ((x ^ (x >> 33)) >> 10) & m54 | one
-    g: NDArray[np.float64] = np.multiply(
-        np.ndarray((n,), dtype=_U64_LE, buffer=x.to_bytes(16 * n, "little"), strides=(16,)),
-        _TWO_M54)
-    _log(g, out=g)
-    _negative(g, out=g)
-    _log(g, out=g)
-    _negative(g, out=g)
-    return g
 
 
 def uniform(seed: int, stream: str, step: int) -> float:

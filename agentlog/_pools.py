@@ -1,6 +1,6 @@
 """Candidate pools prepared for drawing: ids checked, keyed and hashed once, then cached.
 
-``select`` asks ``pool(candidates, n, stream)`` for every draw. A pool is its ids as a
+``select`` asks ``pool(candidates, n)`` for every draw. A pool is its ids as a
 tuple, their generator-/2 keys (``agentlog._noise``), their canonical msgpack list (stored
 once per trace as the pool's Blob) and its SHA-256 (the name a Selection record gives the
 pool). Two caches, each bounded in entries and in bytes (``agentlog._bounded_cache``),
@@ -20,22 +20,18 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _noise
 from ._bounded_cache import BoundedCache as _Cache
 from ._bounded_cache import insert as _insert
 from ._noise import (
-    _CACHE_BYTES,
     _PLAIN_ID_TYPES,
     GENERATOR_ID,
     GENERATOR_V1,
     GENERATOR_V2,
     GENERATORS,
-    SMALL_POOL,
     _id_encoder,
     _joined_keys,
     candidate_key,
     nul_joined,
-    pack_keys,
     pool_keys,
 )
 
@@ -65,10 +61,9 @@ class Pool(msgspec.Struct, frozen=True):
     keys: NDArray[np.uint64]
     encoded: bytes  # canonical msgpack list of the ids (stored once as a Blob)
     hash: bytes  # sha256(encoded)
-    packed: int = 0  # ``pack_keys(keys)`` for a pool of at most ``SMALL_POOL`` ids (what
-    # ``gumbel_small`` reads), else 0
 
 
+_CACHE_BYTES = 64 << 20  # each of the pool, list and version-1 key caches
 _POOL_CACHE_SIZE = 512
 _LIST_CACHE_SIZE = 64
 # An agent with a new pool of 100,000 ids every step held 512 of them, ~7 GB, in the pool
@@ -133,22 +128,16 @@ def _same_items(ids: list[Any], pool_ids: tuple[Any, ...]) -> bool:
     return len(ids) == len(pool_ids) and all(map(operator.is_, ids, pool_ids))
 
 
-def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int, stream: str = "") -> Pool:
-    """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``.
-
-    ``stream``: the select stream drawing from it (a hint for the list cache only).
-    """
+def pool(candidates: Sequence[Any] | NDArray[Any] | None, n: int) -> Pool:
+    """Prepare (and cache) a pool of ``n`` candidate ids; ``None`` means ids ``0..n-1``."""
     if type(candidates) is list:
         seen = _list_cache.get(id(candidates))
         if seen is not None and _same_items(candidates, seen.ids):
             return seen
         result, known = _pool_uncached(candidates, n)
-        # A list gets an entry when its pool was seen before, or at first sight when its
-        # stream's last pool was drawn from more than once in a row (an agent making five
-        # selections per retrieved pool then finds it from its second draw). Not for a
-        # pool drawn once: evicting an entry frees its ids on cold caches (~10-25 µs
-        # for 1,000), which a retrieval agent with a new pool every step would pay.
-        if known or _noise._stream_streaks.get(stream, 1) > 1:
+        # A list gets an entry once its pool is drawn from a second time (found in the
+        # pool cache): not for a pool drawn once, whose entry would only push out others.
+        if known:
             _insert(_list_cache, id(candidates), result, _LIST_CACHE_SIZE,
                     _pool_bytes(result, None))
         return result
@@ -199,8 +188,7 @@ def _pool_uncached(candidates: Sequence[Any] | NDArray[Any] | None, n: int
         raise _not_utf8(ids) from None
     _check_unique(ids, keys)
     encoded = _id_encoder.encode(ids)  # a tuple is a msgpack array, as a list is
-    result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest(),
-                  pack_keys(keys) if n <= SMALL_POOL else 0)
+    result = Pool(ids, keys, encoded, hashlib.sha256(encoded).digest())
     _insert(_pool_cache, cache_key, result, _POOL_CACHE_SIZE, _pool_bytes(result, cache_key))
     return result, False
 

@@ -36,15 +36,6 @@ from ._steering import current_steer_var
 
 SUM_TOLERANCE = 1e-6
 _fallback_rng = np.random.default_rng()
-_add_reduce = np.add.reduce
-_min_reduce = np.minimum.reduce
-_count_nonzero = np.count_nonzero
-_log = np.log
-_gumbel_small = _noise.gumbel_small
-_gumbel_at = _noise.gumbel_at
-_SMALL_POOL = _noise.SMALL_POOL
-_GENERATOR_ID = _noise.GENERATOR_ID
-_GENERATOR_V2 = _noise.GENERATOR_V2
 
 
 def _select_iv(probs: ArrayLike, normalize: bool, name: str
@@ -66,16 +57,8 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str
             f"`probs` of select {name!r} must be a non-empty 1-D vector; found shape {p.shape}"
         )
     # One sum and one min decide the common case; the slow diagnosis runs only on failure.
-    # A short vector is checked on its Python floats: a numpy reduction costs ~1 µs whatever
-    # N is. The sum is numpy's own (``_pairwise_sum``), so both paths normalise alike.
-    if p.shape[0] <= _SMALL_POOL:
-        v = p.tolist()
-        total = _pairwise_sum(v)
-        lo = min(v)
-    else:
-        # The ufuncs' own reduce skips ndarray.sum's Python wrapper (~0.5 µs at N = 10).
-        total = float(_add_reduce(p))
-        lo = float(_min_reduce(p))
+    total = float(p.sum())
+    lo = float(p.min())
     if not _isfinite(total) or lo < 0:
         _diagnose(p, name, total)
     if normalize:
@@ -92,36 +75,6 @@ def _select_iv(probs: ArrayLike, normalize: bool, name: str
             "to probabilities."
         )
     return p, lo
-
-
-def _pairwise_sum(v: list[float]) -> float:
-    """``np.add.reduce`` of a float64 vector of at most 128 entries, bit for bit.
-
-    numpy sums a contiguous block of up to 128 doubles sequentially below 8 entries and
-    otherwise in eight interleaved partial sums, added pairwise, then the remainder in
-    order (``pairwise_sum`` in its loops); a test holds this to numpy over many vectors.
-    """
-    n = len(v)
-    if n < 8:
-        total = 0.0
-        for x in v:
-            total += x
-        return total
-    r0, r1, r2, r3, r4, r5, r6, r7 = v[:8]
-    end = n - n % 8
-    for i in range(8, end, 8):
-        r0 += v[i]
-        r1 += v[i + 1]
-        r2 += v[i + 2]
-        r3 += v[i + 3]
-        r4 += v[i + 4]
-        r5 += v[i + 5]
-        r6 += v[i + 6]
-        r7 += v[i + 7]
-    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    for x in v[end:]:
-        total += x
-    return total
 
 
 def _diagnose(p: NDArray[np.float64], name: str, total: float) -> None:
@@ -253,7 +206,7 @@ def select(
             _state.warn_runless_thread(f"select {name!r}")
         with np.errstate(divide="ignore"):
             return int(np.argmax(np.log(p) + _fallback_rng.gumbel(size=n)))
-    pool = _pools.pool(candidates, n, name)
+    pool = _pools.pool(candidates, n)
     step = run.next_step(name)
     steer = current_steer_var.get()
     policy: NDArray[np.float64] | None = None
@@ -286,31 +239,21 @@ def select(
                     )
     generator = run.generator
     if observed is not None:  # the noise given the agent's vector and the observed choice
-        keys = (pool.keys if generator is _GENERATOR_ID or generator is _GENERATOR_V2
-                else _pools.keys_for(pool, generator))
-        draws = posterior_keyed(p if policy is None else policy, observed, keys,
+        draws = posterior_keyed(p if policy is None else policy, observed,
+                                _pools.keys_for(pool, generator),
                                 run.noise_seed, name, step)
-    elif generator is _GENERATOR_ID or generator is _GENERATOR_V2:  # the pool's own keys
-        draws = (_gumbel_small(pool.packed, n, run.noise_seed, name, step)
-                 if n <= _SMALL_POOL else _gumbel_at(pool.keys, run.noise_seed, name, step))
     else:
-        draws = _gumbel_at(_pools.keys_for(pool, generator), run.noise_seed, name, step)
+        draws = _noise.gumbel(_pools.keys_for(pool, generator), run.noise_seed, name, step)
     # No zero when the smallest entry is positive (the common case: no counting pass).
-    # -0.0 == 0.0, as count_nonzero counts it; a short vector's list is cheaper than numpy.
-    n_zero = (0 if lo > 0 else p.tolist().count(0.0) if n <= _SMALL_POOL
-              else n - int(_count_nonzero(p)))
+    n_zero = 0 if lo > 0 else n - int(np.count_nonzero(p))  # -0.0 counts as a zero
     window = window_in(run)
     if forced:
         choice = forced_choice
     elif observed is not None and policy is None:
         choice = observed  # its own noise makes it the argmax: no rounding may move it
-    elif n_zero:
+    else:
         with np.errstate(divide="ignore"):  # log 0 = -inf: never chosen
-            choice = int((_log(p) + draws).argmax())
-    else:  # no zero, no warning to silence: errstate costs ~1.5 µs
-        scores = _log(p)
-        scores += draws  # in place: the same sums, one array fewer
-        choice = int(scores.argmax())  # the method skips np.argmax's wrapper
+            choice = int(np.argmax(np.log(p) + draws))
     writer = run.writer
     writer.put_blob(pool.hash, pool.encoded, "pool")
     probs_bytes = p.tobytes()  # float64 is little-endian on every platform numpy supports

@@ -5,14 +5,11 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-import agentlog as al
 from agentlog import _noise, _pools
 
 IDS = [f"doc-{i}" for i in range(200)]
@@ -132,7 +129,7 @@ def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_onc
     # Empty caches: a freed list of an earlier test may have left an entry at this id, and
     # the pool cache would know the pool already.
     for cache in ("_list_cache", "_pool_cache"):
-        monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
+        monkeypatch.setattr(_pools, cache, _pools._Cache(_pools._CACHE_BYTES))
     ids = [f"once-{i}" for i in range(50)]
     first = _pools.pool(ids, 50)
     assert id(ids) not in _pools._list_cache  # a pool drawn once costs no entry
@@ -153,138 +150,13 @@ def test_a_list_enters_the_list_cache_once_its_pool_is_seen_again_and_misses_onc
     assert _pools._same_items([], ()) and not _pools._same_items(["a"], ())
 
 
-def test_a_new_list_enters_the_list_cache_at_first_sight_on_a_stream_that_reuses_pools(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    for cache in ("_list_cache", "_pool_cache"):
-        monkeypatch.setattr(_pools, cache, _pools._Cache(_noise._CACHE_BYTES))
-    monkeypatch.setattr(_noise, "_stream_streaks", {"five": 5, "once": 1})
-    reused, once, unknown = ([f"{k}-{i}" for i in range(20)] for k in "abc")
-    pool = _pools.pool(reused, 20, "five")
-    assert _pools._list_cache[id(reused)] is pool
-    _pools.pool(once, 20, "once")
-    _pools.pool(unknown, 20, "never drawn")
-    assert id(once) not in _pools._list_cache and id(unknown) not in _pools._list_cache
-
-
-def test_the_streams_that_reuse_pools_are_the_ones_that_draw_from_a_list_repeatedly(
-        trace_path: Path) -> None:
-    """The hint ``pool`` reads is what ``select`` leaves in ``_stream_streaks`` (pools past
-    ``SMALL_POOL``: smaller ones draw through ``gumbel_small``, which keeps no hint)."""
-    n = 2 * _noise.SMALL_POOL
-    p = np.full(n, 1 / n)
-    with al.record(trace_path, seed=1):
-        for k in range(3):
-            ids = [f"r{k}-{i}" for i in range(n)]
-            for _ in range(5):
-                al.select(p, candidates=ids, name="five-per-pool")
-            al.select(p, candidates=[f"o{k}-{i}" for i in range(n)], name="one-per-pool")
-    assert _noise._stream_streaks["five-per-pool"] == 5
-    assert _noise._stream_streaks["one-per-pool"] == 1
-
-
-def _keys(n: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 2**64 - 1, size=n, dtype=np.uint64,
-                                                endpoint=True)
-
-
-@pytest.mark.parametrize("n", [33, 40, 127, 200, 257, 1000, 1024, 1025, 3000])
-def test_draws_made_in_blocks_of_steps_equal_the_single_step_draws(n: int) -> None:
-    keys, other = _keys(n, 1), _keys(n, 2)
-    # Consecutive steps (blocks grow), a pool switch, a jump back, a gap, a repeat.
-    steps = [*range(30), 5, 6, 7, 100, 101, 101, 102, 0]
-    for k, step in enumerate(steps):
-        pool = other if k in (12, 13, 31) else keys
-        got = _noise.gumbel_at(pool, 9, f"blk{n}", step)
-        assert got.tobytes() == _noise.gumbel(pool, 9, f"blk{n}", step).tobytes(), (n, step)
-
-
-def test_a_pool_drawn_at_consecutive_steps_gets_blocks_of_rows_and_a_new_pool_one_row() -> None:
-    keys = _keys(200, 3)
-    for step in range(12):
-        _noise.gumbel_at(keys, 4, "grow", step)
-    assert _noise._blocks[(4, "grow")].rows.shape == (_noise._block_rows(200), 200)
-    # Pools seen once each: after the first (which expects the long run before it), one row.
-    for k, step in enumerate(range(12, 16)):
-        _noise.gumbel_at(_keys(200, 40 + k), 4, "grow", step)
-        assert _noise._blocks[(4, "grow")].rows.shape[0] == (
-            _noise._block_rows(200) if k == 0 else 1)
-    big = _keys(_noise._BLOCK_MAX_N + 1, 5)
-    for step in range(4):
-        _noise.gumbel_at(big, 4, "big", step)
-    assert _noise._blocks[(4, "big")].rows.shape[0] == 1
-
-
-def test_a_new_pool_or_seed_is_drawn_as_far_ahead_as_its_streams_last_pool_ran() -> None:
-    # Five selections per fresh pool (an agent's window): every pool after the first gets
-    # its five rows in one set of passes, and no row is drawn again.
-    computed: list[int] = []
-    real = _noise._to_gumbel
-
-    def counting(g: np.ndarray) -> np.ndarray:
-        computed.append(g.shape[0] if g.ndim == 2 else 1)
-        return real(g)
-
-    step = 0
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_noise, "_to_gumbel", counting)
-        for k in range(6):
-            pool = _keys(200, 60 + k)
-            for _ in range(5):
-                got = _noise.gumbel_at(pool, 5, "ahead", step)
-                assert got.tobytes() == real(_noise.uniforms(
-                    pool, _noise.step_base(5, "ahead", step))).tobytes()
-                step += 1
-        assert computed[-5:] == [5] * 5  # one block of five rows per pool
-        computed.clear()
-        # The next run (a new seed) starts as far ahead as the stream's last pool ran.
-        _noise.gumbel_at(_keys(200, 60), 6, "ahead", 0)
-        assert computed == [5]
-
-
-def test_small_pools_get_taller_blocks_within_one_bound_on_draws() -> None:
-    assert [_noise._block_rows(n) for n in (1, 10, 25, 32, 200, 1024, 1025)] == [
-        64, 64, 64, 50, 8, 8, 1]
-    keys = _keys(10, 8)
-    for step in range(70):
-        got = _noise.gumbel_at(keys, 6, "tall", step)
-        assert got.tobytes() == _noise.gumbel(keys, 6, "tall", step).tobytes()
-    assert _noise._blocks[(6, "tall")].rows.shape == (64, 10)
-
-
-def test_the_block_cache_stays_bounded_across_many_seeds_and_streams() -> None:
-    keys = _keys(100, 6)
-    for seed in range(3 * _noise._BLOCK_CACHE_SIZE):
-        for step in range(3):
-            _noise.gumbel_at(keys, seed, f"bound{seed % 5}", step)
-    assert len(_noise._blocks) <= _noise._BLOCK_CACHE_SIZE
-
-
-def test_threads_sharing_a_seed_and_stream_on_different_pools_get_exact_draws() -> None:
-    pools = [_keys(150, 10 + i) for i in range(4)]
-    errors: list[tuple[int, int]] = []
-
-    def work(t: int) -> None:
-        for step in range(300):
-            pool = pools[(t + step // 7) % 4]
-            got = _noise.gumbel_at(pool, 1, "shared", step)
-            if got.tobytes() != _noise.gumbel(pool, 1, "shared", step).tobytes():
-                errors.append((t, step))
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=60)
-    assert not errors
-
-
 def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 512 fresh pools of 100,000 ids stayed cached, ~7 GB of RSS after 500 steps."""
     for big in (_pools._pool_cache, _pools._list_cache, _pools._v1_pool_keys):
-        assert isinstance(big, _noise._Cache) and big.max_bytes == _noise._CACHE_BYTES
+        assert isinstance(big, _pools._Cache) and big.max_bytes == _pools._CACHE_BYTES
     # A quarter of the budget, so that a dozen pools (~9 MB each) overflow it.
-    monkeypatch.setattr(_pools, "_pool_cache", _noise._Cache(_noise._CACHE_BYTES // 4))
+    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_pools._CACHE_BYTES // 4))
     n = 100_000
     for k in range(12):  # what select does with a new pool of a retrieval agent's step
         ids = [f"doc-{k}-{i:06d}" for i in range(n)]
@@ -292,16 +164,18 @@ def test_the_pool_caches_are_bounded_in_bytes_as_well_as_in_entries(
         assert _pools.pool(ids, n).keys is pool.keys  # cached while the cache holds it
         assert _pools._pool_bytes(pool, "\0".join(ids)) >= 72 * n
     cache = _pools._pool_cache
-    assert 0 < cache.total <= _noise._CACHE_BYTES // 4
+    assert 0 < cache.total <= _pools._CACHE_BYTES // 4
     assert sum(cache.sizes.values()) == cache.total and set(cache.sizes) == set(cache)
     cached = [entry.keys for entry in cache.values()]
     assert 0 < sum(len(keys) == n for keys in cached) < 12  # the oldest were evicted
-    assert _pools._list_cache.total <= _noise._CACHE_BYTES
+    assert _pools._list_cache.total <= _pools._CACHE_BYTES
+    cache.clear()  # and its count with it
+    assert cache.total == 0 and not cache.sizes and not cache
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept_and_the_draws_do_not_change(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    small = _noise._Cache(max_bytes=10_000)
+    small = _pools._Cache(max_bytes=10_000)
     monkeypatch.setattr(_pools, "_pool_cache", small)
     ids = [f"big-{i}" for i in range(1000)]  # over the budget (~90 KB)
     first = _pools.pool(ids, 1000)
@@ -339,7 +213,7 @@ def test_a_repeated_str_id_is_refused_and_a_key_collision_is_not(
     # Two distinct ids whose keys collide (forced: every key equal) are a valid pool: the
     # ids themselves decide.
     monkeypatch.setattr(_pools, "_joined_keys", lambda joined, n: np.zeros(n, np.uint64))
-    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_noise._CACHE_BYTES))
+    monkeypatch.setattr(_pools, "_pool_cache", _pools._Cache(_pools._CACHE_BYTES))
     assert _pools.pool(["p", "q", "r"], 3).ids == ("p", "q", "r")
     with pytest.raises(ValueError, match="'q' appears more than once"):
         _pools.pool(["p", "q", "q"], 3)
@@ -363,21 +237,6 @@ def test_the_generator_1_key_cache_is_bounded_in_bytes(monkeypatch: pytest.Monke
     assert [_noise.candidate_key(c) for c in long_ids] == keys  # the same keys again
 
 
-def test_the_block_cache_is_bounded_in_bytes_and_clear_resets_the_count() -> None:
-    n = 200_000  # one row of draws and the keys: 3.2 MB a stream
-    keys = _pools.pool([f"b-{i}" for i in range(n)], n).keys
-    for k in range(40):
-        _noise.gumbel_at(keys, 9, f"stream-{k}", 0)
-    blocks = _noise._blocks
-    assert isinstance(blocks, _noise._Cache)
-    assert blocks.total <= _noise._CACHE_BYTES and sum(blocks.sizes.values()) == blocks.total
-    assert len(blocks) <= _noise._CACHE_BYTES // (16 * n) < _noise._BLOCK_CACHE_SIZE
-    blocks.clear()
-    assert blocks.total == 0 and not blocks.sizes
-    np.testing.assert_array_equal(_noise.gumbel_at(keys, 9, "stream-0", 0),
-                                  _noise.gumbel(keys, 9, "stream-0", 0))
-
-
 def test_the_pool_cache_counts_about_the_bytes_its_entries_keep(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A pool's entry keeps its ids, keys, encoding and NUL-joined name; the cache's count
@@ -385,16 +244,15 @@ def test_the_pool_cache_counts_about_the_bytes_its_entries_keep(
     import gc
     import tracemalloc
 
-    cache = _noise._Cache(_noise._CACHE_BYTES)
+    cache = _pools._Cache(_pools._CACHE_BYTES)
     monkeypatch.setattr(_pools, "_pool_cache", cache)
-    monkeypatch.setattr(_pools, "_list_cache", _noise._Cache(_noise._CACHE_BYTES))
-    monkeypatch.setitem(_noise._stream_streaks, "s", 1)  # pools drawn once: no list entry
+    monkeypatch.setattr(_pools, "_list_cache", _pools._Cache(_pools._CACHE_BYTES))
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for k in range(40):  # the lists go; the cache keeps the pools
-            _pools.pool([f"doc-{k}-{i:05d}" for i in range(2000)], 2000, "s")
+            _pools.pool([f"doc-{k}-{i:05d}" for i in range(2000)], 2000)
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
