@@ -428,7 +428,7 @@ def run_demo(
     summary["next"] = [f"agentlog inspect {first}", f"agentlog verify {short_path(out)}",
                        f"agentlog estimate cess {study} --outcomes "
                        f"{short_path(tables['outcomes'])} --predictions "
-                       f"{short_path(tables['predictions'])}",
+                       f"{short_path(tables['predictions'])} --order {DEMO_ORDER}",
                        f"agentlog replay {study} "
                        + " ".join(f"--channel {c}" for c in ASV_CHANNELS)
                        + f" --window {ASV_WINDOW} --app {ASV_APP} --out asv.zst",

@@ -313,8 +313,9 @@ def cess_command(
     lam: Annotated[float, typer.Option("--lam", min=0.0, max=1.0,
                                        help="Shrinkage λ in [0, 1].")] = 0.5,
     order: Annotated[str, typer.Option(
-        "--order", help="clip-then-shrink (eq. 13) or shrink-then-clip (eq. 9).")
-    ] = "clip-then-shrink",
+        "--order", help="shrink-then-clip (eq. 9, as cess.estimate) or clip-then-shrink "
+        "(eq. 13).")
+    ] = "shrink-then-clip",
     anchor: Annotated[str, typer.Option(
         "--anchor", help="Shrink toward the pool prediction m̄ ('prediction') or the Opened "
         "Mean ('opened', eq. 12).")] = "prediction",

@@ -299,20 +299,39 @@ def _identity(e: Entry, key: str | None, cache: dict[Any, Any]) -> str:
     return str(cache[memo])
 
 
-def _entry_difference(x: Entry, y: Entry, key: str | None) -> str:
-    """``"; `temperature`: 1.0 vs 0.3"``: the top-level fields two argument-map entries
-    differ in (up to three), or "" when the entries are not both maps or not available."""
+def _argument_maps(x: Entry, y: Entry, key: str | None) -> tuple[dict[Any, Any], ...]:
+    """Two entries' sealed argument maps, or () when they are not both available maps."""
     if key is not None or x.entry_bytes is None or y.entry_bytes is None:
-        return ""
+        return ()
     try:
         a, b = decode(x.entry_bytes), decode(y.entry_bytes)
     except Exception:  # a damaged artifact: the hashes still said what differs
+        return ()
+    return (a, b) if isinstance(a, dict) and isinstance(b, dict) else ()
+
+
+def _entry_difference(x: Entry, y: Entry, key: str | None) -> str:
+    """``"; `temperature`: 1.0 vs 0.3"``: the top-level fields two argument-map entries
+    differ in (up to three), or "" when the entries are not both maps or not available."""
+    maps = _argument_maps(x, y, key)
+    if not maps:
         return ""
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return ""
+    a, b = maps
     fields = [k for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
     shown = "; ".join(f"`{k}`: {_short(a.get(k))} vs {_short(b.get(k))}" for k in fields[:3])
     return f"; {shown}{' …' if len(fields) > 3 else ''}" if fields else ""
+
+
+def _shared_entry_hint(x: Entry, y: Entry, key: str | None) -> str:
+    """An ``entry=`` projection keeping only the arguments two entries share (up to three,
+    by their own names, in the sealed map's order), e.g. ``entry=lambda task, **_: task``."""
+    maps = _argument_maps(x, y, key)
+    shared = [k for k in maps[0] if k in maps[1] and maps[0][k] == maps[1][k]
+              and isinstance(k, str) and k.isidentifier()][:3] if maps else []
+    if not shared:
+        return "entry=lambda <shared arguments>, **_: <them>"
+    names = ", ".join(shared)
+    return f"entry=lambda {names}, **_: {names if len(shared) == 1 else f'({names})'}"
 
 
 def _short(value: Any) -> str:
@@ -503,9 +522,9 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
         return refuse(f"the plan declares one shared entry, but the {what} differ on "
                       f"{len(differ)} of {n} common tasks (first: {differ[0]!r}"
                       f"{_entry_difference(ta[differ[0]][0], tb[differ[0]][0], key)}). Seal "
-                      "only what every system must share: @al.window(..., entry=lambda "
-                      "question, **_: question) keeps a system's own settings out of the "
-                      "entry", n)
+                      "only what every system must share: @al.window(..., "
+                      f"{_shared_entry_hint(ta[differ[0]][0], tb[differ[0]][0], key)}) "
+                      "keeps a system's own settings out of the entry", n)
     feat = feature if feature is not None else cond.entry_feature
     if feat is None:
         return refuse(f"entries differ on {len(differ)} of {n} common tasks (first: "

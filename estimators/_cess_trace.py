@@ -477,19 +477,20 @@ def _files(paths: Sequence[str]) -> str:
 
 def _check_streams(sel_names: set[str], cont_names: set[str], files: str, stream: str,
                    stop_stream: str | None) -> None:
+    """Both stream names at once: a wrong ``stream`` often comes with a wrong stop stream."""
+    problems = []
     if stream not in sel_names:
         have = sorted(sel_names)
         hint = (f"the traces hold select streams {have}: pass one as stream= (--stream)"
                 if have else "the traces hold no al.select records at all")
-        raise ValueError(f"unknown stream {stream!r}: no selections of it in {files}; {hint}")
-    if stop_stream is None:
-        return
-    if cont_names and stop_stream not in cont_names:
-        raise ValueError(
+        problems.append(f"unknown stream {stream!r}: no selections of it in {files}; {hint}")
+    if stop_stream is not None and cont_names and stop_stream not in cont_names:
+        problems.append(
             f"unknown stop stream {stop_stream!r}: no continuations of it in {files}; the "
             f"traces hold proceed streams {sorted(cont_names)}: pass one as stop_stream= "
-            "(--stop-stream), or stop_stream=None for fixed-length search (s_t = 1)"
-        )
+            "(--stop-stream), or stop_stream=None for fixed-length search (s_t = 1)")
+    if problems:
+        raise ValueError("; and ".join(problems))
 
 
 class _NoSelections(ValueError):

@@ -166,9 +166,7 @@ def _output_path(out: Any) -> Path:
     if path.is_dir():
         raise IsADirectoryError(f"`out` {str(path)!r} is a folder; name the output trace "
                                 "file (e.g. out/replay.zst)")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"the folder of `out` {str(path)!r} does not exist; create "
-                                "it first")
+    path.parent.mkdir(parents=True, exist_ok=True)  # as record() makes a trace's folder
     return path
 
 

@@ -66,7 +66,8 @@ def test_demo_json_summarises_files_verification_and_bias_per_ranking(tmp_path: 
     assert a["calibration"]["sign_disagreement"] == "invariant"
     # The study's traces lie at the top of --out, the certified variants below it.
     assert summary["next"][2] == (f"agentlog estimate cess {out}/*.zst --outcomes "
-                                  f"{out}/outcomes.csv --predictions {out}/predictions.csv")
+                                  f"{out}/outcomes.csv --predictions {out}/predictions.csv "
+                                  "--order clip-then-shrink")
     assert summary["next"][3] == (f"agentlog replay {out}/*.zst --channel direct --channel "
                                   "quote --window retrieval --app "
                                   "agentlog.examples.deep_research --out asv.zst")

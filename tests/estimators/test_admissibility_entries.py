@@ -49,3 +49,22 @@ def test_a_refusal_names_the_differing_fields_and_the_fix(tmp_path: Path) -> Non
     assert ("the entry hashes differ on 3 of 3 common tasks (first: 't0'; `temperature`: "
             "0.3 vs 1.0)") in pair.reason
     assert "entry=lambda question, **_: question" in pair.reason
+
+
+@al.window("plan")
+def plan_steps(task: str, k: int, temperature: float = 1.0) -> str:
+    return task[: k + int(temperature)]
+
+
+def test_the_fix_names_the_arguments_the_entries_share(tmp_path: Path) -> None:
+    """The suggested projection keeps the window's own shared arguments, by their names."""
+    for system, temperature in (("cold", 0.3), ("hot", 1.0)):
+        for t in range(3):
+            with al.record(tmp_path / f"{system}.zst", system=system, task=f"t{t}",
+                           seed=t, mode="a"):
+                plan_steps(f"task {t}", 2, temperature=temperature)
+                al.score("correct", 1.0)
+    plan = certify.Plan.from_toml(PLAN.replace('window = "answer"', 'window = "plan"').encode())
+    (pair,) = certify.admissibility(tmp_path, plan=plan).pairs
+    assert pair.status == "refused", pair.reason
+    assert "entry=lambda k, task, **_: (k, task))" in pair.reason  # the sealed order

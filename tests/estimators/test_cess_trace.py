@@ -401,6 +401,10 @@ def test_an_unknown_stream_or_stop_stream_raises_with_the_streams_present(
     with pytest.raises(ValueError, match=r"unknown stop stream 'halt'.* proceed streams "
                        r"\['retry', 'stop'\].*stop_stream=None"):
         cess.from_traces(folder, outcomes=Y, predictions=M, stop_stream="halt", budget=3)
+    with pytest.raises(ValueError, match=r"unknown stream 'docs'.*; and unknown stop stream "
+                       r"'halt'.*stop_stream="):  # both wrong: both named at once
+        cess.from_traces(folder, outcomes=Y, predictions=M, stream="docs", stop_stream="halt",
+                         budget=3)
 
 
 def test_stop_stream_none_is_fixed_length_search(
