@@ -311,15 +311,7 @@ class ArgumentBinder:
     ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
     """
 
-    __slots__ = (
-        "_fast",
-        "_names",
-        "_secrets",
-        "_signature",
-        "_skip_first",
-        "_tails",
-        "parameters",
-    )
+    __slots__ = ("_names", "_secrets", "_signature", "_skip_first", "parameters")
 
     def __init__(self, fn: Callable[..., Any], *, secret: Iterable[str] = ()) -> None:
         signature = inspect.signature(fn)
@@ -341,50 +333,7 @@ class ArgumentBinder:
         secrets |= {p.name for p in params if is_credential_name(p.name)}
         self._secrets = frozenset(secrets)
         self._signature = signature
-        kinds = {p.kind for p in params}
-        self._fast = kinds <= {
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        }
         self._names = tuple(p.name for p in params)
-        # _tails[i]: the defaults that fill parameters i.. when only i positionals are given
-        # (None when one of them is required).
-        empty = inspect.Parameter.empty
-        self._tails: list[dict[str, Any] | None] = []
-        for i in range(len(params) + 1):
-            rest = params[i:]
-            self._tails.append(
-                None if any(p.default is empty for p in rest)
-                else {p.name: p.default for p in rest}
-            )
-
-    def simple_names(self) -> tuple[str, ...] | None:
-        """Parameter names when a full positional call binds as ``zip(names, args)``."""
-        if self._fast and not self._secrets and not self._skip_first:
-            return self._names
-        return None
-
-    def entry_struct(self) -> type[msgspec.Struct] | None:
-        """A Struct whose instance ``S(*args)`` encodes to the same bytes as the bound map.
-
-        The canonical encoder sorts Struct fields by name exactly as it sorts dict keys, so
-        ``_encoder.encode(S(*args)) == _encoder.encode(dict(zip(names, args)) | defaults)``;
-        building the Struct costs a quarter of building the dict (window hot path). None
-        when a full positional call does not bind as ``zip(names, args)``, or when the
-        defaults cannot be Struct defaults (msgspec refuses non-empty mutable ones).
-        """
-        names = self.simple_names()
-        if names is None:
-            return None
-        empty = inspect.Parameter.empty
-        fields: list[Any] = [
-            (p.name, Any) if p.default is empty else (p.name, Any, p.default)
-            for p in self.parameters
-        ]
-        try:
-            return msgspec.defstruct("WindowEntry", fields, omit_defaults=False)
-        except (TypeError, ValueError):
-            return None
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -399,20 +348,11 @@ class ArgumentBinder:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any],
              known: set[str] | None = None) -> dict[str, Any]:
         """The effective-argument map; secret values go to ``known`` (the run's secrets)."""
-        n_args = len(args)
-        if self._fast and not kwargs and n_args <= len(self._names):
-            bound = dict(zip(self._names, args, strict=False))
-            if n_args < len(self._names):
-                tail = self._tails[n_args]
-                if tail is None:
-                    # A required argument is missing: let the real call raise its TypeError.
-                    return bound
-                bound.update(tail)
+        try:
+            ba = self._signature.bind(*args, **kwargs)
+        except TypeError:  # the real call raises its own TypeError; keep what was passed
+            bound = dict(zip(self._names, args, strict=False)) | dict(kwargs)
         else:
-            try:
-                ba = self._signature.bind(*args, **kwargs)
-            except TypeError:
-                return dict(zip(self._names, args, strict=False)) | dict(kwargs)
             ba.apply_defaults()
             bound = dict(ba.arguments)
         if self._skip_first:

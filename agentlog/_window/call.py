@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
-from msgspec.structs import asdict as _asdict
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -52,7 +51,6 @@ class _Spec:
         "after",
         "binder",
         "entry",
-        "entry_struct",
         "exit",
         "fn",
         "forbid",
@@ -60,7 +58,6 @@ class _Spec:
         "link_param",
         "method",
         "name",
-        "positional_only",
         "secret_args",
         "span_name",
     )
@@ -83,11 +80,6 @@ class _Spec:
         self.forbid = forbid
         self.binder = ArgumentBinder(fn, secret=secret)
         self.link_param = _link_parameter(name, fn, self.binder, entry, after)
-        # A Struct of the parameters when they bind by position or name alone (no
-        # secrets, no self/cls): see _bind.
-        self.entry_struct = self.binder.entry_struct()
-        self.positional_only = frozenset(
-            p.name for p in self.binder.parameters if p.kind is p.POSITIONAL_ONLY)
         self.span_name = f"agentlog.window.{name}"
         # Recorded with every entry so that a replay can find the function (the app
         # module is named by the user; the trace only says which function it expects)
@@ -178,28 +170,11 @@ def _clean_bytes(run: Run, value: Any, what: str, window: str | None = None) -> 
     return data
 
 
-def _bind(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The effective-argument map of a call: its entry, before any projection.
-
-    A plain signature binds through the spec's entry Struct, which checks names, counts
-    and defaults as the call will (``inspect.Signature.bind`` costs ~3 µs a keyword
-    call); a call the Struct refuses, or one naming a positional-only parameter, goes to
-    the binder, whose map the real call then refuses.
-    """
-    entry_struct = spec.entry_struct
-    if entry_struct is not None and spec.positional_only.isdisjoint(kwargs):
-        try:
-            return _asdict(entry_struct(*args, **kwargs))
-        except TypeError:
-            pass
-    return spec.binder.bind(args, kwargs, run.secrets)
-
-
 def _open(spec: _Spec, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> WindowState:
     parent = window_in(run)
     forbid = spec.forbid if parent is None else spec.forbid | parent.forbid
     st = WindowState(run, next(run._window_ids), spec.name, parent, forbid)
-    bound = _bind(spec, run, args, kwargs)
+    bound = spec.binder.bind(args, kwargs, run.secrets)  # the effective-argument map
     args_hash: bytes | None = None
     arguments = bound
     if spec.entry is None:
