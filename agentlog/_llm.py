@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _state
-from ._encoding import _encoder as _canonical_encoder
 from ._encoding import encode
 from ._errors import ArtifactEncodingError, InstrumentationWarning
 from ._recorder import _redacted
@@ -45,7 +44,6 @@ __all__ = ["GENAI_ATTRIBUTES", "known_secrets", "llm_call"]
 Prices = Mapping[str, tuple[float, float]]
 """``{model: (USD per million input tokens, USD per million output tokens)}``."""
 
-_fast_encode = _canonical_encoder.encode  # encode() without its wrapper, for the common case
 _last_secrets: tuple[Sequence[str] | None, tuple[str, ...]] = (None, ())
 
 
@@ -105,10 +103,7 @@ def _sealed(run: Run, payload: Any, provider: str, part: str, checked: bool = Fa
     if run.redact is not None:
         payload = _redacted(run.redact, payload)
         checked = False  # the hook's output is the user's: it gets every rule
-    try:
-        data = _fast_encode(payload)
-    except Exception:  # the general path: sets of mixed types, and the error naming the call
-        data = encode(payload, what=f"{provider} {part}")
+    data = encode(payload, what=f"{provider} {part}")
     if checked and not (run.secrets and holds_known(data, run.secrets)):
         return data
     if may_change(payload, data, run.secrets):

@@ -21,12 +21,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agentlog._encoding import ArgumentBinder, encode_arguments, seal_clean, warn_unsealable
-from agentlog._encoding import _encoder as _canonical_encoder
 from agentlog._errors import ArtifactEncodingError, InstrumentationWarning
 from agentlog._llm import known_secrets as _model_secrets
 from agentlog._recorder import INLINE_MAX, _redacted, store_artifact
 from agentlog._records import EXIT_FAILED, EXIT_OK, WindowEnter, WindowExit
-from agentlog._scrub import may_change_payload, scrub_error
+from agentlog._scrub import scrub_error
 from agentlog._spans import builder as _span_builder
 from agentlog._spans import tracer as _otel
 from agentlog._state import Run, WindowState, current_window_var, window_in
@@ -35,7 +34,6 @@ from agentlog._window.registry import function_id
 _sha256 = hashlib.sha256
 _perf = time.perf_counter_ns
 _get_ident = threading.get_ident
-_fast_encode = _canonical_encoder.encode
 
 _warned: set[str] = set()
 
@@ -265,16 +263,10 @@ def _close(st: WindowState, status: int, payload: Any, exc: BaseException | None
     run = st.run
     name = st.name
     if status == EXIT_OK and run.redact is None:
-        data: bytes | None
-        try:
-            data = _fast_encode(payload)
-        except Exception:  # seal_clean decides (and marks)
-            data = None
-        if data is None or may_change_payload(payload, data, run.secrets):
-            # Never strict here: the call has run, its result goes back untouched.
-            data, bad = seal_clean(payload, run.secrets, strict=False)
-            if bad:
-                warn_unsealable(f"window {name!r} exit", bad)
+        # Never strict here: the call has run, its result goes back untouched.
+        data, bad = seal_clean(payload, run.secrets, strict=False)
+        if bad:
+            warn_unsealable(f"window {name!r} exit", bad)
         exit_hash = _sha256(data).digest()
         exit_inline: bytes | None = data
         if len(data) > INLINE_MAX:
