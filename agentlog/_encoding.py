@@ -307,8 +307,7 @@ class ArgumentBinder:
     seal the same entry. A leading ``self``/``cls`` is left out (it is the object, not an
     input). Secret parameters — declared ones and those with a credential name
     (``api_key``, ``token``, ``password``, ...: ``agentlog._scrub.CREDENTIAL_NAMES``) — are
-    replaced by ``REDACTED``. The common case — positional arguments only, no
-    ``*args``/``**kwargs`` — avoids ``inspect.Signature.bind``.
+    replaced by ``REDACTED``.
     """
 
     __slots__ = ("_names", "_secrets", "_signature", "_skip_first", "parameters")

@@ -70,7 +70,7 @@ class FrameWriting:
 
         def _note_problem(self, message: str) -> None: ...
         def _learn(self, n_records: int, n_bytes: int) -> None: ...
-        def _seal(self, batch: list[Any], kinds: set[type] | None = None) -> None: ...
+        def _seal(self, batch: list[Any]) -> None: ...
 
     def _peek(self, q: deque[Any], n: int) -> None:
         """Learn the record size from the first records without writing them (once)."""
@@ -101,7 +101,7 @@ class FrameWriting:
             kinds = set(map(type, batch))
         if not kinds <= _RECORD_TYPES:
             batch = self._only_records(batch)
-        self._seal(batch, kinds)
+        self._seal(batch)
         ends, self._run_ends = self._run_ends, []
         # The common batch (one open run, no Blob, no RunEnd) advances its run's digest
         # by each frame's payload without looking at a record (agentlog._digest).

@@ -10,7 +10,6 @@ neither a lock nor a hash for it. ``TraceWriter`` (``agentlog._writer``) inherit
 from __future__ import annotations
 
 import hashlib
-import operator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -35,11 +34,8 @@ _SEALED_TYPES = frozenset(
 # Positions in a run's chain state: [head, windows closed, selections, continuations].
 _HEAD, _WINDOWS, _SELECTIONS, _CONTINUATIONS = 0, 1, 2, 3
 _TALLIED: dict[type, int] = {Selection: _SELECTIONS, Continuation: _CONTINUATIONS}
-# Sealed kinds that need more than a count (a batch without them takes the fast path).
-_CHAINED_TYPES = _SEALED_TYPES - _TALLIED.keys()
 _sha256 = hashlib.sha256
 _replace = msgspec.structs.replace
-_run_of = operator.attrgetter("run")  # every record type but Blob (a chained type) has one
 
 
 class RunSealer:
@@ -65,7 +61,7 @@ class RunSealer:
     if TYPE_CHECKING:  # pragma: no cover - defined by TraceWriter
         def _note_problem(self, message: str) -> None: ...
 
-    def _seal(self, batch: list[Any], kinds: set[type] | None = None) -> None:
+    def _seal(self, batch: list[Any]) -> None:
         """Advance each run's receipt chain over ``batch`` and fill the receipts left empty.
 
         receipt_k = sha256(receipt_{k-1} ‖ window ‖ entry_hash ‖ exit_hash) (DESIGN §5,
@@ -78,8 +74,6 @@ class RunSealer:
         (a rewritten trace) is kept and continued from.
         """
         chains = self._chains
-        if kinds is not None and not kinds & _CHAINED_TYPES and self._tally(batch, kinds):
-            return
         entries = self._open_entries
         for i, record in enumerate(batch):
             kind = type(record)
@@ -87,7 +81,7 @@ class RunSealer:
                 continue
             try:
                 tally = _TALLIED.get(kind)
-                if tally is not None:  # the common case, inline: count it into its run
+                if tally is not None:  # a selection or continuation: counted into its run
                     chain = chains.get(record.run)
                     if chain is not None:
                         chain[tally] += 1
@@ -96,26 +90,6 @@ class RunSealer:
             except Exception as exc:  # a malformed record: written as it is, never fatal
                 self._note_problem(f"could not advance the receipt chain over a "
                                    f"{kind.__name__} record ({type(exc).__name__}: {exc})")
-
-    def _tally(self, batch: list[Any], kinds: set[type]) -> bool:
-        """Count a batch that only needs counting (no window, run or Blob), at C speed.
-
-        The common batch of small records: one open run (or none) and every record of
-        it. ``kinds`` are the batch's record types. False when the loop of ``_seal`` must
-        do it (several open runs, or records of a run this writer did not open).
-        """
-        chains = self._chains
-        if not chains:
-            return True  # no open run to count into: the loop would skip every record
-        if len(chains) != 1:
-            return False
-        ((run, chain),) = chains.items()
-        if operator.countOf(map(_run_of, batch), run) != len(batch):
-            return False
-        for kind, position in _TALLIED.items():
-            if kind in kinds:
-                chain[position] += operator.countOf(map(type, batch), kind)
-        return True
 
     def _seal_one(self, batch: list[Any], i: int, kind: type, record: Any,
                   chains: dict[int, list[Any]], entries: dict[tuple[int, int], bytes]) -> None:
