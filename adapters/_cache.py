@@ -44,6 +44,8 @@ import msgspec
 
 from agentlog import CacheMiss, InstrumentationWarning, Trace
 from agentlog import read as read_trace
+from agentlog.records import ABSENT
+from agentlog.records import artifact_differences as differences
 
 from ._request_fields import CacheKey, request_fields, request_key
 
@@ -292,35 +294,8 @@ class _MemoryStore:
         return None
 
 
-def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping):
-        if not value:
-            out[prefix] = {}
-        for k, v in value.items():
-            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
-    elif isinstance(value, list):
-        if not value:
-            out[prefix] = []
-        for i, v in enumerate(value):
-            _flatten(v, f"{prefix}[{i}]", out)
-    else:
-        out[prefix] = value
-
-
-def _differences(mine: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    a: dict[str, Any] = {}
-    b: dict[str, Any] = {}
-    _flatten(mine, "", a)
-    _flatten(other, "", b)
-    missing = object()
-    return {path: (a.get(path, missing), b.get(path, missing))
-            for path in sorted(a.keys() | b.keys())
-            if a.get(path, missing) != b.get(path, missing)
-            or type(a.get(path, missing)) is not type(b.get(path, missing))}
-
-
 def _short(value: Any) -> str:
-    if type(value) is object:
+    if value is ABSENT:
         return "absent"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -563,7 +538,7 @@ class ModelCache:
         model = key.model
         best: dict[str, tuple[Any, Any]] | None = None
         for stored in self._store.stored_requests(key.provider, model):
-            diff = _differences(key.canonical, stored)
+            diff = differences(key.canonical, stored)
             if best is None or len(diff) < len(best):
                 best = diff
         what = f"{key.provider} request for model {model!r} (key {key.hex[:16]})"

@@ -11,7 +11,8 @@ their artifacts canonical msgpack; this module turns each back into a value:
   ``decode_pool(blob.data)`` while streaming;
 * artifacts: ``WindowView.entry_value()`` / ``.exit_value()``, ``decode_artifact(bytes)``
   for any canonical encoding (``encode_artifact(value)`` makes one: what is hashed),
-  ``agentlog.decode_arguments`` to rebuild a call;
+  ``agentlog.decode_arguments`` to rebuild a call, ``artifact_differences(a, b)``: the leaf
+  paths where two decoded artifacts (argument maps) differ (``ABSENT`` where one lacks it);
 * streaming: ``agentlog.iter_records(path)`` / ``agentlog.iter_frames(path)``, and
   ``iter_runs(source)``: one run at a time (``TraceRun(trace, run)``), what the
   estimators' ``from_traces`` loaders use; ``trace_files(source)`` lists the files (and
@@ -36,6 +37,8 @@ Examples:
 
 from __future__ import annotations
 
+from ._differences import ABSENT
+from ._differences import differences as artifact_differences
 from ._encoding import decode as decode_artifact
 from ._encoding import encode as encode_artifact
 from ._frames import Frame, FrameIterator, trace_sha256
@@ -62,6 +65,7 @@ from ._vectors import decode_pool, draws, policy_probs, probs, raw_probs
 from ._verify.report import parse_chain_head
 
 __all__ = [
+    "ABSENT",
     "EXIT_CLOSED",
     "EXIT_FAILED",
     "EXIT_OK",
@@ -84,6 +88,7 @@ __all__ = [
     "WindowEnter",
     "WindowExit",
     "WindowView",
+    "artifact_differences",
     "decode_artifact",
     "decode_pool",
     "draws",

@@ -14,7 +14,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agentlog import Trace, settle
-from agentlog.records import RunView, iter_runs, trace_files, trace_sha256
+from agentlog.records import ABSENT, RunView, iter_runs, trace_files, trace_sha256
+from agentlog.records import artifact_differences as differences
 from agentlog.records import decode_artifact as decode
 from agentlog.records import encode_artifact as encode
 
@@ -311,15 +312,20 @@ def _argument_maps(x: Entry, y: Entry, key: str | None) -> tuple[dict[Any, Any],
 
 
 def _entry_difference(x: Entry, y: Entry, key: str | None) -> str:
-    """``"; `temperature`: 1.0 vs 0.3"``: the top-level fields two argument-map entries
-    differ in (up to three), or "" when the entries are not both maps or not available."""
+    """``"; `temperature`: 1.0 vs 0.3"``: the fields (nested paths) two argument-map
+    entries differ in (up to three), or "" when the entries are not both maps."""
     maps = _argument_maps(x, y, key)
     if not maps:
         return ""
-    a, b = maps
-    fields = [k for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
-    shown = "; ".join(f"`{k}`: {_short(a.get(k))} vs {_short(b.get(k))}" for k in fields[:3])
+    fields = differences(*maps)
+    shown = "; ".join(f"`{path}`: {_short(a)} vs {_short(b)}"
+                      for path, (a, b) in list(fields.items())[:3])
     return f"; {shown}{' …' if len(fields) > 3 else ''}" if fields else ""
+
+
+def _short(value: Any) -> str:
+    text = "absent" if value is ABSENT else repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
 
 
 def _shared_entry_hint(x: Entry, y: Entry, key: str | None) -> str:
@@ -332,11 +338,6 @@ def _shared_entry_hint(x: Entry, y: Entry, key: str | None) -> str:
         return "entry=lambda <shared arguments>, **_: <them>"
     names = ", ".join(shared)
     return f"entry=lambda {names}, **_: {names if len(shared) == 1 else f'({names})'}"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "…"
 
 
 def _samples(entries: list[Entry], feature: FeatureFn | str, what: str,

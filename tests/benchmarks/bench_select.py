@@ -6,9 +6,9 @@ with fewer calls: for A/B runs of two checkouts against each other
 (``PYTHONPATH=<checkout> python tests/benchmarks/bench_select.py --json``: the script
 uses only the public API).
 
-Rows: a cached pool (the same list object every step) at N = 10, N = 32, N = 200 (an agent loop's pool, bench_agent_loop) and
-N = 1,000, and a
-fresh pool (new ids every call) at N = 1,000. The reference is
+Rows: a cached pool (the same list object every step) at N = 10, N = 32, N = 200 (an
+agent loop's pool, bench_agent_loop) and N = 1,000, and a fresh pool (new ids every call)
+at N = 1,000. The reference is
 ``argmax(log p + rng.gumbel(size=N))``, batches alternating with the measured call.
 """
 
