@@ -472,3 +472,38 @@ def test_the_auc_baseline_scales_to_many_distinct_scores() -> None:
         u = mannwhitneyu(post[success == 1], post[success == 0]).statistic
         assert value == pytest.approx(u / (n1 * n0), rel=1e-12)
     assert result.samples.shape == (20, 3) and np.isfinite(result.samples).all()
+
+
+@pytest.mark.parametrize("weighting", ["empirical", "equal-target"])
+def test_the_delete_a_group_jackknife_over_classes_equals_it_over_units(
+        weighting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the group count the jackknife's rows weigh every unit of a group (and target)
+    alike, and run on a resampler over those classes: the statistics the same rows give
+    over the units, to rounding (sums regrouped)."""
+    from agentlog.estimators import _asv
+
+    rng = np.random.default_rng(21)
+    n_traj, per = 300, 4
+    corners = rng.normal(size=(4, n_traj * per))
+    f = asv.face(*corners)
+    traj = np.repeat(np.arange(n_traj), per)
+    target = rng.integers(0, 3, size=n_traj * per)
+    monkeypatch.setattr(_asv, "_JACKKNIFE_GROUPS", 7)
+    got = asv.summarize(f, trajectory=traj, target=target,
+                        weighting=weighting, n_resamples=50, seed=1)  # type: ignore[arg-type]
+    # The reference: the same delete-a-group rows over the trajectories, on the units.
+    if weighting == "empirical":
+        unit, unit_traj, unit_target, per_target = traj, np.arange(n_traj), None, None
+    else:
+        pairs, unit = np.unique(np.column_stack([traj, target]), axis=0, return_inverse=True)
+        unit = unit.ravel()
+        unit_traj, unit_target = pairs[:, 0], pairs[:, 1]
+        per_target = np.zeros((n_traj, 3))
+        np.add.at(per_target, (traj, target), 1.0)
+    resampler = _asv._Resampler(f, unit, len(unit_traj))
+    rows = np.concatenate(list(_asv._jackknife_rows(n_traj)))
+    assert rows.shape == (7, n_traj) and set(rows.sum(axis=1)) <= {n_traj - 43, n_traj - 42}
+    stats = resampler.stats(_asv._unit_weights(rows, unit_traj, unit_target, per_target), 0.1)
+    for key, values in stats.items():
+        assert got.accelerations[key] == pytest.approx(
+            float(_asv.jackknife_acceleration(values)), rel=1e-9, abs=1e-12), key
