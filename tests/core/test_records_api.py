@@ -12,12 +12,12 @@ import agentlog.records as rec
 from agentlog._writer import TraceWriter
 
 EXPECTED = [
-    "EXIT_CLOSED", "EXIT_FAILED", "EXIT_OK", "RECORD_TYPES", "Blob", "BlobNotFoundError",
-    "Continuation", "Frame", "FrameIterator", "LLMCall", "Record", "RunEnd", "RunStart",
-    "RunView", "Score", "Selection", "ToolCall", "TraceRun", "Transition", "WindowEnter",
-    "WindowExit", "WindowView", "decode_artifact", "decode_pool", "draws", "encode_artifact",
-    "iter_runs", "parse_chain_head", "policy_probs", "probs", "raw_probs", "trace_files",
-    "trace_sha256",
+    "ABSENT", "EXIT_CLOSED", "EXIT_FAILED", "EXIT_OK", "RECORD_TYPES", "Blob",
+    "BlobNotFoundError", "Continuation", "Frame", "FrameIterator", "LLMCall", "Record",
+    "RunEnd", "RunStart", "RunView", "Score", "Selection", "ToolCall", "TraceRun",
+    "Transition", "WindowEnter", "WindowExit", "WindowView", "artifact_differences",
+    "decode_artifact", "decode_pool", "draws", "encode_artifact", "iter_runs",
+    "parse_chain_head", "policy_probs", "probs", "raw_probs", "trace_files", "trace_sha256",
 ]
 
 
