@@ -53,6 +53,7 @@ from ._output import (
     short_path,
     stdout,
     trace_errors,
+    write_plot,
 )
 from ._verify_cmd import trace_files
 
@@ -532,13 +533,7 @@ def certify_command(
         fail(f"agentlog certify: {exc}")
     out = {**board.to_dict(), "inputs": {**inputs, "executor": how}}
     if plot is not None:
-        try:
-            plot_rank_intervals(out, plot)
-        except al.MissingDependencyError as exc:
-            fail(f"agentlog certify: {exc}")
-        except OSError as exc:
-            fail(f"agentlog certify: {plot}: cannot write the plot ({exc.strerror or exc}); "
-                 "pass a writable path")
+        write_plot("certify", plot, lambda: plot_rank_intervals(out, plot))
     if json_output:
         print_json(out)
     else:

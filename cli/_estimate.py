@@ -42,6 +42,7 @@ from ._output import (
     pyplot,
     stdout,
     trace_errors,
+    write_plot,
 )
 from ._verify_cmd import trace_files
 
@@ -390,14 +391,8 @@ def cess_command(
             curve = budget_curve(build, k, kwargs)
     caught = list(dict.fromkeys(str(w.message) for w in records))
     if plot is not None and curve is not None:
-        try:
-            plot_cess_budgets(curve, plot, title=f"MAE across budgets · λ = {lam:g}, "
-                              f"{formula(order, anchor)}")
-        except al.MissingDependencyError as exc:
-            fail(f"agentlog estimate cess: {exc}")
-        except OSError as exc:
-            fail(f"agentlog estimate cess: {plot}: cannot write the plot "
-                 f"({exc.strerror or exc}); pass a writable path")
+        title = f"MAE across budgets · λ = {lam:g}, {formula(order, anchor)}"
+        write_plot("estimate cess", plot, lambda: plot_cess_budgets(curve, plot, title=title))
     summary = summarize_cess(data, res)
     summary["settings"] = {
         "traces": [str(p) for p in loaded], "outcomes": str(outcomes),

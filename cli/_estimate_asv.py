@@ -49,6 +49,7 @@ from ._output import (
     pyplot,
     stdout,
     trace_errors,
+    write_plot,
 )
 from ._verify_cmd import trace_files
 
@@ -468,13 +469,7 @@ def asv_command(
     out["warnings"] = list(dict.fromkeys(str(w.message) for w in records))
     out["plot"] = str(plot) if plot is not None else None
     if plot is not None:
-        try:
-            plot_asv_face(out, face, plot)
-        except al.MissingDependencyError as exc:
-            fail(f"agentlog estimate asv: {exc}")
-        except OSError as exc:
-            fail(f"agentlog estimate asv: {plot}: cannot write the plot "
-                 f"({exc.strerror or exc}); pass a writable path")
+        write_plot("estimate asv", plot, lambda: plot_asv_face(out, face, plot))
     if json_output:
         print_json(out)
     else:

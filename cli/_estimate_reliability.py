@@ -70,6 +70,7 @@ from ._output import (
     pyplot,
     stdout,
     trace_errors,
+    write_plot,
 )
 from ._verify_cmd import trace_files
 
@@ -542,13 +543,7 @@ def reliability_command(
                        "executor": how}
     out["plot"] = str(plot) if plot is not None else None
     if plot is not None:
-        try:
-            plot_reliability(out, plot)
-        except al.MissingDependencyError as exc:
-            fail(f"agentlog estimate reliability: {exc}")
-        except OSError as exc:
-            fail(f"agentlog estimate reliability: {plot}: cannot write the plot "
-                 f"({exc.strerror or exc}); pass a writable path")
+        write_plot("estimate reliability", plot, lambda: plot_reliability(out, plot))
     if json_output:
         print_json(out)
     else:

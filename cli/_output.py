@@ -77,6 +77,18 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def write_plot(command: str, path: Path, draw: Callable[[], None]) -> None:
+    """``draw()`` a figure into ``path``: a missing ``plot`` extra or a path that cannot be
+    written ends the command with what to do, never a traceback."""
+    try:
+        draw()
+    except al.MissingDependencyError as exc:
+        fail(f"agentlog {command}: {exc}")
+    except OSError as exc:
+        fail(f"agentlog {command}: {path}: cannot write the plot ({exc.strerror or exc}); "
+             "pass a writable path")
+
+
 def expand(paths: list[Path]) -> list[Path]:
     """Files as given; a folder stands for the ``*.zst`` files below it (sorted)."""
     out: list[Path] = []
