@@ -32,7 +32,6 @@ def differences(mine: Mapping[str, Any], other: Mapping[str, Any]
     b: dict[str, Any] = {}
     _flatten(mine, "", a)
     _flatten(other, "", b)
-    return {path: (a.get(path, ABSENT), b.get(path, ABSENT))
-            for path in sorted(a.keys() | b.keys())
-            if a.get(path, ABSENT) != b.get(path, ABSENT)
-            or type(a.get(path, ABSENT)) is not type(b.get(path, ABSENT))}
+    pairs = ((path, a.get(path, ABSENT), b.get(path, ABSENT))
+             for path in sorted(a.keys() | b.keys()))
+    return {path: (x, y) for path, x, y in pairs if x != y or type(x) is not type(y)}

@@ -311,10 +311,9 @@ def _argument_maps(x: Entry, y: Entry, key: str | None) -> tuple[dict[Any, Any],
     return (a, b) if isinstance(a, dict) and isinstance(b, dict) else ()
 
 
-def _entry_difference(x: Entry, y: Entry, key: str | None) -> str:
-    """``"; `temperature`: 1.0 vs 0.3"``: the fields (nested paths) two argument-map
-    entries differ in (up to three), or "" when the entries are not both maps."""
-    maps = _argument_maps(x, y, key)
+def _entry_difference(maps: tuple[dict[Any, Any], ...]) -> str:
+    """``"; `temperature`: 1.0 vs 0.3"``: the fields (nested paths) two argument maps
+    (``_argument_maps``) differ in (up to three), or "" when there are none."""
     if not maps:
         return ""
     fields = differences(*maps)
@@ -328,10 +327,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
-def _shared_entry_hint(x: Entry, y: Entry, key: str | None) -> str:
-    """An ``entry=`` projection keeping only the arguments two entries share (up to three,
-    by their own names, in the sealed map's order), e.g. ``entry=lambda task, **_: task``."""
-    maps = _argument_maps(x, y, key)
+def _shared_entry_hint(maps: tuple[dict[Any, Any], ...]) -> str:
+    """An ``entry=`` projection keeping only the arguments two argument maps
+    (``_argument_maps``) share (up to three, by their own names, in the sealed map's order),
+    e.g. ``entry=lambda task, **_: task``."""
     shared = [k for k in maps[0] if k in maps[1] and maps[0][k] == maps[1][k]
               and isinstance(k, str) and k.isidentifier()][:3] if maps else []
     if not shared:
@@ -520,12 +519,12 @@ def _decide_pair(plan: Plan, table: EntryTable | None, a: str, b: str, m: int,
         return admit("exact", f"{what} equal on {n} of {n} common tasks: exact cell, "
                      "ε_in = 0 and r = 0 ([LBC] §6.1)", n, (0.0, 0.0), 0.0, "both")
     if cond.shared_entry:
+        maps = _argument_maps(ta[differ[0]][0], tb[differ[0]][0], key)
         return refuse(f"the plan declares one shared entry, but the {what} differ on "
                       f"{len(differ)} of {n} common tasks (first: {differ[0]!r}"
-                      f"{_entry_difference(ta[differ[0]][0], tb[differ[0]][0], key)}). Seal "
-                      "only what every system must share: @al.window(..., "
-                      f"{_shared_entry_hint(ta[differ[0]][0], tb[differ[0]][0], key)}) "
-                      "keeps a system's own settings out of the entry", n)
+                      f"{_entry_difference(maps)}). Seal only what every system must share: "
+                      f"@al.window(..., {_shared_entry_hint(maps)}) keeps a system's own "
+                      "settings out of the entry", n)
     feat = feature if feature is not None else cond.entry_feature
     if feat is None:
         return refuse(f"entries differ on {len(differ)} of {n} common tasks (first: "

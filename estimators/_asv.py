@@ -406,21 +406,19 @@ def _jackknife(f: AsvFace, unit: NDArray[np.intp], resampler: _Resampler, n_traj
     for a row to scan (at 10⁷ trajectories the units' blocks held millions of positions).
     """
     n_groups = min(n_traj, _JACKKNIFE_GROUPS)
-    if n_groups < n_traj:
+    if n_groups < n_traj:  # from here on a "trajectory" is a group, a "unit" a class
         group = unit_traj % n_groups
         if unit_target is None or per_target is None:
-            cls, class_group, class_target, group_target = group, np.arange(n_groups), None, None
+            unit_class, unit_traj = group, np.arange(n_groups, dtype=np.intp)
         else:
             n_targets = per_target.shape[1]
-            classes, cls = np.unique(group * n_targets + unit_target, return_inverse=True)
-            class_group, class_target = classes // n_targets, classes % n_targets
+            classes, unit_class = np.unique(group * n_targets + unit_target,
+                                            return_inverse=True)
+            unit_traj, unit_target = classes // n_targets, classes % n_targets
             group_target = np.zeros((n_groups, n_targets))
             np.add.at(group_target, np.arange(n_traj) % n_groups, per_target)
-        n_classes = int(cls.max()) + 1
-        resampler = _Resampler(f, cls.ravel().astype(np.intp)[unit], n_classes)
-        unit_traj, unit_target, per_target = (class_group.astype(np.intp), None if class_target
-                                              is None else class_target.astype(np.intp),
-                                              group_target)
+            per_target = group_target
+        resampler = _Resampler(f, unit_class.ravel()[unit], len(unit_traj))
     out: dict[str, list[FloatArray]] = {}
     for counts in _jackknife_rows(n_groups, len(unit_traj)):
         for key, arr in resampler.stats(_unit_weights(counts, unit_traj, unit_target,
